@@ -1,0 +1,108 @@
+// Package chat holds the message model every part of agentd shares: what a
+// person, an assistant or a tool said, as it is stored and replayed. It has no
+// dependencies of ours and does no I/O.
+package chat
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Role says who produced a message.
+type Role string
+
+// The roles a stored message can have. The system prompt is never stored: it
+// is built for each request.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Origin says where a user message came from; the learner only learns from a
+// person's own words.
+const (
+	OriginPerson   = ""         // typed by the chat's person (the default)
+	OriginSchedule = "schedule" // a scheduled or automated run
+	OriginApp      = "app"      // injected by the embedding application
+)
+
+// Message is one stored entry of a chat's log. Seq is assigned by the store
+// and is unique and increasing within a chat. Fields a reader does not know
+// are ignored, so older binaries can read newer records.
+type Message struct {
+	Seq       int64     `json:"seq"`
+	Role      Role      `json:"role"`
+	Content   string    `json:"content,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Thinking is the model's reasoning as the provider returned it. It is
+	// kept intact and replayed unedited (signatures must match).
+	Thinking          string `json:"thinking,omitempty"`
+	ThinkingSignature string `json:"thinking_signature,omitempty"`
+
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+
+	// ToolCallID and ToolName link a tool message to its call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	ToolName   string `json:"tool_name,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	// Untrusted marks a tool result that carries outside text (web, files,
+	// mail); a chat that read one has what it learns wait for an OK.
+	Untrusted bool `json:"untrusted,omitempty"`
+
+	Images      []Image      `json:"images,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+
+	// Origin is empty for a person's own words.
+	Origin string `json:"origin,omitempty"`
+	// Partial marks an answer cut short by a fault; Problem says why.
+	Partial bool   `json:"partial,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	// Model names the provider/model that wrote an assistant message.
+	Model string `json:"model,omitempty"`
+}
+
+// ToolCall is one call an assistant asks for. Arguments is the JSON text the
+// model wrote, kept as written.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Image is a picture carried by a message.
+type Image struct {
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"`
+}
+
+// Attachment is a reference to a stored file; its content never rides in a
+// request by itself.
+type Attachment struct {
+	ID        string `json:"id"` // content hash
+	Name      string `json:"name"`
+	MediaType string `json:"media_type"`
+	Size      int64  `json:"size"`
+	Note      string `json:"note"` // the compact facts the model sees
+}
+
+// ToolSpec describes a tool to a model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Usage is what a provider reported for one request.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens,omitempty"`
+}
+
+// Add sums two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}
+}

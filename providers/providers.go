@@ -1,0 +1,138 @@
+// Package providers defines what agentd needs of a model API — one streamed
+// request, the models it serves and their windows — and the shared logic every
+// adapter uses: the "too long" detector, the company table, window readers.
+// The adapters live in the subpackages openai, anthropic and ollama. Nothing
+// here knows of actors or HTTP serving.
+package providers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Request is one call to a model.
+type Request struct {
+	Model    string
+	System   string
+	Messages []chat.Message
+	Tools    []chat.ToolSpec
+	// MaxTokens is the room left for the answer; 0 lets the provider choose.
+	MaxTokens int
+	// NumCtx is the window agentd asks a local server to allocate (Ollama).
+	NumCtx int
+	// EstimatedInput is agentd's estimate of the input tokens; an adapter
+	// whose server cuts over-long prompts silently (Ollama) compares it with
+	// the count the server reports.
+	EstimatedInput int
+}
+
+// EventKind tells what a streamed Event carries.
+type EventKind int
+
+// Streamed event kinds.
+const (
+	EventText EventKind = iota + 1
+	EventThinking
+	EventToolCall
+	EventUsage
+)
+
+// Event is one streamed piece of an answer.
+type Event struct {
+	Kind     EventKind
+	Text     string
+	ToolCall *chat.ToolCall
+	Usage    *chat.Usage
+}
+
+// Finish reasons, normalised across providers.
+const (
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
+	FinishFilter    = "content_filter"
+)
+
+// Response is the whole answer once the stream ends.
+type Response struct {
+	Message      chat.Message // role assistant: content, thinking, tool calls
+	Usage        chat.Usage
+	FinishReason string
+}
+
+// Client is one configured provider. Stream calls emit for each event as it
+// arrives, on the caller's goroutine, and returns the assembled answer.
+type Client interface {
+	Stream(ctx context.Context, req Request, emit func(Event)) (Response, error)
+	Models(ctx context.Context) ([]ModelInfo, error)
+}
+
+// Where a ModelInfo figure came from.
+const (
+	SourceList    = "list"
+	SourceRefusal = "refusal"
+	SourceConfig  = "config"
+	SourceDefault = "default"
+)
+
+// Default windows when a provider does not say.
+const (
+	DefaultRemoteWindow = 128_000
+	DefaultLocalWindow  = 8_192
+)
+
+// ModelInfo is what agentd knows of one model.
+type ModelInfo struct {
+	Provider     string `json:"provider"`
+	ID           string `json:"id"`
+	Window       int    `json:"window"`
+	WindowSource string `json:"window_source"`
+	MaxOutput    int    `json:"max_output,omitempty"`
+	Vision       bool   `json:"vision,omitempty"`
+	Local        bool   `json:"local,omitempty"`
+	// Loaded is false for a local model that is not in memory now.
+	Loaded bool `json:"loaded,omitempty"`
+}
+
+// Error is a provider failure with what agentd needs to decide the next step.
+type Error struct {
+	Provider string
+	Status   int
+	Body     string
+	// TooLong: the request did not fit the model's window.
+	TooLong bool
+	// Window is the window the refusal named, 0 when it named none.
+	Window int
+	// Requested is the size the refusal says was sent, 0 when unnamed.
+	Requested int
+	// CountsOutput: the refusal counts the requested answer room in the
+	// total, so shrinking MaxTokens first may be enough.
+	CountsOutput bool
+	// Retryable: a rate limit or a server fault worth another try.
+	Retryable  bool
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.TooLong:
+		return fmt.Sprintf("%s: request too long for the model's window (status %d): %s", e.Provider, e.Status, clip(e.Body, 300))
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", e.Provider, e.Err)
+	default:
+		return fmt.Sprintf("%s: status %d: %s", e.Provider, e.Status, clip(e.Body, 300))
+	}
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,94 @@
+// Package testkit holds the parts shared by agentd's protocol fakes: a
+// scripted reply, what a fake received, and the neutral token count every
+// fake uses. The fakes themselves (openaifake, anthropicfake, ollamafake) are
+// httptest servers that speak each provider's real wire protocol, so the
+// adapters are tested exactly as they run against the real thing.
+package testkit
+
+import (
+	"sync"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Reply is what a fake answers to one request.
+type Reply struct {
+	Text      string
+	Thinking  string
+	ToolCalls []chat.ToolCall
+	// Finish overrides the finish reason ("stop", "length", "tool_calls").
+	Finish string
+
+	// Status and Body make a non-2xx answer with the body sent verbatim.
+	Status int
+	Body   string
+	// StreamError sends an error event after HTTP 200 (as LM Studio and the
+	// OpenAI Responses stream do).
+	StreamError string
+
+	// ChunkRunes splits the text into deltas of this many runes (default 4).
+	ChunkRunes int
+	// Hang never answers; the fake waits until the client goes away.
+	Hang bool
+	// CutAfterChunks closes the connection after that many chunks.
+	CutAfterChunks int
+	// Garbage streams bytes that are not the protocol.
+	Garbage bool
+	// Usage overrides the counted usage.
+	Usage *chat.Usage
+}
+
+// Received is what a fake saw in one request, in protocol-neutral form.
+type Received struct {
+	Model       string
+	System      string
+	Messages    []chat.Message
+	Tools       []string
+	MaxTokens   int
+	NumCtx      int
+	InputTokens int    // counted by CountTokens over every text sent
+	Raw         []byte // the request body as sent
+}
+
+// Script decides the reply to each request.
+type Script func(r Received) Reply
+
+// CountTokens is the neutral token count of the fakes: a fixed, simple rule
+// (one token per four bytes, at least one per word) that no side of a
+// comparison tunes itself to.
+func CountTokens(s string) int {
+	n, words, inWord := 0, 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		space := c == ' ' || c == '\n' || c == '\t' || c == '\r'
+		if !space && !inWord {
+			words++
+		}
+		inWord = !space
+	}
+	n = (len(s) + 3) / 4
+	if words > n {
+		n = words
+	}
+	return n
+}
+
+// Log records what a fake received, safe for concurrent use.
+type Log struct {
+	mu   sync.Mutex
+	reqs []Received
+}
+
+// Add appends one request.
+func (l *Log) Add(r Received) {
+	l.mu.Lock()
+	l.reqs = append(l.reqs, r)
+	l.mu.Unlock()
+}
+
+// All returns a copy of every request so far.
+func (l *Log) All() []Received {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Received(nil), l.reqs...)
+}
