@@ -1,0 +1,367 @@
+// Package hub owns agentd's actor system: it spawns the top-level actors
+// (the session registry, the summariser, the learner and the tool index),
+// wires their shared dependencies, and is the one door the HTTP API knocks
+// on. Every method checks the caller's tenant: a chat of another tenant is
+// "not found".
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/modelcatalog"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/prompts"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/recall"
+	"github.com/agentd/agentd/tools"
+)
+
+// Errors the hub answers with; the HTTP API maps them to statuses.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrInvalid   = errors.New("invalid request")
+	ErrBusy      = session.ErrBusy
+	ErrLimit     = errors.New("limit reached")
+	ErrStopping  = session.ErrStopping
+	ErrTimeout   = errors.New("timed out")
+	ErrNoReplies = errors.New("no reply")
+)
+
+// askTimeout bounds a question to a session (not a turn).
+const askTimeout = 30 * time.Second
+
+// Hub is safe for concurrent use.
+type Hub struct {
+	cfg     configs.Config
+	log     zerolog.Logger
+	store   *persistence.Store
+	catalog *modelcatalog.Catalog
+	tools   *tools.Registry
+	bus     *eventbus.Bus
+	metrics *Metrics
+
+	system    *actor.ActorSystem
+	registry  *actor.PID
+	summarize *actor.PID
+	toolIndex *actor.PID
+	closeMCP  func() error
+}
+
+// Options are what New needs beyond the configuration.
+type Options struct {
+	// Tools registers extra tools, e.g. an embedding application's own.
+	Tools func(*tools.Registry) error
+	// HTTPClient is used for every provider. Optional.
+	HTTPClient *http.Client
+	// InMemory keeps Badger in memory (tests, benchmarks).
+	InMemory bool
+}
+
+// New opens the store, builds the catalog and the tools, and starts the
+// actors. Close stops them.
+func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
+	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory})
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(), metrics: newMetrics()}
+	if err := h.build(ctx, opts); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Hub) build(ctx context.Context, opts Options) error {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	cat, err := modelcatalog.New(ctx, h.cfg.Providers, h.store, hc, h.log.With().Str("component", "catalog").Logger())
+	if err != nil {
+		return err
+	}
+	h.catalog = cat
+	h.tools = tools.NewRegistry()
+	if err := tools.RegisterBuiltins(h.tools); err != nil {
+		return fmt.Errorf("built-in tools: %w", err)
+	}
+	if err := recall.Register(h.tools, h.store); err != nil {
+		return fmt.Errorf("recall tools: %w", err)
+	}
+	if opts.Tools != nil {
+		if err := opts.Tools(h.tools); err != nil {
+			return fmt.Errorf("application tools: %w", err)
+		}
+	}
+	h.closeMCP, err = tools.ConnectMCP(ctx, mcpServers(h.cfg.MCPServers), h.tools, h.log.With().Str("component", "mcp").Logger())
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	h.startActors()
+	return nil
+}
+
+func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
+	out := make([]tools.MCPServer, len(cs))
+	for i, c := range cs {
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers}
+	}
+	return out
+}
+
+func (h *Hub) startActors() {
+	base := h.log
+	h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(s *actor.ActorSystem) *slog.Logger {
+		return slog.New(zerolog.NewSlogHandler(base.With().Str("component", "protoactor").Logger().Level(zerolog.WarnLevel)))
+	}))
+	root := h.system.Root
+	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log.With().Str("component", "summarizer").Logger()}))
+	h.toolIndex = root.Spawn(toolindex.Props())
+	root.Send(h.toolIndex, &toolindex.Register{Tools: indexTools(h.tools.List())})
+	builder := &prompts.Builder{}
+	deps := &session.Deps{
+		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
+		Log:        h.log,
+		Summarizer: h.summarize, ToolIndex: h.toolIndex,
+		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
+		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
+		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
+		MustWait: 2 * time.Second, NoProviderHelp: NoProviderHelp,
+	}
+	h.registry = root.Spawn(session.RegistryProps(deps))
+}
+
+func indexTools(ts []tools.Tool) []toolindex.Tool {
+	out := make([]toolindex.Tool, len(ts))
+	for i, t := range ts {
+		out[i] = toolindex.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	}
+	return out
+}
+
+// NoProviderHelp says how to configure a provider.
+const NoProviderHelp = "Configure a model provider: run Ollama on this computer (https://ollama.com, it listens on 127.0.0.1:11434) " +
+	"and pull a model, or add a providers entry to the yaml (see configs/agentd.yaml) and start agentd with --config FILE."
+
+// Refresh reads every provider's model list (network I/O; call it outside
+// request paths) and logs plainly when none answers.
+func (h *Hub) Refresh(ctx context.Context) {
+	h.catalog.Refresh(ctx)
+	errs := h.catalog.ProviderErrors()
+	if len(errs) == len(h.cfg.Providers) {
+		h.log.Warn().Msg("no model provider answered. " + NoProviderHelp)
+	}
+}
+
+// Close stops the actors (each waits for its children), then closes the store.
+func (h *Hub) Close(ctx context.Context) error {
+	root := h.system.Root
+	for _, pid := range []*actor.PID{h.registry, h.summarize, h.toolIndex} {
+		if pid == nil {
+			continue
+		}
+		if err := root.PoisonFuture(pid).Wait(); err != nil {
+			h.log.Warn().Err(err).Str("actor", pid.Id).Msg("stop actor")
+		}
+	}
+	h.system.Shutdown()
+	if h.closeMCP != nil {
+		_ = h.closeMCP()
+	}
+	return h.store.Close()
+}
+
+// Tools returns the tool registry (an embedding application adds its own).
+func (h *Hub) Tools() *tools.Registry { return h.tools }
+
+// Bus returns the event bus to watch chats on.
+func (h *Hub) Bus() *eventbus.Bus { return h.bus }
+
+// Store returns the store (health and metrics read its sizes).
+func (h *Hub) Store() *persistence.Store { return h.store }
+
+// NewID returns a random id.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// chatOf returns a chat if it belongs to tenant.
+func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, error) {
+	c, err := h.store.Chat(ctx, id)
+	if errors.Is(err, persistence.ErrNotFound) || (err == nil && c.Tenant != tenant) {
+		return c, fmt.Errorf("chat %s: %w", id, ErrNotFound)
+	}
+	return c, err
+}
+
+// CreateChat makes a chat for tenant.
+func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
+	if c.Model == "" {
+		c.Model = h.cfg.DefaultModel
+	}
+	if c.Model != "" {
+		if _, _, err := h.catalog.Resolve(c.Model); err != nil {
+			return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	n, err := h.store.Chats(ctx, tenant)
+	if err != nil {
+		return c, err
+	}
+	if len(n) >= h.cfg.Limits.ChatsPerTenant {
+		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, len(n))
+	}
+	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
+	if err := h.store.CreateChat(ctx, c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Chats lists a tenant's chats.
+func (h *Hub) Chats(ctx context.Context, tenant string) ([]persistence.Chat, error) {
+	return h.store.Chats(ctx, tenant)
+}
+
+// Chat returns one chat and its last seq.
+func (h *Hub) Chat(ctx context.Context, tenant, id string) (persistence.Chat, int64, error) {
+	c, err := h.chatOf(ctx, tenant, id)
+	if err != nil {
+		return c, 0, err
+	}
+	last, err := h.store.LastSeq(ctx, id)
+	return c, last, err
+}
+
+// Transcript returns every stored message of a chat, untouched.
+func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64) ([]chat.Message, error) {
+	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	return h.store.Messages(ctx, id, from, to)
+}
+
+// ask sends msg to a chat's session and waits for the reply.
+func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Duration) (any, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	res, err := h.system.Root.RequestFuture(h.registry, &session.Envelope{ChatID: chatID, Msg: msg}, timeout).Result()
+	if errors.Is(err, actor.ErrTimeout) {
+		return nil, fmt.Errorf("chat %s: %w", chatID, ErrTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chat %s: %w", chatID, err)
+	}
+	if r, ok := res.(*session.Rejected); ok {
+		if errors.Is(r.Err, session.ErrNotFound) {
+			return nil, fmt.Errorf("chat %s: %w", chatID, ErrNotFound)
+		}
+		if errors.Is(r.Err, session.ErrInvalid) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
+		}
+		return nil, r.Err
+	}
+	return res, nil
+}
+
+// Submit hands a person's message to its chat. It returns once the message
+// is durable and its turn has started; the turn's events follow on the bus
+// (subscribe before calling, to miss none).
+func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Message) (*session.TurnAccepted, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return nil, err
+	}
+	turnID := NewID()
+	res, err := h.ask(ctx, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+	if err != nil {
+		return nil, err
+	}
+	acc, ok := res.(*session.TurnAccepted)
+	if !ok {
+		return nil, fmt.Errorf("submit: unexpected reply %T", res)
+	}
+	return acc, nil
+}
+
+// Context returns what a chat's model is sent now.
+func (h *Hub) Context(ctx context.Context, tenant, chatID string) (*chat.ContextView, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return nil, err
+	}
+	res, err := h.ask(ctx, chatID, &session.GetContext{}, askTimeout)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := res.(*chat.ContextView)
+	if !ok {
+		return nil, fmt.Errorf("context: unexpected reply %T", res)
+	}
+	return v, nil
+}
+
+// Patch changes a chat's model (between turns) and/or title.
+func (h *Hub) Patch(ctx context.Context, tenant, chatID string, model, title *string) error {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return err
+	}
+	_, err := h.ask(ctx, chatID, &session.Patch{Model: model, Title: title}, askTimeout)
+	return err
+}
+
+// Compact folds all but the newest turn of a chat now.
+func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (*chat.Compacted, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return nil, err
+	}
+	res, err := h.ask(ctx, chatID, &session.Compact{Focus: focus}, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := res.(*session.Compacted)
+	if !ok {
+		return nil, fmt.Errorf("compact: unexpected reply %T", res)
+	}
+	return &c.View, nil
+}
+
+// Models lists what the catalog knows.
+func (h *Hub) Models() []providers.ModelInfo { return h.catalog.Models() }
+
+// ActiveSessions counts live session actors.
+func (h *Hub) ActiveSessions() int {
+	res, err := h.system.Root.RequestFuture(h.registry, &session.CountActive{}, 5*time.Second).Result()
+	if err != nil {
+		return -1
+	}
+	if c, ok := res.(*session.ActiveCount); ok {
+		return c.N
+	}
+	return -1
+}
+
+// Metrics returns the Prometheus metrics.
+func (h *Hub) Metrics() *Metrics { return h.metrics }
+
+// ProviderErrors says which providers did not answer their model list.
+func (h *Hub) ProviderErrors() map[string]error { return h.catalog.ProviderErrors() }
+

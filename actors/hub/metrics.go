@@ -1,0 +1,69 @@
+package hub
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Metrics are agentd's Prometheus metrics, on a registry of their own (no
+// global state, so tests can build many hubs).
+type Metrics struct {
+	Registry *prometheus.Registry
+	turns    *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
+	folds    *prometheus.CounterVec
+	heals    prometheus.Counter
+	sessions prometheus.Gauge
+}
+
+func newMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		turns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_turns_total", Help: "Turns finished, by problem kind (empty: answered)."}, []string{"problem"}),
+		tokens:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tokens_total", Help: "Tokens reported by providers for turns, by direction."}, []string{"direction"}),
+		folds:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_folds_total", Help: "Folds applied, by whether a summary came back."}, []string{"summary"}),
+		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
+	}
+	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// TurnDone counts a finished turn and its tokens.
+func (m *Metrics) TurnDone(problem string, u chat.Usage) {
+	m.turns.WithLabelValues(problem).Inc()
+	m.tokens.WithLabelValues("in").Add(float64(u.InputTokens))
+	m.tokens.WithLabelValues("out").Add(float64(u.OutputTokens))
+	m.tokens.WithLabelValues("cached").Add(float64(u.CachedTokens))
+}
+
+// Fold counts a fold; ok false means the summariser gave no summary.
+func (m *Metrics) Fold(ok bool) {
+	label := "yes"
+	if !ok {
+		label = "no"
+	}
+	m.folds.WithLabelValues(label).Inc()
+}
+
+// Heal counts a healed refusal.
+func (m *Metrics) Heal() { m.heals.Inc() }
+
+// ActiveSessions moves the live-session gauge.
+func (m *Metrics) ActiveSessions(delta int) { m.sessions.Add(float64(delta)) }
+
+// Heals returns how many refusals were healed.
+func (m *Metrics) Heals() float64 { return counterValue(m.heals) }
+
+func counterValue(c prometheus.Counter) float64 {
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	pm := &dto.Metric{}
+	if err := (<-ch).Write(pm); err != nil {
+		return 0
+	}
+	return pm.GetCounter().GetValue()
+}

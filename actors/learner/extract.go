@@ -1,0 +1,157 @@
+package learner
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/chat"
+)
+
+// Instructions is the extraction model's system prompt.
+const Instructions = `You read what a person wrote in a chat with an assistant and pick out what is worth remembering about them for future chats:
+- durable facts the person states about themselves (name, family, work, home, health, skills, equipment they use),
+- lasting preferences (how they like things done, what they like or avoid),
+- standing instructions they give the assistant ("always answer in French").
+Leave out passing details of the current task, questions, what other people or documents say, guesses, and anything secret (passwords, keys, tokens, or text masked like [secret:...]).
+Write each item as one short self-contained sentence in the third person, for example "The person is vegetarian.".
+Answer with a JSON array of strings and nothing else; answer [] when there is nothing worth remembering.`
+
+// maxFacts caps what one answer may add; a longer list is more likely a
+// summary of the chat than things to remember.
+const maxFacts = 20
+
+// answerRoom is the MaxTokens of an extraction request.
+const answerRoom = 1024
+
+// personWords keeps the messages a learner may learn from: the person's own
+// typed words. A tool's output, an assistant's answer, a scheduled run's or
+// an application's message never qualify, whatever the sender claimed.
+func personWords(msgs []chat.Message, after int64) []chat.Message {
+	var out []chat.Message
+	for _, m := range msgs {
+		if m.Seq > after && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// piece is a run of words small enough for one extraction request.
+type piece struct {
+	lines   []string
+	lastSeq int64
+}
+
+// pieces renders words as masked "Person:" lines and cuts them into pieces
+// of at most limit bytes (a single longer line is a piece by itself, cut to
+// the limit), so a small model reads each whole.
+func pieces(words []chat.Message, limit int) []piece {
+	lines := summarizer.Lines(words)
+	var out []piece
+	var cur piece
+	size := 0
+	for i, l := range lines {
+		if len(l) > limit {
+			cut := limit
+			for cut > 0 && !utf8.RuneStart(l[cut]) {
+				cut--
+			}
+			l = l[:cut]
+		}
+		if size+len(l) > limit && len(cur.lines) > 0 {
+			out = append(out, cur)
+			cur, size = piece{}, 0
+		}
+		cur.lines = append(cur.lines, l)
+		cur.lastSeq = words[i].Seq
+		size += len(l) + 1
+	}
+	if len(cur.lines) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// userPrompt is the one user message of an extraction request.
+func userPrompt(p piece) string {
+	return "The person's messages, oldest first:\n\n" + strings.Join(p.lines, "\n")
+}
+
+// ParseFacts reads an extraction answer leniently: the first JSON array in
+// it (code fences and chatter around it are ignored) whose items are strings
+// or objects with a "text", "fact" or "memory" string, or an object holding
+// such an array under "memories", "facts" or "items". ok is false when no
+// such JSON is found: the answer is unreadable and nothing may be marked
+// read. An empty array is a readable "nothing to remember".
+func ParseFacts(answer string) (facts []string, ok bool) {
+	for i := 0; i < len(answer); i++ {
+		if answer[i] != '[' && answer[i] != '{' {
+			continue
+		}
+		var v any
+		if err := json.NewDecoder(strings.NewReader(answer[i:])).Decode(&v); err != nil {
+			continue
+		}
+		if facts, ok := factsIn(v); ok {
+			return tidy(facts), true
+		}
+	}
+	return nil, false
+}
+
+func factsIn(v any) ([]string, bool) {
+	switch v := v.(type) {
+	case []any:
+		var out []string
+		for _, item := range v {
+			s, ok := factText(item)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	case map[string]any:
+		for _, k := range []string{"memories", "facts", "items"} {
+			if arr, ok := v[k].([]any); ok {
+				return factsIn(arr)
+			}
+		}
+	}
+	return nil, false
+}
+
+func factText(item any) (string, bool) {
+	switch it := item.(type) {
+	case string:
+		return it, true
+	case map[string]any:
+		for _, k := range []string{"text", "fact", "memory"} {
+			if s, ok := it[k].(string); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
+}
+
+// tidy trims, drops blanks and repeats, and caps the count.
+func tidy(facts []string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, f := range facts {
+		f = strings.TrimSpace(f)
+		key := strings.ToLower(f)
+		if f == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, f)
+		if len(out) == maxFacts {
+			break
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/tools"
+)
+
+// Store is what a session needs of persistence.
+type Store interface {
+	Chat(ctx context.Context, id string) (persistence.Chat, error)
+	UpdateChat(ctx context.Context, c persistence.Chat) error
+	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
+	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
+	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
+	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot) error
+}
+
+// Catalog is what a session needs of the model catalog.
+type Catalog interface {
+	Resolve(ref string) (providers.Client, providers.ModelInfo, error)
+	Learn(ctx context.Context, ref string, window int) (int, error)
+	Bigger(need int) (ref string, window int, ok bool)
+}
+
+// Prompts builds the system prompt of a chat's requests.
+type Prompts interface {
+	// System returns the full system prompt, or the lean one, for a tenant.
+	System(tenant string, lean bool) string
+}
+
+// Metrics receives counts; nil-safe implementations are fine.
+type Metrics interface {
+	TurnDone(problem string, usage chat.Usage)
+	Fold(ok bool)
+	Heal()
+	ActiveSessions(delta int)
+}
+
+// Deps are what every session shares. They are read-only once built.
+type Deps struct {
+	Store   Store
+	Catalog Catalog
+	Tools   *tools.Registry
+	Bus     *eventbus.Bus
+	Prompts Prompts
+	Metrics Metrics
+	Log     zerolog.Logger
+
+	Summarizer *actor.PID
+	Learner    *actor.PID
+	ToolIndex  *actor.PID
+
+	DefaultModel    string
+	IdleAfter       time.Duration
+	TurnsPerChat    int
+	ToolTimeout     time.Duration
+	ToolResultBytes int
+	TurnTimeout     time.Duration
+	ModelIdle       time.Duration
+	// MustWait bounds how long a lagging watcher may hold a must-deliver event.
+	MustWait time.Duration
+	// NoProviderHelp is said in each turn's error when no provider answers.
+	NoProviderHelp string
+}

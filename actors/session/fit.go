@@ -1,0 +1,156 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/tools"
+	"github.com/agentd/agentd/window"
+)
+
+// softFold is the share of the budget past which a fold runs in the
+// background after a turn, so the next turn rarely waits for one.
+const softFold = 0.85
+
+// estimate is what a built request is expected to cost.
+type estimate struct {
+	raw, total int
+	budget     window.Budget
+	plan       window.PlanResult
+	lean       bool
+}
+
+func (s *session) calibration() window.Calibration {
+	return window.Calibration{Factor: s.snap.Factor, LastReported: s.snap.LastReported, LastEstimate: s.snap.LastEstimate}
+}
+
+// calibrate anchors later estimates on what the provider counted.
+func (s *session) calibrate(rawSent, reported int) {
+	c := s.calibration()
+	c.Observe(rawSent, reported)
+	s.snap.Factor, s.snap.LastReported, s.snap.LastEstimate = c.Factor, c.LastReported, c.LastEstimate
+	if n := len(s.requests); n > 0 {
+		s.requests[n-1].Reported = reported
+	}
+}
+
+// windowMsgs converts the unfolded messages for the arithmetic. A tool
+// result over the per-result limit goes to the model as head and tail with
+// the call that returns it whole; the stored message keeps everything.
+func (s *session) windowMsgs() []window.Msg {
+	out := make([]window.Msg, len(s.msgs))
+	for i, m := range s.msgs {
+		text := m.Content
+		if m.Role == chat.RoleTool && len(text) > s.deps.ToolResultBytes {
+			text = tools.HeadTail(text, s.deps.ToolResultBytes, readPointer(m.Seq))
+		}
+		wm := window.Msg{Seq: m.Seq, Role: window.Role(m.Role), Text: text, Thinking: m.Thinking,
+			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Bytes: len(m.Content) + len(m.Thinking)}
+		for _, c := range m.ToolCalls {
+			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		out[i] = wm
+	}
+	return out
+}
+
+func readPointer(seq int64) string {
+	return fmt.Sprintf(`conversation_read {"from_seq":%d,"to_seq":%d}`, seq, seq)
+}
+
+// planFor plans the next request on info's window; harder halves the
+// transcript budget (the retry after a refusal for length).
+func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []window.Msg, string, []chat.ToolSpec) {
+	lean := s.isLean(info)
+	system, specs := s.systemAndTools(lean)
+	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
+	if harder {
+		b.Transcript /= 2
+	}
+	msgs := s.windowMsgs()
+	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
+	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}, msgs, system, specs
+}
+
+func toolTokens(specs []chat.ToolSpec) int {
+	n := 0
+	for _, sp := range specs {
+		n += 8 + window.EstimateText(sp.Name) + window.EstimateText(sp.Description) + window.EstimateText(string(sp.Parameters))
+	}
+	return n
+}
+
+// foldNeeded returns the seq the chat must fold up to before the next
+// request fits (0: none). A heal folds everything before the turn.
+func (s *session) foldNeeded(info providers.ModelInfo, harder bool) int64 {
+	if harder && s.turn != nil && s.snap.FirstKeptSeq < s.turn.userSeq {
+		return s.turn.userSeq
+	}
+	est, _, _, _ := s.planFor(info, harder)
+	if est.plan.Fold && est.plan.FirstKept > s.snap.FirstKeptSeq {
+		return est.plan.FirstKept
+	}
+	return 0
+}
+
+// buildRequest assembles the request of the running turn.
+func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
+	est, msgs, system, specs := s.planFor(t.info, t.harder)
+	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	room := est.budget.Answer
+	if t.maxTokens > 0 {
+		room = t.maxTokens
+	}
+	t.maxTokens = room
+	model := t.ref[len(t.info.Provider)+1:]
+	return providers.Request{
+		Model: model, System: system, Messages: s.fromWindow(sent), Tools: specs,
+		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
+	}, est
+}
+
+// fromWindow turns assembled messages back into chat messages, keeping what
+// the arithmetic does not carry (pictures, thinking signatures) from the
+// stored originals.
+func (s *session) fromWindow(sent []window.Msg) []chat.Message {
+	bySeq := make(map[int64]int, len(s.msgs))
+	for i, m := range s.msgs {
+		bySeq[m.Seq] = i
+	}
+	out := make([]chat.Message, 0, len(sent))
+	for _, w := range sent {
+		var m chat.Message
+		if i, ok := bySeq[w.Seq]; ok && s.msgs[i].Role == chat.Role(w.Role) {
+			m = s.msgs[i]
+		}
+		m.Seq, m.Role, m.Content = w.Seq, chat.Role(w.Role), w.Text
+		m.ToolCallID, m.ToolName, m.IsError = w.ToolCallID, w.ToolName, w.IsError
+		out = append(out, m)
+	}
+	return out
+}
+
+// contextView reports what the model is sent now.
+func (s *session) contextView() *chat.ContextView {
+	v := &chat.ContextView{Model: s.snap.Model, FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary,
+		SummaryModel: s.snap.SummaryModel, Digest: s.snap.Digest, LoadedTools: append([]string{}, s.snap.LoadedTools...),
+		RecentRequests: append([]chat.RequestLog{}, s.requests...), LastSeq: s.lastSeq, StubbedSeqs: []int64{}}
+	v.Factor = max(s.snap.Factor, 1)
+	_, info, err := s.deps.Catalog.Resolve(s.snap.Model)
+	if err != nil {
+		return v
+	}
+	est, _, _, _ := s.planFor(info, false)
+	v.Window, v.WindowSource, v.Lean, v.Estimate = info.Window, info.WindowSource, est.lean, est.total
+	v.Budget = chat.Budget{Window: est.budget.Window, AnswerRoom: est.budget.Answer, System: est.budget.System, Tools: est.budget.Tools, Transcript: est.budget.Transcript}
+	v.StubbedSeqs = append(v.StubbedSeqs, est.plan.Stubbed...)
+	return v
+}
+
+// specJSON renders tool specs for find_tools' answer.
+func specJSON(specs []chat.ToolSpec) string {
+	b, _ := json.MarshalIndent(specs, "", " ")
+	return string(b)
+}

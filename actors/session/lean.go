@@ -1,0 +1,132 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/window"
+)
+
+// Lean mode thresholds (seed 0086 §2): nobody sets lean; these decide it.
+const (
+	leanWindow     = 16 << 10 // a window this small is always lean
+	leanShare      = 0.30     // the full prompt and tools past this share of the window
+	toolListShare  = 0.10     // the tool list alone past this share of the window
+	maxLoadedTools = 10
+	findToolsK     = 5
+	namedToolsMax  = 3
+	findToolsName  = "find_tools"
+	askTimeout     = 5 * time.Second
+)
+
+// findToolsSpec is the one tool a lean chat starts with.
+var findToolsSpec = chat.ToolSpec{
+	Name: findToolsName,
+	Description: "Load tools for what you want to do next. Say it in a few words (e.g. \"remember a fact\", " +
+		"\"read a web page\"); the best matching tools are loaded and their descriptions returned. Loaded tools can " +
+		"be called from your next step on.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what you want to do, in a few words"}},"required":["query"]}`),
+}
+
+// isLean decides whether a request goes lean on info's window.
+func (s *session) isLean(info providers.ModelInfo) bool {
+	if info.Window <= leanWindow {
+		return true
+	}
+	all := toolTokens(s.deps.Tools.Specs())
+	full := window.EstimateText(s.deps.Prompts.System(s.meta.Tenant, false)) + all
+	return float64(full) > leanShare*float64(info.Window) || float64(all) > toolListShare*float64(info.Window)
+}
+
+// systemAndTools returns the system prompt and tools a request carries.
+func (s *session) systemAndTools(lean bool) (string, []chat.ToolSpec) {
+	if !lean {
+		return s.deps.Prompts.System(s.meta.Tenant, false), s.deps.Tools.Specs()
+	}
+	specs := []chat.ToolSpec{findToolsSpec}
+	if len(s.snap.LoadedTools) > 0 {
+		specs = append(specs, s.deps.Tools.Specs(s.snap.LoadedTools...)...)
+	}
+	return s.deps.Prompts.System(s.meta.Tenant, true), specs
+}
+
+// loadTools adds tools to the chat's loaded set: at most ten, newest last.
+func (s *session) loadTools(names ...string) []string {
+	var added []string
+	for _, n := range names {
+		if _, ok := s.deps.Tools.Get(n); !ok || n == findToolsName {
+			continue
+		}
+		s.snap.LoadedTools = slices.DeleteFunc(s.snap.LoadedTools, func(x string) bool { return x == n })
+		s.snap.LoadedTools = append(s.snap.LoadedTools, n)
+		added = append(added, n)
+	}
+	if over := len(s.snap.LoadedTools) - maxLoadedTools; over > 0 {
+		s.snap.LoadedTools = s.snap.LoadedTools[over:]
+	}
+	return added
+}
+
+// askNamedTools asks the tool index which tools the person's message names.
+// The ask runs in a goroutine: a future may block there, never in Receive.
+func (s *session) askNamedTools(ctx actor.Context) {
+	t := s.turn
+	text := ""
+	if n := len(s.msgs); n > 0 {
+		text = s.msgs[n-1].Content
+	}
+	root, self, index, turnID := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.id
+	go func() {
+		var names []string
+		res, err := root.RequestFuture(index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax}, askTimeout).Result()
+		if r, ok := res.(*toolindex.NamedInResult); ok && err == nil {
+			names = r.Names
+		}
+		root.Send(self, &toolsNamed{turnID: turnID, names: names})
+	}()
+}
+
+func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
+	if s.turn == nil || s.turn.id != m.turnID {
+		return
+	}
+	if added := s.loadTools(m.names...); len(added) > 0 {
+		s.publish(chat.EventToolsLoaded, m.turnID, map[string][]string{"names": added})
+	}
+	s.prepare(ctx)
+}
+
+// findTools answers a find_tools call: the best matches are loaded and
+// their descriptions and schemas returned.
+func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string) []chat.ToolSpec, args string) (string, []string, bool) {
+	var a struct {
+		Query string `json:"query"`
+	}
+	if err := json.Unmarshal([]byte(args), &a); err != nil || strings.TrimSpace(a.Query) == "" {
+		return `find_tools needs {"query": "what you want to do"}`, nil, true
+	}
+	if index == nil {
+		return "no tool index is running", nil, true
+	}
+	res, err := root.RequestFuture(index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK}, askTimeout).Result()
+	r, ok := res.(*toolindex.SearchResult)
+	if err != nil || !ok {
+		return fmt.Sprintf("tool search failed: %v", err), nil, true
+	}
+	var names []string
+	for _, h := range r.Hits {
+		names = append(names, h.Name)
+	}
+	if len(names) == 0 {
+		return "No tool matches that; try other words.", nil, false
+	}
+	return "Loaded these tools; call them from your next step:\n" + specJSON(specsOf(names...)), names, false
+}

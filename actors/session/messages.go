@@ -1,0 +1,87 @@
+package session
+
+import (
+	"errors"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// Errors a session answers with (inside *Rejected).
+var (
+	ErrBusy     = errors.New("too many turns waiting in this chat")
+	ErrNotFound = errors.New("chat not found")
+	ErrInvalid  = errors.New("invalid request")
+	ErrStopping = errors.New("agentd is shutting down")
+)
+
+// Envelope routes Msg to the session of ChatID through the registry.
+type Envelope struct {
+	ChatID string
+	Msg    any
+}
+
+// SubmitTurn asks for a turn answering Message (role user). The reply,
+// *TurnAccepted, comes once the message is durable and its turn starts; or
+// *Rejected.
+type SubmitTurn struct {
+	TurnID  string
+	Message chat.Message
+}
+
+// TurnAccepted: the person's message is stored as UserSeq; events of the
+// turn follow on the chat's event bus.
+type TurnAccepted struct {
+	TurnID  string
+	UserSeq int64
+}
+
+// Rejected answers any request the session could not serve.
+type Rejected struct{ Err error }
+
+// GetContext asks what the model is sent now. Reply: *chat.ContextView.
+type GetContext struct{}
+
+// Patch changes a chat's model (between turns) or title; nil fields stay.
+// Reply: *Patched or *Rejected.
+type Patch struct {
+	Model *string
+	Title *string
+}
+
+// Patched confirms a Patch.
+type Patched struct{}
+
+// Compact folds all but the newest turn now, keeping Focus in the summary.
+// Reply: *Compacted (or *Rejected) once the fold is applied.
+type Compact struct{ Focus string }
+
+// Compacted answers Compact.
+type Compacted struct{ View chat.Compacted }
+
+// internal messages
+type (
+	idle struct{ chatID string }
+	// idleTick re-checks idleness; its timer is owned by the session.
+	idleTick  struct{}
+	modelDone struct {
+		turnID   string
+		call     int
+		resp     providers.Response
+		err      error
+		textSeen bool
+		partial  string
+	}
+	toolsDone struct {
+		turnID  string
+		results []toolOutcome
+	}
+	retryCall struct {
+		turnID string
+		call   int
+	}
+	toolsNamed struct {
+		turnID string
+		names  []string
+	}
+)

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// registry is the parent of every session actor: it spawns a chat's actor
+// on first use, forwards messages keeping their sender, and runs the
+// passivation handshake.
+type registry struct {
+	deps     *Deps
+	children map[string]*actor.PID
+	byPID    map[string]string // pid id → chat id
+	// passivating chats buffer their messages until Terminated.
+	passivating map[string][]buffered
+}
+
+type buffered struct {
+	msg    any
+	sender *actor.PID
+}
+
+// RegistryProps returns the props of the session registry.
+func RegistryProps(deps *Deps) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{}}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+}
+
+// Active counts live session actors (answer to *CountActive).
+type CountActive struct{}
+
+// ActiveCount answers CountActive.
+type ActiveCount struct{ N int }
+
+func (r *registry) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Envelope:
+		r.route(ctx, m.ChatID, m.Msg, ctx.Sender())
+	case *idle:
+		r.passivate(ctx, m.chatID)
+	case *actor.Terminated:
+		r.terminated(ctx, m.Who)
+	case *CountActive:
+		ctx.Respond(&ActiveCount{N: len(r.children)})
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		r.deps.Log.Warn().Str("type", typeName(m)).Msg("registry: unknown message")
+	}
+}
+
+func (r *registry) route(ctx actor.Context, chatID string, msg any, sender *actor.PID) {
+	if buf, ok := r.passivating[chatID]; ok {
+		r.passivating[chatID] = append(buf, buffered{msg, sender})
+		return
+	}
+	pid, ok := r.children[chatID]
+	if !ok {
+		pid = r.spawn(ctx, chatID)
+	}
+	ctx.RequestWithCustomSender(pid, msg, sender)
+}
+
+func (r *registry) spawn(ctx actor.Context, chatID string) *actor.PID {
+	pid := ctx.Spawn(props(r.deps, chatID))
+	r.children[chatID] = pid
+	r.byPID[pid.Id] = chatID
+	if r.deps.Metrics != nil {
+		r.deps.Metrics.ActiveSessions(1)
+	}
+	return pid
+}
+
+func (r *registry) passivate(ctx actor.Context, chatID string) {
+	pid, ok := r.children[chatID]
+	if !ok {
+		return
+	}
+	if _, already := r.passivating[chatID]; already {
+		return
+	}
+	r.passivating[chatID] = nil
+	// Poison is queued after everything the session already has, so nothing
+	// sent to it before this point is lost.
+	ctx.Poison(pid)
+}
+
+func (r *registry) terminated(ctx actor.Context, who *actor.PID) {
+	chatID, ok := r.byPID[who.Id]
+	if !ok {
+		return
+	}
+	delete(r.byPID, who.Id)
+	delete(r.children, chatID)
+	if r.deps.Metrics != nil {
+		r.deps.Metrics.ActiveSessions(-1)
+	}
+	waiting := r.passivating[chatID]
+	delete(r.passivating, chatID)
+	if len(waiting) == 0 {
+		return
+	}
+	pid := r.spawn(ctx, chatID)
+	for _, b := range waiting {
+		ctx.RequestWithCustomSender(pid, b.msg, b.sender)
+	}
+}

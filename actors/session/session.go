@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/persistence"
+)
+
+// maxRequestLog is how many recent requests the context view keeps.
+const maxRequestLog = 50
+
+// session is the actor of one chat.
+type session struct {
+	deps *Deps
+	id   string
+	log  zerolog.Logger
+
+	meta    persistence.Chat
+	snap    persistence.Snapshot
+	msgs    []chat.Message // every message with seq >= snap.FirstKeptSeq
+	lastSeq int64
+	loadErr error
+
+	queue []pending
+	turn  *turn
+	fold  *foldState
+
+	lastActive time.Time
+	stopTick   func()
+	requests   []chat.RequestLog
+	stopping   bool
+}
+
+type pending struct {
+	msg    *SubmitTurn
+	sender *actor.PID
+}
+
+var _ actor.Actor = (*session)(nil)
+
+func props(deps *Deps, chatID string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &session{deps: deps, id: chatID, log: deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()}
+	})
+}
+
+func (s *session) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(*idleTick); !tick {
+		s.lastActive = time.Now()
+	}
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.start(ctx)
+	case *actor.Stopping:
+		s.stop(ctx)
+	case *actor.Stopped, *actor.Restarting:
+	case *idleTick:
+		s.checkIdle(ctx)
+	case *SubmitTurn:
+		s.submit(ctx, m)
+	case *GetContext:
+		s.respond(ctx, s.contextView())
+	case *Patch:
+		s.patch(ctx, m)
+	case *Compact:
+		s.compact(ctx, m)
+	case *modelDone:
+		s.modelDone(ctx, m)
+	case *toolsDone:
+		s.toolsDone(ctx, m)
+	case *retryCall:
+		s.retry(ctx, m)
+	case *toolsNamed:
+		s.toolsNamed(ctx, m)
+	case *summarizer.Folded:
+		s.folded(ctx, m)
+	default:
+		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
+	}
+}
+
+func typeName(v any) string { return reflect.TypeOf(v).String() }
+
+// respond answers the current request unless the session failed to load.
+func (s *session) respond(ctx actor.Context, reply any) {
+	if s.loadErr != nil {
+		reply = &Rejected{Err: s.loadErr}
+	}
+	ctx.Respond(reply)
+}
+
+func (s *session) start(ctx actor.Context) {
+	if err := s.load(); err != nil {
+		s.loadErr = err
+		s.log.Error().Err(err).Msg("load chat")
+	}
+	s.armIdle(ctx)
+}
+
+// armIdle schedules the next idle check. A timer, not a goroutine, waits,
+// so an idle chat costs no goroutine; protoactor's ReceiveTimeout is avoided
+// for its data race (STYLE.md).
+func (s *session) armIdle(ctx actor.Context) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	t := time.AfterFunc(max(s.deps.IdleAfter/2, 10*time.Millisecond), func() { root.Send(self, &idleTick{}) })
+	s.stopTick = func() { t.Stop() }
+}
+
+func (s *session) load() error {
+	bg := context.Background()
+	meta, err := s.deps.Store.Chat(bg, s.id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	s.meta = meta
+	snap, _, err := s.deps.Store.LoadSnapshot(bg, s.id)
+	if err != nil {
+		return err
+	}
+	if snap.Model == "" {
+		snap.Model = meta.Model
+	}
+	if snap.FirstKeptSeq == 0 {
+		snap.FirstKeptSeq = 1
+	}
+	s.snap = snap
+	msgs, err := s.deps.Store.Messages(bg, s.id, snap.FirstKeptSeq, 0)
+	if err != nil {
+		return err
+	}
+	s.msgs = msgs
+	if len(msgs) > 0 {
+		s.lastSeq = msgs[len(msgs)-1].Seq
+	} else {
+		s.lastSeq = snap.FirstKeptSeq - 1
+	}
+	return nil
+}
+
+func (s *session) stop(ctx actor.Context) {
+	s.stopping = true
+	if s.stopTick != nil {
+		s.stopTick()
+	}
+	if t := s.turn; t != nil {
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"})
+	}
+	for _, p := range s.queue {
+		ctx.Send(p.sender, &Rejected{Err: ErrStopping})
+	}
+	s.queue = nil
+}
+
+func (s *session) checkIdle(ctx actor.Context) {
+	busy := s.turn != nil || len(s.queue) > 0 || s.fold != nil
+	if !busy && s.deps.Bus.Watchers(s.id) == 0 && time.Since(s.lastActive) >= s.deps.IdleAfter {
+		ctx.Send(ctx.Parent(), &idle{chatID: s.id})
+		return
+	}
+	s.armIdle(ctx)
+}
+
+func (s *session) publish(ev string, turnID string, data any) {
+	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Data: data}
+	if ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta {
+		s.deps.Bus.Publish(e)
+		return
+	}
+	s.deps.Bus.PublishMust(e, s.deps.MustWait)
+}
+
+func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
+	if s.loadErr != nil {
+		ctx.Respond(&Rejected{Err: s.loadErr})
+		return
+	}
+	if s.stopping {
+		ctx.Respond(&Rejected{Err: ErrStopping})
+		return
+	}
+	waiting := len(s.queue)
+	if s.turn != nil {
+		waiting++
+	}
+	if waiting >= s.deps.TurnsPerChat {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat)})
+		return
+	}
+	s.queue = append(s.queue, pending{msg: m, sender: ctx.Sender()})
+	if s.turn == nil {
+		s.startNext(ctx)
+	}
+}
+
+func (s *session) patch(ctx actor.Context, m *Patch) {
+	if s.loadErr != nil {
+		s.respond(ctx, nil)
+		return
+	}
+	meta, snap := s.meta, s.snap
+	if m.Model != nil && *m.Model != snap.Model {
+		if _, _, err := s.deps.Catalog.Resolve(*m.Model); err != nil {
+			ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+			return
+		}
+		meta.Model, snap.Model = *m.Model, *m.Model
+		// The last report was counted by another tokenizer.
+		c := s.calibration()
+		c.Unanchor()
+		snap.LastReported, snap.LastEstimate = c.LastReported, c.LastEstimate
+	}
+	if m.Title != nil {
+		meta.Title = *m.Title
+	}
+	bg := context.Background()
+	if err := s.deps.Store.UpdateChat(bg, meta); err != nil {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	}
+	if err := s.deps.Store.SaveSnapshot(bg, s.id, snap); err != nil {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	}
+	s.meta, s.snap = meta, snap
+	ctx.Respond(&Patched{})
+}
+
+func (s *session) saveSnapshot() error {
+	return s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
+}
+
+func (s *session) logRequest(r chat.RequestLog) {
+	s.requests = append(s.requests, r)
+	if len(s.requests) > maxRequestLog {
+		s.requests = s.requests[len(s.requests)-maxRequestLog:]
+	}
+}

@@ -1,0 +1,71 @@
+package session
+
+import (
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/tools"
+)
+
+// toolOutcome is one call's result and the tools it loaded.
+type toolOutcome struct {
+	call chat.ToolCall
+	res  tools.Result
+	load []string
+}
+
+// runTools runs a round of calls in parallel, outside the mailbox; the
+// results come back as one toolsDone.
+func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
+	t := s.turn
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	reg, index := s.deps.Tools, s.deps.ToolIndex
+	lim := tools.Limits{Timeout: s.deps.ToolTimeout}
+	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq})
+	turnID := t.id
+	go func() {
+		out := make([]toolOutcome, len(calls))
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Go(func() {
+				if c.Name == findToolsName {
+					text, load, isErr := findTools(root, index, reg.Specs, c.Arguments)
+					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}
+					return
+				}
+				// A tool called by name without being loaded simply runs, and is loaded.
+				out[i] = toolOutcome{call: c, res: reg.Run(callCtx, c, lim), load: []string{c.Name}}
+			})
+		}
+		wg.Wait()
+		root.Send(self, &toolsDone{turnID: turnID, results: out})
+	}()
+}
+
+func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
+	t := s.turn
+	if t == nil || t.id != m.turnID {
+		return
+	}
+	msgs := make([]chat.Message, len(m.results))
+	var load []string
+	for i, o := range m.results {
+		msgs[i] = chat.Message{Role: chat.RoleTool, ToolCallID: o.call.ID, ToolName: o.call.Name, Content: o.res.Text,
+			IsError: o.res.IsError, Untrusted: o.res.Untrusted, Images: o.res.Images}
+		if o.res.Untrusted {
+			s.snap.Untrusted = true
+		}
+		load = append(load, o.load...)
+	}
+	if !s.storeTurnMsgs(ctx, msgs...) {
+		return
+	}
+	if t.info.Window > 0 && s.isLean(t.info) {
+		if added := s.loadTools(load...); len(added) > 0 {
+			s.publish(chat.EventToolsLoaded, t.id, map[string][]string{"names": added})
+		}
+	}
+	s.prepare(ctx)
+}

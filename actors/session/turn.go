@@ -1,0 +1,361 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/actors/learner"
+	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// Bounds of one turn.
+const (
+	maxToolRounds = 40
+	maxRetries    = 4
+	retryBase     = 500 * time.Millisecond
+	retryCap      = 20 * time.Second
+)
+
+// turn is the state of the turn being answered.
+type turn struct {
+	id      string
+	userSeq int64
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	call       int
+	callCancel context.CancelFunc
+	retries    int
+	retryTimer *time.Timer
+	rounds     int
+
+	info      providers.ModelInfo
+	ref       string
+	maxTokens int // answer room of the last request; 0: computed
+	estimate  int // estimate of the in-flight request
+
+	healed      bool
+	harder      bool
+	healPending bool
+	preloaded   bool
+	waitFold    bool
+
+	stored       []chat.Message
+	usage        chat.Usage
+	summaryUsage chat.Usage
+	started      time.Time
+}
+
+func (s *session) startNext(ctx actor.Context) {
+	for len(s.queue) > 0 && s.turn == nil {
+		p := s.queue[0]
+		s.queue = s.queue[1:]
+		msg := p.msg.Message
+		msg.Role = chat.RoleUser
+		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
+		if err != nil {
+			ctx.Send(p.sender, &Rejected{Err: fmt.Errorf("store message: %w", err)})
+			continue
+		}
+		s.appendMsgs(stored...)
+		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored}
+		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
+		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
+		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
+		s.prepare(ctx)
+	}
+}
+
+func (s *session) appendMsgs(ms ...chat.Message) {
+	s.msgs = append(s.msgs, ms...)
+	s.lastSeq = ms[len(ms)-1].Seq
+}
+
+// prepare runs the steps before a model call: resolve the model, fold when
+// the request would not fit, preload tools the person named in lean mode.
+// Each step that needs another actor returns and is resumed by its reply.
+func (s *session) prepare(ctx actor.Context) {
+	t := s.turn
+	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
+	if err != nil {
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.deps.NoProviderHelp)})
+		return
+	}
+	t.info, t.ref = info, s.snap.Model
+	if to := s.foldNeeded(info, t.harder); to > 0 {
+		t.waitFold = true
+		if s.fold == nil {
+			s.startFold(ctx, to, "", nil)
+		}
+		return
+	}
+	if s.isLean(info) && !t.preloaded && s.deps.ToolIndex != nil {
+		t.preloaded = true
+		s.askNamedTools(ctx)
+		return
+	}
+	s.callModel(ctx, client)
+}
+
+func (s *session) callModel(ctx actor.Context, client providers.Client) {
+	t := s.turn
+	req, est := s.buildRequest(t)
+	t.estimate = est.total
+	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.healPending]})
+	t.call++
+	t.rounds++
+	callCtx, cancel := context.WithCancelCause(t.ctx)
+	t.callCancel = func() { cancel(context.Canceled) }
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	bus, chatID, turnID, call, idleAfter := s.deps.Bus, s.id, t.id, t.call, s.deps.ModelIdle
+	publish := s.publish
+	go func() {
+		defer cancel(nil)
+		// A provider that sends nothing for idleAfter is cut off.
+		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
+		defer watchdog.Stop()
+		var partial strings.Builder
+		textSeen := false
+		emit := func(ev providers.Event) {
+			watchdog.Reset(idleAfter)
+			switch ev.Kind {
+			case providers.EventText:
+				textSeen = true
+				partial.WriteString(ev.Text)
+				publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text})
+			case providers.EventThinking:
+				publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text})
+			}
+		}
+		_ = bus
+		resp, err := client.Stream(callCtx, req, emit)
+		if err != nil && context.Cause(callCtx) == errModelIdle {
+			err = fmt.Errorf("%w: %w", errModelIdle, err)
+		}
+		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
+		_ = chatID
+	}()
+}
+
+var errModelIdle = errors.New("the model sent nothing for too long")
+
+func (s *session) modelDone(ctx actor.Context, m *modelDone) {
+	t := s.turn
+	if t == nil || m.turnID != t.id || m.call != t.call {
+		return // a reply to a turn or call that has ended
+	}
+	t.callCancel = nil
+	if m.err != nil {
+		s.modelFailed(ctx, m)
+		return
+	}
+	t.retries = 0
+	u := m.resp.Usage
+	t.usage = t.usage.Add(u)
+	s.calibrate(t.estimate, u.InputTokens)
+	s.publish(chat.EventUsage, t.id, u)
+	if t.healPending {
+		t.healPending = false
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.Heal()
+		}
+		s.publish(chat.EventHealed, t.id, chat.Healed{Model: t.ref, WindowLearnt: t.info.Window, FirstKeptSeq: s.snap.FirstKeptSeq})
+	}
+	reply := m.resp.Message
+	reply.Role, reply.Model = chat.RoleAssistant, t.ref
+	reply.Seq = 0
+	if reply.Content == "" && reply.Thinking == "" && len(reply.ToolCalls) == 0 {
+		reply.Content = m.partial
+	}
+	if !s.storeTurnMsgs(ctx, reply) {
+		return
+	}
+	if len(reply.ToolCalls) > 0 {
+		if t.rounds >= maxToolRounds {
+			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
+			return
+		}
+		for _, c := range reply.ToolCalls {
+			s.publish(chat.EventToolCall, t.id, c)
+		}
+		s.runTools(ctx, reply.ToolCalls)
+		return
+	}
+	s.endTurn(ctx, nil)
+}
+
+// storeTurnMsgs makes messages of the running turn durable, then announces
+// them. It ends the turn and reports false when the store fails.
+func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
+	t := s.turn
+	stored, err := s.deps.Store.Append(context.Background(), s.id, msgs...)
+	if err != nil {
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()})
+		return false
+	}
+	s.appendMsgs(stored...)
+	t.stored = append(t.stored, stored...)
+	for _, m := range stored {
+		ev := chat.EventMessage
+		if m.Role == chat.RoleTool {
+			ev = chat.EventToolResult
+		}
+		s.publish(ev, t.id, m)
+	}
+	return true
+}
+
+func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
+	t := s.turn
+	var pe *providers.Error
+	isPE := errors.As(m.err, &pe)
+	switch {
+	case isPE && pe.TooLong && !m.textSeen:
+		s.tooLong(ctx, pe)
+		return
+	case isPE && pe.Retryable && !m.textSeen && t.retries < maxRetries:
+		delay := min(retryBase<<t.retries, retryCap)
+		if pe.RetryAfter > 0 {
+			delay = pe.RetryAfter
+		}
+		if dl, ok := t.ctx.Deadline(); !ok || time.Until(dl) > delay {
+			t.retries++
+			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
+			t.retryTimer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
+			return
+		}
+	}
+	kind := chat.ProblemProvider
+	if errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded) {
+		kind = chat.ProblemTimeout
+	}
+	problem := &chat.Problem{Kind: kind, Message: m.err.Error()}
+	if m.partial != "" {
+		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Model: t.ref, Partial: true, Problem: problem.Message}
+		if !s.storeTurnMsgs(ctx, kept) {
+			return
+		}
+	}
+	s.endTurn(ctx, problem)
+}
+
+// tooLong heals a refusal for length once: learn the window it names, give
+// the answer less room when the refusal counted it, else fold everything but
+// this turn and shorten the turn harder; a second refusal is a problem.
+func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
+	t := s.turn
+	if pe.Window > 0 {
+		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, pe.Window); err != nil {
+			s.log.Warn().Err(err).Msg("learn window")
+		} else {
+			t.info.Window = kept
+		}
+	}
+	if t.healed {
+		s.endTurn(ctx, s.tooLongProblem(t))
+		return
+	}
+	t.healed, t.harder, t.healPending = true, true, true
+	if pe.CountsOutput && pe.Window > 0 && pe.Requested > 0 && t.maxTokens > 0 {
+		input := pe.Requested - t.maxTokens
+		if room := pe.Window - input - 64; room >= 256 {
+			t.maxTokens = room
+			t.harder = false
+		}
+	}
+	if t.harder && s.snap.FirstKeptSeq < t.userSeq && s.fold == nil {
+		t.waitFold = true
+		s.startFold(ctx, t.userSeq, "", nil)
+		return
+	}
+	s.prepare(ctx)
+}
+
+func (s *session) tooLongProblem(t *turn) *chat.Problem {
+	p := &chat.Problem{Kind: chat.ProblemTooLong, Message: fmt.Sprintf("this message does not fit %s's window of %d tokens, even with the earlier chat summarised", t.ref, t.info.Window)}
+	if ref, w, ok := s.deps.Catalog.Bigger(t.info.Window); ok {
+		p.NextStep = &chat.NextStep{Action: "switch-model", Model: ref, Window: w}
+	} else {
+		text := ""
+		for _, m := range s.msgs {
+			if m.Seq == t.userSeq {
+				text = m.Content
+			}
+		}
+		p.NextStep = &chat.NextStep{Action: "new-chat", Message: text}
+	}
+	return p
+}
+
+func (s *session) retry(ctx actor.Context, m *retryCall) {
+	t := s.turn
+	if t == nil || t.id != m.turnID || t.call != m.call {
+		return
+	}
+	t.retryTimer = nil
+	s.prepare(ctx)
+}
+
+func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
+	t := s.turn
+	if t == nil {
+		return
+	}
+	if t.callCancel != nil {
+		t.callCancel()
+	}
+	if t.retryTimer != nil {
+		t.retryTimer.Stop()
+	}
+	t.cancel()
+	res := chat.TurnResult{TurnID: t.id, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
+	if problem != nil {
+		s.publish(chat.EventTurnProblem, t.id, problem)
+	}
+	s.snap.LastSeqSent = s.lastSeq
+	if err := s.saveSnapshot(); err != nil {
+		s.log.Error().Err(err).Msg("save snapshot")
+	}
+	s.publish(chat.EventTurnCompleted, t.id, res)
+	if s.deps.Metrics != nil {
+		kind := ""
+		if problem != nil {
+			kind = problem.Kind
+		}
+		s.deps.Metrics.TurnDone(kind, t.usage)
+	}
+	s.turn = nil
+	if s.stopping {
+		return
+	}
+	s.maybeBackgroundFold(ctx)
+	s.startNext(ctx)
+}
+
+// learnFrom fires the person's own words of folded messages at the learner.
+func (s *session) learnFrom(ctx actor.Context, folded []chat.Message) {
+	if s.deps.Learner == nil || len(folded) == 0 {
+		return
+	}
+	var words []chat.Message
+	for _, m := range folded {
+		if m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != "" {
+			words = append(words, m)
+		}
+	}
+	ctx.Send(s.deps.Learner, &learner.Learn{
+		ChatID: s.id, Tenant: s.meta.Tenant, Words: words,
+		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model,
+		Untrusted: s.snap.Untrusted, NoAuto: s.meta.NoAutoRemember, Shared: s.meta.Shared,
+	})
+}
+
+var _ = summarizer.Fold{}

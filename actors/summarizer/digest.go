@@ -1,0 +1,86 @@
+package summarizer
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// DigestMaxChars bounds a chat's digest, however many folds fed it.
+const DigestMaxChars = 4000
+
+var (
+	reLink   = regexp.MustCompile(`\bhttps?://[^\s)\]>"']+`)
+	rePath   = regexp.MustCompile(`(?:^|[\s(\["'])((?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+|[\w\-]+(?:/[\w.\-]+)+\.\w{1,8})`)
+	reNumber = regexp.MustCompile(`\b\d[\d,._:/\-]*\d\b|\b\d\b`)
+	reName   = regexp.MustCompile(`\b[A-Z][a-z]+(?:[ \-][A-Z][a-z]+)+\b|\b[A-Z]{2,}[A-Z0-9\-]*\b`)
+)
+
+// Digest returns the bounded, deterministic digest of folded messages merged
+// into the digest so far: the person's requests, then numbers, names, paths
+// and links. It needs no model, so a fold that got no summary still leaves
+// the facts behind. When over the bound, the oldest entries go first.
+func Digest(prev string, msgs []chat.Message) string {
+	var requests []string
+	facts := map[string][]string{}
+	add := func(kind, v string) {
+		if !slices.Contains(facts[kind], v) {
+			facts[kind] = append(facts[kind], v)
+		}
+	}
+	for _, m := range msgs {
+		text := Mask(m.Content)
+		if m.Role == chat.RoleUser {
+			requests = append(requests, clipWords(oneLine(text), 160))
+		}
+		for _, l := range reLink.FindAllString(text, -1) {
+			add("links", l)
+		}
+		for _, p := range rePath.FindAllStringSubmatch(text, -1) {
+			if !strings.Contains(p[1], "://") && !strings.HasPrefix(p[1], "//") {
+				add("paths", p[1])
+			}
+		}
+		for _, n := range reNumber.FindAllString(reLink.ReplaceAllString(text, ""), -1) {
+			add("numbers", n)
+		}
+		for _, n := range reName.FindAllString(text, -1) {
+			add("names", n)
+		}
+	}
+	var lines []string
+	if prev != "" {
+		lines = strings.Split(prev, "\n")
+	}
+	for _, r := range requests {
+		lines = append(lines, "- asked: "+r)
+	}
+	for _, kind := range []string{"numbers", "names", "paths", "links"} {
+		if len(facts[kind]) > 0 {
+			lines = append(lines, "- "+kind+": "+strings.Join(facts[kind], ", "))
+		}
+	}
+	for len(lines) > 1 && len(strings.Join(lines, "\n")) > DigestMaxChars {
+		lines = lines[1:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(out) > DigestMaxChars {
+		out = out[len(out)-DigestMaxChars:]
+	}
+	return out
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func clipWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := strings.LastIndexByte(s[:n], ' ')
+	if cut < n/2 {
+		cut = n
+	}
+	return s[:cut] + "…"
+}

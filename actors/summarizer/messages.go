@@ -1,0 +1,30 @@
+package summarizer
+
+import "github.com/agentd/agentd/chat"
+
+// Fold asks for a chat's summary to take in Turns. The reply, *Folded, goes
+// to the sender. Only one fold per chat runs at once; a second one for the
+// same chat is answered at once with OK false.
+type Fold struct {
+	ReqID   string
+	ChatID  string
+	Model   string // the chat's own "provider/model"
+	Summary string // the summary so far
+	Digest  string // the digest so far (folds that got no summary)
+	Turns   []chat.Message
+	Focus   string // what the person asked to keep (/compact focus)
+}
+
+// Folded answers Fold. With OK false, Summary is empty and the chat keeps
+// its old summary; Digest always holds the bounded digest of what was folded.
+type Folded struct {
+	ReqID    string
+	ChatID   string
+	OK       bool
+	Summary  string
+	Digest   string
+	Model    string // the model that wrote the summary
+	Usage    chat.Usage
+	Requests int
+	Err      string
+}

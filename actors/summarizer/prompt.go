@@ -1,0 +1,117 @@
+package summarizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentd/agentd/window"
+)
+
+// Instructions is the summariser's system prompt. It is a wire string:
+// changing it changes every summary written afterwards.
+const Instructions = `You keep the running summary of a long chat between a person and an assistant.
+You get the summary so far and the next part of the chat as plain lines. Write the new summary, which
+replaces the old one and must keep everything in it that still matters. Write in the chat's language,
+as short notes under these headings:
+What the person wants:
+Decided or done:
+Facts to keep: (names, numbers, files, paths, links, ids; copy them exactly)
+Still open:
+Standing instructions: (the person's standing instructions, word for word)
+Never write a secret (passwords, keys, tokens); [secret:…] placeholders stay as they are.
+Answer with the summary only: no preamble, no questions, no tool calls.`
+
+// SummaryTarget is the size a summary is asked to stay under.
+const SummaryTarget = 1200 // tokens
+
+// answerRoom is the room a summarising request leaves for the answer.
+const answerRoom = 2 * SummaryTarget
+
+// Piece is one summarising request's share of the folded lines.
+type Piece struct{ Lines []string }
+
+// Pieces splits lines into pieces that each fit the summarising model's
+// window together with the instructions, the summary so far (at most its
+// target size) and the answer. A single line bigger than a piece is cut,
+// head and tail kept.
+func Pieces(lines []string, windowTokens int, focus string) []Piece {
+	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*SummaryTarget + answerRoom + 64
+	room := max(windowTokens*9/10-fixed, 256)
+	var out []Piece
+	var cur []string
+	used := 0
+	for _, l := range lines {
+		n := window.EstimateText(l) + 2
+		if n > room {
+			l = cutMiddle(l, room)
+			n = window.EstimateText(l) + 2
+		}
+		if used+n > room && len(cur) > 0 {
+			out = append(out, Piece{Lines: cur})
+			cur, used = nil, 0
+		}
+		cur = append(cur, l)
+		used += n
+	}
+	if len(cur) > 0 {
+		out = append(out, Piece{Lines: cur})
+	}
+	return out
+}
+
+// cutMiddle shortens a line to about room tokens keeping its head and tail.
+func cutMiddle(l string, room int) string {
+	keep := max(room*3/2, 64) // characters per half; conservative for dense text
+	if len(l) <= 2*keep {
+		return l
+	}
+	head, tail := l[:keep], l[len(l)-keep:]
+	for !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return head + fmt.Sprintf(" […%d characters left out…] ", len(l)-len(head)-len(tail)) + tail
+}
+
+// UserPrompt is the request text for one piece.
+func UserPrompt(summary string, p Piece, focus string) string {
+	var b strings.Builder
+	b.WriteString("Summary so far:\n")
+	if strings.TrimSpace(summary) == "" {
+		b.WriteString("(none yet)\n")
+	} else {
+		b.WriteString(summary + "\n")
+	}
+	if focus != "" {
+		b.WriteString("\nThe person asked to keep especially: " + focus + "\n")
+	}
+	b.WriteString("\nNext part of the chat:\n")
+	b.WriteString(strings.Join(p.Lines, "\n"))
+	b.WriteString("\n\nWrite the new summary now.")
+	return b.String()
+}
+
+// refusals are how a model says it will not summarise.
+var refusals = []string{"i can't", "i cannot", "i'm sorry", "i am sorry", "i won't", "as an ai", "i'm unable", "i am unable"}
+
+// Accept reports whether a reply is a summary worth keeping: not empty, no
+// tool call, not a refusal, not far over the size asked.
+func Accept(text string, toolCalls int) (string, bool) {
+	t := strings.TrimSpace(text)
+	if t == "" || toolCalls > 0 {
+		return "", false
+	}
+	head := strings.ToLower(t[:min(len(t), 80)])
+	for _, r := range refusals {
+		if strings.HasPrefix(head, r) {
+			return "", false
+		}
+	}
+	if window.EstimateText(t) > 3*SummaryTarget {
+		return "", false
+	}
+	return Mask(t), true
+}

@@ -1,0 +1,176 @@
+// Package summarizer is the summariser actor: it folds a chat's turns into
+// the chat's one rolling summary with the cheapest model that will do, and
+// never edits the transcript. Model calls run in goroutines the actor owns,
+// bounded per provider; one fold per chat runs at once. The pure parts
+// (plain lines, secret masking, pieces sized to the window, the digest, the
+// check that a reply is a summary) are plain functions beside it.
+package summarizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// Catalog is what the summariser needs of the model catalog.
+type Catalog interface {
+	Resolve(ref string) (providers.Client, providers.ModelInfo, error)
+	SummaryModels(ref string) []string
+}
+
+// Config tunes the summariser.
+type Config struct {
+	Catalog Catalog
+	Log     zerolog.Logger
+	// PerProvider bounds summarising requests in flight per provider.
+	// Optional. Defaults to 4.
+	PerProvider int
+	// CallTimeout bounds one summarising request. Optional. Defaults to 2m.
+	CallTimeout time.Duration
+}
+
+type summarizerActor struct {
+	cfg      Config
+	inFlight map[string]bool
+	sems     map[string]chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+type foldFinished struct{ chatID string }
+
+// Props returns the summariser's props.
+func Props(cfg Config) *actor.Props {
+	if cfg.PerProvider <= 0 {
+		cfg.PerProvider = 4
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		ctx, cancel := context.WithCancel(context.Background())
+		return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, sems: map[string]chan struct{}{}, ctx: ctx, cancel: cancel}
+	})
+}
+
+func (a *summarizerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Fold:
+		a.fold(ctx, m)
+	case *foldFinished:
+		delete(a.inFlight, m.chatID)
+	case *actor.Stopping:
+		a.cancel()
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
+	default:
+		a.cfg.Log.Warn().Type("type", m).Msg("summarizer: unknown message")
+	}
+}
+
+func (a *summarizerActor) sem(provider string) chan struct{} {
+	s, ok := a.sems[provider]
+	if !ok {
+		s = make(chan struct{}, a.cfg.PerProvider)
+		a.sems[provider] = s
+	}
+	return s
+}
+
+func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
+	sender := ctx.Sender()
+	if sender == nil {
+		return
+	}
+	if a.inFlight[m.ChatID] {
+		ctx.Respond(&Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns), Err: "a fold is already running for this chat"})
+		return
+	}
+	a.inFlight[m.ChatID] = true
+	models := a.cfg.Catalog.SummaryModels(m.Model)
+	sems := make([]chan struct{}, len(models))
+	for i, ref := range models {
+		p, _, _ := strings.Cut(ref, "/")
+		sems[i] = a.sem(p)
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	runCtx, cfg := a.ctx, a.cfg
+	go func() {
+		res := run(runCtx, cfg, m, models, sems)
+		root.Send(sender, res)
+		root.Send(self, &foldFinished{chatID: m.ChatID})
+	}()
+}
+
+// run tries each model in turn; the first that writes a real summary of
+// every piece wins. With none, the old summary stays and the digest grows.
+func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
+	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
+	lines := Lines(m.Turns)
+	var errs []string
+	for i, ref := range models {
+		client, info, err := cfg.Catalog.Resolve(ref)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		summary := m.Summary
+		if m.Digest != "" {
+			summary = strings.TrimSpace(summary + "\nFacts noted without a summary:\n" + m.Digest)
+		}
+		ok := true
+		for _, p := range Pieces(lines, info.Window, m.Focus) {
+			text, usage, err := call(ctx, cfg, sems[i], client, info.ID, UserPrompt(summary, p, m.Focus))
+			res.Usage = res.Usage.Add(usage)
+			res.Requests++
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", ref, err))
+				ok = false
+				break
+			}
+			summary = text
+		}
+		if ok {
+			res.OK, res.Summary, res.Model, res.Digest = true, summary, ref, ""
+			return res
+		}
+		cfg.Log.Warn().Str("chat_id", m.ChatID).Str("model", ref).Msg("summarising failed; trying the next model")
+	}
+	res.Err = strings.Join(errs, "; ")
+	if res.Err == "" {
+		res.Err = "no model to summarise with"
+	}
+	return res
+}
+
+var errNotSummary = errors.New("the reply was not a summary")
+
+func call(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, prompt string) (string, chat.Usage, error) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return "", chat.Usage{}, ctx.Err()
+	}
+	defer func() { <-sem }()
+	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	defer cancel()
+	resp, err := client.Stream(cctx, providers.Request{
+		Model: model, System: Instructions, MaxTokens: answerRoom,
+		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+	}, func(providers.Event) {})
+	if err != nil {
+		return "", resp.Usage, err
+	}
+	text, ok := Accept(resp.Message.Content, len(resp.Message.ToolCalls))
+	if !ok {
+		return "", resp.Usage, errNotSummary
+	}
+	return text, resp.Usage, nil
+}

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Client talks to a running agentd.
+type Client struct {
+	BaseURL string // e.g. http://127.0.0.1:8420
+	Token   string // bearer token; empty when the daemon has none
+	HTTP    *http.Client
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any, accept string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		e := &Error{Status: resp.StatusCode}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, e) != nil || e.Message == "" {
+			e.Message = fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
+func (c *Client) getJSON(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.do(ctx, method, path, body, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// CreateChat makes a chat.
+func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (Chat, error) {
+	var out Chat
+	err := c.getJSON(ctx, http.MethodPost, "/v1/chats", req, &out)
+	return out, err
+}
+
+// Transcript reads every message of a chat.
+func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
+	var out struct {
+		Messages []chat.Message `json:"messages"`
+	}
+	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
+	return out.Messages, err
+}
+
+// Context reads what a chat's model is sent now.
+func (c *Client) Context(ctx context.Context, chatID string) (Context, error) {
+	var out Context
+	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/context", nil, &out)
+	return out, err
+}
+
+// Send posts a message and streams its turn's events to onEvent (which may
+// be nil), returning the turn's result.
+func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest, onEvent func(Event)) (TurnResult, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/chats/"+chatID+"/messages", req, "text/event-stream")
+	if err != nil {
+		return TurnResult{}, err
+	}
+	defer resp.Body.Close()
+	var res TurnResult
+	err = ReadSSE(resp.Body, func(ev Event) bool {
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		if ev.Type == chat.EventTurnCompleted {
+			_ = json.Unmarshal(ev.Data, &res)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.TurnID == "" {
+		return res, fmt.Errorf("the stream ended before the turn completed")
+	}
+	return res, nil
+}
+
+// ReadSSE reads Server-Sent Events from r, calling fn for each until it
+// returns false or the stream ends.
+func ReadSSE(r io.Reader, fn func(Event) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			var ev Event
+			if err := json.Unmarshal([]byte(data.String()), &ev); err != nil {
+				return fmt.Errorf("bad event %q: %w", data.String(), err)
+			}
+			data.Reset()
+			if !fn(ev) {
+				return nil
+			}
+		case strings.HasPrefix(line, "data:"):
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	return sc.Err()
+}
+
+// Post sends a JSON body to path and decodes the JSON answer into out.
+func (c *Client) Post(ctx context.Context, path string, body, out any) error {
+	return c.getJSON(ctx, http.MethodPost, path, body, out)
+}

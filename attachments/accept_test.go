@@ -1,0 +1,188 @@
+package attachments
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/tools"
+)
+
+// noteTokens estimates a note's tokens the way the brief counts them.
+func noteTokens(note string) int { return len(note) / 4 }
+
+func newStore(t testing.TB, maxBytes int64) *Store {
+	t.Helper()
+	s, err := NewStore(filepath.Join(t.TempDir(), "attachments"), maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func putFile(t testing.TB, s *Store, path string) chat.Attachment {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := s.Put(context.Background(), f, filepath.Base(path), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newRegistry(t testing.TB, s *Store) *tools.Registry {
+	t.Helper()
+	r := tools.NewRegistry()
+	if err := RegisterTools(r, s); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// call runs a tool the way the session's tool loop does, with the JSON a
+// model would write.
+func call(t testing.TB, r *tools.Registry, name string, args map[string]any) tools.Result {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Call(context.Background(), chat.ToolCall{ID: "c1", Name: name, Arguments: string(raw)}, tools.Limits{})
+	if err != nil {
+		t.Fatalf("%s %s: %v (%s)", name, raw, err, res.Text)
+	}
+	return res
+}
+
+// allocDuring reports the bytes allocated while fn runs. Total allocation
+// bounds peak heap from above, so a small figure proves fn streamed.
+func allocDuring(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func TestAcceptance3000PagePDF(t *testing.T) {
+	s := newStore(t, 0)
+	r := newRegistry(t, s)
+	a := putFile(t, s, makePDF(t, testPDF{pages: 3000, group: 100}))
+
+	if !strings.Contains(a.Note, "3000 pages") || !strings.Contains(a.Note, a.ID) {
+		t.Errorf("note lacks the page count or the id: %s", a.Note)
+	}
+	if !strings.Contains(a.Note, "pdf_read") || !strings.Contains(a.Note, "may take a while") {
+		t.Errorf("note of a 3,000-page PDF should name pdf_read and warn that a first read takes time: %s", a.Note)
+	}
+	if n := noteTokens(a.Note); n > 150 {
+		t.Errorf("note is about %d tokens, want ≤ 150 (and far under the 2K budget): %s", n, a.Note)
+	}
+	if strings.Contains(a.Note, "marker-") {
+		t.Errorf("note carries page content: %s", a.Note)
+	}
+
+	res := call(t, r, ToolPDFRead, map[string]any{"attachment_id": a.ID, "from_page": 2500, "to_page": 2500})
+	if res.IsError || !res.Untrusted {
+		t.Fatalf("pdf_read: IsError=%v Untrusted=%v: %s", res.IsError, res.Untrusted, res.Text)
+	}
+	if !strings.Contains(res.Text, pageLine(2500)) {
+		t.Errorf("pdf_read page 2500 = %q, want it to hold %q", res.Text, pageLine(2500))
+	}
+	for _, other := range []int{2499, 2501} {
+		if strings.Contains(res.Text, pageLine(other)) {
+			t.Errorf("pdf_read page 2500 also returned page %d: %q", other, res.Text)
+		}
+	}
+
+	res = call(t, r, ToolPDFSearch, map[string]any{"attachment_id": a.ID, "words": "MARKER-1234"})
+	if !strings.Contains(res.Text, "page 1234: ") || !strings.Contains(res.Text, "[1 pages matched") {
+		t.Errorf("pdf_search marker-1234 should find exactly page 1234: %s", res.Text)
+	}
+
+	res = call(t, r, ToolPDFInfo, map[string]any{"attachment_id": a.ID})
+	if !strings.Contains(res.Text, "3000 pages") || !strings.Contains(res.Text, "612 x 792 pt") {
+		t.Errorf("pdf_info: %s", res.Text)
+	}
+}
+
+// writeBigText writes lines "line <i> lorem ipsum dolor" until size bytes.
+func writeBigText(t testing.TB, path string, size int64) int64 {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	var n, i int64
+	buf := make([]byte, 0, 64)
+	for n < size {
+		i++
+		buf = append(strconv.AppendInt(append(buf[:0], "line "...), i, 10), " lorem ipsum dolor\n"...)
+		w.Write(buf)
+		n += int64(len(buf))
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+func TestAcceptance200MBText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and reads a 200 MB file")
+	}
+	path := filepath.Join(t.TempDir(), "big.log")
+	lines := writeBigText(t, path, 200<<20)
+	s := newStore(t, 0)
+	r := newRegistry(t, s)
+
+	var a chat.Attachment
+	if got := allocDuring(func() { a = putFile(t, s, path) }); got > 16<<20 {
+		t.Errorf("Put allocated %d bytes for a 200 MB file; it should stream", got)
+	}
+	if !strings.Contains(a.Note, fmt.Sprintf("%d lines", lines)) {
+		t.Errorf("note should count %d lines: %s", lines, a.Note)
+	}
+	if !strings.Contains(a.Note, "file_read") || !strings.Contains(a.Note, "may take a while") {
+		t.Errorf("note of a 200 MB file should name file_read and warn: %s", a.Note)
+	}
+	if n := noteTokens(a.Note); n > 150 {
+		t.Errorf("note is about %d tokens: %s", n, a.Note)
+	}
+
+	var res tools.Result
+	got := allocDuring(func() {
+		res = call(t, r, ToolFileRead, map[string]any{"attachment_id": a.ID, "from_line": 1_000_000, "to_line": 1_000_000})
+	})
+	if got > 8<<20 {
+		t.Errorf("file_read allocated %d bytes; it should seek and stream", got)
+	}
+	if want := "1000000\tline 1000000 lorem ipsum dolor\n"; !strings.HasPrefix(res.Text, want) {
+		t.Errorf("file_read line 1,000,000 = %q, want prefix %q", res.Text, want)
+	}
+	if !res.Untrusted {
+		t.Error("file_read result not marked Untrusted")
+	}
+
+	res = call(t, r, ToolFileRead, map[string]any{"attachment_id": a.ID, "from_line": lines - 1})
+	want := fmt.Sprintf("%d\tline %d lorem ipsum dolor\n%d\tline %d lorem ipsum dolor\n[lines %d-%d of %d]",
+		lines-1, lines-1, lines, lines, lines-1, lines, lines)
+	if res.Text != want {
+		t.Errorf("file_read of the last two lines = %q, want %q", res.Text, want)
+	}
+}

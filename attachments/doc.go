@@ -1,0 +1,13 @@
+// Package attachments stores the files people attach to a chat and lets the
+// model read them on demand. A file is stored once, content-addressed by its
+// sha256, outside the transcript; the message carries only a compact note of
+// real facts (name, type, size, a PDF's page count, a text file's line count,
+// an image's dimensions) that names the tools to read it with. No attachment
+// content is ever put into a request by itself: the model pulls line ranges,
+// page ranges, search hits or pixels through the tools RegisterTools adds.
+//
+// Ownership: a Store is safe for concurrent use by any number of goroutines;
+// it owns the files under its directory and nothing else. Put and PutPath
+// return only once the file and its facts are durable on disk. Each tool call
+// opens and closes its own file handle, so there is nothing to Close.
+package attachments

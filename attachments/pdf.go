@@ -1,0 +1,310 @@
+package attachments
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ledongthuc/pdf"
+)
+
+// Why github.com/ledongthuc/pdf (a maintained fork of rsc.io/pdf) and not
+// pdfcpu: pdfcpu v0.15.0 reads a whole document into its context (every
+// object of the xref table is dereferenced) before it answers PageCount, and
+// it has no text extraction. ledongthuc/pdf reads only the trailer and the
+// cross-reference index when it opens a file and resolves objects lazily, so
+// the page count is the page tree root's /Count reached through
+// trailer → /Root → /Pages, and reading page 2,500 touches only the tree
+// nodes above it and that page's own objects.
+
+// pdfWalkBudget bounds the page-tree nodes one walk may visit, so a
+// malicious tree whose kids point back at their ancestors cannot loop.
+const (
+	pdfWalkBudget = 1 << 22
+	pdfMaxDepth   = 64
+)
+
+// openPDF opens a PDF for lazy reading. The library panics on some damaged
+// files; the panic is turned into an error here, at our package line.
+func openPDF(f *os.File) (r *pdf.Reader, err error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	defer recoverPDF(&err)
+	return pdf.NewReader(fixHeader(f), info.Size())
+}
+
+func recoverPDF(err *error) {
+	if x := recover(); x != nil {
+		*err = fmt.Errorf("damaged PDF: %v", x)
+	}
+}
+
+// pdfPageCount reads the page count from the document's own index.
+func pdfPageCount(path string) (n int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r, err := openPDF(f)
+	if err != nil {
+		return 0, err
+	}
+	defer recoverPDF(&err)
+	n = r.NumPage()
+	if n <= 0 {
+		return 0, errors.New("page tree has no /Count")
+	}
+	return n, nil
+}
+
+// headerFixer presents a header the library accepts. It insists on
+// "%PDF-1.0".."%PDF-1.7" followed by an end of line, which refuses PDF 2.0
+// files and headers followed by a comment on the same line; only the xref
+// offsets matter for reading, so the first nine bytes are shown as
+// "%PDF-1.7\n" whenever they differ from an accepted form.
+type headerFixer struct {
+	r    io.ReaderAt
+	head []byte
+}
+
+func fixHeader(r io.ReaderAt) io.ReaderAt {
+	head := make([]byte, 9)
+	if n, _ := r.ReadAt(head, 0); n < 9 || !bytes.HasPrefix(head, []byte("%PDF-")) {
+		return r // not a PDF: let the library say so
+	}
+	if bytes.HasPrefix(head, []byte("%PDF-1.")) && head[7] >= '0' && head[7] <= '7' && (head[8] == '\n' || head[8] == '\r') {
+		return r
+	}
+	return headerFixer{r: r, head: []byte("%PDF-1.7\n")}
+}
+
+func (h headerFixer) ReadAt(p []byte, off int64) (int, error) {
+	n, err := h.r.ReadAt(p, off)
+	for i := 0; i < n && off+int64(i) < int64(len(h.head)); i++ {
+		p[i] = h.head[off+int64(i)]
+	}
+	return n, err
+}
+
+// walkPages calls visit for pages from..to (1-based, inclusive) in order,
+// skipping whole subtrees before from by their /Count. visit returns false
+// to stop.
+func walkPages(ctx context.Context, r *pdf.Reader, from, to int, visit func(n int, p pdf.Page) bool) (err error) {
+	defer recoverPDF(&err)
+	n, budget := 0, pdfWalkBudget
+	var walk func(node pdf.Value, depth int) (bool, error)
+	walk = func(node pdf.Value, depth int) (bool, error) {
+		if depth > pdfMaxDepth {
+			return false, errors.New("page tree too deep")
+		}
+		kids := node.Key("Kids")
+		for i := 0; i < kids.Len(); i++ {
+			if budget--; budget < 0 {
+				return false, errors.New("page tree too large or cyclic")
+			}
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			kid := kidAt(kids, i)
+			if isPagesNode(kid) {
+				if c := int(kid.Key("Count").Int64()); c > 0 && n+c < from {
+					n += c
+					continue
+				}
+				if more, err := walk(kid, depth+1); !more || err != nil {
+					return false, err
+				}
+				continue
+			}
+			n++
+			if n < from {
+				continue
+			}
+			if n > to || !visit(n, pdf.Page{V: kid}) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	_, err = walk(r.Trailer().Key("Root").Key("Pages"), 0)
+	return err
+}
+
+// inherited looks a page attribute up the tree, as the spec lets pages
+// inherit MediaBox and Resources from their ancestors.
+func inherited(v pdf.Value, key string) pdf.Value {
+	for depth := 0; !v.IsNull() && depth <= pdfMaxDepth; depth++ {
+		if r := v.Key(key); !r.IsNull() {
+			return r
+		}
+		v = v.Key("Parent")
+	}
+	return pdf.Value{}
+}
+
+// kidAt resolves one kid; an unreadable one comes back null, which
+// pageText reports for that page alone.
+func kidAt(kids pdf.Value, i int) (kid pdf.Value) {
+	defer func() {
+		if recover() != nil {
+			kid = pdf.Value{}
+		}
+	}()
+	return kids.Index(i)
+}
+
+// isPagesNode tells an inner node of the page tree from a page. A kid that
+// cannot be read is taken for a page, so that one damaged page object costs
+// that page's text (pageText marks it), not the whole range.
+func isPagesNode(v pdf.Value) (inner bool) {
+	defer func() {
+		if recover() != nil {
+			inner = false
+		}
+	}()
+	t := v.Key("Type").Name()
+	return t == "Pages" || t == "" && v.Key("Kids").Kind() == pdf.Array
+}
+
+// pageText extracts one page's text; a page the library cannot read yields
+// a marker rather than failing the whole range.
+func pageText(p pdf.Page) (text string) {
+	defer func() {
+		if x := recover(); x != nil {
+			text = fmt.Sprintf("[text of this page unreadable: %v]", x)
+		}
+	}()
+	if p.V.IsNull() {
+		return "[this page's object is unreadable]"
+	}
+	t, err := p.GetPlainText(nil)
+	if err != nil {
+		return fmt.Sprintf("[text of this page unreadable: %v]", err)
+	}
+	return strings.TrimSpace(t)
+}
+
+// pdfInfoText describes the document: page count, version, metadata and
+// the first page's size.
+func pdfInfoText(f *os.File, facts Facts) (text string, err error) {
+	r, err := openPDF(f)
+	if err != nil {
+		return "", err
+	}
+	defer recoverPDF(&err)
+	var b strings.Builder
+	fmt.Fprintf(&b, "PDF, %d pages, %s.\n", r.NumPage(), humanSize(facts.Size))
+	head := make([]byte, 8)
+	if _, err := f.ReadAt(head, 0); err == nil {
+		fmt.Fprintf(&b, "Version: %s\n", strings.TrimPrefix(string(head), "%PDF-"))
+	}
+	info := r.Trailer().Key("Info")
+	for _, k := range []string{"Title", "Author", "Subject", "Creator", "Producer", "CreationDate"} {
+		if v := info.Key(k); v.Kind() == pdf.String && v.Text() != "" {
+			fmt.Fprintf(&b, "%s: %s\n", k, clip(v.Text(), 200))
+		}
+	}
+	if r.Trailer().Key("Encrypt").Kind() != pdf.Null {
+		b.WriteString("Encrypted: yes\n")
+	}
+	_ = walkPages(context.Background(), r, 1, 1, func(_ int, p pdf.Page) bool {
+		if box := inherited(p.V, "MediaBox"); box.Len() == 4 {
+			w := box.Index(2).Float64() - box.Index(0).Float64()
+			h := box.Index(3).Float64() - box.Index(1).Float64()
+			fmt.Fprintf(&b, "Page 1 size: %.0f x %.0f pt\n", w, h)
+		}
+		return false
+	})
+	b.WriteString("Use pdf_search to find pages by words and pdf_read for page ranges.")
+	return b.String(), nil
+}
+
+// pdfReadText returns the text of pages from..to, stopping before the text
+// passes maxBytes and saying where to go on.
+func pdfReadText(ctx context.Context, f *os.File, from, to, maxBytes int) (string, error) {
+	r, err := openPDF(f)
+	if err != nil {
+		return "", err
+	}
+	total := pdfNumPage(r)
+	if from > total {
+		return fmt.Sprintf("The document has %d pages; from_page %d is past the end.", total, from), nil
+	}
+	to = min(to, total)
+	var b strings.Builder
+	last := from - 1
+	err = walkPages(ctx, r, from, to, func(n int, p pdf.Page) bool {
+		page := fmt.Sprintf("--- page %d ---\n%s\n", n, pageText(p))
+		if b.Len() > 0 && b.Len()+len(page) > maxBytes {
+			return false
+		}
+		if len(page) > maxBytes {
+			page = page[:maxBytes] + fmt.Sprintf("\n[page %d cut at %d bytes]\n", n, maxBytes)
+		}
+		b.WriteString(page)
+		last = n
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case last < to:
+		fmt.Fprintf(&b, "[pages %d-%d of %d shown; the rest did not fit in one call: call pdf_read with from_page=%d]", from, last, total, last+1)
+	default:
+		fmt.Fprintf(&b, "[pages %d-%d of %d]", from, last, total)
+	}
+	return b.String(), nil
+}
+
+func pdfNumPage(r *pdf.Reader) (n int) {
+	defer func() {
+		if recover() != nil {
+			n = 0
+		}
+	}()
+	return r.NumPage()
+}
+
+// pdfSearchText finds the pages, from fromPage on, whose text holds every
+// word (case-insensitive), with a snippet around the first word.
+func pdfSearchText(ctx context.Context, f *os.File, words []string, fromPage, maxHits int) (string, error) {
+	r, err := openPDF(f)
+	if err != nil {
+		return "", err
+	}
+	total := pdfNumPage(r)
+	m := newMatcher(words)
+	var b strings.Builder
+	hits, more, lastShown := 0, 0, 0
+	err = walkPages(ctx, r, fromPage, total, func(n int, p pdf.Page) bool {
+		text := pageText(p)
+		if !m.match([]byte(text)) {
+			return true
+		}
+		if hits >= maxHits {
+			more++
+			return true
+		}
+		hits++
+		lastShown = n
+		fmt.Fprintf(&b, "page %d: %s\n", n, m.snippet(text, 160))
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "[%d pages matched of %d searched (pages %d-%d)", hits+more, max(0, total-fromPage+1), fromPage, total)
+	if more > 0 {
+		fmt.Fprintf(&b, "; %d more after page %d: call pdf_search with from_page=%d", more, lastShown, lastShown+1)
+	}
+	b.WriteString("]")
+	return b.String(), nil
+}

@@ -1,0 +1,397 @@
+package attachments
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Kind is how agentd reads a stored file, and so which tools its note names.
+type Kind string
+
+// The kinds of stored file.
+const (
+	KindText   Kind = "text"
+	KindPDF    Kind = "pdf"
+	KindImage  Kind = "image"
+	KindBinary Kind = "binary"
+)
+
+// Facts are what agentd learned about one stored file's content. They belong
+// to the content, not to a name: the same bytes attached twice share them.
+type Facts struct {
+	ID   string `json:"id"`
+	Size int64  `json:"size"`
+	// MediaType is the type sniffed from the content (or the declared one
+	// when sniffing could not tell).
+	MediaType string `json:"media_type"`
+	Kind      Kind   `json:"kind"`
+	// Lines counts lines; a last line without a newline counts too.
+	Lines  int64 `json:"lines"`
+	Pages  int   `json:"pages,omitempty"`
+	Width  int   `json:"width,omitempty"`
+	Height int   `json:"height,omitempty"`
+	// Problem says why a fact of the kind could not be read (a damaged PDF).
+	Problem string `json:"problem,omitempty"`
+
+	marks []lineMark
+}
+
+// sidecar is the on-disk record kept beside each blob.
+type sidecar struct {
+	Version int `json:"v"`
+	Facts
+	Marks []lineMark `json:"marks,omitempty"`
+}
+
+const sidecarVersion = 1
+
+// Store keeps attachment files content-addressed under one directory:
+// <dir>/ab/cdef… holds the file whose sha256 is abcdef…, and
+// <dir>/ab/cdef….facts its facts and line index.
+type Store struct {
+	dir string
+	// maxBytes caps the total size of stored files (sidecars not counted);
+	// 0 means no cap. It is the only size limit on attachments.
+	maxBytes int64
+
+	mu   sync.Mutex // guards used and serialises commits
+	used int64
+}
+
+// NewStore opens (creating if needed) the store under dir. maxBytes is the
+// operator's storage limit: the total size of stored files; 0 means none.
+// Leftover temporary files from an earlier crash are removed.
+func NewStore(dir string, maxBytes int64) (*Store, error) {
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("attachment store %s: negative storage limit %d", dir, maxBytes)
+	}
+	s := &Store{dir: dir, maxBytes: maxBytes}
+	if err := os.RemoveAll(s.tmpDir()); err != nil {
+		return nil, fmt.Errorf("clear attachment temp dir: %w", err)
+	}
+	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create attachment store %s: %w", dir, err)
+	}
+	used, err := s.measure()
+	if err != nil {
+		return nil, err
+	}
+	s.used = used
+	return s, nil
+}
+
+// Used reports the bytes of stored files counted against the limit.
+func (s *Store) Used() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
+
+func (s *Store) blobPath(id string) string { return filepath.Join(s.dir, id[:2], id[2:]) }
+
+func (s *Store) factsPath(id string) string { return s.blobPath(id) + ".facts" }
+
+// measure sums the sizes of the stored blobs.
+func (s *Store) measure() (int64, error) {
+	var total int64
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !validID(filepath.Base(filepath.Dir(p))+d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		total += info.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("measure attachment store %s: %w", s.dir, err)
+	}
+	return total, nil
+}
+
+// validID reports whether id is a lowercase hex sha256. Checking it before
+// any path is built is what keeps a model-supplied id inside the store.
+func validID(id string) bool {
+	if len(id) != sha256.Size*2 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Put streams r into the store and returns the attachment with its note.
+// The file is durable (fsynced and renamed into place) before Put returns.
+// An empty mediaType is sniffed from the content. Storing bytes that are
+// already stored costs no space. Put never holds the whole file in memory.
+func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (chat.Attachment, error) {
+	tmp, err := os.CreateTemp(s.tmpDir(), "put-*")
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName) // a no-op once renamed into place
+
+	h := sha256.New()
+	idx := newLineIndexer()
+	sn := &sniffer{}
+	size, err := s.copy(ctx, io.MultiWriter(tmp, h, idx, sn), r)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
+	}
+
+	id := hex.EncodeToString(h.Sum(nil))
+	facts, err := s.Facts(id)
+	if errors.Is(err, ErrNotFound) {
+		facts = newFacts(id, size, sn.sniff(), mediaType, idx)
+		addKindFacts(tmpName, &facts)
+		var committed bool
+		committed, err = s.commit(tmpName, facts)
+		if err == nil && !committed {
+			facts, err = s.Facts(id) // another Put of the same bytes won
+		}
+	}
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
+	}
+	return s.attachment(facts, name, mediaType), nil
+}
+
+func (s *Store) attachment(f Facts, name, mediaType string) chat.Attachment {
+	if mediaType == "" {
+		mediaType = f.MediaType
+	}
+	a := chat.Attachment{ID: f.ID, Name: name, MediaType: mediaType, Size: f.Size}
+	a.Note = Note(a, f)
+	return a
+}
+
+// copy streams r to w in fixed-size chunks, checking ctx between chunks and
+// failing early when the file alone is bigger than the whole storage limit.
+// (The exact check against what is already used runs at commit, because a
+// file that turns out to be stored already costs nothing.)
+func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		nr, rerr := r.Read(buf)
+		if nr > 0 {
+			n += int64(nr)
+			if s.maxBytes > 0 && n > s.maxBytes {
+				return n, fmt.Errorf("file is over %d bytes: %w", s.maxBytes, ErrStorageFull)
+			}
+			if _, err := w.Write(buf[:nr]); err != nil {
+				return n, err
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// commit moves a fully written temp file into place. The facts are written
+// first, then the blob is renamed; a blob therefore never exists without the
+// chance of its facts, and a crash between the two leaves only a sidecar that
+// the next Put of the same bytes overwrites.
+// It reports false when the same bytes were committed meanwhile.
+func (s *Store) commit(tmpName string, f Facts) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := os.Stat(s.blobPath(f.ID)); err == nil {
+		return false, nil
+	}
+	if s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
+		return false, fmt.Errorf("%d bytes used of %d, file needs %d: %w", s.used, s.maxBytes, f.Size, ErrStorageFull)
+	}
+	dir := filepath.Dir(s.blobPath(f.ID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := s.writeFacts(f); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmpName, s.blobPath(f.ID)); err != nil {
+		return false, fmt.Errorf("store %s: %w", f.ID, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return false, err
+	}
+	s.used += f.Size
+	return true, nil
+}
+
+func (s *Store) writeFacts(f Facts) error {
+	data, err := json.Marshal(sidecar{Version: sidecarVersion, Facts: f, Marks: f.marks})
+	if err != nil {
+		return fmt.Errorf("encode facts of %s: %w", f.ID, err)
+	}
+	tmp, err := os.CreateTemp(s.tmpDir(), "facts-*")
+	if err != nil {
+		return fmt.Errorf("write facts of %s: %w", f.ID, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.factsPath(f.ID))
+	}
+	if err != nil {
+		return fmt.Errorf("write facts of %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Open opens the stored file with this id for reading; the caller closes it.
+func (s *Store) Open(id string) (*os.File, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("open attachment %q: %w", id, ErrBadID)
+	}
+	f, err := os.Open(s.blobPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open attachment %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open attachment %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// Facts returns what is known of the stored file with this id. A missing or
+// unreadable sidecar (an older store, a crash) is rebuilt from the file.
+func (s *Store) Facts(id string) (Facts, error) {
+	if !validID(id) {
+		return Facts{}, fmt.Errorf("attachment %q: %w", id, ErrBadID)
+	}
+	if _, err := os.Stat(s.blobPath(id)); errors.Is(err, fs.ErrNotExist) {
+		return Facts{}, fmt.Errorf("attachment %s: %w", id, ErrNotFound)
+	}
+	data, err := os.ReadFile(s.factsPath(id))
+	var sc sidecar
+	if err == nil && json.Unmarshal(data, &sc) == nil && sc.Version == sidecarVersion && sc.ID == id {
+		sc.Facts.marks = sc.Marks
+		return sc.Facts, nil
+	}
+	return s.rebuildFacts(id)
+}
+
+func (s *Store) rebuildFacts(id string) (Facts, error) {
+	f, err := s.Open(id)
+	if err != nil {
+		return Facts{}, err
+	}
+	defer f.Close()
+	idx := newLineIndexer()
+	sn := &sniffer{}
+	if _, err := io.Copy(io.MultiWriter(idx, sn), f); err != nil {
+		return Facts{}, fmt.Errorf("rebuild facts of %s: %w", id, err)
+	}
+	facts := newFacts(id, idx.n, sn.sniff(), "", idx)
+	addKindFacts(s.blobPath(id), &facts)
+	// writeFacts uses its own temp file and an atomic rename, so a rebuild
+	// racing a commit of the same bytes leaves one whole sidecar either way.
+	return facts, s.writeFacts(facts)
+}
+
+// PutPath stores the regular file at path, which must lie (after resolving
+// symlinks and "..") under one of allowedDirs. Relative paths are taken from
+// the working directory. An empty allowedDirs allows nothing.
+func (s *Store) PutPath(ctx context.Context, path string, allowedDirs []string) (chat.Attachment, error) {
+	real, err := resolvePath(path)
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
+	}
+	if !underAny(real, allowedDirs) {
+		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, ErrPathNotAllowed)
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, ErrNotRegular)
+	}
+	return s.Put(ctx, f, filepath.Base(path), "") // the name the person gave
+}
+
+func resolvePath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+func underAny(real string, dirs []string) bool {
+	for _, d := range dirs {
+		rd, err := resolvePath(d)
+		if err != nil {
+			continue
+		}
+		rel, err := filepath.Rel(rd, real)
+		if err != nil || rel == "." || filepath.IsAbs(rel) {
+			continue
+		}
+		if rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}

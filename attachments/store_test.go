@@ -1,0 +1,283 @@
+package attachments
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func put(t *testing.T, s *Store, content, name, mediaType string) (string, error) {
+	t.Helper()
+	a, err := s.Put(context.Background(), strings.NewReader(content), name, mediaType)
+	return a.ID, err
+}
+
+// blobs lists the stored content files (not sidecars, not temp files).
+func blobs(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(s.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && validID(filepath.Base(filepath.Dir(p))+d.Name()) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestPutIsContentAddressedAndStoredOnce(t *testing.T) {
+	s := newStore(t, 0)
+	content := "alpha\nbeta\ngamma\n"
+	sum := sha256.Sum256([]byte(content))
+	want := hex.EncodeToString(sum[:])
+
+	a1, err := s.Put(context.Background(), strings.NewReader(content), "a.txt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := s.Put(context.Background(), strings.NewReader(content), "copy.md", "text/markdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1.ID != want || a2.ID != want {
+		t.Fatalf("ids %s, %s; want the sha256 %s", a1.ID, a2.ID, want)
+	}
+	if a1.Name != "a.txt" || a2.Name != "copy.md" || a2.MediaType != "text/markdown" {
+		t.Errorf("each attachment keeps its own name and declared type: %+v %+v", a1, a2)
+	}
+	if got := s.Used(); got != int64(len(content)) {
+		t.Errorf("Used = %d after storing the same bytes twice, want %d", got, len(content))
+	}
+	if got := blobs(t, s); len(got) != 1 || filepath.Base(filepath.Dir(got[0])) != want[:2] {
+		t.Errorf("blobs on disk = %v, want one under %s/", got, want[:2])
+	}
+	f, err := s.Open(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, _ := io.ReadAll(f); string(got) != content {
+		t.Errorf("Open returned %q", got)
+	}
+}
+
+func TestStorageLimitIsTheOnlyCap(t *testing.T) {
+	s := newStore(t, 100)
+	sixty := strings.Repeat("a", 59) + "\n"
+	other := strings.Repeat("b", 59) + "\n"
+	if _, err := put(t, s, sixty, "a", ""); err != nil {
+		t.Fatalf("first 60 bytes under a 100-byte limit: %v", err)
+	}
+	if _, err := put(t, s, other, "b", ""); !errors.Is(err, ErrStorageFull) {
+		t.Errorf("another 60 bytes: err = %v, want ErrStorageFull", err)
+	}
+	if _, err := put(t, s, sixty, "again", ""); err != nil {
+		t.Errorf("the same bytes again cost nothing and must fit: %v", err)
+	}
+	if _, err := put(t, s, strings.Repeat("c", 101), "huge", ""); !errors.Is(err, ErrStorageFull) {
+		t.Errorf("a file bigger than the whole limit: err = %v, want ErrStorageFull", err)
+	}
+	if got := s.Used(); got != 60 {
+		t.Errorf("Used = %d, want 60", got)
+	}
+	entries, _ := os.ReadDir(s.tmpDir())
+	if len(entries) != 0 {
+		t.Errorf("refused puts left temp files: %v", entries)
+	}
+
+	reopened, err := NewStore(s.dir, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reopened.Used(); got != 60 {
+		t.Errorf("reopened store measures %d bytes used, want 60", got)
+	}
+	if _, err := NewStore(t.TempDir(), -1); err == nil {
+		t.Error("a negative limit should be refused")
+	}
+}
+
+func TestPutHonoursCancellation(t *testing.T) {
+	s := newStore(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Put(ctx, strings.NewReader("x"), "x", "")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if got := blobs(t, s); len(got) != 0 {
+		t.Errorf("a cancelled put stored %v", got)
+	}
+}
+
+func TestFactsSurviveRestartAndAreRebuilt(t *testing.T) {
+	s := newStore(t, 0)
+	id, err := put(t, s, "one\ntwo\nthree", "t.txt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func(){
+		"intact":  func() {},
+		"missing": func() { os.Remove(s.factsPath(id)) },
+		"garbage": func() { os.WriteFile(s.factsPath(id), []byte("{nope"), 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			damage()
+			s2, err := NewStore(s.dir, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := s2.Facts(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Three lines: the last has no newline but still counts.
+			if f.Lines != 3 || f.Size != 13 || f.Kind != KindText {
+				t.Errorf("facts = %+v, want 3 lines, 13 bytes, text", f)
+			}
+		})
+	}
+}
+
+func TestIDsCannotEscapeTheStore(t *testing.T) {
+	s := newStore(t, 0)
+	for name, id := range map[string]string{
+		"traversal": "../../../../etc/passwd",
+		"short":     "abc",
+		"uppercase": strings.Repeat("A", 64),
+		"slash":     strings.Repeat("a", 31) + "/" + strings.Repeat("a", 32),
+		"empty":     "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := s.Open(id); !errors.Is(err, ErrBadID) {
+				t.Errorf("Open(%q) err = %v, want ErrBadID", id, err)
+			}
+			if _, err := s.Facts(id); !errors.Is(err, ErrBadID) {
+				t.Errorf("Facts(%q) err = %v, want ErrBadID", id, err)
+			}
+		})
+	}
+	if _, err := s.Open(strings.Repeat("a", 64)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown id: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestKindComesFromTheBytes(t *testing.T) {
+	pdfBytes, err := os.ReadFile(makePDF(t, testPDF{pages: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := string([]byte{0, 1, 2, 3, 0xff, 0xfe, 0})
+	cases := map[string]struct {
+		content, declared string
+		want              Kind
+	}{
+		"pdf sniffed":                 {string(pdfBytes), "", KindPDF},
+		"pdf declared as text":        {string(pdfBytes), "text/plain", KindPDF},
+		"png":                         {string(pngBytes(t, 4, 3)), "", KindImage},
+		"plain text":                  {"hello\n", "", KindText},
+		"json declared":               {`{"a":1}`, "application/json", KindText},
+		"binary":                      {binary, "", KindBinary},
+		"binary declared as json":     {binary, "application/json", KindText},
+		"text claiming to be a image": {"just words\n", "image/png", KindText},
+		"empty":                       {"", "", KindText},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, 0)
+			id, err := put(t, s, c.content, name, c.declared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := s.Facts(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind != c.want {
+				t.Errorf("kind = %s (media type %s), want %s", f.Kind, f.MediaType, c.want)
+			}
+		})
+	}
+}
+
+func TestPutPath(t *testing.T) {
+	root := t.TempDir()
+	allowed := filepath.Join(root, "allowed")
+	outside := filepath.Join(root, "outside")
+	evil := filepath.Join(root, "allowed-evil") // shares allowed's prefix
+	for _, d := range []string{allowed, filepath.Join(allowed, "sub"), outside, evil} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string) {
+		if err := os.WriteFile(p, []byte("content of "+filepath.Base(p)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(allowed, "ok.txt"))
+	write(filepath.Join(allowed, "sub", "deep.txt"))
+	write(filepath.Join(outside, "secret.txt"))
+	write(filepath.Join(evil, "x.txt"))
+	symlink := func(target, link string) {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	symlink(filepath.Join(outside, "secret.txt"), filepath.Join(allowed, "link-out.txt"))
+	symlink(filepath.Join(outside), filepath.Join(allowed, "dir-out"))
+	symlink(filepath.Join(allowed, "ok.txt"), filepath.Join(outside, "link-in.txt"))
+
+	cases := map[string]struct {
+		path    string
+		allowed []string
+		want    error // nil: stored
+	}{
+		"file in allowed dir":              {filepath.Join(allowed, "ok.txt"), []string{allowed}, nil},
+		"file in a subdirectory":           {filepath.Join(allowed, "sub", "deep.txt"), []string{allowed}, nil},
+		"dot-dot out":                      {filepath.Join(allowed, "..", "outside", "secret.txt"), []string{allowed}, ErrPathNotAllowed},
+		"symlink pointing out":             {filepath.Join(allowed, "link-out.txt"), []string{allowed}, ErrPathNotAllowed},
+		"through a symlinked dir":          {filepath.Join(allowed, "dir-out", "secret.txt"), []string{allowed}, ErrPathNotAllowed},
+		"symlink from outside pointing in": {filepath.Join(outside, "link-in.txt"), []string{allowed}, nil},
+		"sibling sharing the prefix":       {filepath.Join(evil, "x.txt"), []string{allowed}, ErrPathNotAllowed},
+		"no allowed dirs":                  {filepath.Join(allowed, "ok.txt"), nil, ErrPathNotAllowed},
+		"the allowed dir itself":           {allowed, []string{allowed}, ErrPathNotAllowed},
+		"a directory inside":               {filepath.Join(allowed, "sub"), []string{allowed}, ErrNotRegular},
+		"second allowed dir matches":       {filepath.Join(outside, "secret.txt"), []string{allowed, outside}, nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, 0)
+			a, err := s.PutPath(context.Background(), c.path, c.allowed)
+			if c.want != nil {
+				if !errors.Is(err, c.want) {
+					t.Fatalf("err = %v, want %v", err, c.want)
+				}
+				if len(blobs(t, s)) != 0 {
+					t.Error("a refused path was stored")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			real, _ := filepath.EvalSymlinks(c.path)
+			want, _ := os.ReadFile(real)
+			f, err := s.Open(a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got, _ := io.ReadAll(f); !bytes.Equal(got, want) {
+				t.Errorf("stored %q, want %q", got, want)
+			}
+		})
+	}
+}

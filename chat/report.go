@@ -1,0 +1,119 @@
+package chat
+
+import "time"
+
+// Event types a chat publishes, in the order a turn produces them. The HTTP
+// API sends each as a Server-Sent Event named by its type.
+const (
+	EventTurnStarted       = "turn.started"       // data: {"user_seq": N}
+	EventMessage           = "message"            // a message was stored (data: Message)
+	EventMessageDelta      = "message.delta"      // data: {"text": "..."}
+	EventThinkingDelta     = "thinking.delta"     // data: {"text": "..."}
+	EventToolCall          = "tool.call"          // data: ToolCall
+	EventToolResult        = "tool.result"        // data: Message
+	EventUsage             = "usage"              // data: Usage
+	EventTurnCompleted     = "turn.completed"     // data: TurnResult
+	EventTurnProblem       = "turn.problem"       // data: Problem
+	EventCompacted         = "compacted"          // data: Compacted
+	EventCompactionStarted = "compaction.started" // data: {"targets": N}
+	EventCompactionApplied = "compaction.applied" // data: CompactionApplied
+	EventHealed            = "healed"             // data: Healed
+	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
+)
+
+// TurnResult is what a finished turn stored and used.
+type TurnResult struct {
+	TurnID   string    `json:"turn_id"`
+	Messages []Message `json:"messages"`
+	Usage    Usage     `json:"usage"`
+	// SummaryUsage is what summarising cost, apart from the turn's own.
+	SummaryUsage Usage    `json:"summary_usage,omitzero"`
+	Problem      *Problem `json:"problem,omitempty"`
+}
+
+// Problem kinds.
+const (
+	ProblemTooLong    = "too-long"
+	ProblemProvider   = "provider"
+	ProblemTimeout    = "timeout"
+	ProblemNoProvider = "no-provider"
+	ProblemShutdown   = "shutdown"
+	ProblemInternal   = "internal"
+)
+
+// Problem is why a turn ended without a full answer.
+type Problem struct {
+	Kind     string    `json:"kind"`
+	Message  string    `json:"message"`
+	NextStep *NextStep `json:"next_step,omitempty"`
+}
+
+// NextStep is the one thing the person can do after a too-long problem.
+type NextStep struct {
+	Action  string `json:"action"` // "switch-model" or "new-chat"
+	Model   string `json:"model,omitempty"`
+	Window  int    `json:"window,omitempty"`
+	Message string `json:"message,omitempty"` // carried over to the new chat
+}
+
+// Compacted says where the model's word-for-word memory now starts.
+type Compacted struct {
+	FirstKeptSeq int64  `json:"first_kept_seq"`
+	Summary      string `json:"summary"`
+	Model        string `json:"model"` // the model that will read it
+	Digest       string `json:"digest,omitempty"`
+}
+
+// CompactionApplied reports an in-turn compaction of a live turn.
+type CompactionApplied struct {
+	Targets      int   `json:"targets"`
+	TokensBefore int   `json:"tokens_before"`
+	TokensAfter  int   `json:"tokens_after"`
+	TokensSaved  int   `json:"tokens_saved"`
+	DurationMS   int64 `json:"duration_ms"`
+}
+
+// Healed reports a "too long" refusal healed without the person seeing it.
+type Healed struct {
+	Model        string `json:"model"`
+	WindowLearnt int    `json:"window_learnt,omitempty"`
+	FirstKeptSeq int64  `json:"first_kept_seq"`
+}
+
+// ContextView is what the model is sent now.
+type ContextView struct {
+	Model          string       `json:"model"`
+	Window         int          `json:"window"`
+	WindowSource   string       `json:"window_source"`
+	Budget         Budget       `json:"budget"`
+	Estimate       int          `json:"estimate"`
+	Factor         float64      `json:"factor"`
+	FirstKeptSeq   int64        `json:"first_kept_seq"`
+	Summary        string       `json:"summary,omitempty"`
+	SummaryModel   string       `json:"summary_model,omitempty"`
+	Digest         string       `json:"digest,omitempty"`
+	StubbedSeqs    []int64      `json:"stubbed_seqs"`
+	Lean           bool         `json:"lean"`
+	LoadedTools    []string     `json:"loaded_tools"`
+	RecentRequests []RequestLog `json:"recent_requests"`
+	LastSeq        int64        `json:"last_seq"`
+}
+
+// Budget shows how a window is shared.
+type Budget struct {
+	Window     int `json:"window"`
+	AnswerRoom int `json:"answer_room"`
+	System     int `json:"system"`
+	Tools      int `json:"tools"`
+	Transcript int `json:"transcript"`
+}
+
+// RequestLog is one sent request's size against its budget.
+type RequestLog struct {
+	At       time.Time `json:"at"`
+	Estimate int       `json:"estimate"`
+	Reported int       `json:"reported"`
+	Budget   int       `json:"budget"`
+	Window   int       `json:"window"`
+	Kind     string    `json:"kind,omitempty"` // "turn", "heal", "summary"
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestDebugTooLong(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		body string
+		want string
+	}{
+		// Bodies from providers/testdata/too_long.jsonl (A002, A015, A100, A030).
+		"openai names its window": {
+			[]string{"--provider", "openai", "--status", "400"},
+			`{"error":{"message":"This model's maximum context length is 4097 tokens. However, your messages resulted in 4111 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			`{"too_long":true,"window":4097}`,
+		},
+		"anthropic, status unknown": {
+			[]string{"--provider", "anthropic"},
+			`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 200251 tokens > 200000 maximum"}}`,
+			`{"too_long":true,"window":200000}`,
+		},
+		"rate limit is not too long": {
+			[]string{"--provider", "openai", "--status", "429"},
+			`429 Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 61337.`,
+			`{"too_long":false,"window":null}`,
+		},
+		"stream event with no window, unknown provider": {
+			[]string{"--provider", "some-gateway", "--status", "200"},
+			`{"type":"error","sequence_number":2,"error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model. Please adjust your input and try again.","param":"input"}}`,
+			`{"too_long":true,"window":null}`,
+		},
+		"empty body": {
+			[]string{"--provider", "ollama"},
+			``,
+			`{"too_long":false,"window":null}`,
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := newDebugTooLongCmd()
+			var out bytes.Buffer
+			cmd.SetIn(strings.NewReader(c.body))
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(c.args)
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("execute: %v (output %q)", err, out.String())
+			}
+			if out.String() != c.want+"\n" {
+				t.Errorf("printed %q, want exactly one line %q", out.String(), c.want)
+			}
+		})
+	}
+}
+
+func TestDebugTooLongNeedsProvider(t *testing.T) {
+	cmd := newDebugTooLongCmd()
+	var out bytes.Buffer
+	cmd.SetIn(strings.NewReader("prompt is too long"))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); err == nil {
+		t.Errorf("ran without --provider; printed %q", out.String())
+	}
+}
+
+func TestDebugTooLongIsRegistered(t *testing.T) {
+	found := false
+	for _, c := range debugCmd.Commands() {
+		if c.Name() == "too-long" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("`agentd debug too-long` is not registered")
+	}
+}

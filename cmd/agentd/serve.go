@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/httpapi"
+)
+
+// shutdownGrace is how long in-flight turns get to finish on SIGTERM before
+// they are marked as cut short.
+const shutdownGrace = 20 * time.Second
+
+func init() {
+	var (
+		configPath string
+		flags      configs.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon (HTTP API and web console)",
+		Long: `Run the daemon. Configuration: defaults < the yaml file (--config) < AGENTD_* environment < flags.
+With no provider configured it tries Ollama at 127.0.0.1:11434.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configs.Load(configPath)
+			if err != nil {
+				return err
+			}
+			applyFlags(cmd, &cfg, flags)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", os.Getenv("AGENTD_CONFIG"), "yaml configuration file (example: configs/agentd.yaml)")
+	f.StringVar(&flags.Listen, "listen", "", "HTTP address (default 127.0.0.1:8420)")
+	f.StringVar(&flags.DataDir, "data-dir", "", "data folder for Badger and attachments (default ./data)")
+	f.StringVar(&flags.DefaultModel, "default-model", "", "model for new chats, provider/model")
+	f.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
+	rootCmd.AddCommand(cmd)
+}
+
+func applyFlags(cmd *cobra.Command, cfg *configs.Config, f configs.Config) {
+	set := func(name string, dst *string, v string) {
+		if cmd.Flags().Changed(name) {
+			*dst = v
+		}
+	}
+	set("listen", &cfg.Listen, f.Listen)
+	set("data-dir", &cfg.DataDir, f.DataDir)
+	set("default-model", &cfg.DefaultModel, f.DefaultModel)
+	set("log-level", &cfg.LogLevel, f.LogLevel)
+}
+
+// newLogger builds the one log stream: JSON lines on stderr.
+func newLogger(level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
+}
+
+func serve(ctx context.Context, cfg configs.Config) error {
+	log := newLogger(cfg.LogLevel)
+	tokens, err := cfg.Tokens(os.Getenv)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data folder: %w", err)
+	}
+	h, err := hub.New(ctx, cfg, log, hub.Options{})
+	if err != nil {
+		return err
+	}
+	logConfig(log, cfg, len(tokens))
+	refreshCtx, cancelRefresh := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelRefresh()
+	go h.Refresh(refreshCtx)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = h.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: httpapi.New(h, cfg, tokens, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
+
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		log.Info().Msg("shutting down: finishing in-flight turns")
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		err = srv.Shutdown(sctx)
+		cancel()
+	}
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) {
+		err = nil
+	}
+	if cerr := h.Close(context.Background()); cerr != nil && err == nil {
+		err = cerr
+	}
+	log.Info().Msg("agentd stopped")
+	return err
+}
+
+// logConfig logs the effective configuration once, secrets left out.
+func logConfig(log zerolog.Logger, cfg configs.Config, tokens int) {
+	ev := log.Info().Str("data_dir", cfg.DataDir).Str("default_model", cfg.DefaultModel).Int("auth_tokens", tokens)
+	for _, p := range cfg.Providers {
+		ev = ev.Str("provider_"+p.Name, p.Kind+" "+p.BaseURL)
+	}
+	ev.Msg("configuration")
+	if tokens == 0 {
+		log.Warn().Str("listen", cfg.Listen).Msg("no auth tokens configured: serving loopback only, every chat belongs to the tenant \"default\"")
+	}
+	if cfg.DefaultModel == "" {
+		log.Warn().Msg("no default model: new chats must name one (\"provider/model\"). " + hub.NoProviderHelp)
+	}
+}

@@ -1,0 +1,330 @@
+// Package configs is agentd's one typed configuration: defaults, then the
+// yaml file, then AGENTD_* environment, then flags (applied by the caller),
+// then Validate. agentd.yaml beside this file is the documented example.
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is everything agentd reads at start.
+type Config struct {
+	// Listen is the HTTP address. Optional. Defaults to 127.0.0.1:8420.
+	Listen string `yaml:"listen" json:"listen"`
+	// DataDir holds Badger and attachments. Optional. Defaults to ./data.
+	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// DefaultModel is "provider/model" for new chats. Optional. Defaults to
+	// the first model of the first provider.
+	DefaultModel string `yaml:"default_model" json:"default_model"`
+	// Providers are the model APIs. Optional. Defaults to Ollama at
+	// http://127.0.0.1:11434 when empty.
+	Providers []Provider `yaml:"providers" json:"providers"`
+	// Auth lists bearer tokens. Optional. Without tokens agentd serves
+	// loopback only.
+	Auth Auth `yaml:"auth" json:"auth"`
+	// Limits bound what one request, tenant or chat may use.
+	Limits Limits `yaml:"limits" json:"limits"`
+	// IdleAfter passivates a chat's actor after this long without use.
+	// Optional. Defaults to 5m.
+	IdleAfter Duration `yaml:"idle_after" json:"idle_after"`
+	// MCPServers are Model Context Protocol servers whose tools agentd offers.
+	MCPServers []MCPServer `yaml:"mcp_servers" json:"mcp_servers"`
+	// Attachments: where files live and which local paths may be attached.
+	Attachments Attachments `yaml:"attachments" json:"attachments"`
+	// Learner: how memories are learned.
+	Learner Learner `yaml:"learner" json:"learner"`
+	// LogLevel is debug, info, warn or error. Optional. Defaults to info.
+	LogLevel string `yaml:"log_level" json:"log_level"`
+}
+
+// Provider is one model API.
+type Provider struct {
+	// Name is how models are addressed: "<name>/<model>".
+	Name string `yaml:"name" json:"name"`
+	// Kind is the protocol: openai, anthropic or ollama.
+	Kind string `yaml:"kind" json:"kind"`
+	// Company picks the row of the OpenAI-style table (groq, openrouter,
+	// lmstudio, …). Optional. Defaults to a guess from base_url.
+	Company string `yaml:"company" json:"company,omitempty"`
+	// BaseURL of the API. Optional for the known companies.
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// APIKeyEnv names the environment variable that holds the key.
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	// Models lists model ids, each optionally with its window.
+	Models []Model `yaml:"models" json:"models"`
+	// Cheapest and Small override the company table for the summariser.
+	Cheapest string `yaml:"cheapest" json:"cheapest,omitempty"`
+	Small    string `yaml:"small" json:"small,omitempty"`
+}
+
+// Model is one configured model: a bare id or {id, window, vision}.
+type Model struct {
+	ID     string `yaml:"id" json:"id"`
+	Window int    `yaml:"window" json:"window,omitempty"`
+	Vision bool   `yaml:"vision" json:"vision,omitempty"`
+}
+
+// UnmarshalYAML accepts a bare string as a model id.
+func (m *Model) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		m.ID = n.Value
+		return nil
+	}
+	type plain Model
+	return n.Decode((*plain)(m))
+}
+
+// Auth configures bearer tokens.
+type Auth struct {
+	Tokens []Token `yaml:"tokens" json:"tokens"`
+}
+
+// Token is a tenant and the environment variable holding its token.
+type Token struct {
+	Tenant   string `yaml:"tenant" json:"tenant"`
+	TokenEnv string `yaml:"token_env" json:"token_env"`
+}
+
+// Limits bound each request, tenant and chat. Zero means the default.
+type Limits struct {
+	// MaxBodyBytes per HTTP request. Defaults to 1 MiB (uploads: MaxUploadBytes).
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
+	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`
+	// MaxMessageBytes per message content. Defaults to 256 KiB.
+	MaxMessageBytes int `yaml:"max_message_bytes" json:"max_message_bytes"`
+	// ChatsPerTenant. Defaults to 10000.
+	ChatsPerTenant int `yaml:"chats_per_tenant" json:"chats_per_tenant"`
+	// TurnsPerChat waiting or running at once. Defaults to 4.
+	TurnsPerChat int `yaml:"turns_per_chat" json:"turns_per_chat"`
+	// TurnsPerTenant waiting or running at once. Defaults to 2000.
+	TurnsPerTenant int `yaml:"turns_per_tenant" json:"turns_per_tenant"`
+	// RequestsPerSecond per tenant (burst twice that). Defaults to 200.
+	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
+	// ToolTimeout per tool call. Defaults to 60s.
+	ToolTimeout Duration `yaml:"tool_timeout" json:"tool_timeout"`
+	// ToolResultBytes sent to the model per result (stored whole). Defaults to 32 KiB.
+	ToolResultBytes int `yaml:"tool_result_bytes" json:"tool_result_bytes"`
+	// TurnTimeout bounds a whole turn, retries included. Defaults to 10m.
+	TurnTimeout Duration `yaml:"turn_timeout" json:"turn_timeout"`
+	// ModelIdleTimeout ends a model call that sends nothing for this long. Defaults to 120s.
+	ModelIdleTimeout Duration `yaml:"model_idle_timeout" json:"model_idle_timeout"`
+}
+
+// MCPServer is one MCP server: stdio when Command is set, streamable HTTP
+// when URL is set.
+type MCPServer struct {
+	Name    string            `yaml:"name" json:"name"`
+	Command []string          `yaml:"command" json:"command,omitempty"`
+	Env     map[string]string `yaml:"env" json:"env,omitempty"`
+	URL     string            `yaml:"url" json:"url,omitempty"`
+	Headers map[string]string `yaml:"headers" json:"-"`
+}
+
+// Attachments configures file storage.
+type Attachments struct {
+	// AllowedDirs may be attached by path. Optional. Defaults to none.
+	AllowedDirs []string `yaml:"allowed_dirs" json:"allowed_dirs"`
+	// MaxBytes is the storage limit for all attachments. Optional. 0: none.
+	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes"`
+}
+
+// Learner configures learning.
+type Learner struct {
+	// SweepEvery runs the periodic sweep. Optional. Defaults to 24h.
+	SweepEvery Duration `yaml:"sweep_every" json:"sweep_every"`
+}
+
+// Duration reads "90s" style durations from yaml.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration like 90s or 5m: %w", n.Line, n.Value, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText prints the duration in Go form.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// DefaultOllamaURL is tried when no provider is configured.
+const DefaultOllamaURL = "http://127.0.0.1:11434"
+
+// Load reads the yaml file at path (none when empty), then the environment,
+// and applies defaults. The caller applies flags and then calls Validate.
+func Load(path string) (Config, error) {
+	var c Config
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("read config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("parse config %s: %w", path, err)
+		}
+	}
+	c.applyEnv(os.Getenv)
+	c.ApplyDefaults()
+	return c, nil
+}
+
+func (c *Config) applyEnv(get func(string) string) {
+	str := func(key string, dst *string) {
+		if v := get(key); v != "" {
+			*dst = v
+		}
+	}
+	str("AGENTD_LISTEN", &c.Listen)
+	str("AGENTD_DATA_DIR", &c.DataDir)
+	str("AGENTD_DEFAULT_MODEL", &c.DefaultModel)
+	str("AGENTD_LOG_LEVEL", &c.LogLevel)
+	if v := get("AGENTD_IDLE_AFTER"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			c.IdleAfter.Duration = d
+		}
+	}
+	if v := get("AGENTD_MAX_BODY_BYTES"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			c.Limits.MaxBodyBytes = n
+		}
+	}
+	// AGENTD_TOKEN gives the "default" tenant a token without a yaml file.
+	if get("AGENTD_TOKEN") != "" && len(c.Auth.Tokens) == 0 {
+		c.Auth.Tokens = []Token{{Tenant: "default", TokenEnv: "AGENTD_TOKEN"}}
+	}
+}
+
+// ApplyDefaults fills every unset field.
+func (c *Config) ApplyDefaults() {
+	def := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	def(&c.Listen, "127.0.0.1:8420")
+	def(&c.DataDir, "./data")
+	def(&c.LogLevel, "info")
+	if c.IdleAfter.Duration == 0 {
+		c.IdleAfter.Duration = 5 * time.Minute
+	}
+	l := &c.Limits
+	setInt64(&l.MaxBodyBytes, 1<<20)
+	setInt64(&l.MaxUploadBytes, 1<<30)
+	setInt(&l.MaxMessageBytes, 256<<10)
+	setInt(&l.ChatsPerTenant, 10000)
+	setInt(&l.TurnsPerChat, 4)
+	setInt(&l.TurnsPerTenant, 2000)
+	if l.RequestsPerSecond == 0 {
+		l.RequestsPerSecond = 200
+	}
+	setDur(&l.ToolTimeout, time.Minute)
+	setInt(&l.ToolResultBytes, 32<<10)
+	setDur(&l.TurnTimeout, 10*time.Minute)
+	setDur(&l.ModelIdleTimeout, 2*time.Minute)
+	setDur(&c.Learner.SweepEvery, 24*time.Hour)
+	if len(c.Providers) == 0 {
+		c.Providers = []Provider{{Name: "ollama", Kind: "ollama", BaseURL: DefaultOllamaURL}}
+	}
+	for i := range c.Providers {
+		def(&c.Providers[i].Name, c.Providers[i].Kind)
+	}
+	if c.DefaultModel == "" {
+		for _, p := range c.Providers {
+			if len(p.Models) > 0 {
+				c.DefaultModel = p.Name + "/" + p.Models[0].ID
+				break
+			}
+		}
+	}
+}
+
+func setInt(dst *int, v int) {
+	if *dst == 0 {
+		*dst = v
+	}
+}
+
+func setInt64(dst *int64, v int64) {
+	if *dst == 0 {
+		*dst = v
+	}
+}
+
+func setDur(dst *Duration, v time.Duration) {
+	if dst.Duration == 0 {
+		dst.Duration = v
+	}
+}
+
+// Validate reports the first thing wrong with the configuration.
+func (c *Config) Validate() error {
+	names := map[string]bool{}
+	for i, p := range c.Providers {
+		switch p.Kind {
+		case "openai", "anthropic", "ollama":
+		default:
+			return fmt.Errorf("providers[%d] %q: kind must be openai, anthropic or ollama, not %q", i, p.Name, p.Kind)
+		}
+		if names[p.Name] {
+			return fmt.Errorf("providers[%d]: name %q is used twice", i, p.Name)
+		}
+		names[p.Name] = true
+		if strings.Contains(p.Name, "/") {
+			return fmt.Errorf("providers[%d]: name %q must not contain '/'", i, p.Name)
+		}
+	}
+	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {
+		return fmt.Errorf("default_model %q must be \"provider/model\"", c.DefaultModel)
+	}
+	for i, t := range c.Auth.Tokens {
+		if t.Tenant == "" || t.TokenEnv == "" {
+			return fmt.Errorf("auth.tokens[%d]: tenant and token_env are both required", i)
+		}
+	}
+	if len(c.Auth.Tokens) == 0 && !IsLoopback(c.Listen) {
+		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
+	}
+	return nil
+}
+
+// IsLoopback reports whether addr (host:port) only listens on loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Tokens resolves auth.tokens from the environment: token → tenant. A
+// token_env that is unset is an error, so a typo never opens the door.
+func (c *Config) Tokens(get func(string) string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, t := range c.Auth.Tokens {
+		v := get(t.TokenEnv)
+		if v == "" {
+			return nil, fmt.Errorf("auth token for tenant %q: environment variable %s is empty", t.Tenant, t.TokenEnv)
+		}
+		out[v] = t.Tenant
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+// Package httpapi serves agentd's HTTP API (docs/api.md) and its web
+// console: authentication and per-tenant limits, JSON in and out, and
+// Server-Sent Events for turns and watchers. It talks to the daemon only
+// through the hub.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+)
+
+// Server is the HTTP handler of agentd.
+type Server struct {
+	hub    *hub.Hub
+	cfg    configs.Config
+	log    zerolog.Logger
+	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
+	mux    *http.ServeMux
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+	inFlight map[string]int
+}
+
+// New builds the handler. tokens maps bearer tokens to tenants.
+func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}, inFlight: map[string]int{}}
+	s.routes()
+	return s
+}
+
+// DefaultTenant owns every chat when no token is configured.
+const DefaultTenant = "default"
+
+func (s *Server) routes() {
+	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
+		s.mux.Handle(pattern, s.authed(h))
+	}
+	api("POST /v1/chats", s.createChat)
+	api("GET /v1/chats", s.listChats)
+	api("GET /v1/chats/{id}", s.getChat)
+	api("PATCH /v1/chats/{id}", s.patchChat)
+	api("POST /v1/chats/{id}/messages", s.sendMessage)
+	api("GET /v1/chats/{id}/events", s.watch)
+	api("GET /v1/chats/{id}/transcript", s.transcript)
+	api("GET /v1/chats/{id}/context", s.context)
+	api("POST /v1/chats/{id}/compact", s.compact)
+	api("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// tenantOf returns the caller's tenant, or "" when the token is missing or wrong.
+func (s *Server) tenantOf(r *http.Request) string {
+	if len(s.tokens) == 0 {
+		return DefaultTenant
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		// The console's EventSource cannot set headers; it passes the token in the query.
+		tok = r.URL.Query().Get("access_token")
+	}
+	tenant := ""
+	for t, ten := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			tenant = ten
+		}
+	}
+	return tenant
+}
+
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := s.tenantOf(r)
+		if tenant == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentd"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or unknown bearer token")
+			return
+		}
+		if wait, ok := s.allow(tenant); !ok {
+			w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
+			writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("more than %g requests a second for this tenant; retry in %s", s.cfg.Limits.RequestsPerSecond, wait.Round(time.Millisecond)))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
+		h(w, r, tenant)
+	})
+}
+
+// allow takes one token of the tenant's bucket, or says how long to wait.
+func (s *Server) allow(tenant string) (time.Duration, bool) {
+	s.mu.Lock()
+	l, ok := s.limiters[tenant]
+	if !ok {
+		rps := s.cfg.Limits.RequestsPerSecond
+		l = rate.NewLimiter(rate.Limit(rps), int(math.Max(1, 2*rps)))
+		s.limiters[tenant] = l
+	}
+	s.mu.Unlock()
+	res := l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return max(d, time.Second), false
+	}
+	return 0, true
+}
+
+// acquireTurn counts a tenant's turns in flight.
+func (s *Server) acquireTurn(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[tenant] >= s.cfg.Limits.TurnsPerTenant {
+		return false
+	}
+	s.inFlight[tenant]++
+	return true
+}
+
+func (s *Server) releaseTurn(tenant string) {
+	s.mu.Lock()
+	s.inFlight[tenant]--
+	s.mu.Unlock()
+}
+
+// decode reads a JSON body strictly into v, answering the error itself.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value in the body")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "bad_request", "request body is empty; send a JSON object")
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, kind, msg string) {
+	writeJSON(w, status, api.Error{Message: msg, Kind: kind})
+}
+
+// writeHubError maps the hub's errors to statuses, once, here.
+func writeHubError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, hub.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, hub.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, hub.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
+	case errors.Is(err, hub.ErrLimit):
+		writeError(w, http.StatusTooManyRequests, "limit", err.Error())
+	case errors.Is(err, hub.ErrStopping):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}

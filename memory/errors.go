@@ -1,0 +1,10 @@
+package memory
+
+import "errors"
+
+// ErrNotFound: no such memory or run for this tenant.
+var ErrNotFound = errors.New("memory: not found")
+
+// ErrState: the memory is not in a state the operation accepts (approving
+// an undone memory).
+var ErrState = errors.New("memory: wrong state")

@@ -1,0 +1,163 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// MapLimit caps the memory map in bytes.
+const MapLimit = 600
+
+// mapLineLimit caps one memory's line in the map, so one long memory does
+// not crowd out the rest.
+const mapLineLimit = 100
+
+// topicCount is how many frequent words the map names when it cannot list
+// every memory.
+const topicCount = 6
+
+type dayMap struct {
+	Day  string `json:"day"`
+	Text string `json:"text"`
+}
+
+// Map returns the tenant's memory map for the system prompt, or "" when it
+// has nothing (or the store failed; MapErr says why). See MapErr.
+func (s *Store) Map(tenant string) string {
+	text, _ := s.MapErr(context.Background(), tenant)
+	return text
+}
+
+// MapErr returns the tenant's memory map: a few lines saying what is
+// remembered (how many things, the most frequent topics, the newest memories
+// clipped), at most MapLimit bytes, telling the model to use memory_search
+// and memory_get for the rest. It is built at the first call of a calendar
+// day (the clock's day) and kept, in memory and in Badger, so it is
+// byte-for-byte the same all day, across restarts: the system prompt's
+// prefix stays stable and providers' prompt caches keep hitting. The cost is
+// that a memory added or approved today appears in the map tomorrow, while
+// memory_search finds it at once. Only an undo rebuilds it the same day.
+func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
+	day := s.now().Format("2006-01-02")
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if m, ok := s.maps[tenant]; ok && m.Day == day {
+		return m.Text, nil
+	}
+	var stored dayMap
+	if err := s.rec.Record(ctx, mapKind, url.PathEscape(tenant), &stored); err == nil && stored.Day == day {
+		s.maps[tenant] = stored
+		return stored.Text, nil
+	}
+	mems, err := s.List(ctx, tenant, StateActive)
+	if err != nil {
+		return "", fmt.Errorf("memory map of %s: %w", tenant, err)
+	}
+	m := dayMap{Day: day, Text: BuildMap(mems)}
+	if err := s.rec.PutRecord(ctx, mapKind, url.PathEscape(tenant), m); err != nil {
+		return m.Text, fmt.Errorf("save memory map of %s: %w", tenant, err)
+	}
+	s.maps[tenant] = m
+	return m.Text, nil
+}
+
+// dropMap forgets the tenant's map of the day, so the next call rebuilds it.
+func (s *Store) dropMap(ctx context.Context, tenant string) error {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	delete(s.maps, tenant)
+	if err := s.rec.PutRecord(ctx, mapKind, url.PathEscape(tenant), dayMap{}); err != nil {
+		return fmt.Errorf("drop memory map of %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// BuildMap renders memories as a map of at most MapLimit bytes. It depends
+// only on its input (no clock, no map order), so equal memories give equal
+// bytes.
+func BuildMap(mems []Memory) string {
+	if len(mems) == 0 {
+		return ""
+	}
+	mems = slices.Clone(mems)
+	sortNewest(mems)
+	header := fmt.Sprintf("Remembered about the person: %d things.", len(mems))
+	if len(mems) == 1 {
+		header = "Remembered about the person: 1 thing."
+	}
+	lines := make([]string, 0, len(mems))
+	for _, m := range mems {
+		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
+	}
+	if fits(header, lines, footer(0)) {
+		return render(header, lines, footer(0))
+	}
+	if t := topics(mems); len(t) > 0 {
+		header += " Often about: " + strings.Join(t, ", ") + "."
+	}
+	for n := len(lines) - 1; n >= 0; n-- {
+		f := footer(len(lines) - n)
+		if fits(header, lines[:n], f) {
+			return render(header, lines[:n], f)
+		}
+	}
+	return clipText(header, MapLimit) // unreachable with the limits above
+}
+
+func footer(hidden int) string {
+	if hidden == 0 {
+		return "memory_search finds details; memory_get reads one."
+	}
+	return fmt.Sprintf("…and %d more: memory_search finds them; memory_get reads one.", hidden)
+}
+
+func render(header string, lines []string, footer string) string {
+	parts := append(append([]string{header}, lines...), footer)
+	return strings.Join(parts, "\n")
+}
+
+func fits(header string, lines []string, footer string) bool {
+	return len(render(header, lines, footer)) <= MapLimit
+}
+
+// topics are the words most memories share, most frequent first, ties in
+// alphabetical order. Words over 20 letters (hashes, links) are left out,
+// which bounds the header.
+func topics(mems []Memory) []string {
+	df := map[string]int{}
+	for _, m := range mems {
+		seen := map[string]bool{}
+		for _, w := range words(m.Text) {
+			if n := len([]rune(w)); n < 3 || n > 20 || stopwords[w] || mapNoise[w] || seen[w] {
+				continue
+			}
+			seen[w] = true
+			df[w]++
+		}
+	}
+	var ws []string
+	for w, n := range df {
+		if n >= 2 {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b string) int {
+		if df[a] != df[b] {
+			return df[b] - df[a]
+		}
+		return strings.Compare(a, b)
+	})
+	if len(ws) > topicCount {
+		ws = ws[:topicCount]
+	}
+	return ws
+}
+
+// mapNoise are words common in memories that name no topic.
+var mapNoise = map[string]bool{
+	"person": true, "user": true, "prefers": true, "likes": true, "wants": true,
+	"always": true, "never": true, "uses": true, "use": true, "should": true,
+}

@@ -1,0 +1,123 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"pgregory.net/rapid"
+)
+
+func TestMapByteStableForADay(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	c := &clock{t: time.Date(2026, 10, 5, 8, 0, 0, 0, time.UTC)}
+	s := New(db, Options{Now: c.Now})
+	for i := range 30 {
+		mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{fmt.Sprintf("Fact number %d about the garden and coffee habits of the person.", i)}})
+	}
+	morning := s.Map("t")
+	if morning == "" || len(morning) > MapLimit {
+		t.Fatalf("map is %d bytes, want 1..%d:\n%s", len(morning), MapLimit, morning)
+	}
+
+	// Later the same day: a new memory and an approval change nothing in the
+	// map, though search finds the new memory at once.
+	c.Add(10 * time.Hour)
+	mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Learned to play the theremin."}})
+	_, waiting := mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Speaks Basque."}, Wait: true})
+	if _, err := s.Approve(ctx, "t", waiting[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if evening := s.Map("t"); evening != morning {
+		t.Fatalf("map changed within the day:\n--- morning\n%s\n--- evening\n%s", morning, evening)
+	}
+	if hits, _ := s.Search(ctx, "t", "theremin", 1); len(hits) != 1 {
+		t.Fatalf("search does not find today's memory: %v", hits)
+	}
+
+	// A restart the same day (a new Store over the same Badger) keeps it.
+	if again := New(db, Options{Now: c.Now}).Map("t"); again != morning {
+		t.Fatalf("map changed across a restart:\n%s", again)
+	}
+
+	// The next day the new memories show (the newest lines come first).
+	c.Add(6 * time.Hour) // 08:00+10h+6h = 2026-10-06 00:00
+	next := s.Map("t")
+	if next == morning || !strings.Contains(next, "theremin") || !strings.Contains(next, "Basque") {
+		t.Fatalf("next day's map lacks the new memories:\n%s", next)
+	}
+	if !strings.Contains(next, "32 things") {
+		t.Fatalf("next day's map does not count 32 memories:\n%s", next)
+	}
+}
+
+func TestMapUndoRebuildsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Keeps bees."}})
+	run, _ := mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Is planning a surprise party."}})
+	if !strings.Contains(s.Map("t"), "surprise party") {
+		t.Fatalf("map lacks the memory: %q", s.Map("t"))
+	}
+	if _, err := s.UndoRun(ctx, "t", run.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Map("t")
+	if strings.Contains(got, "surprise") || !strings.Contains(got, "bees") {
+		t.Fatalf("map after undo = %q, want bees without the party", got)
+	}
+}
+
+func TestMapEmptyAndPerTenant(t *testing.T) {
+	s, _ := newStore(t)
+	if got := s.Map("nobody"); got != "" {
+		t.Fatalf("map of a tenant with no memories = %q, want empty", got)
+	}
+	mustAdd(t, s, AddInput{Tenant: "a", Texts: []string{"Likes chess."}})
+	mustAdd(t, s, AddInput{Tenant: "b", Texts: []string{"Likes golf."}})
+	if a := s.Map("a"); !strings.Contains(a, "chess") || strings.Contains(a, "golf") {
+		t.Fatalf("tenant a's map = %q", a)
+	}
+}
+
+// TestBuildMapProperties: whatever the memories, the map fits MapLimit, is
+// valid UTF-8, does not depend on the input's order, lists the newest
+// memory, and says how many there are.
+func TestBuildMapProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 80).Draw(rt, "n")
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		mems := make([]Memory, n)
+		for i := range mems {
+			text := rapid.StringN(1, 300, -1).Draw(rt, "text")
+			if strings.TrimSpace(text) == "" {
+				text = "x"
+			}
+			mems[i] = Memory{ID: fmt.Sprintf("m_%016x00000000", i), Text: text, State: StateActive,
+				CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		}
+		got := BuildMap(mems)
+		if len(got) > MapLimit {
+			rt.Fatalf("map is %d bytes > %d", len(got), MapLimit)
+		}
+		if !utf8.ValidString(got) {
+			rt.Fatalf("map is not valid UTF-8")
+		}
+		shuffled := rapid.Permutation(mems).Draw(rt, "order")
+		if again := BuildMap(shuffled); again != got {
+			rt.Fatalf("map depends on input order")
+		}
+		wantCount := fmt.Sprintf("%d thing", n)
+		if !strings.Contains(got, wantCount) {
+			rt.Fatalf("map does not say %q:\n%s", wantCount, got)
+		}
+		newest := clipText(strings.Join(strings.Fields(mems[n-1].Text), " "), mapLineLimit)
+		if !strings.Contains(got, "- "+newest) {
+			rt.Fatalf("map lacks the newest memory %q:\n%s", newest, got)
+		}
+	})
+}

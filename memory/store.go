@@ -1,0 +1,403 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/persistence"
+)
+
+// Memory states.
+const (
+	StateActive  = "active"
+	StateWaiting = "waiting"
+	StateUndone  = "undone"
+)
+
+// Run sources: what started a learning run.
+const (
+	SourceFold  = "fold"  // a fold moved the model's verbatim window
+	SourceSweep = "sweep" // the periodic sweep over every chat
+	SourceTool  = "tool"  // the model called remember
+)
+
+// MaxTextLen caps one memory's text in bytes; a memory is one short fact.
+const MaxTextLen = 500
+
+// Memory is one remembered thing. FromSeq..ToSeq is the stretch of the
+// chat's log it was learned from.
+type Memory struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Text      string    `json:"text"`
+	ChatID    string    `json:"chat_id,omitempty"`
+	FromSeq   int64     `json:"from_seq,omitempty"`
+	ToSeq     int64     `json:"to_seq,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	State     string    `json:"state"`
+	RunID     string    `json:"run_id"`
+}
+
+// Run is one learning run: what it added, and whether it was undone.
+type Run struct {
+	ID     string    `json:"id"`
+	Tenant string    `json:"tenant"`
+	ChatID string    `json:"chat_id,omitempty"`
+	At     time.Time `json:"at"`
+	Source string    `json:"source"`
+	Added  []string  `json:"added"`
+	Undone bool      `json:"undone,omitempty"`
+}
+
+// Records is what the store needs of persistence (*persistence.Store).
+type Records interface {
+	PutRecord(ctx context.Context, kind, id string, v any) error
+	Record(ctx context.Context, kind, id string, v any) error
+	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
+}
+
+// Options tune a Store.
+type Options struct {
+	// Now is the clock; the memory map's day is Now's calendar day in Now's
+	// location. Optional. Defaults to time.Now (the daemon's local zone).
+	Now func() time.Time
+	// Mask hides secrets in a memory's text before it is stored (wire
+	// summarizer.Mask). Optional. Defaults to keeping the text as it is.
+	Mask func(string) string
+}
+
+// Store is the memory store. See the package comment for its contract.
+type Store struct {
+	rec  Records
+	now  func() time.Time
+	mask func(string) string
+
+	mu        sync.Mutex // serialises read-modify-write of records
+	lastStamp int64      // the last id's stamp; guarded by mu
+
+	mapMu sync.Mutex        // guards maps; taken after mu, never before
+	maps  map[string]dayMap // tenant → the map of the day, cached
+}
+
+// New returns a store over rec.
+func New(rec Records, o Options) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Mask == nil {
+		o.Mask = func(s string) string { return s }
+	}
+	return &Store{rec: rec, now: o.Now, mask: o.Mask, maps: map[string]dayMap{}}
+}
+
+func memKind(tenant string) string { return "memory/" + url.PathEscape(tenant) }
+func runKind(tenant string) string { return "run/" + url.PathEscape(tenant) }
+
+const (
+	readUntilKind = "readuntil"
+	mapKind       = "memmap"
+)
+
+// idPattern is what newID makes. Anything else (an id typed into a URL) is
+// ErrNotFound before it reaches a key.
+var idPattern = regexp.MustCompile(`^[mr]_[0-9a-f]{16}[0-9a-f]{8}$`)
+
+// newID is time-ordered, so record keys sort oldest first: its stamp is the
+// clock's nanoseconds, raised past the last one issued when the clock stands
+// still or steps back. The random tail keeps ids unguessable. Call with mu
+// held.
+func (s *Store) newID(prefix string, at time.Time) string {
+	s.lastStamp = max(s.lastStamp+1, at.UnixNano())
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return fmt.Sprintf("%s_%016x%s", prefix, uint64(s.lastStamp), hex.EncodeToString(b[:]))
+}
+
+// AddInput is one learning run to record.
+type AddInput struct {
+	Tenant  string
+	ChatID  string
+	Source  string // SourceFold, SourceSweep or SourceTool
+	FromSeq int64
+	ToSeq   int64
+	Texts   []string
+	// Wait stores the memories as waiting for an OK instead of active.
+	Wait bool
+}
+
+// Add records a run and the memories it learned. Texts are trimmed, masked
+// and capped at MaxTextLen; empty ones and ones the tenant already has
+// (active or waiting, ignoring case and spacing) are skipped, so a fact
+// said twice is remembered once. With nothing left to add it records no
+// run and returns a zero Run. The run is written before its memories, so
+// every stored memory has a run to undo it by.
+func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
+	if in.Tenant == "" {
+		return Run{}, nil, errors.New("memory: add: empty tenant")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known := map[string]bool{}
+	err := s.each(ctx, in.Tenant, func(m Memory) {
+		if m.State != StateUndone {
+			known[normalise(m.Text)] = true
+		}
+	})
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("add memories for %s: %w", in.Tenant, err)
+	}
+	now := s.now()
+	run := Run{ID: s.newID("r", now), Tenant: in.Tenant, ChatID: in.ChatID, At: now, Source: in.Source}
+	state := StateActive
+	if in.Wait {
+		state = StateWaiting
+	}
+	var mems []Memory
+	for _, t := range in.Texts {
+		t = clipText(strings.TrimSpace(s.mask(strings.TrimSpace(t))), MaxTextLen)
+		if t == "" || known[normalise(t)] {
+			continue
+		}
+		known[normalise(t)] = true
+		m := Memory{ID: s.newID("m", now), Tenant: in.Tenant, Text: t, ChatID: in.ChatID,
+			FromSeq: in.FromSeq, ToSeq: in.ToSeq, CreatedAt: now, State: state, RunID: run.ID}
+		mems = append(mems, m)
+		run.Added = append(run.Added, m.ID)
+	}
+	if len(mems) == 0 {
+		return Run{}, nil, nil
+	}
+	if err := s.rec.PutRecord(ctx, runKind(in.Tenant), run.ID, run); err != nil {
+		return Run{}, nil, fmt.Errorf("add run %s: %w", run.ID, err)
+	}
+	for _, m := range mems {
+		if err := s.rec.PutRecord(ctx, memKind(in.Tenant), m.ID, m); err != nil {
+			return run, nil, fmt.Errorf("add memory %s of run %s: %w", m.ID, run.ID, err)
+		}
+	}
+	return run, mems, nil
+}
+
+// List returns a tenant's memories in the given state ("" for all), oldest
+// first.
+func (s *Store) List(ctx context.Context, tenant, state string) ([]Memory, error) {
+	var out []Memory
+	err := s.each(ctx, tenant, func(m Memory) {
+		if state == "" || m.State == state {
+			out = append(out, m)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list memories of %s: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// Get returns one memory of the tenant.
+func (s *Store) Get(ctx context.Context, tenant, id string) (Memory, error) {
+	var m Memory
+	if !idPattern.MatchString(id) {
+		return m, fmt.Errorf("memory %s: %w", id, ErrNotFound)
+	}
+	if err := s.rec.Record(ctx, memKind(tenant), id, &m); err != nil {
+		return Memory{}, fmt.Errorf("get memory %s: %w", id, notFound(err))
+	}
+	if m.Tenant != tenant {
+		return Memory{}, fmt.Errorf("memory %s: %w", id, ErrNotFound)
+	}
+	return m, nil
+}
+
+// Approve makes a waiting memory active. Approving an active memory is a
+// no-op; an undone one is ErrState (undo is final: learn it again instead).
+// Like a new memory, it shows in the memory map from the next day.
+func (s *Store) Approve(ctx context.Context, tenant, id string) (Memory, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return m, err
+	}
+	switch m.State {
+	case StateActive:
+		return m, nil
+	case StateUndone:
+		return m, fmt.Errorf("approve memory %s: it was undone: %w", id, ErrState)
+	}
+	m.State = StateActive
+	if err := s.rec.PutRecord(ctx, memKind(tenant), id, m); err != nil {
+		return m, fmt.Errorf("approve memory %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// GetRun returns one learning run of the tenant.
+func (s *Store) GetRun(ctx context.Context, tenant, id string) (Run, error) {
+	var r Run
+	if !idPattern.MatchString(id) {
+		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err := s.rec.Record(ctx, runKind(tenant), id, &r); err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, notFound(err))
+	}
+	if r.Tenant != tenant {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return r, nil
+}
+
+// Runs returns a tenant's learning runs, oldest first.
+func (s *Store) Runs(ctx context.Context, tenant string) ([]Run, error) {
+	var out []Run
+	err := s.rec.Records(ctx, runKind(tenant), func(_ string, decode func(any) error) error {
+		var r Run
+		if err := decode(&r); err != nil {
+			return err
+		}
+		if r.Tenant == tenant {
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// UndoRun marks every memory the run added undone, and the run undone; a
+// second undo changes nothing. It does NOT move the chat's read-until mark
+// back: undo removes what was learned, but the words stay read, so neither
+// the next fold nor the sweep learns the same thing again behind the
+// person's back. Unlike a new memory, an undo takes the memories out of the
+// memory map at once: the person asked to forget, which outweighs one
+// prompt-cache miss.
+func (s *Store) UndoRun(ctx context.Context, tenant, runID string) (Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.GetRun(ctx, tenant, runID)
+	if err != nil {
+		return r, err
+	}
+	for _, id := range r.Added {
+		m, err := s.Get(ctx, tenant, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // a crash between the run and its memories: nothing to undo
+		}
+		if err != nil {
+			return r, fmt.Errorf("undo run %s: %w", runID, err)
+		}
+		if m.State == StateUndone {
+			continue
+		}
+		m.State = StateUndone
+		if err := s.rec.PutRecord(ctx, memKind(tenant), id, m); err != nil {
+			return r, fmt.Errorf("undo run %s: memory %s: %w", runID, id, err)
+		}
+	}
+	r.Undone = true
+	if err := s.rec.PutRecord(ctx, runKind(tenant), runID, r); err != nil {
+		return r, fmt.Errorf("undo run %s: %w", runID, err)
+	}
+	if err := s.dropMap(ctx, tenant); err != nil {
+		return r, fmt.Errorf("undo run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+type readUntil struct {
+	Seq int64 `json:"seq"`
+}
+
+// ReadUntil returns the seq through which the chat's words have been read by
+// the learner (0: nothing read yet).
+func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {
+	var r readUntil
+	err := s.rec.Record(ctx, readUntilKind, chatID, &r)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read-until mark of %s: %w", chatID, err)
+	}
+	return r.Seq, nil
+}
+
+// SetReadUntil raises the chat's read-until mark to seq. It never lowers it:
+// a late, older run must not make words unread again.
+func (s *Store) SetReadUntil(ctx context.Context, chatID string, seq int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.ReadUntil(ctx, chatID)
+	if err != nil {
+		return err
+	}
+	if seq <= cur {
+		return nil
+	}
+	if err := s.rec.PutRecord(ctx, readUntilKind, chatID, readUntil{Seq: seq}); err != nil {
+		return fmt.Errorf("set read-until mark of %s: %w", chatID, err)
+	}
+	return nil
+}
+
+// each calls fn for every memory of the tenant, oldest first.
+func (s *Store) each(ctx context.Context, tenant string, fn func(Memory)) error {
+	return s.rec.Records(ctx, memKind(tenant), func(_ string, decode func(any) error) error {
+		var m Memory
+		if err := decode(&m); err != nil {
+			return err
+		}
+		if m.Tenant == tenant {
+			fn(m)
+		}
+		return nil
+	})
+}
+
+func notFound(err error) error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// normalise folds case and spacing, for spotting a fact already known.
+func normalise(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+}
+
+// clipText cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := n - len(ell)
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(s[:cut]) + ell
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// sortNewest orders memories newest first, ties by id, so anything built
+// from them is deterministic.
+func sortNewest(ms []Memory) {
+	slices.SortFunc(ms, func(a, b Memory) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+}

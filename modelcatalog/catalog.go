@@ -1,0 +1,306 @@
+// Package modelcatalog turns the configured providers into clients and keeps
+// what agentd knows of each model: its window and where that figure came
+// from (config, the provider's list, a refusal, or the default), windows
+// learned from refusals (persisted, shared by every chat), and which model
+// summarises for which.
+package modelcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/anthropic"
+	"github.com/agentd/agentd/providers/ollama"
+	"github.com/agentd/agentd/providers/openai"
+)
+
+// ErrUnknownModel is returned for a "provider/model" nobody configured.
+var ErrUnknownModel = errors.New("unknown model")
+
+// ErrNoProvider is returned when no provider is configured at all.
+var ErrNoProvider = errors.New("no model provider is configured")
+
+// WindowStore persists windows learned from refusals.
+type WindowStore interface {
+	LearnWindow(ctx context.Context, provider, model string, window int) (int, error)
+	LearnedWindows(ctx context.Context) (map[string]int, error)
+}
+
+type entry struct {
+	cfg     configs.Provider
+	company providers.Company
+	client  providers.Client
+}
+
+// Catalog is safe for concurrent use.
+type Catalog struct {
+	store WindowStore
+	log   zerolog.Logger
+
+	mu      sync.RWMutex
+	entries map[string]*entry
+	order   []string
+	listed  map[string]providers.ModelInfo // from providers' own lists
+	learned map[string]int                 // "provider/model" → window from a refusal
+	errs    map[string]error               // last list error per provider
+}
+
+// New builds a client for every configured provider and loads the learned
+// windows. It does no network I/O; call Refresh for the providers' lists.
+func New(ctx context.Context, cfgs []configs.Provider, store WindowStore, httpClient *http.Client, log zerolog.Logger) (*Catalog, error) {
+	c := &Catalog{store: store, log: log, entries: map[string]*entry{}, listed: map[string]providers.ModelInfo{}, learned: map[string]int{}, errs: map[string]error{}}
+	for _, pc := range cfgs {
+		e, err := newEntry(pc, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", pc.Name, err)
+		}
+		c.entries[pc.Name] = e
+		c.order = append(c.order, pc.Name)
+	}
+	if store != nil {
+		learned, err := store.LearnedWindows(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load learned windows: %w", err)
+		}
+		c.learned = learned
+	}
+	return c, nil
+}
+
+func newEntry(pc configs.Provider, hc *http.Client) (*entry, error) {
+	company, ok := providers.LookupCompany(pc.Company)
+	if !ok {
+		switch pc.Kind {
+		case "anthropic", "ollama":
+			company, _ = providers.LookupCompany(pc.Kind)
+		default:
+			company = providers.CompanyFromBaseURL(pc.BaseURL)
+		}
+	}
+	if pc.BaseURL == "" {
+		pc.BaseURL = company.BaseURL
+	}
+	if pc.Cheapest != "" {
+		company.Cheapest = pc.Cheapest
+	}
+	if pc.Small != "" {
+		company.Small = pc.Small
+	}
+	key := ""
+	if pc.APIKeyEnv != "" {
+		key = os.Getenv(pc.APIKeyEnv)
+	}
+	windows := map[string]int{}
+	var models []string
+	for _, m := range pc.Models {
+		models = append(models, m.ID)
+		if m.Window > 0 {
+			windows[m.ID] = m.Window
+		}
+	}
+	var client providers.Client
+	var err error
+	switch pc.Kind {
+	case "openai":
+		client, err = openai.New(openai.Config{Name: pc.Name, Company: company.Name, BaseURL: pc.BaseURL, APIKey: key, Models: models, Windows: windows, HTTPClient: hc})
+	case "anthropic":
+		client, err = anthropic.New(anthropic.Config{Name: pc.Name, BaseURL: pc.BaseURL, APIKey: key, Models: models, Windows: windows, HTTPClient: hc})
+	case "ollama":
+		client, err = ollama.New(ollama.Config{Name: pc.Name, BaseURL: pc.BaseURL, Models: models, Windows: windows, HTTPClient: hc})
+	default:
+		err = fmt.Errorf("kind %q is not openai, anthropic or ollama", pc.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &entry{cfg: pc, company: company, client: client}, nil
+}
+
+// Refresh asks every provider for its models. A provider that cannot be
+// reached keeps its configured models and its error is remembered.
+func (c *Catalog) Refresh(ctx context.Context) {
+	c.mu.RLock()
+	names := append([]string(nil), c.order...)
+	c.mu.RUnlock()
+	for _, name := range names {
+		c.mu.RLock()
+		e := c.entries[name]
+		c.mu.RUnlock()
+		infos, err := e.client.Models(ctx)
+		c.mu.Lock()
+		c.errs[name] = err
+		for _, mi := range infos {
+			mi.Provider = name
+			c.listed[name+"/"+mi.ID] = mi
+		}
+		c.mu.Unlock()
+		if err != nil {
+			c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable")
+		}
+	}
+}
+
+// ProviderErrors returns the last list error of each provider that failed.
+func (c *Catalog) ProviderErrors() map[string]error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[string]error{}
+	for k, v := range c.errs {
+		if v != nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Split parses "provider/model".
+func Split(ref string) (provider, model string, err error) {
+	provider, model, ok := strings.Cut(ref, "/")
+	if !ok || provider == "" || model == "" {
+		return "", "", fmt.Errorf("model %q: want \"provider/model\": %w", ref, ErrUnknownModel)
+	}
+	return provider, model, nil
+}
+
+// Resolve returns the client and what is known of a model.
+func (c *Catalog) Resolve(ref string) (providers.Client, providers.ModelInfo, error) {
+	pname, model, err := Split(ref)
+	if err != nil {
+		return nil, providers.ModelInfo{}, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.entries) == 0 {
+		return nil, providers.ModelInfo{}, ErrNoProvider
+	}
+	e, ok := c.entries[pname]
+	if !ok {
+		return nil, providers.ModelInfo{}, fmt.Errorf("model %q: no provider named %q: %w", ref, pname, ErrUnknownModel)
+	}
+	return e.client, c.infoLocked(e, model), nil
+}
+
+func (c *Catalog) infoLocked(e *entry, model string) providers.ModelInfo {
+	ref := e.cfg.Name + "/" + model
+	mi, listed := c.listed[ref]
+	if !listed {
+		mi = providers.ModelInfo{ID: model, Local: e.company.Local}
+	}
+	mi.Provider = e.cfg.Name
+	for _, m := range e.cfg.Models {
+		if m.ID == model {
+			if m.Window > 0 {
+				mi.Window, mi.WindowSource = m.Window, providers.SourceConfig
+			}
+			mi.Vision = mi.Vision || m.Vision
+		}
+	}
+	if mi.Window <= 0 {
+		mi.Window, mi.WindowSource = providers.DefaultRemoteWindow, providers.SourceDefault
+		if e.company.Local {
+			mi.Window = providers.DefaultLocalWindow
+		}
+	}
+	if w := c.learned[ref]; w > 0 && w < mi.Window {
+		mi.Window, mi.WindowSource = w, providers.SourceRefusal
+	}
+	return mi
+}
+
+// Models lists every configured or listed model, sorted by provider order.
+func (c *Catalog) Models() []providers.ModelInfo {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []providers.ModelInfo
+	for _, name := range c.order {
+		e := c.entries[name]
+		seen := map[string]bool{}
+		var ids []string
+		for _, m := range e.cfg.Models {
+			ids = append(ids, m.ID)
+		}
+		for ref, mi := range c.listed {
+			if strings.HasPrefix(ref, name+"/") {
+				ids = append(ids, mi.ID)
+			}
+		}
+		sort.Strings(ids[len(e.cfg.Models):])
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, c.infoLocked(e, id))
+			}
+		}
+	}
+	return out
+}
+
+// Learn records a window a refusal named for ref; the smaller one wins and
+// is persisted for every chat of the daemon.
+func (c *Catalog) Learn(ctx context.Context, ref string, window int) (int, error) {
+	if window <= 0 {
+		return 0, nil
+	}
+	pname, model, err := Split(ref)
+	if err != nil {
+		return 0, err
+	}
+	kept := window
+	if c.store != nil {
+		if kept, err = c.store.LearnWindow(ctx, pname, model, window); err != nil {
+			return 0, err
+		}
+	}
+	c.mu.Lock()
+	c.learned[ref] = kept
+	c.mu.Unlock()
+	return kept, nil
+}
+
+// SummaryModels returns the models to try for summarising a chat on ref, in
+// order: the provider's cheapest, its small model, then the chat's own. A
+// model on this computer only ever uses the chat's own model (already
+// loaded; loading a second would evict it).
+func (c *Catalog) SummaryModels(ref string) []string {
+	pname, _, err := Split(ref)
+	if err != nil {
+		return nil
+	}
+	c.mu.RLock()
+	e, ok := c.entries[pname]
+	c.mu.RUnlock()
+	if !ok || e.company.Local {
+		return []string{ref}
+	}
+	var out []string
+	for _, m := range []string{e.company.Cheapest, e.company.Small} {
+		if m != "" && pname+"/"+m != ref {
+			out = append(out, pname+"/"+m)
+		}
+	}
+	return append(out, ref)
+}
+
+// Bigger returns a ready model that reads clearly more than need tokens
+// (at least 1.5 times), preferring the smallest such window.
+func (c *Catalog) Bigger(need int) (ref string, window int, ok bool) {
+	for _, mi := range c.Models() {
+		if mi.Local && !mi.Loaded {
+			continue
+		}
+		if mi.Window*2 >= need*3 && (!ok || mi.Window < window) {
+			ref, window, ok = mi.Provider+"/"+mi.ID, mi.Window, true
+		}
+	}
+	return ref, window, ok
+}

@@ -1,0 +1,18 @@
+// Package persistence is agentd's durable state on Badger: each chat's
+// append-only message log keyed by (chat, seq), its session snapshot, chat
+// metadata, windows learned from refusals, and the learner's memories. Every
+// write is synced before it returns, so a caller may acknowledge it.
+//
+// Key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte
+// big-endian so keys sort in log order):
+//
+//	c/<chat>              chat metadata (Chat)
+//	m/<chat>/<seq>        one message (chat.Message)
+//	s/<chat>              session snapshot (Snapshot)
+//	w/<provider>/<model>  a window learned from a refusal (int)
+//	k/<kind>/<id>         generic records (memories, learning runs, marks)
+//
+// Values are JSON envelopes {"v": version, "d": data}. A reader ignores
+// fields it does not know, so a rollback to an older binary keeps working;
+// migrations live next to this layout in migrate.go when a version changes.
+package persistence

@@ -1,0 +1,421 @@
+package persistence
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// FormatVersion is written into every value envelope.
+const FormatVersion = 1
+
+// ErrNotFound is returned for an unknown chat or record.
+var ErrNotFound = errors.New("not found")
+
+// Store is the Badger-backed store. It is safe for concurrent use; each
+// chat's log has a single writer (its session actor), which keeps seq
+// assignment simple and conflict-free.
+type Store struct {
+	db *badger.DB
+}
+
+// Options tune Open.
+type Options struct {
+	// InMemory runs Badger without files (tests, benchmarks).
+	InMemory bool
+	// Logger receives Badger's own log lines; nil silences them.
+	Logger badger.Logger
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, o Options) (*Store, error) {
+	opts := badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(o.Logger).
+		WithNumVersionsToKeep(1).WithCompactL0OnClose(true)
+	if o.InMemory {
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close flushes and closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Sizes reports Badger's LSM and value-log sizes in bytes.
+func (s *Store) Sizes() (lsm, vlog int64) { return s.db.Size() }
+
+type envelope struct {
+	V int             `json:"v"`
+	D json.RawMessage `json:"d"`
+}
+
+func encode(v any) ([]byte, error) {
+	d, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(envelope{V: FormatVersion, D: d})
+}
+
+func decode(b []byte, v any) error {
+	var e envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return fmt.Errorf("decode envelope: %w", err)
+	}
+	// A newer writer's record decodes too: unknown fields are ignored.
+	if err := json.Unmarshal(e.D, v); err != nil {
+		return fmt.Errorf("decode v%d record: %w", e.V, err)
+	}
+	return nil
+}
+
+func chatKey(id string) []byte         { return []byte("c/" + id) }
+func snapKey(id string) []byte         { return []byte("s/" + id) }
+func msgPrefix(id string) []byte       { return []byte("m/" + id + "/") }
+func windowKey(p, m string) []byte     { return []byte("w/" + p + "/" + m) }
+func recordKey(kind, id string) []byte { return []byte("k/" + kind + "/" + id) }
+
+func msgKey(id string, seq int64) []byte {
+	k := msgPrefix(id)
+	return binary.BigEndian.AppendUint64(k, uint64(seq))
+}
+
+// Chat is a chat's metadata.
+type Chat struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Title     string    `json:"title,omitempty"`
+	Model     string    `json:"model"`
+	CreatedAt time.Time `json:"created_at"`
+	// NoAutoRemember: what the learner finds waits for an OK.
+	NoAutoRemember bool `json:"no_auto_remember,omitempty"`
+	// Shared: a chat with other people in it; the learner skips it.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// CreateChat stores a new chat; it fails if the id exists.
+func (s *Store) CreateChat(ctx context.Context, c Chat) error {
+	val, err := encode(c)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(txn *badger.Txn) error {
+		if _, err := txn.Get(chatKey(c.ID)); err == nil {
+			return fmt.Errorf("create chat %s: already exists", c.ID)
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return txn.Set(chatKey(c.ID), val)
+	})
+}
+
+// UpdateChat overwrites a chat's metadata.
+func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
+	val, err := encode(c)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(chatKey(c.ID), val) })
+}
+
+// Chat reads one chat's metadata.
+func (s *Store) Chat(ctx context.Context, id string) (Chat, error) {
+	var c Chat
+	err := s.get(chatKey(id), &c)
+	if err != nil {
+		return c, fmt.Errorf("chat %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// Chats lists the chats of a tenant ("" lists all), oldest first.
+func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
+	var out []Chat
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: true, PrefetchSize: 100})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var c Chat
+			if err := it.Item().Value(func(v []byte) error { return decode(v, &c) }); err != nil {
+				return err
+			}
+			if tenant == "" || c.Tenant == tenant {
+				out = append(out, c)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	sortChats(out)
+	return out, nil
+}
+
+// Append stores messages at the end of a chat's log, assigning each the
+// next seq, and returns them with their seqs. It returns once the write is
+// synced to disk.
+func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		last, err := lastSeq(txn, chatID)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			last++
+			out[i].Seq = last
+			if out[i].CreatedAt.IsZero() {
+				out[i].CreatedAt = time.Now().UTC()
+			}
+			val, err := encode(out[i])
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(msgKey(chatID, last), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// Messages returns the messages with from <= seq <= to (to 0: to the end).
+func (s *Store) Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error) {
+	var out []chat.Message
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(chatID), PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Seek(msgKey(chatID, max(from, 0))); it.Valid(); it.Next() {
+			item := it.Item()
+			seq := int64(binary.BigEndian.Uint64(item.Key()[len(msgPrefix(chatID)):]))
+			if to > 0 && seq > to {
+				break
+			}
+			var m chat.Message
+			if err := item.Value(func(v []byte) error { return decode(v, &m) }); err != nil {
+				return fmt.Errorf("seq %d: %w", seq, err)
+			}
+			out = append(out, m)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read chat %s messages: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// LastSeq returns the seq of a chat's last message (0 when empty).
+func (s *Store) LastSeq(ctx context.Context, chatID string) (int64, error) {
+	var seq int64
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		seq, err = lastSeq(txn, chatID)
+		return err
+	})
+	return seq, err
+}
+
+func lastSeq(txn *badger.Txn, chatID string) (int64, error) {
+	prefix := msgPrefix(chatID)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	it.Seek(append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+	if !it.Valid() {
+		return 0, nil
+	}
+	return int64(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])), nil
+}
+
+// Snapshot is the session state saved beside a chat's log. Seqs point into
+// the log; nothing here copies messages.
+type Snapshot struct {
+	Model string `json:"model,omitempty"`
+	// Summary covers every message with seq < FirstKeptSeq.
+	Summary      string `json:"summary,omitempty"`
+	SummaryModel string `json:"summary_model,omitempty"`
+	// Digest is the bounded deterministic digest of turns folded without a
+	// summary (numbers, names, paths, links, requests).
+	Digest       string `json:"digest,omitempty"`
+	FirstKeptSeq int64  `json:"first_kept_seq"`
+	// Factor is the per-chat estimate correction, only ever raised.
+	Factor       float64   `json:"factor,omitempty"`
+	LastReported int       `json:"last_reported,omitempty"`
+	LastEstimate int       `json:"last_estimate,omitempty"`
+	LastSeqSent  int64     `json:"last_seq_sent,omitempty"`
+	LoadedTools  []string  `json:"loaded_tools,omitempty"`
+	FoldFailures int       `json:"fold_failures,omitempty"`
+	FoldPaused   time.Time `json:"fold_paused_until,omitzero"`
+	ReadUntilSeq int64     `json:"read_until_seq,omitempty"`
+	// Untrusted: the chat read outside text; learning waits for an OK.
+	Untrusted bool `json:"untrusted,omitempty"`
+}
+
+// SaveSnapshot writes a chat's snapshot.
+func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
+	val, err := encode(snap)
+	if err != nil {
+		return err
+	}
+	if err := s.update(ctx, func(txn *badger.Txn) error { return txn.Set(snapKey(chatID), val) }); err != nil {
+		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
+	}
+	return nil
+}
+
+// LoadSnapshot reads a chat's snapshot; ok is false when none was saved.
+func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
+	err = s.get(snapKey(chatID), &snap)
+	if errors.Is(err, ErrNotFound) {
+		return Snapshot{}, false, nil
+	}
+	if err != nil {
+		return snap, false, fmt.Errorf("load snapshot of %s: %w", chatID, err)
+	}
+	return snap, true, nil
+}
+
+// DecodeSnapshot decodes a stored snapshot value (exported for fuzzing the
+// decoder with arbitrary bytes).
+func DecodeSnapshot(b []byte) (Snapshot, error) {
+	var snap Snapshot
+	err := decode(b, &snap)
+	return snap, err
+}
+
+// LearnWindow records a window a refusal named for provider/model; the
+// smaller of the old and new value is kept. It reports the value kept.
+func (s *Store) LearnWindow(ctx context.Context, provider, model string, window int) (int, error) {
+	kept := window
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		var old int
+		if err := getTxn(txn, windowKey(provider, model), &old); err == nil && old > 0 && old < window {
+			kept = old
+			return nil
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		val, err := encode(window)
+		if err != nil {
+			return err
+		}
+		return txn.Set(windowKey(provider, model), val)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("learn window of %s/%s: %w", provider, model, err)
+	}
+	return kept, nil
+}
+
+// LearnedWindows returns every learned window keyed "provider/model".
+func (s *Store) LearnedWindows(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("w/"), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var w int
+			if err := it.Item().Value(func(v []byte) error { return decode(v, &w) }); err != nil {
+				return err
+			}
+			out[strings.TrimPrefix(string(it.Item().Key()), "w/")] = w
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutRecord stores a generic record (memories, learning runs, marks).
+func (s *Store) PutRecord(ctx context.Context, kind, id string, v any) error {
+	val, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(recordKey(kind, id), val) })
+}
+
+// Record reads one generic record into v.
+func (s *Store) Record(ctx context.Context, kind, id string, v any) error {
+	if err := s.get(recordKey(kind, id), v); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	return nil
+}
+
+// Records calls fn for every record of a kind, in key order; fn decodes.
+func (s *Store) Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error {
+	prefix := recordKey(kind, "")
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			id := string(item.Key()[len(prefix):])
+			err := fn(id, func(v any) error {
+				return item.Value(func(b []byte) error { return decode(b, v) })
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) get(key []byte, v any) error {
+	return s.db.View(func(txn *badger.Txn) error { return getTxn(txn, key, v) })
+}
+
+func getTxn(txn *badger.Txn, key []byte, v any) error {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(func(b []byte) error { return decode(b, v) })
+}
+
+// update runs fn in a read-write transaction, retrying on conflicts.
+func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.db.Update(fn)
+		if !errors.Is(err, badger.ErrConflict) || attempt >= 10 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func sortChats(cs []Chat) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if !cs[i].CreatedAt.Equal(cs[j].CreatedAt) {
+			return cs[i].CreatedAt.Before(cs[j].CreatedAt)
+		}
+		return cs[i].ID < cs[j].ID
+	})
+}

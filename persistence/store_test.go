@@ -1,0 +1,145 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+)
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func TestAppendAssignsIncreasingSeqsAndSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openTemp(t)
+	if err := s.CreateChat(ctx, Chat{ID: "a", Tenant: "t1", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "one"}, chat.Message{Role: chat.RoleAssistant, Content: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Seq != 1 || got[1].Seq != 2 {
+		t.Fatalf("seqs = %d,%d, want 1,2", got[0].Seq, got[1].Seq)
+	}
+	if _, err := s.Append(ctx, "b", chat.Message{Role: chat.RoleUser, Content: "other chat"}); err != nil {
+		t.Fatal(err)
+	}
+	more, _ := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "three"})
+	if more[0].Seq != 3 {
+		t.Fatalf("third seq = %d, want 3 (chat b must not disturb a's seqs)", more[0].Seq)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	msgs, err := s2.Messages(ctx, "a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"one", "two", "three"}
+	if len(msgs) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if m.Content != want[i] || m.Seq != int64(i+1) {
+			t.Errorf("msg %d = %q seq %d", i, m.Content, m.Seq)
+		}
+	}
+	rng, _ := s2.Messages(ctx, "a", 2, 2)
+	if len(rng) != 1 || rng[0].Content != "two" {
+		t.Errorf("range 2..2 = %+v", rng)
+	}
+	last, _ := s2.LastSeq(ctx, "a")
+	if last != 3 {
+		t.Errorf("last seq = %d", last)
+	}
+}
+
+func TestCreateChatTwiceFailsAndChatsFilterByTenant(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	if err := s.CreateChat(ctx, Chat{ID: "x", Tenant: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateChat(ctx, Chat{ID: "x", Tenant: "t2"}); err == nil {
+		t.Fatal("second create of the same id succeeded")
+	}
+	_ = s.CreateChat(ctx, Chat{ID: "y", Tenant: "t2"})
+	cs, _ := s.Chats(ctx, "t1")
+	if len(cs) != 1 || cs[0].ID != "x" || cs[0].Tenant != "t1" {
+		t.Fatalf("tenant t1 chats = %+v", cs)
+	}
+	if _, err := s.Chat(ctx, "nope"); err == nil {
+		t.Fatal("unknown chat found")
+	}
+}
+
+func TestLearnWindowKeepsTheSmaller(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	for _, c := range []struct{ in, want int }{{32000, 32000}, {64000, 32000}, {8192, 8192}} {
+		got, err := s.LearnWindow(ctx, "p", "m", c.in)
+		if err != nil || got != c.want {
+			t.Fatalf("LearnWindow(%d) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	ws, _ := s.LearnedWindows(ctx)
+	if ws["p/m"] != 8192 {
+		t.Fatalf("learned = %v", ws)
+	}
+}
+
+func TestSnapshotReaderIgnoresUnknownFields(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"v": 7, "d": map[string]any{"summary": "s", "first_kept_seq": 9, "from_the_future": true}})
+	snap, err := DecodeSnapshot(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Summary != "s" || snap.FirstKeptSeq != 9 {
+		t.Fatalf("decoded %+v", snap)
+	}
+	if _, err := DecodeSnapshot([]byte("{not json")); err == nil {
+		t.Fatal("garbage decoded without error")
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	f.Add([]byte(`{"v":1,"d":{"summary":"x","first_kept_seq":3}}`))
+	f.Add([]byte(`{"v":1,"d":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		snap, err := DecodeSnapshot(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must encode and decode back to the same value.
+		again, err := encode(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeSnapshot(again)
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if back.Summary != snap.Summary || back.FirstKeptSeq != snap.FirstKeptSeq {
+			t.Fatalf("round trip changed the snapshot")
+		}
+	})
+}

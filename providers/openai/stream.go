@@ -1,0 +1,382 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// Stream sends one request and streams the answer; see providers.Client.
+// Every failure is a *providers.Error (a context's end is wrapped in one, so
+// errors.Is(err, context.DeadlineExceeded) still holds).
+func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	if emit == nil {
+		emit = func(providers.Event) {}
+	}
+	p, err := c.params(req)
+	if err != nil {
+		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+	}
+	var (
+		raw   *http.Response
+		watch doneWatcher
+	)
+	opts := append(c.perModel(req.Model), option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
+	stream := c.chat.NewStreaming(ctx, p, opts...)
+	defer stream.Close()
+
+	a := newAssembler()
+	for stream.Next() {
+		if err := a.add(stream.Current(), emit); err != nil {
+			return a.partial(req, c), c.streamEventError(err.Error())
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return a.partial(req, c), c.failure(ctx, err, raw, &watch)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return a.partial(req, c), &providers.Error{Provider: c.co.name, Err: ctxErr}
+	}
+	if !watch.done && !(a.finished && a.sawUsage) {
+		return a.partial(req, c), c.incomplete(&watch, a, raw)
+	}
+	if !a.finished {
+		// [DONE] without any finish_reason: the server ended the answer
+		// without saying why; take it as a plain stop.
+		a.finish = providers.FinishStop
+		a.flushCalls(emit)
+	}
+	if a.sawUsage {
+		u := a.usage
+		emit(providers.Event{Kind: providers.EventUsage, Usage: &u})
+	}
+	return a.response(req, c), nil
+}
+
+// perModel gives the options that depend on the model: Azure's deployments
+// API puts the deployment in the path and wants an api-version.
+func (c *Client) perModel(model string) []option.RequestOption {
+	if !c.co.azure {
+		return nil
+	}
+	var opts []option.RequestOption
+	if !c.azureV1 {
+		root := *c.base
+		root.Path = strings.TrimSuffix(strings.TrimSuffix(root.Path, "/"), "/openai") + "/openai/deployments/" + url.PathEscape(model) + "/"
+		opts = append(opts, option.WithBaseURL(root.String()))
+	}
+	if c.apiVer != "" {
+		opts = append(opts, option.WithQuery("api-version", c.apiVer))
+	}
+	return opts
+}
+
+// failure turns the SDK's error into a *providers.Error.
+func (c *Client) failure(ctx context.Context, err error, raw *http.Response, watch *doneWatcher) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &providers.Error{Provider: c.co.name, Err: ctxErr}
+	}
+	if raw != nil && raw.StatusCode >= 300 {
+		// The SDK buffered the body again before building its error, so it
+		// can be read here even when its own decoding failed.
+		body, _ := io.ReadAll(io.LimitReader(raw.Body, 1<<20))
+		return c.classify(raw.StatusCode, string(body), raw.Header)
+	}
+	var se *ssestream.StreamError
+	if errors.As(err, &se) {
+		return c.streamEventError(string(se.Event.Data))
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syn) || errors.As(err, &typ) {
+		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: watch.headText(),
+			Err: fmt.Errorf("the stream is not OpenAI-style chunks: %w", err)}
+	}
+	// A transport failure mid-stream (connection reset, unexpected EOF) or
+	// before any answer (connection refused): worth another try.
+	return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
+}
+
+// streamEventError classifies an error sent as a stream event after HTTP 200.
+func (c *Client) streamEventError(body string) error {
+	return c.classify(http.StatusOK, body, nil)
+}
+
+func (c *Client) classify(status int, body string, header http.Header) error {
+	if e := providers.ClassifyHTTPError(c.co.name, status, body, header); e != nil {
+		return e
+	}
+	return &providers.Error{Provider: c.co.name, Status: status, Body: body}
+}
+
+// incomplete explains a body that ended without [DONE] and without a finish.
+func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response) error {
+	head := watch.headText()
+	if watch.dataLines == 0 {
+		// Not SSE at all. A proxy or server that answered 200 with a JSON
+		// error body is still an error body.
+		if t := strings.TrimSpace(head); strings.HasPrefix(t, "{") && strings.Contains(t, "error") {
+			var h http.Header
+			if raw != nil {
+				h = raw.Header
+			}
+			return c.classify(http.StatusOK, t, h)
+		}
+		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: head,
+			Err: fmt.Errorf("the answer is not an SSE stream (no data lines); body began %q", clip(head, 120))}
+	}
+	return &providers.Error{Provider: c.co.name, Retryable: true,
+		Err: fmt.Errorf("stream ended after %d chunks without [DONE] or a finish reason", a.chunks)}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// doneWatcher sees the response body as the SDK reads it and notes whether
+// "data: [DONE]" went by, since the SDK ends a stream the same way on [DONE]
+// and on a bare EOF. It also keeps the head of the body for error messages.
+// It is used by one request on one goroutine.
+type doneWatcher struct {
+	line      []byte
+	done      bool
+	dataLines int
+	head      []byte
+}
+
+const headMax = 512
+
+func (w *doneWatcher) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err == nil && res != nil && res.Body != nil && res.StatusCode < 300 {
+		res.Body = &watchedBody{ReadCloser: res.Body, w: w}
+	}
+	return res, err
+}
+
+func (w *doneWatcher) observe(p []byte) {
+	if n := min(headMax-len(w.head), len(p)); n > 0 {
+		w.head = append(w.head, p[:n]...)
+	}
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			w.keep(p)
+			return
+		}
+		w.keep(p[:i])
+		w.endLine()
+		p = p[i+1:]
+	}
+}
+
+// keep appends to the current line, capped: only short lines can be
+// "data: [DONE]".
+func (w *doneWatcher) keep(p []byte) {
+	if room := 24 - len(w.line); room > 0 {
+		w.line = append(w.line, p[:min(room, len(p))]...)
+	}
+}
+
+func (w *doneWatcher) endLine() {
+	if v, ok := bytes.CutPrefix(w.line, []byte("data:")); ok {
+		w.dataLines++
+		if string(bytes.TrimSpace(v)) == "[DONE]" {
+			w.done = true
+		}
+	}
+	w.line = w.line[:0]
+}
+
+func (w *doneWatcher) headText() string { return string(w.head) }
+
+type watchedBody struct {
+	io.ReadCloser
+	w *doneWatcher
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.w.observe(p[:n])
+	return n, err
+}
+
+// assembler folds chunks into the answer, emitting events as they come.
+type assembler struct {
+	text, thinking strings.Builder
+	calls          []*chat.ToolCall
+	byIndex        map[int64]*chat.ToolCall
+	flushed        bool
+	finish         string
+	finished       bool
+	usage          chat.Usage
+	sawUsage       bool
+	chunks         int
+}
+
+func newAssembler() *assembler { return &assembler{byIndex: map[int64]*chat.ToolCall{}} }
+
+// add folds one chunk in. It returns a non-nil error only for an error the
+// server put in the stream (a finish_reason of "error").
+func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event)) error {
+	a.chunks++
+	if ch.JSON.Usage.Valid() {
+		a.usage = usageOf(ch.Usage)
+		a.sawUsage = true
+	}
+	for _, choice := range ch.Choices {
+		if choice.Index != 0 {
+			continue // agentd asks for one choice
+		}
+		d := choice.Delta
+		if t := reasoning(d); t != "" {
+			a.thinking.WriteString(t)
+			emit(providers.Event{Kind: providers.EventThinking, Text: t})
+		}
+		if d.Content != "" {
+			a.text.WriteString(d.Content)
+			emit(providers.Event{Kind: providers.EventText, Text: d.Content})
+		}
+		for _, tc := range d.ToolCalls {
+			a.toolDelta(tc)
+		}
+		if choice.FinishReason != "" && !a.finished {
+			if strings.EqualFold(choice.FinishReason, "error") {
+				return fmt.Errorf("%s", ch.RawJSON())
+			}
+			a.finished = true
+			a.finish = normaliseFinish(choice.FinishReason)
+			a.flushCalls(emit)
+		}
+	}
+	return nil
+}
+
+// toolDelta merges one tool-call delta, keyed by its index. A server that
+// sends no index (some compatible servers send each call whole) gets a new
+// slot for each new id.
+func (a *assembler) toolDelta(tc openai.ChatCompletionChunkChoiceDeltaToolCall) {
+	var call *chat.ToolCall
+	switch {
+	case tc.JSON.Index.Valid():
+		call = a.byIndex[tc.Index]
+		if call == nil {
+			call = &chat.ToolCall{}
+			a.byIndex[tc.Index] = call
+			a.calls = append(a.calls, call)
+		}
+	case len(a.calls) > 0 && (tc.ID == "" || tc.ID == a.calls[len(a.calls)-1].ID):
+		call = a.calls[len(a.calls)-1]
+	default:
+		call = &chat.ToolCall{}
+		a.calls = append(a.calls, call)
+	}
+	if tc.ID != "" {
+		call.ID = tc.ID
+	}
+	if tc.Function.Name != "" {
+		call.Name += tc.Function.Name
+	}
+	call.Arguments += tc.Function.Arguments
+}
+
+// flushCalls emits each finished tool call once.
+func (a *assembler) flushCalls(emit func(providers.Event)) {
+	if a.flushed {
+		return
+	}
+	a.flushed = true
+	for i, call := range a.calls {
+		if call.ID == "" {
+			// Some local servers send no id; the tool result must still be
+			// linkable to its call.
+			call.ID = fmt.Sprintf("call_%d", i)
+		}
+		tc := *call
+		emit(providers.Event{Kind: providers.EventToolCall, ToolCall: &tc})
+	}
+	if len(a.calls) > 0 && a.finish == providers.FinishStop {
+		// vLLM and others say "stop" after tool calls.
+		a.finish = providers.FinishToolCalls
+	}
+}
+
+func (a *assembler) message(req providers.Request, c *Client) chat.Message {
+	m := chat.Message{Role: chat.RoleAssistant, Content: a.text.String(), Thinking: a.thinking.String(), Model: c.provider() + "/" + req.Model}
+	for _, call := range a.calls {
+		m.ToolCalls = append(m.ToolCalls, *call)
+	}
+	return m
+}
+
+func (a *assembler) response(req providers.Request, c *Client) providers.Response {
+	return providers.Response{Message: a.message(req, c), Usage: a.usage, FinishReason: a.finish}
+}
+
+// partial is what arrived before a failure, marked as such.
+func (a *assembler) partial(req providers.Request, c *Client) providers.Response {
+	r := a.response(req, c)
+	r.Message.Partial = true
+	return r
+}
+
+// reasoning reads a thinking delta: DeepSeek, vLLM (older), llama.cpp, Zhipu
+// and Moonshot say reasoning_content; OpenRouter, Groq and newer vLLM say
+// reasoning. When both are present they carry the same text.
+func reasoning(d openai.ChatCompletionChunkChoiceDelta) string {
+	for _, key := range []string{"reasoning_content", "reasoning"} {
+		f, ok := d.JSON.ExtraFields[key]
+		if !ok || !f.Valid() {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func usageOf(u openai.CompletionUsage) chat.Usage {
+	out := chat.Usage{InputTokens: int(u.PromptTokens), OutputTokens: int(u.CompletionTokens), CachedTokens: int(u.PromptTokensDetails.CachedTokens)}
+	if out.CachedTokens == 0 {
+		// DeepSeek reports its cache as prompt_cache_hit_tokens.
+		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok && f.Valid() {
+			var n int
+			if json.Unmarshal([]byte(f.Raw()), &n) == nil {
+				out.CachedTokens = n
+			}
+		}
+	}
+	return out
+}
+
+// normaliseFinish maps the finish reasons seen across compatible servers.
+func normaliseFinish(r string) string {
+	switch strings.ToLower(r) {
+	case "length", "max_tokens", "model_length":
+		return providers.FinishLength
+	case "tool_calls", "function_call", "tool_use":
+		return providers.FinishToolCalls
+	case "content_filter", "safety", "sensitive":
+		return providers.FinishFilter
+	default: // stop, eos, end_turn, stop_sequence, …
+		return providers.FinishStop
+	}
+}

@@ -1,0 +1,179 @@
+// Package recall gives the model its chat back word for word: the tools
+// conversation_read (by seq range) and conversation_search (by words) read
+// the chat's stored log, folded or not. The log is never edited, so what a
+// summary or a stub left out is always one call away.
+package recall
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/tools"
+)
+
+// Log reads a chat's messages.
+type Log interface {
+	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
+}
+
+// Limits of one call's answer.
+const (
+	maxReadMessages = 50
+	maxReadBytes    = 48 << 10
+	maxHits         = 20
+	snippetChars    = 240
+)
+
+// ReadArgs are conversation_read's arguments.
+type ReadArgs struct {
+	FromSeq int64 `json:"from_seq" jsonschema:"description=first message seq to read (inclusive),minimum=1"`
+	ToSeq   int64 `json:"to_seq,omitempty" jsonschema:"description=last message seq to read (inclusive); default from_seq"`
+}
+
+// SearchArgs are conversation_search's arguments.
+type SearchArgs struct {
+	Query string `json:"query" jsonschema:"description=words to look for in this chat's earlier messages"`
+	Limit int    `json:"limit,omitempty" jsonschema:"description=most hits to return (default 10),minimum=1,maximum=20"`
+}
+
+// Register adds conversation_read and conversation_search to r.
+func Register(r *tools.Registry, log Log) error {
+	if err := tools.Register(r, "conversation_read",
+		"Read earlier messages of this chat word for word by seq range, including ones summarised or stubbed away.",
+		func(ctx context.Context, a ReadArgs) (tools.Result, error) { return read(ctx, log, a) }); err != nil {
+		return err
+	}
+	return tools.Register(r, "conversation_search",
+		"Search this chat's earlier messages (all of them, summarised or not) for words; returns seqs and snippets to read.",
+		func(ctx context.Context, a SearchArgs) (tools.Result, error) { return search(ctx, log, a) })
+}
+
+func callChat(ctx context.Context) (string, bool) {
+	ci, ok := tools.CallInfoFrom(ctx)
+	return ci.ChatID, ok && ci.ChatID != ""
+}
+
+func read(ctx context.Context, log Log, a ReadArgs) (tools.Result, error) {
+	id, ok := callChat(ctx)
+	if !ok {
+		return tools.Result{IsError: true, Text: "conversation_read works only inside a chat"}, nil
+	}
+	if a.FromSeq < 1 {
+		return tools.Result{IsError: true, Text: "from_seq must be 1 or more"}, nil
+	}
+	to := a.ToSeq
+	if to < a.FromSeq {
+		to = a.FromSeq
+	}
+	to = min(to, a.FromSeq+maxReadMessages-1)
+	msgs, err := log.Messages(ctx, id, a.FromSeq, to)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("read chat %s: %w", id, err)
+	}
+	if len(msgs) == 0 {
+		return tools.Result{Text: fmt.Sprintf("no messages between seq %d and %d", a.FromSeq, to)}, nil
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		line := render(m)
+		if b.Len()+len(line) > maxReadBytes {
+			fmt.Fprintf(&b, "[stopped at seq %d to keep this answer small; read on with from_seq %d]\n", m.Seq, m.Seq)
+			break
+		}
+		b.WriteString(line)
+	}
+	return tools.Result{Text: b.String()}, nil
+}
+
+func render(m chat.Message) string {
+	who := string(m.Role)
+	if m.Role == chat.RoleTool {
+		who = "tool " + m.ToolName
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[seq %d, %s] %s\n", m.Seq, who, m.Content)
+	for _, c := range m.ToolCalls {
+		fmt.Fprintf(&b, "  called %s %s\n", c.Name, c.Arguments)
+	}
+	return b.String()
+}
+
+func search(ctx context.Context, log Log, a SearchArgs) (tools.Result, error) {
+	id, ok := callChat(ctx)
+	if !ok {
+		return tools.Result{IsError: true, Text: "conversation_search works only inside a chat"}, nil
+	}
+	words := strings.Fields(strings.ToLower(a.Query))
+	if len(words) == 0 {
+		return tools.Result{IsError: true, Text: "query needs at least one word"}, nil
+	}
+	limit := a.Limit
+	if limit <= 0 || limit > maxHits {
+		limit = 10
+	}
+	msgs, err := log.Messages(ctx, id, 1, 0)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("search chat %s: %w", id, err)
+	}
+	type hit struct {
+		m     chat.Message
+		score int
+	}
+	var hits []hit
+	for _, m := range msgs {
+		text := strings.ToLower(m.Content)
+		score := 0
+		for _, w := range words {
+			score += strings.Count(text, w)
+		}
+		if score > 0 {
+			hits = append(hits, hit{m, score})
+		}
+	}
+	// Best first; ties go to the newer message.
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].score != hits[j].score {
+			return hits[i].score > hits[j].score
+		}
+		return hits[i].m.Seq > hits[j].m.Seq
+	})
+	if len(hits) == 0 {
+		return tools.Result{Text: "no earlier message contains those words"}, nil
+	}
+	var b strings.Builder
+	for i, h := range hits {
+		if i == limit {
+			fmt.Fprintf(&b, "(%d more hits)\n", len(hits)-limit)
+			break
+		}
+		fmt.Fprintf(&b, "[seq %d, %s] %s\n", h.m.Seq, h.m.Role, snippet(h.m.Content, words[0]))
+	}
+	b.WriteString("Read a message whole with conversation_read {\"from_seq\": N}.")
+	return tools.Result{Text: b.String()}, nil
+}
+
+// snippet returns the text around the first match of word.
+func snippet(text, word string) string {
+	i := strings.Index(strings.ToLower(text), word)
+	start := max(0, i-snippetChars/2)
+	end := min(len(text), start+snippetChars)
+	for start > 0 && start < len(text) && !isRuneStart(text[start]) {
+		start--
+	}
+	for end < len(text) && !isRuneStart(text[end]) {
+		end++
+	}
+	s := strings.Join(strings.Fields(text[start:end]), " ")
+	if start > 0 {
+		s = "…" + s
+	}
+	if end < len(text) {
+		s += "…"
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,82 @@
+// Package daemontest runs a whole agentd — hub, actors, Badger and the HTTP
+// API — in a test, against the protocol fakes, so end-to-end tests drive it
+// exactly as a client would.
+package daemontest
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/httpapi"
+)
+
+// Daemon is a running agentd.
+type Daemon struct {
+	T      testing.TB
+	Cfg    configs.Config
+	Hub    *hub.Hub
+	Server *httptest.Server
+	Client *api.Client
+	Tokens map[string]string
+	closed bool
+}
+
+// Config returns a configuration with one OpenAI-style provider named
+// "fake" at baseURL serving model "m" with the given window, data in dir.
+func Config(dir, baseURL string, window int) configs.Config {
+	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
+		Name: "fake", Kind: "openai", Company: "vllm", BaseURL: baseURL,
+		Models: []configs.Model{{ID: "m", Window: window}},
+	}}}
+	cfg.ApplyDefaults()
+	return cfg
+}
+
+// Start runs a daemon with cfg until the test ends (or Close).
+func Start(t testing.TB, cfg configs.Config, tokens map[string]string) *Daemon {
+	t.Helper()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	if testing.Verbose() {
+		log = log.Level(zerolog.InfoLevel)
+	}
+	h, err := hub.New(context.Background(), cfg, log, hub.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(h, cfg, tokens, log))
+	d := &Daemon{T: t, Cfg: cfg, Hub: h, Server: srv, Client: &api.Client{BaseURL: srv.URL}, Tokens: tokens}
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Close stops the HTTP server and the daemon, as a clean shutdown does.
+func (d *Daemon) Close() {
+	if d.closed {
+		return
+	}
+	d.closed = true
+	d.Server.CloseClientConnections()
+	d.Server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Hub.Close(ctx); err != nil {
+		d.T.Errorf("close hub: %v", err)
+	}
+}
+
+// Restart closes the daemon and starts a new one on the same data folder.
+func (d *Daemon) Restart() *Daemon {
+	d.Close()
+	return Start(d.T, d.Cfg, d.Tokens)
+}

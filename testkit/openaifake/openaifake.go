@@ -1,0 +1,523 @@
+// Package openaifake is an httptest server that speaks the OpenAI chat
+// completions protocol the way the real service does — SSE chunks, tool-call
+// deltas split across chunks, the usage chunk, [DONE], and real error bodies —
+// so agentd's OpenAI-style adapter is tested exactly as it runs in production.
+//
+// Wire format followed (chunk object, usage chunk, tool-call deltas):
+// https://platform.openai.com/docs/api-reference/chat/streaming and
+// https://platform.openai.com/docs/api-reference/chat/create (stream_options).
+// Reasoning deltas follow DeepSeek's `reasoning_content`
+// (https://api-docs.deepseek.com/guides/thinking_mode) or OpenRouter's
+// `reasoning` (https://openrouter.ai/docs/use-cases/reasoning-tokens).
+package openaifake
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+)
+
+// ModelEntry is one model the list returns.
+type ModelEntry struct {
+	ID     string
+	Window int
+	// WindowField is the provider's own name for the window in a model
+	// list entry: "context_length" (OpenRouter, Together, …, the default),
+	// "max_model_len" (vLLM), "context_window" (Groq), "max_context_length"
+	// (Mistral). Window 0 leaves the field out, as plain OpenAI does.
+	WindowField string
+}
+
+// Options configure a fake server.
+type Options struct {
+	// Window is the context window; a request whose counted input exceeds
+	// it gets OpenAI's real "context_length_exceeded" body with status 400.
+	Window int
+	// Script decides each reply; nil echoes a short fixed answer.
+	Script testkit.Script
+	// Models is what GET /v1/models returns.
+	Models []ModelEntry
+	// Latency is the delay before the first byte.
+	Latency time.Duration
+	// ReasoningField names the delta field thinking is streamed in:
+	// "reasoning_content" (DeepSeek, the default) or "reasoning" (OpenRouter).
+	ReasoningField string
+}
+
+// DefaultAnswer is what the fake says when no script is given.
+const DefaultAnswer = "Hello from the fake."
+
+// Server is a running fake.
+type Server struct {
+	opts Options
+	ts   *httptest.Server
+	log  testkit.Log
+	quit chan struct{}
+	once sync.Once
+	seq  atomic.Int64
+}
+
+// New starts a fake server.
+func New(opts Options) *Server {
+	if opts.ReasoningField == "" {
+		opts.ReasoningField = "reasoning_content"
+	}
+	s := &Server{opts: opts, quit: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("GET /v1/models", s.models)
+	s.ts = httptest.NewServer(mux)
+	return s
+}
+
+// URL is the base URL to configure an adapter with (it ends in /v1).
+func (s *Server) URL() string { return s.ts.URL + "/v1" }
+
+// Requests returns every chat request received so far.
+func (s *Server) Requests() []testkit.Received { return s.log.All() }
+
+// Close stops the server, releasing any handler that hangs.
+func (s *Server) Close() {
+	s.once.Do(func() { close(s.quit) })
+	s.ts.CloseClientConnections()
+	s.ts.Close()
+}
+
+// wire types: only what the fake reads or writes.
+
+type wireRequest struct {
+	Model               string        `json:"model"`
+	Messages            []wireMessage `json:"messages"`
+	Tools               []wireTool    `json:"tools"`
+	MaxTokens           int           `json:"max_tokens"`
+	MaxCompletionTokens int           `json:"max_completion_tokens"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type wireMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Reasoning        string          `json:"reasoning"`
+	ToolCalls        []wireToolCall  `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Name             string          `json:"name"`
+}
+
+type wireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+type wirePart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// received turns a wire request into the neutral record and counts its input.
+func received(req wireRequest, raw []byte) (testkit.Received, error) {
+	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens}
+	if req.MaxCompletionTokens > 0 {
+		r.MaxTokens = req.MaxCompletionTokens
+	}
+	var texts []string
+	for i, m := range req.Messages {
+		text, images, err := content(m.Content)
+		if err != nil {
+			return r, fmt.Errorf("messages[%d].content: %w", i, err)
+		}
+		texts = append(texts, text)
+		switch m.Role {
+		case "system", "developer":
+			if r.System != "" {
+				r.System += "\n"
+			}
+			r.System += text
+			continue
+		}
+		cm := chat.Message{Role: chat.Role(m.Role), Content: text, Images: images, ToolCallID: m.ToolCallID, ToolName: m.Name}
+		cm.Thinking = m.ReasoningContent
+		if cm.Thinking == "" {
+			cm.Thinking = m.Reasoning
+		}
+		texts = append(texts, cm.Thinking)
+		for _, tc := range m.ToolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			texts = append(texts, tc.Function.Name, tc.Function.Arguments)
+		}
+		r.Messages = append(r.Messages, cm)
+	}
+	for _, t := range req.Tools {
+		r.Tools = append(r.Tools, t.Function.Name)
+		texts = append(texts, t.Function.Name, t.Function.Description, string(t.Function.Parameters))
+	}
+	for _, t := range texts {
+		if t != "" {
+			r.InputTokens += testkit.CountTokens(t)
+		}
+	}
+	return r, nil
+}
+
+// content reads a message content that is either a string or a list of
+// parts (text and image_url with a data URL).
+func content(raw json.RawMessage) (string, []chat.Image, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, nil, err
+	}
+	var parts []wirePart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", nil, err
+	}
+	var text strings.Builder
+	var images []chat.Image
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			text.WriteString(p.Text)
+		case "image_url":
+			img, err := dataURL(p.ImageURL.URL)
+			if err != nil {
+				return "", nil, err
+			}
+			images = append(images, img)
+		default:
+			return "", nil, fmt.Errorf("unknown content part type %q", p.Type)
+		}
+	}
+	return text.String(), images, nil
+}
+
+func dataURL(u string) (chat.Image, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return chat.Image{}, fmt.Errorf("image url is not a data URL")
+	}
+	mediaType, b64, ok := strings.Cut(rest, ";base64,")
+	if !ok {
+		return chat.Image{}, fmt.Errorf("image data URL is not base64")
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return chat.Image{}, fmt.Errorf("image data: %w", err)
+	}
+	return chat.Image{MediaType: mediaType, Data: data}, nil
+}
+
+// openAIError writes an error in OpenAI's envelope.
+func openAIError(w http.ResponseWriter, status int, msg, typ string, code any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+	_, _ = w.Write(body)
+}
+
+// tooLongMessage builds OpenAI's real refusal text. Both forms are copied from
+// real bodies: "your messages resulted in" from chathub-dev/chathub#320 and
+// "you requested … in the completion" from mckaywrigley/chatbot-ui#102 (see
+// ../shared/provider-bodies/too_long.jsonl A002 and A004).
+func tooLongMessage(window, input, maxTokens int) string {
+	if input <= window {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", window, input+maxTokens, input, maxTokens)
+	}
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, input)
+}
+
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.quit:
+	}
+	return false
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "could not read body", "invalid_request_error", nil)
+		return
+	}
+	var req wireRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_request_error", nil)
+		return
+	}
+	rec, err := received(req, raw)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", nil)
+		return
+	}
+	s.log.Add(rec)
+
+	if !s.wait(r.Context(), s.opts.Latency) {
+		return
+	}
+	if s.opts.Window > 0 && (rec.InputTokens > s.opts.Window || rec.InputTokens+rec.MaxTokens > s.opts.Window) {
+		openAIError(w, http.StatusBadRequest, tooLongMessage(s.opts.Window, rec.InputTokens, rec.MaxTokens), "invalid_request_error", "context_length_exceeded")
+		return
+	}
+	reply := testkit.Reply{Text: DefaultAnswer}
+	if s.opts.Script != nil {
+		reply = s.opts.Script(rec)
+	}
+	if reply.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.quit:
+		}
+		return
+	}
+	if reply.Status != 0 && (reply.Status < 200 || reply.Status > 299) {
+		if w.Header().Get("Content-Type") == "" {
+			ct := "application/json"
+			if !json.Valid([]byte(reply.Body)) {
+				ct = "text/plain; charset=utf-8"
+			}
+			w.Header().Set("Content-Type", ct)
+		}
+		if reply.Status == http.StatusTooManyRequests {
+			// OpenAI sends the wait in seconds with its 429s.
+			w.Header().Set("Retry-After", "7")
+		}
+		w.WriteHeader(reply.Status)
+		_, _ = io.WriteString(w, reply.Body)
+		return
+	}
+	usage := chat.Usage{InputTokens: rec.InputTokens, OutputTokens: outputTokens(reply)}
+	if reply.Usage != nil {
+		usage = *reply.Usage
+	}
+	finish := reply.Finish
+	if finish == "" {
+		finish = "stop"
+		if len(reply.ToolCalls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	id := fmt.Sprintf("chatcmpl-fake%d", s.seq.Add(1))
+	if !req.Stream {
+		s.whole(w, id, req.Model, reply, finish, usage)
+		return
+	}
+	s.stream(w, id, req, reply, finish, usage)
+}
+
+func outputTokens(r testkit.Reply) int {
+	n := 0
+	for _, t := range []string{r.Text, r.Thinking} {
+		if t != "" {
+			n += testkit.CountTokens(t)
+		}
+	}
+	for _, tc := range r.ToolCalls {
+		n += testkit.CountTokens(tc.Name) + testkit.CountTokens(tc.Arguments)
+	}
+	return n
+}
+
+func wireUsage(u chat.Usage) map[string]any {
+	return map[string]any{
+		"prompt_tokens":     u.InputTokens,
+		"completion_tokens": u.OutputTokens,
+		"total_tokens":      u.InputTokens + u.OutputTokens,
+		"prompt_tokens_details": map[string]any{
+			"cached_tokens": u.CachedTokens,
+			"audio_tokens":  0,
+		},
+		"completion_tokens_details": map[string]any{
+			"reasoning_tokens": 0, "audio_tokens": 0,
+			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+		},
+	}
+}
+
+func callID(tc chat.ToolCall, i int) string {
+	if tc.ID != "" {
+		return tc.ID
+	}
+	return fmt.Sprintf("call_fake%d", i)
+}
+
+// whole answers a non-streaming request with a chat.completion object.
+func (s *Server) whole(w http.ResponseWriter, id, model string, reply testkit.Reply, finish string, usage chat.Usage) {
+	msg := map[string]any{"role": "assistant", "content": reply.Text, "refusal": nil}
+	if reply.Thinking != "" {
+		msg[s.opts.ReasoningField] = reply.Thinking
+	}
+	if len(reply.ToolCalls) > 0 {
+		var calls []map[string]any
+		for i, tc := range reply.ToolCalls {
+			calls = append(calls, map[string]any{"id": callID(tc, i), "type": "function",
+				"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
+		}
+		msg["tool_calls"] = calls
+	}
+	body := map[string]any{
+		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage":   wireUsage(usage), "system_fingerprint": "fp_fake",
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// pieces splits s into runs of n runes.
+func pieces(s string, n int) []string {
+	if n <= 0 {
+		n = 4
+	}
+	var out []string
+	rs := []rune(s)
+	for len(rs) > 0 {
+		k := min(n, len(rs))
+		out = append(out, string(rs[:k]))
+		rs = rs[k:]
+	}
+	return out
+}
+
+// stream answers with SSE chunks the way the real service frames them.
+func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply testkit.Reply, finish string, usage chat.Usage) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	created := time.Now().Unix()
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+
+	if reply.Garbage {
+		// A proxy's HTML page and a truncated JSON line: neither is the protocol.
+		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n\ndata: {\"id\": \"chatcmpl-x\", \"choices\": [{\"delta\": {\"content\": \"hi\"\n\n")
+		return
+	}
+
+	sent := 0
+	send := func(v any) {
+		if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
+			// Drop the connection mid-stream: the client sees a chunked
+			// body that never terminates properly.
+			panic(http.ErrAbortHandler)
+		}
+		b, _ := json.Marshal(v)
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		sent++
+	}
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		c := map[string]any{
+			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"system_fingerprint": "fp_fake",
+			"choices":            []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
+		}
+		if includeUsage {
+			c["usage"] = nil
+		}
+		return c
+	}
+
+	send(chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil))
+	if reply.StreamError != "" {
+		data := reply.StreamError
+		if !strings.HasPrefix(strings.TrimSpace(data), "{") {
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": data, "type": "server_error", "param": nil, "code": nil}})
+			data = string(b)
+		}
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
+		return
+	}
+	for _, p := range pieces(reply.Thinking, reply.ChunkRunes) {
+		send(chunk(map[string]any{s.opts.ReasoningField: p}, nil))
+	}
+	for _, p := range pieces(reply.Text, reply.ChunkRunes) {
+		send(chunk(map[string]any{"content": p}, nil))
+	}
+	for i, tc := range reply.ToolCalls {
+		send(chunk(map[string]any{"tool_calls": []map[string]any{{
+			"index": i, "id": callID(tc, i), "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""},
+		}}}, nil))
+		for _, p := range pieces(tc.Arguments, reply.ChunkRunes) {
+			send(chunk(map[string]any{"tool_calls": []map[string]any{{
+				"index": i, "function": map[string]any{"arguments": p},
+			}}}, nil))
+		}
+	}
+	send(chunk(map[string]any{}, finish))
+	if includeUsage {
+		send(map[string]any{
+			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"system_fingerprint": "fp_fake", "choices": []any{}, "usage": wireUsage(usage),
+		})
+	}
+	if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	data := []map[string]any{}
+	for _, m := range s.opts.Models {
+		e := map[string]any{"id": m.ID, "object": "model", "created": 1700000000, "owned_by": "openaifake"}
+		if m.Window > 0 {
+			field := m.WindowField
+			if field == "" {
+				field = "context_length"
+			}
+			e[field] = m.Window
+		}
+		data = append(data, e)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}

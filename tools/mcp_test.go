@@ -1,0 +1,292 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// stdioServerEnv makes the test binary act as an MCP server on stdio, so
+// the stdio path is tested with a real child process and no other binary.
+const stdioServerEnv = "AGENTD_TOOLS_TEST_MCP_STDIO"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(stdioServerEnv) == "1" {
+		if err := newTestMCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"the text to say back"`
+}
+
+// newTestMCPServer serves a few tools that cover each kind of content.
+func newTestMCPServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Say the text back"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, errors.New("the widget is jammed")
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "picture", Description: "Returns an image and a caption"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "a red dot"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: []byte{1, 2, 3}},
+			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "greeting.env", Description: "Reads the greeting from the environment"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: os.Getenv("AGENTD_TEST_GREETING")}}}, nil, nil
+		})
+	return s
+}
+
+// wantTestTools are the registry names of newTestMCPServer's tools for a
+// server named prefix; the dot of "greeting.env" is not allowed in a
+// provider tool name and becomes '_'.
+func wantTestTools(prefix string) []string {
+	return []string{prefix + "__echo", prefix + "__fail", prefix + "__greeting_env", prefix + "__picture"}
+}
+
+// testLogger returns a logger and what it wrote; the buffer is locked
+// because servers connect in parallel and a child's stderr is copied from
+// its own goroutine.
+func testLogger(t *testing.T) (zerolog.Logger, *lockedBuffer) {
+	t.Helper()
+	buf := &lockedBuffer{}
+	return zerolog.New(buf), buf
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// checkMCPTools runs the server's tools through the registry and checks
+// each answer.
+func checkMCPTools(t *testing.T, r *Registry, prefix, greeting string, trusted bool) {
+	t.Helper()
+	for _, name := range wantTestTools(prefix) {
+		tl, ok := r.Get(name)
+		if !ok {
+			t.Fatalf("tool %s not registered; have %v", name, r.Specs())
+		}
+		if tl.Source != "mcp:"+prefix {
+			t.Errorf("%s source = %q", name, tl.Source)
+		}
+	}
+	echo, _ := r.Get(prefix + "__echo")
+	var schema struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(echo.Parameters, &schema); err != nil || schema.Properties["text"].Description != "the text to say back" {
+		t.Errorf("echo schema not carried over: %s (%v)", echo.Parameters, err)
+	}
+	if echo.Description != "Say the text back" {
+		t.Errorf("echo description = %q", echo.Description)
+	}
+
+	tests := []struct {
+		name       string
+		tool, args string
+		want       string
+		wantError  bool
+		wantImages int
+	}{
+		{name: "text result", tool: "echo", args: `{"text":"hi"}`, want: "echo: hi"},
+		{name: "tool error is model-visible", tool: "fail", args: `{}`, want: "the widget is jammed", wantError: true},
+		{name: "bad arguments refused by the server", tool: "echo", args: `{"text":5}`, wantError: true},
+		{name: "image passed on", tool: "picture", args: `{}`, want: "a red dot", wantImages: 1},
+		{name: "sanitised name calls the original", tool: "greeting_env", args: `{}`, want: greeting},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res := r.Run(ctx, chat.ToolCall{Name: prefix + "__" + tc.tool, Arguments: tc.args}, Limits{Timeout: 5 * time.Second})
+			if res.IsError != tc.wantError {
+				t.Errorf("IsError = %v, want %v: %q", res.IsError, tc.wantError, res.Text)
+			}
+			if !strings.Contains(res.Text, tc.want) {
+				t.Errorf("text %q does not contain %q", res.Text, tc.want)
+			}
+			if len(res.Images) != tc.wantImages {
+				t.Errorf("%d images, want %d", len(res.Images), tc.wantImages)
+			}
+			if res.Untrusted == trusted {
+				t.Errorf("Untrusted = %v for a server with Trusted = %v", res.Untrusted, trusted)
+			}
+		})
+	}
+}
+
+func TestMCPInMemory(t *testing.T) {
+	ctx := context.Background()
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := newTestMCPServer().Connect(ctx, serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+
+	r := NewRegistry()
+	log, _ := testLogger(t)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: clientT}}, r, log)
+	checkMCPTools(t, r, "mem", "", false)
+
+	if err := closeAll(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if n := r.Len(); n != 0 {
+		t.Errorf("%d tools left after close, want 0", n)
+	}
+}
+
+func TestMCPStreamableHTTP(t *testing.T) {
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestMCPServer() }, nil)
+	// The server insists on the configured header, as a hosted MCP server
+	// insists on its token.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, "unauthorised", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+
+	r := NewRegistry()
+	log, buf := testLogger(t)
+	closeAll, err := ConnectMCP(context.Background(), []MCPServer{
+		{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}, Trusted: true},
+		// Same server without the header: refused, so skipped.
+		{Name: "nokey", URL: srv.URL},
+	}, r, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeAll() })
+
+	checkMCPTools(t, r, "web", "", true)
+	for _, tl := range r.List() {
+		if strings.HasPrefix(tl.Name, "nokey__") {
+			t.Errorf("tool %s registered from a server that refused us", tl.Name)
+		}
+	}
+	if !strings.Contains(buf.String(), `"mcp_server":"nokey"`) || !strings.Contains(buf.String(), "skipped") {
+		t.Errorf("the failing server was not logged as skipped: %s", buf.String())
+	}
+}
+
+func TestMCPStdio(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip("no test executable path:", err)
+	}
+	r := NewRegistry()
+	log, buf := testLogger(t)
+	closeAll, err := ConnectMCP(context.Background(), []MCPServer{
+		{Name: "local", Command: []string{exe}, Env: map[string]string{stdioServerEnv: "1", "AGENTD_TEST_GREETING": "hello from env"}},
+		{Name: "ghost", Command: []string{"/nonexistent/agentd-mcp-server"}},
+	}, r, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMCPTools(t, r, "local", "hello from env", false)
+	if _, ok := r.Get("ghost__echo"); ok {
+		t.Error("a server that never started has tools")
+	}
+	if !strings.Contains(buf.String(), `"mcp_server":"ghost"`) {
+		t.Errorf("the missing command was not logged: %s", buf.String())
+	}
+	if err := closeAll(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	// After close the tools are gone and a stale call is an error result.
+	if res := r.Run(context.Background(), chat.ToolCall{Name: "local__echo", Arguments: `{"text":"x"}`}, Limits{}); !res.IsError {
+		t.Errorf("call after close = %+v, want an error result", res)
+	}
+}
+
+func TestConnectMCPConfigErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		servers []MCPServer
+	}{
+		{"no name", []MCPServer{{URL: "http://127.0.0.1:1"}}},
+		{"bad name", []MCPServer{{Name: "a b", URL: "http://127.0.0.1:1"}}},
+		{"both transports", []MCPServer{{Name: "x", URL: "http://127.0.0.1:1", Command: []string{"x"}}}},
+		{"no transport", []MCPServer{{Name: "x"}}},
+		{"empty command", []MCPServer{{Name: "x", Command: []string{""}}}},
+		{"repeated name", []MCPServer{{Name: "x", URL: "http://127.0.0.1:1"}, {Name: "x", URL: "http://127.0.0.1:2"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry()
+			log, _ := testLogger(t)
+			closeAll, err := ConnectMCP(context.Background(), tc.servers, r, log)
+			if err == nil {
+				t.Error("want a configuration error")
+			}
+			if closeAll == nil || closeAll() != nil {
+				t.Error("close must be callable and harmless after a configuration error")
+			}
+		})
+	}
+}
+
+func TestMCPToolName(t *testing.T) {
+	tests := []struct{ server, tool, want string }{
+		{"docs", "search", "docs__search"},
+		{"docs", "files.read", "docs__files_read"},
+		// Each rune outside [A-Za-z0-9_-] becomes one '_'.
+		{"docs", "ünïcode tool", "docs___n_code_tool"},
+		{"srv", strings.Repeat("t", 100), "srv__" + strings.Repeat("t", 64-len("srv__"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.tool, func(t *testing.T) {
+			got := mcpToolName(tc.server, tc.tool)
+			if got != tc.want {
+				t.Errorf("mcpToolName(%q, %q) = %q, want %q", tc.server, tc.tool, got, tc.want)
+			}
+			if !ValidName(got) {
+				t.Errorf("%q is not a valid tool name", got)
+			}
+		})
+	}
+}

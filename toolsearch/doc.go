@@ -1,0 +1,20 @@
+// Package toolsearch ranks tools for a request in words. It is pure: no I/O,
+// no goroutines, no clock.
+//
+// An Index holds tools (name, description, parameters) and answers two
+// questions for a lean chat (seed 0086 §2):
+//
+//   - Search: which k tools best fit "what the model says it wants to do"?
+//     BM25F over four fields (name words, description, parameter names and
+//     descriptions, adjacent word pairs), with Porter stemming, everyday
+//     synonyms at a lower weight, "an address means the web", a rerank by how
+//     much of a tool's name the request covers, and a merge of per-ask
+//     rankings for requests that ask for several things.
+//   - NamedIn: which tools does a person's message name by a word of their
+//     own name ("remember", "browser", an address), to load before the model
+//     is asked?
+//
+// Concurrency: Search and NamedIn only read and may run concurrently; Add
+// and Remove mutate and must not overlap with anything. The tool-index actor
+// (actors/toolindex) owns one Index and serializes both.
+package toolsearch

@@ -1,0 +1,74 @@
+package toolsearch
+
+import "sort"
+
+// genericNameWords are words of tool names that say how, not what: "get",
+// "list", "search". A message that says "get" has not named get_weather.
+var genericNameWords = stemSet(`get set list create update delete find search make run use add new
+info data tool tools api function do check show calc calculate compute read write by for from to
+of in on all item items value values result results detail details current default`)
+
+func stemSet(list string) map[string]bool {
+	m := map[string]bool{}
+	for w := range setOf(list) {
+		m[stem(w)] = true
+	}
+	return m
+}
+
+// namedSynonymWeight is how much a synonym of a message word counts towards
+// naming a tool ("remember" names memory_save, less surely than it names
+// remember).
+const namedSynonymWeight = 0.5
+
+// NamedIn returns up to limit tools that a word of the message names: a
+// word of the tool's own name ("Please remember that …" names remember; "in
+// the browser" names browser_open), an everyday synonym of one ("remember"
+// names memory_add), or a web address, which names the web tools (web_fetch,
+// browse). Generic name words ("get", "list") do not count. Tools whose name
+// the message covers most come first; ties go by name.
+func (ix *Index) NamedIn(message string, limit int) []string {
+	if limit <= 0 || len(ix.docs) == 0 {
+		return nil
+	}
+	weights := map[string]float64{}
+	put := func(t string, w float64) {
+		if !genericNameWords[t] && w > weights[t] {
+			weights[t] = w
+		}
+	}
+	own := terms(message)
+	for _, t := range own {
+		for _, s := range synonyms[t] {
+			put(s, namedSynonymWeight)
+		}
+	}
+	for _, t := range own {
+		put(t, 1)
+	}
+	if hasAddress(message) {
+		for _, t := range webTerms {
+			put(t, 1)
+		}
+	}
+	found := map[int32]float64{}
+	for t, w := range weights {
+		for _, d := range ix.byNameTerm[t] {
+			found[d] += w * ix.idf[t]
+		}
+	}
+	hits := make([]Hit, 0, len(found))
+	for d, have := range found {
+		var all float64
+		for _, t := range ix.nameTerms[d] {
+			all += ix.idf[t]
+		}
+		hits = append(hits, Hit{Name: ix.docs[d].name, Score: have / all})
+	}
+	sort.Slice(hits, func(i, j int) bool { return less(hits[i], hits[j]) })
+	out := make([]string, 0, min(limit, len(hits)))
+	for _, h := range hits[:min(limit, len(hits))] {
+		out = append(out, h.Name)
+	}
+	return out
+}

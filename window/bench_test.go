@@ -1,0 +1,67 @@
+package window
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+)
+
+// chat100K is a 100,000-message chat of tool-using turns, with each
+// message's estimate cached as the session actor caches it.
+var chat100K = sync.OnceValue(func() []Msg {
+	b := &builder{}
+	for i := 0; len(b.ms) < 100_000; i++ {
+		size := 300
+		if i%4 == 0 {
+			size = 3000
+		}
+		b.turn(i, text(uint64(i), size))
+	}
+	ms := b.ms[:100_000]
+	for i := range ms {
+		ms[i].Tokens = EstimateMsg(ms[i])
+	}
+	return ms
+})
+
+var benchBudget = NewBudget(200_000, 2000, 3000)
+
+// BenchmarkBuildRequest100K plans and assembles a request from the whole
+// 100,000-message chat: the first request after loading it, which folds.
+func BenchmarkBuildRequest100K(b *testing.B) {
+	ms := chat100K()
+	for b.Loop() {
+		res := Plan(PlanInput{Msgs: ms, Budget: benchBudget, Summary: "s"})
+		_ = Assemble(AssembleInput{Msgs: ms, Plan: res, Summary: "s"})
+	}
+}
+
+// steady returns the unfolded part after the fold, as the actor keeps it.
+func steady() []Msg {
+	ms := chat100K()
+	res := Plan(PlanInput{Msgs: ms, Budget: benchBudget, Summary: "s"})
+	return ms[keptIndex(ms, res.FirstKept):]
+}
+
+// BenchmarkBuildRequestSteady is every later turn: plan and assemble from
+// the first kept message on.
+func BenchmarkBuildRequestSteady(b *testing.B) {
+	ms := steady()
+	for b.Loop() {
+		res := Plan(PlanInput{Msgs: ms, Budget: benchBudget, Summary: "s"})
+		_ = Assemble(AssembleInput{Msgs: ms, Plan: res, Summary: "s"})
+	}
+}
+
+// BenchmarkJSONMarshalRequest encodes the same assembled request with plain
+// encoding/json: the yardstick for the two above.
+func BenchmarkJSONMarshalRequest(b *testing.B) {
+	ms := steady()
+	res := Plan(PlanInput{Msgs: ms, Budget: benchBudget, Summary: "s"})
+	out := Assemble(AssembleInput{Msgs: ms, Plan: res, Summary: "s"})
+	for b.Loop() {
+		if _, err := json.Marshal(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,36 @@
+package window
+
+// Budget splits a model's window between the parts of a request. All fields
+// are tokens; the API shows them as they are.
+type Budget struct {
+	Window int `json:"window"` // the model's context window
+	Usable int `json:"usable"` // 90% of it: the estimate is an estimate
+	// Answer is the room kept for the reply: 15% of the window between
+	// MinAnswer and MaxAnswer. Send it as max_tokens.
+	Answer     int `json:"answer"`
+	System     int `json:"system"`     // the real system prompt being sent
+	Tools      int `json:"tools"`      // the real tool list being sent
+	Transcript int `json:"transcript"` // what is left for messages, at most MaxTranscript
+}
+
+// Budget limits.
+const (
+	MinAnswer     = 1 << 10  // 1K
+	MaxAnswer     = 16 << 10 // 16K
+	MaxTranscript = 100_000  // every token is sent, and paid for, every turn
+)
+
+// NewBudget returns the budget for a window given the estimated tokens of
+// the system prompt and the tool list. A transcript budget that would be
+// negative is 0: the request cannot fit, and Plan says so.
+func NewBudget(window, systemTokens, toolTokens int) Budget {
+	b := Budget{Window: window, System: systemTokens, Tools: toolTokens}
+	b.Usable = window * 9 / 10
+	b.Answer = min(max(window*15/100, MinAnswer), MaxAnswer)
+	b.Transcript = min(max(b.Usable-b.Answer-systemTokens-toolTokens, 0), MaxTranscript)
+	return b
+}
+
+// Limit is the most the whole request (system prompt, tools and transcript)
+// may be estimated at.
+func (b Budget) Limit() int { return b.System + b.Tools + b.Transcript }

@@ -1,0 +1,40 @@
+package window
+
+import "testing"
+
+func TestNewBudget(t *testing.T) {
+	// K is 1,024 tokens; 90% and 15% round down.
+	tests := map[string]struct {
+		window, system, tools int
+		want                  Budget
+	}{
+		// 4096*9/10 = 3686; 15% = 614 is under 1K, so 1024;
+		// 3686 - 1024 - 1000 - 500 = 1162.
+		"4K": {4096, 1000, 500, Budget{4096, 3686, 1024, 1000, 500, 1162}},
+		// 8192*9/10 = 7372; 8192*15/100 = 1228; 7372 - 1228 - 1000 - 500 = 4644.
+		"8K": {8192, 1000, 500, Budget{8192, 7372, 1228, 1000, 500, 4644}},
+		// 32768*9/10 = 29491; 32768*15/100 = 4915; 29491 - 4915 - 1500 = 23076.
+		"32K": {32768, 1000, 500, Budget{32768, 29491, 4915, 1000, 500, 23076}},
+		// 131072*9/10 = 117964; 15% = 19660 is over 16K, so 16384;
+		// 117964 - 16384 - 1500 = 100080, over the 100,000 cap.
+		"128K": {131072, 1000, 500, Budget{131072, 117964, 16384, 1000, 500, 100000}},
+		// 1048576*9/10 = 943718; answer 16384; the transcript is capped at 100,000.
+		"1M": {1 << 20, 1000, 500, Budget{1 << 20, 943718, 16384, 1000, 500, 100000}},
+		// 128K with a 20K system prompt and 10K of tools:
+		// 117964 - 16384 - 20000 - 10000 = 71580, under the cap.
+		"128K-big-prompt": {131072, 20000, 10000, Budget{131072, 117964, 16384, 20000, 10000, 71580}},
+		// 8K with a 7K system prompt: 7372 - 1228 - 7000 < 0, so nothing is left.
+		"8K-prompt-too-big": {8192, 7000, 0, Budget{8192, 7372, 1228, 7000, 0, 0}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := NewBudget(tc.window, tc.system, tc.tools)
+			if got != tc.want {
+				t.Errorf("NewBudget(%d, %d, %d) = %+v, want %+v", tc.window, tc.system, tc.tools, got, tc.want)
+			}
+			if l := got.Limit(); l != tc.system+tc.tools+tc.want.Transcript {
+				t.Errorf("Limit = %d", l)
+			}
+		})
+	}
+}

@@ -1,0 +1,285 @@
+package window
+
+// Fold triggers besides the budget: a chat with very many or very large
+// messages folds even when its estimate fits, and then keeps half of each.
+const (
+	MaxMessages = 600
+	MaxBytes    = 8 << 20
+)
+
+// SummaryMaxTokens caps the room a fold reserves for the new summary; the
+// summariser should write less (Plan returns the room in SummaryTokens).
+const SummaryMaxTokens = 2000
+
+// Reasons a plan folds.
+const (
+	ReasonBudget   = "budget"   // the estimate passed the budget
+	ReasonMessages = "messages" // more than MaxMessages messages
+	ReasonBytes    = "bytes"    // more than MaxBytes stored
+	ReasonStart    = "start"    // what was kept did not start with a person's message
+)
+
+// PlanInput is a chat as it stands before a request.
+type PlanInput struct {
+	// Msgs are the chat's unfolded messages, from the current first kept seq
+	// on, in seq order. They are read, never changed.
+	Msgs        []Msg
+	Budget      Budget
+	Calibration Calibration
+	Summary     string // the current summary, which rides in front
+	Digest      string // optional digest riding after it
+}
+
+// PlanResult says what to keep and what to fold.
+type PlanResult struct {
+	FirstKept int64 `json:"first_kept"` // seq of the first message sent
+	// Fold is set when messages before FirstKept were dropped now; they run
+	// from FoldFrom to FoldTo (seqs, inclusive) and should be summarised.
+	Fold     bool   `json:"fold"`
+	FoldFrom int64  `json:"fold_from,omitempty"`
+	FoldTo   int64  `json:"fold_to,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// CutChars, when set, is the most characters a person's or tool's text
+	// keeps: the kept turns alone did not fit, so their longest texts lose
+	// their middle.
+	CutChars int `json:"cut_chars,omitempty"`
+	// SummaryTokens is the room counted for the summary block; after a fold
+	// it is what the new summary may take.
+	SummaryTokens int     `json:"summary_tokens"`
+	Stubbed       []int64 `json:"stubbed,omitempty"` // seqs of tool results sent as stubs
+	// Raw is the request's raw estimate (system prompt and tools included):
+	// pass it to Calibration.Observe with the provider's count.
+	Raw      int  `json:"raw"`
+	Estimate int  `json:"estimate"` // Raw anchored by the Calibration
+	Fits     bool `json:"fits"`     // Estimate <= Budget.Limit()
+}
+
+// boundary is a place a fold may cut: a person's message before which no
+// tool call waits for a result that comes after it.
+type boundary struct {
+	idx          int
+	tokens, byts int // totals of the messages before it
+}
+
+// scan is one pass over the messages: each one's cost as it will be sent,
+// and the boundaries.
+type scan struct {
+	bounds          []boundary
+	tokens, byts    int
+	lastUser, stale int
+	stubbed         []int
+	cutCandidates   []int // person's and tool texts that shortening may touch
+	costs           []int
+	stubCache       map[stubKey]int
+}
+
+// stubKey is all a stub's estimate depends on: the tool's name and the
+// widths of the two numbers in it (a digit costs the same whatever it is).
+type stubKey struct {
+	name               string
+	charDigits, seqLen int
+}
+
+// stubTokens is EstimateMsg(stub(*m)), cached: a long chat has thousands of
+// stale results, and most share a tool name and number widths.
+func (sc *scan) stubTokens(m *Msg) int {
+	if m.Seq < 0 { // the minus sign is punctuation: estimate it as it is
+		return EstimateMsg(stub(*m))
+	}
+	k := stubKey{m.ToolName, runeCountDigits(m.Text), digits(int(m.Seq))}
+	if v, ok := sc.stubCache[k]; ok {
+		return v
+	}
+	if sc.stubCache == nil {
+		sc.stubCache = make(map[stubKey]int)
+	}
+	v := EstimateMsg(stub(*m))
+	sc.stubCache[k] = v
+	return v
+}
+
+// Plan decides which messages the next request keeps. Under every trigger it
+// keeps what it has; over one, it drops whole turns from the front until
+// what is kept fits half the budget, so folds are rare and the request
+// prefix stays the same between them. The turn being answered always stays;
+// if it alone is too big, its longest texts are shortened.
+func Plan(in PlanInput) PlanResult {
+	ms := in.Msgs
+	b, cal := in.Budget, in.Calibration
+	fixed := b.System + b.Tools
+	sumTokens := summaryTokens(in.Summary, in.Digest)
+	if len(ms) == 0 {
+		raw := fixed
+		est := cal.Estimate(raw)
+		return PlanResult{Raw: raw, Estimate: est, Fits: est <= b.Limit()}
+	}
+	sc := scanMsgs(ms)
+	c0 := 0
+	if len(sc.bounds) > 0 {
+		c0 = sc.bounds[0].idx
+	}
+	res := PlanResult{SummaryTokens: sumTokens}
+	keptTok, keptN, keptBytes := sc.kept(c0, len(ms))
+	switch {
+	case cal.Estimate(fixed+sumTokens+keptTok) > b.Limit():
+		res.Reason = ReasonBudget
+	case keptN > MaxMessages:
+		res.Reason = ReasonMessages
+	case keptBytes > MaxBytes:
+		res.Reason = ReasonBytes
+	case c0 > 0:
+		res.Reason = ReasonStart
+	}
+	c := c0
+	if res.Reason != "" && res.Reason != ReasonStart {
+		res.SummaryTokens = max(sumTokens, summaryReserve(b))
+		c = sc.foldPoint(cal, fixed+res.SummaryTokens, fixed+b.Transcript/2, len(ms))
+	}
+	res.FirstKept = ms[c].Seq
+	if c > 0 {
+		res.Fold, res.FoldFrom, res.FoldTo = true, ms[0].Seq, ms[c-1].Seq
+	}
+	for _, i := range sc.stubbed {
+		if i >= c {
+			res.Stubbed = append(res.Stubbed, ms[i].Seq)
+		}
+	}
+	keptTok, _, _ = sc.kept(c, len(ms))
+	res.Raw = fixed + res.SummaryTokens + keptTok
+	res.Estimate = cal.Estimate(res.Raw)
+	if res.Estimate > b.Limit() {
+		sc.shortenToFit(ms, c, fixed+res.SummaryTokens, cal, b.Limit(), &res)
+	}
+	res.Fits = res.Estimate <= b.Limit()
+	return res
+}
+
+// summaryTokens is what the summary block costs in front of a message; one
+// more token covers rounding where it joins the message's text.
+func summaryTokens(summary, digest string) int {
+	f := frame(summary, digest)
+	if f == "" {
+		return 0
+	}
+	return EstimateText(f) + 1
+}
+
+// summaryReserve is the room a fold keeps for the summary it triggers.
+func summaryReserve(b Budget) int {
+	return summaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
+}
+
+func scanMsgs(ms []Msg) *scan {
+	sc := &scan{lastUser: -1, costs: make([]int, len(ms))}
+	sc.stale = secondLastUser(ms)
+	p := pairer{ms: ms}
+	claimed := make([]bool, len(ms))
+	blockedUntil := -1 // the latest result of a call seen so far
+	for i := range ms {
+		m := &ms[i]
+		if m.Role == User {
+			sc.lastUser = i
+			if blockedUntil < i {
+				sc.bounds = append(sc.bounds, boundary{idx: i, tokens: sc.tokens, byts: sc.byts})
+			}
+		}
+		cost := 0
+		switch {
+		case i < sc.stale && isStale(m):
+			cost = sc.stubTokens(m)
+			sc.stubbed = append(sc.stubbed, i)
+		default:
+			cost = cachedTokens(m)
+			if (m.Role == User || m.Role == Tool) && len(m.ToolCalls) == 0 {
+				sc.cutCandidates = append(sc.cutCandidates, i)
+			}
+		}
+		for _, c := range m.ToolCalls {
+			j := p.result(i, c.ID)
+			if j < 0 || claimed[j] {
+				cost += EstimateMsg(Msg{Role: Tool, ToolName: c.Name, Text: missingResult})
+				continue
+			}
+			claimed[j] = true
+			blockedUntil = max(blockedUntil, j)
+		}
+		sc.costs[i] = cost
+		sc.tokens += cost
+		sc.byts += msgBytes(m)
+	}
+	return sc
+}
+
+// kept returns the tokens, count and bytes of the messages from index c on.
+func (sc *scan) kept(c, n int) (tokens, count, byts int) {
+	for _, bd := range sc.bounds {
+		if bd.idx == c {
+			return sc.tokens - bd.tokens, n - c, sc.byts - bd.byts
+		}
+	}
+	return sc.tokens, n, sc.byts // c is 0 and no boundary: everything
+}
+
+// foldPoint returns the first boundary at which what is kept fits half the
+// budget and half of each other trigger, never past the turn being answered.
+func (sc *scan) foldPoint(cal Calibration, fixed, halfLimit, n int) int {
+	best := 0
+	for _, bd := range sc.bounds {
+		if bd.idx > sc.lastUser {
+			break
+		}
+		best = bd.idx
+		tok, cnt, byts := sc.tokens-bd.tokens, n-bd.idx, sc.byts-bd.byts
+		if cal.Estimate(fixed+tok) <= halfLimit && cnt <= MaxMessages/2 && byts <= MaxBytes/2 {
+			break
+		}
+	}
+	return best
+}
+
+// shortenToFit finds the largest CutChars at which the kept messages fit the
+// limit, by bisection over the length of the longest candidate text.
+func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int, res *PlanResult) {
+	var cands []int
+	longest, rest := 0, sc.tokens
+	for _, bd := range sc.bounds {
+		if bd.idx == c {
+			rest -= bd.tokens
+		}
+	}
+	for _, i := range sc.cutCandidates {
+		if i < c {
+			continue
+		}
+		cands = append(cands, i)
+		rest -= sc.costs[i]
+		longest = max(longest, len(ms[i].Text))
+	}
+	if len(cands) == 0 || longest <= minCutChars {
+		return
+	}
+	rawAt := func(limitChars int) int {
+		t := rest
+		for _, i := range cands {
+			m := shorten(ms[i], limitChars)
+			t += cachedTokens(&m)
+		}
+		return fixed + t
+	}
+	lo, hi := minCutChars, longest // lo: candidate answer; hi: known too big
+	if cal.Estimate(rawAt(lo)) > limit {
+		res.CutChars, res.Raw = lo, rawAt(lo)
+		res.Estimate = cal.Estimate(res.Raw)
+		return
+	}
+	for hi-lo > max(16, lo/64) {
+		mid := lo + (hi-lo)/2
+		if cal.Estimate(rawAt(mid)) <= limit {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	res.CutChars, res.Raw = lo, rawAt(lo)
+	res.Estimate = cal.Estimate(res.Raw)
+}

@@ -1,0 +1,143 @@
+package window
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// genChat draws a transcript: turns of a person's message, up to three tool
+// rounds (some results huge, some missing, some stray) and an answer.
+func genChat(t *rapid.T) []Msg {
+	b := &builder{}
+	size := func(label string) int {
+		switch rapid.IntRange(0, 9).Draw(t, label+"-kind") {
+		case 0:
+			return rapid.IntRange(2000, 60000).Draw(t, label+"-huge")
+		case 1, 2:
+			return rapid.IntRange(200, 3000).Draw(t, label+"-mid")
+		default:
+			return rapid.IntRange(0, 200).Draw(t, label)
+		}
+	}
+	turns := rapid.IntRange(1, 30).Draw(t, "turns")
+	for range turns {
+		b.user(text(rapid.Uint64().Draw(t, "seed"), max(1, size("user"))))
+		rounds := rapid.IntRange(0, 3).Draw(t, "rounds")
+		for range rounds {
+			n := rapid.IntRange(1, 3).Draw(t, "calls")
+			var calls []ToolCall
+			for range n {
+				b.ids++
+				calls = append(calls, ToolCall{ID: fmt.Sprintf("c%d", b.ids), Name: "tool", Arguments: `{"q":1}`})
+			}
+			b.add(Msg{Role: Assistant, Text: text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(0, 100).Draw(t, "think")), ToolCalls: calls})
+			for _, c := range calls {
+				switch rapid.IntRange(0, 19).Draw(t, "result-kind") {
+				case 0: // the result was never stored
+				case 1: // a stray result for a call that does not exist
+					b.add(Msg{Role: Tool, ToolCallID: "nowhere", ToolName: "tool", Text: "stray"})
+				default:
+					b.add(Msg{Role: Tool, ToolCallID: c.ID, ToolName: c.Name, Text: text(rapid.Uint64().Draw(t, "seed"), size("result"))})
+				}
+			}
+		}
+		if rapid.Bool().Draw(t, "answer") {
+			b.assistant(text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(1, 300).Draw(t, "answer-len")))
+		}
+	}
+	if rapid.Bool().Draw(t, "cache-tokens") {
+		for i := range b.ms {
+			b.ms[i].Tokens = EstimateMsg(b.ms[i])
+		}
+	}
+	return b.ms
+}
+
+func genCalibration(t *rapid.T) Calibration {
+	var c Calibration
+	for range rapid.IntRange(0, 3).Draw(t, "reports") {
+		sent := rapid.IntRange(100, 200_000).Draw(t, "sent")
+		ratio := rapid.Float64Range(0.8, 1.4).Draw(t, "ratio")
+		c.Observe(sent, int(float64(sent)*ratio))
+	}
+	return c
+}
+
+func TestPlanAssembleProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ms := genChat(t)
+		before := deepCopy(ms)
+		bud := NewBudget(rapid.IntRange(4<<10, 1<<20).Draw(t, "window"),
+			rapid.IntRange(0, 400).Draw(t, "system"), rapid.IntRange(0, 400).Draw(t, "tools"))
+		cal := genCalibration(t)
+		summary := text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(0, 400).Draw(t, "summary"))
+		res := Plan(PlanInput{Msgs: ms, Budget: bud, Calibration: cal, Summary: summary})
+		out := Assemble(AssembleInput{Msgs: ms, Plan: res, Summary: summary})
+
+		assertUnchanged(t, before, ms)
+		if out[0].Role != User {
+			t.Fatalf("request starts with %s", out[0].Role)
+		}
+		assertPaired(t, out)
+
+		lastUser := 0
+		for i, m := range ms {
+			if m.Role == User {
+				lastUser = i
+			}
+		}
+		if res.Fits {
+			if got := requestEstimate(out, bud, cal); got > bud.Limit() {
+				t.Fatalf("estimate %d over limit %d (plan said %d)", got, bud.Limit(), res.Estimate)
+			}
+		} else if res.FirstKept != ms[lastUser].Seq || (res.CutChars != minCutChars && hasLongText(ms[lastUser:])) {
+			// Not fitting is allowed only once everything that may go has gone.
+			t.Fatalf("gave up early: %+v", res)
+		}
+		assertLastTurnWhole(t, ms[lastUser:], out, res.CutChars)
+	})
+}
+
+func hasLongText(ms []Msg) bool {
+	for _, m := range ms {
+		if m.Role != Assistant && len(m.Text) > minCutChars {
+			return true
+		}
+	}
+	return false
+}
+
+// assertLastTurnWhole checks every message of the turn being answered is in
+// the request, unchanged or (person's and tool texts only) shortened.
+func assertLastTurnWhole(t *rapid.T, turn, out []Msg, cut int) {
+	sent := map[string]Msg{}
+	for _, m := range out {
+		sent[fmt.Sprint(m.Seq, m.Role, m.ToolCallID)] = m
+	}
+	for k, m := range turn {
+		if m.Role == Tool && m.ToolCallID == "nowhere" {
+			continue // a stray result is left out by design
+		}
+		got, ok := sent[fmt.Sprint(m.Seq, m.Role, m.ToolCallID)]
+		if !ok {
+			t.Fatalf("last turn message seq %d (%s) missing", m.Seq, m.Role)
+		}
+		if k == 0 {
+			if i := strings.Index(got.Text, SummaryClose+"\n\n"); i >= 0 {
+				got.Text = got.Text[i+len(SummaryClose)+2:]
+			}
+		}
+		switch {
+		case got.Text == m.Text:
+		case m.Role != Assistant && cut > 0 && strings.Contains(got.Text, "[TRUNCATED "):
+		default:
+			t.Fatalf("last turn message seq %d (%s) changed", m.Seq, m.Role)
+		}
+		if m.Role == Assistant && (got.Thinking != m.Thinking || len(got.ToolCalls) != len(m.ToolCalls)) {
+			t.Fatalf("assistant message seq %d changed", m.Seq)
+		}
+	}
+}
