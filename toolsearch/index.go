@@ -3,8 +3,8 @@ package toolsearch
 import (
 	"math"
 	"regexp"
-	"strings"
 	"sort"
+	"strings"
 	"sync"
 )
 

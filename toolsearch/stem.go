@@ -1,6 +1,10 @@
 package toolsearch
 
-import "strings"
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+)
 
 // stem reduces an English word to a stem with the Porter (1980) algorithm,
 // so "calculates", "calculating" and "calculation" meet at "calcul". Tool
@@ -11,6 +15,27 @@ func stem(w string) string {
 	if len(w) <= 3 || !isLowerAlpha(w) {
 		return w
 	}
+	if s, ok := stemCache.Load(w); ok {
+		return s.(string)
+	}
+	s := porter(w)
+	if stemCacheSize.Add(1) <= stemCacheMax {
+		stemCache.Store(w, s)
+	}
+	return s
+}
+
+// stemCache memoizes stems: a registry's vocabulary is a few thousand words
+// used over and over, and stemming was most of the cost of indexing. It is
+// bounded so a stream of odd queries cannot grow it without end.
+var (
+	stemCache     sync.Map
+	stemCacheSize atomic.Int64
+)
+
+const stemCacheMax = 200_000
+
+func porter(w string) string {
 	b := []byte(w)
 	b = step1a(b)
 	b = step1b(b)
@@ -88,7 +113,7 @@ func endsCVC(b []byte) bool {
 	return c != 'w' && c != 'x' && c != 'y'
 }
 
-func hasSuffix(b []byte, s string) bool { return strings.HasSuffix(string(b), s) }
+func hasSuffix(b []byte, s string) bool { return bytes.HasSuffix(b, []byte(s)) }
 
 // replaceIf swaps suffix s for r when the remaining stem has measure > minM.
 // It reports whether s matched at all, so rule lists stop at the first match.

@@ -191,7 +191,16 @@ func seqRange(seq int64) string {
 // limit characters and marks the middle. The assistant's own messages are
 // never shortened: providers check their signatures.
 func shorten(m Msg, limit int) Msg {
-	if limit <= 0 || m.Role == Assistant || len(m.Text) <= limit {
+	if m.Role == Assistant {
+		return m
+	}
+	return cutMiddle(m, limit)
+}
+
+// cutMiddle keeps at most limit runes of m's text, head and tail, with a
+// label naming the call that returns the whole message.
+func cutMiddle(m Msg, limit int) Msg {
+	if limit <= 0 || len(m.Text) <= limit {
 		return m
 	}
 	n := utf8.RuneCountInString(m.Text)

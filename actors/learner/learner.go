@@ -161,9 +161,11 @@ func (a *learnerActor) Receive(ctx actor.Context) {
 		ctx.Respond(&StatusReply{Running: len(a.running), Queued: len(a.queue), Sweeping: a.sweeping})
 	case *actor.Started:
 		a.startTimer(ctx)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart replaces this instance: its runs and timer go with it,
+		// and the sweep finds whatever they left unread.
 		a.stop()
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
 	default:
 		a.cfg.Log.Warn().Type("type", m).Msg("learner: unknown message")
 	}
@@ -196,7 +198,20 @@ func (a *learnerActor) stop() {
 	}
 }
 
+// ready reports whether the required dependencies are set; without them the
+// learner logs and learns nothing rather than panicking on a goroutine.
+func (a *learnerActor) ready() bool {
+	if a.cfg.Store == nil || a.cfg.Catalog == nil || a.cfg.Chats == nil {
+		a.cfg.Log.Error().Msg("learner: Store, Catalog and Chats are required; learning is off")
+		return false
+	}
+	return true
+}
+
 func (a *learnerActor) handleLearn(ctx actor.Context, m *Learn) {
+	if !a.ready() {
+		return
+	}
 	if m.Shared {
 		// Other people are in the chat: what they say is not the person's.
 		a.cfg.Log.Debug().Str("chat_id", m.ChatID).Msg("learner: shared chat skipped")
@@ -257,6 +272,12 @@ func (a *learnerActor) launch(ctx actor.Context, l *Learn) {
 
 func (a *learnerActor) startSweep(ctx actor.Context, reply *actor.PID) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
+	if !a.ready() {
+		if reply != nil {
+			root.Send(reply, &Swept{Err: "learner is not configured"})
+		}
+		return
+	}
 	if a.sweeping {
 		if reply != nil {
 			root.Send(reply, &Swept{Busy: true})

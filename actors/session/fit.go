@@ -63,6 +63,12 @@ func readPointer(seq int64) string {
 // planFor plans the next request on info's window; harder halves the
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []window.Msg, string, []chat.ToolSpec) {
+	return s.planLive(info, harder, nil)
+}
+
+// planLive plans a request, applying the in-turn safety net for turn t
+// (nil: none) before the fold plan sees the messages.
+func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
 	lean := s.isLean(info)
 	system, specs := s.systemAndTools(lean)
 	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
@@ -70,6 +76,9 @@ func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []wi
 		b.Transcript /= 2
 	}
 	msgs := s.windowMsgs()
+	if t != nil {
+		msgs = s.compactLive(t, msgs, estimate{budget: b})
+	}
 	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
 	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}, msgs, system, specs
 }
@@ -97,7 +106,7 @@ func (s *session) foldNeeded(info providers.ModelInfo, harder bool) int64 {
 
 // buildRequest assembles the request of the running turn.
 func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
-	est, msgs, system, specs := s.planFor(t.info, t.harder)
+	est, msgs, system, specs := s.planLive(t.info, t.harder, t)
 	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
 	room := est.budget.Answer
 	if t.maxTokens > 0 {

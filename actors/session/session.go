@@ -84,6 +84,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.toolsNamed(ctx, m)
 	case *summarizer.Folded:
 		s.folded(ctx, m)
+	case *summarizer.Condensed:
+		s.condensed(ctx, m)
 	default:
 		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}

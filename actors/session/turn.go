@@ -10,17 +10,19 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agentd/agentd/actors/learner"
-	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 )
 
 // Bounds of one turn.
 const (
-	maxToolRounds = 40
+	maxToolRounds = 100
 	maxRetries    = 4
 	retryBase     = 500 * time.Millisecond
 	retryCap      = 20 * time.Second
+	// maxContinues bounds how often a turn cut by its answer room continues.
+	maxContinues     = 3
+	contextFullSlack = 512
 )
 
 // turn is the state of the turn being answered.
@@ -46,6 +48,16 @@ type turn struct {
 	healPending bool
 	preloaded   bool
 	waitFold    bool
+
+	// The in-turn safety net: the turn's structured state, how many of its
+	// messages it covers, and the compaction being reported.
+	lastReported int
+	state        string
+	stateCovers  int
+	condensing   bool
+	compactStart time.Time
+	compactTold  bool
+	continues    int
 
 	stored       []chat.Message
 	usage        chat.Usage
@@ -102,6 +114,10 @@ func (s *session) prepare(ctx actor.Context) {
 		s.askNamedTools(ctx)
 		return
 	}
+	if s.condenseNeeded(t) {
+		s.startCondense(ctx)
+		return
+	}
 	s.callModel(ctx, client)
 }
 
@@ -115,7 +131,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	callCtx, cancel := context.WithCancelCause(t.ctx)
 	t.callCancel = func() { cancel(context.Canceled) }
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	bus, chatID, turnID, call, idleAfter := s.deps.Bus, s.id, t.id, t.call, s.deps.ModelIdle
+	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish := s.publish
 	go func() {
 		defer cancel(nil)
@@ -135,13 +151,11 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 				publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text})
 			}
 		}
-		_ = bus
 		resp, err := client.Stream(callCtx, req, emit)
 		if err != nil && context.Cause(callCtx) == errModelIdle {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
 		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
-		_ = chatID
 	}()
 }
 
@@ -160,6 +174,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	t.retries = 0
 	u := m.resp.Usage
 	t.usage = t.usage.Add(u)
+	t.lastReported = u.InputTokens
 	s.calibrate(t.estimate, u.InputTokens)
 	s.publish(chat.EventUsage, t.id, u)
 	if t.healPending {
@@ -189,7 +204,24 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		s.runTools(ctx, reply.ToolCalls)
 		return
 	}
+	if m.resp.FinishReason == providers.FinishLength && !s.contextFull(t, u) && t.continues < maxContinues {
+		// Cut off by the answer room with room to spare: ask for the rest.
+		t.continues++
+		s.prepare(ctx)
+		return
+	}
 	s.endTurn(ctx, nil)
+}
+
+// contextFull is the context-full guard: when the input already fills the
+// window (within contextFullSlack tokens), a length stop leaves no room to
+// continue into, and asking again would spin forever.
+func (s *session) contextFull(t *turn, u chat.Usage) bool {
+	used := u.InputTokens + u.OutputTokens
+	if u.InputTokens == 0 {
+		used = t.estimate + u.OutputTokens
+	}
+	return used >= t.info.Window-contextFullSlack
 }
 
 // storeTurnMsgs makes messages of the running turn durable, then announces
@@ -218,7 +250,9 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	var pe *providers.Error
 	isPE := errors.As(m.err, &pe)
 	switch {
-	case isPE && pe.TooLong && !m.textSeen:
+	// A refusal before any word heals; so does a server that cut the
+	// prompt silently and answered (Ollama: status 200), whatever it said.
+	case isPE && pe.TooLong && (!m.textSeen || pe.Status == 200):
 		s.tooLong(ctx, pe)
 		return
 	case isPE && pe.Retryable && !m.textSeen && t.retries < maxRetries:
@@ -357,5 +391,3 @@ func (s *session) learnFrom(ctx actor.Context, folded []chat.Message) {
 		Untrusted: s.snap.Untrusted, NoAuto: s.meta.NoAutoRemember, Shared: s.meta.Shared,
 	})
 }
-
-var _ = summarizer.Fold{}

@@ -28,3 +28,23 @@ type Folded struct {
 	Requests int
 	Err      string
 }
+
+// Condense asks for the structured state of one live turn (the in-turn
+// safety net): TASK / PROGRESS / REMAINING / DATA / DECISIONS. The reply,
+// *Condensed, goes to the sender.
+type Condense struct {
+	ReqID  string
+	ChatID string
+	Model  string
+	Prior  string         // the turn's previous structured state, if any
+	Turn   []chat.Message // the turn's saved originals
+}
+
+// Condensed answers Condense.
+type Condensed struct {
+	ReqID string
+	OK    bool
+	Text  string
+	Usage chat.Usage
+	Err   string
+}

@@ -65,6 +65,8 @@ func (a *summarizerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Fold:
 		a.fold(ctx, m)
+	case *Condense:
+		a.condense(ctx, m)
 	case *foldFinished:
 		delete(a.inFlight, m.chatID)
 	case *actor.Stopping:
@@ -153,6 +155,11 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 var errNotSummary = errors.New("the reply was not a summary")
 
 func call(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, prompt string) (string, chat.Usage, error) {
+	return callWith(ctx, cfg, sem, client, model, Instructions, prompt)
+}
+
+// callWith makes one summarising request with the given instructions.
+func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, system, prompt string) (string, chat.Usage, error) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -162,7 +169,7 @@ func call(ctx context.Context, cfg Config, sem chan struct{}, client providers.C
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	resp, err := client.Stream(cctx, providers.Request{
-		Model: model, System: Instructions, MaxTokens: answerRoom,
+		Model: model, System: system, MaxTokens: answerRoom,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
 	}, func(providers.Event) {})
 	if err != nil {

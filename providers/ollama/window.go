@@ -2,7 +2,6 @@ package ollama
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/ollama/ollama/api"
 
@@ -123,6 +122,3 @@ func (c *Client) weightsOf(ctx context.Context, key string) int64 {
 	}
 	return 0
 }
-
-// String names the client in logs.
-func (c *Client) String() string { return fmt.Sprintf("ollama(%s)", c.name) }

@@ -26,6 +26,7 @@ type Daemon struct {
 	Server *httptest.Server
 	Client *api.Client
 	Tokens map[string]string
+	opts   hub.Options
 	closed bool
 }
 
@@ -40,8 +41,9 @@ func Config(dir, baseURL string, window int) configs.Config {
 	return cfg
 }
 
-// Start runs a daemon with cfg until the test ends (or Close).
-func Start(t testing.TB, cfg configs.Config, tokens map[string]string) *Daemon {
+// Start runs a daemon with cfg until the test ends (or Close); opts, when
+// given, pass hub options (e.g. tools of the test's own).
+func Start(t testing.TB, cfg configs.Config, tokens map[string]string, opts ...hub.Options) *Daemon {
 	t.Helper()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -50,12 +52,16 @@ func Start(t testing.TB, cfg configs.Config, tokens map[string]string) *Daemon {
 	if testing.Verbose() {
 		log = log.Level(zerolog.InfoLevel)
 	}
-	h, err := hub.New(context.Background(), cfg, log, hub.Options{})
+	var o hub.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	h, err := hub.New(context.Background(), cfg, log, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(httpapi.New(h, cfg, tokens, log))
-	d := &Daemon{T: t, Cfg: cfg, Hub: h, Server: srv, Client: &api.Client{BaseURL: srv.URL}, Tokens: tokens}
+	d := &Daemon{T: t, Cfg: cfg, Hub: h, Server: srv, Client: &api.Client{BaseURL: srv.URL}, Tokens: tokens, opts: o}
 	t.Cleanup(d.Close)
 	return d
 }
@@ -78,5 +84,5 @@ func (d *Daemon) Close() {
 // Restart closes the daemon and starts a new one on the same data folder.
 func (d *Daemon) Restart() *Daemon {
 	d.Close()
-	return Start(d.T, d.Cfg, d.Tokens)
+	return Start(d.T, d.Cfg, d.Tokens, d.opts)
 }

@@ -1,0 +1,112 @@
+package session
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/window"
+)
+
+// minNewForCondense: the turn's state is rewritten only once this many
+// messages have come since it was last written, so a long turn pays one
+// summary call per stretch of work, not one per call.
+const minNewForCondense = 4
+
+// turnStart returns the index of the running turn's first message in ms.
+func turnStart(ms []window.Msg, userSeq int64) int {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Seq == userSeq && ms[i].Role == window.User {
+			return i
+		}
+	}
+	return len(ms)
+}
+
+// pressure reports whether the live request passes the in-turn trigger.
+func (s *session) pressure(t *turn, ms []window.Msg, est estimate) bool {
+	input := est.budget.Window - est.budget.Answer
+	return window.NeedsCompaction(ms, est.budget.System+est.budget.Tools, t.lastReported, input)
+}
+
+// turnMsgs returns the stored messages of the running turn.
+func (s *session) turnMsgs(t *turn) []chat.Message {
+	for i, m := range s.msgs {
+		if m.Seq == t.userSeq {
+			return s.msgs[i:]
+		}
+	}
+	return nil
+}
+
+// condenseNeeded: the turn is a monster (it has tool results and passes the
+// trigger) and enough happened since its state was last written.
+func (s *session) condenseNeeded(t *turn) bool {
+	if s.deps.Summarizer == nil || t.condensing {
+		return false
+	}
+	live := s.turnMsgs(t)
+	results := 0
+	for _, m := range live {
+		if m.Role == chat.RoleTool {
+			results++
+		}
+	}
+	if results < 2 || len(live)-t.stateCovers < minNewForCondense {
+		return false
+	}
+	est, ms, _, _ := s.planFor(t.info, t.harder)
+	return s.pressure(t, ms, est)
+}
+
+func (s *session) startCondense(ctx actor.Context) {
+	t := s.turn
+	live := s.turnMsgs(t)
+	t.condensing, t.compactStart, t.compactTold = true, time.Now(), false
+	s.publish(chat.EventCompactionStarted, t.id, map[string]int{"targets": len(live)})
+	ctx.Request(s.deps.Summarizer, &summarizer.Condense{ReqID: t.id, ChatID: s.id, Model: s.snap.Model, Prior: t.state, Turn: append([]chat.Message(nil), live...)})
+	t.stateCovers = len(live)
+}
+
+func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
+	t := s.turn
+	if t == nil || t.id != m.ReqID || !t.condensing {
+		return
+	}
+	t.condensing = false
+	t.summaryUsage = t.summaryUsage.Add(m.Usage)
+	if m.OK {
+		t.state = m.Text
+	} else {
+		s.log.Warn().Str("error", m.Err).Msg("in-turn summary failed; compacting by truncation alone")
+	}
+	s.prepare(ctx)
+}
+
+// compactLive applies the in-turn safety net to the messages of a request
+// being built: truncation to the target, and the turn's state with the
+// continuation note at the front of its task. It reports the compaction
+// once per condense.
+func (s *session) compactLive(t *turn, ms []window.Msg, est estimate) []window.Msg {
+	if t == nil || (!s.pressure(t, ms, est) && t.state == "") {
+		return ms
+	}
+	start := turnStart(ms, t.userSeq)
+	if start >= len(ms) {
+		return ms
+	}
+	fixed := est.budget.System + est.budget.Tools
+	out, rep := window.CompactTurn(ms, start, fixed, est.budget.Window-est.budget.Answer)
+	if t.state != "" {
+		out[start].Text += "\n\n<task-state>\n" + t.state + "\n</task-state>\n" + summarizer.ContinuationNote
+		out[start].Tokens = 0
+	}
+	if !t.compactTold && !t.compactStart.IsZero() {
+		t.compactTold = true
+		s.publish(chat.EventCompactionApplied, t.id, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,
+			TokensSaved: rep.Before - rep.After, DurationMS: time.Since(t.compactStart).Milliseconds()})
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package toolindex
+
+import (
+	"encoding/json"
+
+	"github.com/agentd/agentd/toolsearch"
+)
+
+// Tool is one tool as the daemon knows it: Parameters is its JSON Schema
+// (an object schema; its properties' names and descriptions are indexed).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// Register adds tools, replacing any of the same name. Send many in one
+// message: the index is rebuilt once per batch. A tool registered is seen by
+// every request the actor receives after it. If the sender is known
+// (Request, RequestFuture) the actor answers *Registered.
+type Register struct {
+	ReqID string
+	Tools []Tool
+}
+
+// Registered answers Register. Invalid names tools that were still indexed
+// by name and description only because their schema did not parse, or that
+// were skipped for having no name.
+type Registered struct {
+	ReqID   string
+	Count   int // tools accepted from this Register
+	Total   int // tools the index holds now
+	Invalid []string
+}
+
+// Unregister removes tools by name; unknown names are ignored. If the
+// sender is known the actor answers *Unregistered.
+type Unregister struct {
+	ReqID string
+	Names []string
+}
+
+// Unregistered answers Unregister.
+type Unregistered struct {
+	ReqID string
+	Total int
+}
+
+// Search asks for the K tools that best fit Query, in words.
+type Search struct {
+	ReqID string
+	Query string
+	K     int
+}
+
+// SearchResult answers Search, best first.
+type SearchResult struct {
+	ReqID string
+	Hits  []toolsearch.Hit
+}
+
+// NamedIn asks which tools a person's Message names by a word of their own
+// name (or an address, for the web tools), up to Max.
+type NamedIn struct {
+	ReqID   string
+	Message string
+	Max     int
+}
+
+// NamedInResult answers NamedIn.
+type NamedInResult struct {
+	ReqID string
+	Names []string
+}
+
+// Get asks for registered tools by name, to hand their schemas to a model.
+type Get struct {
+	ReqID string
+	Names []string
+}
+
+// GetResult answers Get in the order asked; unknown names are left out.
+type GetResult struct {
+	ReqID string
+	Tools []Tool
+}

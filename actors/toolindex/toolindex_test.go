@@ -1,0 +1,163 @@
+package toolindex
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/toolsearch"
+)
+
+const wait = 5 * time.Second
+
+func spawn(t *testing.T) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	pid := sys.Root.Spawn(Props())
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	return sys, pid
+}
+
+func ask[T any](t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) T {
+	t.Helper()
+	res, err := sys.Root.RequestFuture(pid, msg, wait).Result()
+	if err != nil {
+		t.Fatalf("request %T: %v", msg, err)
+	}
+	r, ok := res.(T)
+	if !ok {
+		t.Fatalf("request %T: got %T", msg, res)
+	}
+	return r
+}
+
+var daemonTools = []Tool{
+	{Name: "remember", Description: "Save a fact the person asked to keep.", Parameters: json.RawMessage(`{"type":"object","properties":{"fact":{"type":"string","description":"the fact"}}}`)},
+	{Name: "web_fetch", Description: "Download a page.", Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","description":"address of the page"}}}`)},
+	{Name: "tide_table", Description: "Tides for a place.", Parameters: json.RawMessage(`{"type":"object","properties":{"port":{"type":"object","description":"where","properties":{"harbour_code":{"type":"string","description":"UN/LOCODE of the harbour"}}}}}`)},
+}
+
+func TestRegisterSearchNamedIn(t *testing.T) {
+	sys, pid := spawn(t)
+	reg := ask[*Registered](t, sys, pid, &Register{ReqID: "r1", Tools: daemonTools})
+	if reg.ReqID != "r1" || reg.Count != 3 || reg.Total != 3 || len(reg.Invalid) != 0 {
+		t.Fatalf("Registered = %+v", reg)
+	}
+	// "harbour" only appears in a nested parameter's description: the
+	// schema's nested properties must be indexed.
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "s1", Query: "harbour", K: 5})
+	if sr.ReqID != "s1" || len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
+		t.Errorf("SearchResult = %+v, want tide_table first", sr)
+	}
+	nr := ask[*NamedInResult](t, sys, pid, &NamedIn{ReqID: "n1", Message: "Please remember that my favourite tea is oolong", Max: 3})
+	if nr.ReqID != "n1" || !slices.Contains(nr.Names, "remember") {
+		t.Errorf("NamedInResult = %+v, want remember", nr)
+	}
+	nr = ask[*NamedInResult](t, sys, pid, &NamedIn{ReqID: "n2", Message: "What does the front page of example.com say?", Max: 3})
+	if !slices.Contains(nr.Names, "web_fetch") {
+		t.Errorf("address: NamedInResult = %+v, want web_fetch", nr)
+	}
+}
+
+// Register sent without a sender (as the hub does) is still seen by the
+// next search; the actor does not answer it.
+func TestRegisterBySendThenSearch(t *testing.T) {
+	sys, pid := spawn(t)
+	sys.Root.Send(pid, &Register{Tools: daemonTools[:1]})
+	sys.Root.Send(pid, &Register{Tools: daemonTools[1:]})
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "s", Query: "download page", K: 1})
+	if len(sr.Hits) != 1 || sr.Hits[0].Name != "web_fetch" {
+		t.Errorf("hits = %v, want web_fetch", sr.Hits)
+	}
+}
+
+func TestUnregisterAndGet(t *testing.T) {
+	sys, pid := spawn(t)
+	ask[*Registered](t, sys, pid, &Register{ReqID: "r", Tools: daemonTools})
+	un := ask[*Unregistered](t, sys, pid, &Unregister{ReqID: "u", Names: []string{"tide_table", "nope"}})
+	if un.ReqID != "u" || un.Total != 2 {
+		t.Errorf("Unregistered = %+v, want total 2", un)
+	}
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "s", Query: "harbour tides", K: 5})
+	for _, h := range sr.Hits {
+		if h.Name == "tide_table" {
+			t.Errorf("unregistered tool still found: %v", sr.Hits)
+		}
+	}
+	g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"web_fetch", "tide_table", "remember"}})
+	if g.ReqID != "g" || len(g.Tools) != 2 || g.Tools[0].Name != "web_fetch" || g.Tools[1].Name != "remember" {
+		t.Errorf("GetResult = %+v, want web_fetch then remember", g)
+	}
+	if !json.Valid(g.Tools[0].Parameters) {
+		t.Errorf("schema not kept: %s", g.Tools[0].Parameters)
+	}
+}
+
+func TestRegisterBadSchema(t *testing.T) {
+	sys, pid := spawn(t)
+	reg := ask[*Registered](t, sys, pid, &Register{ReqID: "r", Tools: []Tool{
+		{Name: "broken_tool", Description: "Polishes lanterns.", Parameters: json.RawMessage(`{"properties": [`)},
+		{Name: "", Description: "nameless"},
+	}})
+	if reg.Count != 1 || len(reg.Invalid) != 2 || reg.Invalid[0] != "broken_tool" {
+		t.Errorf("Registered = %+v, want 1 accepted and 2 invalid", reg)
+	}
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "s", Query: "polish lantern", K: 3})
+	if len(sr.Hits) == 0 || sr.Hits[0].Name != "broken_tool" {
+		t.Errorf("tool with a bad schema should still be found by description: %v", sr.Hits)
+	}
+}
+
+// A large registry registered in batches answers searches correctly.
+func TestLargeRegistry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 50,000-tool index")
+	}
+	sys, pid := spawn(t)
+	const n, batch = 50000, 5000
+	for start := 0; start < n; start += batch {
+		ts := make([]Tool, batch)
+		for i := range ts {
+			id := start + i
+			ts[i] = Tool{Name: fmt.Sprintf("tool_%d", id), Description: fmt.Sprintf("Generic helper number %d.", id)}
+		}
+		sys.Root.Send(pid, &Register{Tools: ts})
+	}
+	ask[*Registered](t, sys, pid, &Register{ReqID: "last", Tools: []Tool{{Name: "lighthouse_status", Description: "Whether a lighthouse is lit."}}})
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "s", Query: "is the lighthouse lit", K: 5})
+	if len(sr.Hits) == 0 || sr.Hits[0].Name != "lighthouse_status" {
+		t.Errorf("hits = %v", sr.Hits)
+	}
+}
+
+func TestParams(t *testing.T) {
+	cases := map[string]struct {
+		schema string
+		want   []toolsearch.Param
+	}{
+		"empty":  {"", nil},
+		"null":   {"null", nil},
+		"flat":   {`{"properties":{"b":{"description":"B"},"a":{"description":"A"}}}`, []toolsearch.Param{{Name: "a", Description: "A"}, {Name: "b", Description: "B"}}},
+		"nested": {`{"properties":{"o":{"properties":{"x":{"description":"X"}}}}}`, []toolsearch.Param{{Name: "o"}, {Name: "x", Description: "X"}}},
+		"items": {`{"properties":{"l":{"type":"array","items":{"description":"an entry","properties":{"k":{}}}}}}`,
+			[]toolsearch.Param{{Name: "l"}, {Description: "an entry"}, {Name: "k"}}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := params(json.RawMessage(c.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("params = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	if _, err := params(json.RawMessage(`{`)); err == nil {
+		t.Error("bad JSON: want an error")
+	}
+}

@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/tools"
+)
+
+// tenant is the one tenant the bench drives.
+const tenant = "default"
+
+// daemon is a real agentd (hub, actors, Badger) in this process, its
+// providers reached through a transport that times every model call.
+type daemon struct {
+	hub   *hub.Hub
+	model *modelClock
+}
+
+type daemonOptions struct {
+	dir       string
+	cfg       *configs.Config // nil: one fake provider at fakeURL
+	fakeURL   string
+	window    int
+	inMemory  bool
+	idleAfter time.Duration
+	// results answer bench_lookup by report id (nil: the tool is not registered).
+	results map[string]string
+	// maxConns caps connections to the provider (0: unlimited).
+	maxConns int
+}
+
+// fakeConfig is agentd's configuration for one OpenAI-style fake provider
+// "fake" serving model "m" with the given window.
+func fakeConfig(dir, url string, window int) configs.Config {
+	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
+		Name: "fake", Kind: "openai", Company: "vllm", BaseURL: url,
+		Models: []configs.Model{{ID: "m", Window: window}},
+	}}}
+	cfg.ApplyDefaults()
+	return cfg
+}
+
+func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
+	var cfg configs.Config
+	if o.cfg != nil {
+		cfg = *o.cfg
+		cfg.DataDir = o.dir
+	} else {
+		cfg = fakeConfig(o.dir, o.fakeURL, o.window)
+	}
+	cfg.Limits.ChatsPerTenant = 1 << 20
+	cfg.Limits.TurnsPerChat = 8
+	if o.idleAfter > 0 {
+		cfg.IdleAfter.Duration = o.idleAfter
+	} else {
+		cfg.IdleAfter.Duration = time.Hour
+	}
+	clock := &modelClock{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.MaxConnsPerHost = o.maxConns
+	opts := hub.Options{InMemory: o.inMemory, HTTPClient: &http.Client{Transport: &timedTransport{base: tr, clock: clock}}}
+	if o.results != nil {
+		results := o.results
+		opts.Tools = func(r *tools.Registry) error {
+			return tools.Register(r, ToolName, "Look up a report by id and return its full text.",
+				func(_ context.Context, a lookupArgs) (tools.Result, error) {
+					text, ok := results[a.Report]
+					if !ok {
+						return tools.Result{IsError: true, Text: "no report " + a.Report}, nil
+					}
+					return tools.Result{Text: text}, nil
+				})
+		}
+	}
+	h, err := hub.New(ctx, cfg, zerolog.Nop(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("start agentd: %w", err)
+	}
+	return &daemon{hub: h, model: clock}, nil
+}
+
+type lookupArgs struct {
+	Report string `json:"report" jsonschema:"description=the report id, like r-12"`
+}
+
+func (d *daemon) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return d.hub.Close(ctx)
+}
+
+func (d *daemon) newChat(ctx context.Context, model string) (string, error) {
+	c, err := d.hub.CreateChat(ctx, tenant, persistence.Chat{Model: model})
+	if err != nil {
+		return "", fmt.Errorf("create chat: %w", err)
+	}
+	return c.ID, nil
+}
+
+// turnOutcome is one finished turn as the bench sees it.
+type turnOutcome struct {
+	result chat.TurnResult
+	wall   time.Duration
+}
+
+// chatDriver sends a chat's turns one after another over one long-lived
+// subscription, so events between turns (a background fold) are counted.
+type chatDriver struct {
+	d      *daemon
+	chatID string
+	sub    *eventbus.Sub
+	done   chan chat.TurnResult
+	folds  atomic.Int64
+	heals  atomic.Int64
+	wg     sync.WaitGroup
+}
+
+func (d *daemon) drive(chatID string) *chatDriver {
+	c := &chatDriver{d: d, chatID: chatID, sub: d.hub.Bus().Subscribe(chatID, 1<<14), done: make(chan chat.TurnResult, 4)}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for ev := range c.sub.C {
+			switch ev.Type {
+			case chat.EventCompacted:
+				c.folds.Add(1)
+			case chat.EventHealed:
+				c.heals.Add(1)
+			case chat.EventTurnCompleted:
+				if res, ok := ev.Data.(chat.TurnResult); ok {
+					c.done <- res
+				}
+			}
+		}
+	}()
+	return c
+}
+
+func (c *chatDriver) close() {
+	c.sub.Close()
+	c.wg.Wait()
+}
+
+// send submits one person's message and waits for its turn to complete.
+func (c *chatDriver) send(ctx context.Context, text string) (turnOutcome, error) {
+	start := time.Now()
+	acc, err := c.d.hub.Submit(ctx, tenant, c.chatID, chat.Message{Role: chat.RoleUser, Content: text})
+	if err != nil {
+		return turnOutcome{}, fmt.Errorf("submit: %w", err)
+	}
+	for {
+		select {
+		case res := <-c.done:
+			if res.TurnID != acc.TurnID {
+				continue
+			}
+			return turnOutcome{result: res, wall: time.Since(start)}, nil
+		case <-ctx.Done():
+			return turnOutcome{}, fmt.Errorf("turn %s: %w", acc.TurnID, ctx.Err())
+		}
+	}
+}
+
+// sendOnce submits a message on a short-lived subscription (many chats at
+// once) and waits for its turn.
+func (d *daemon) sendOnce(ctx context.Context, chatID, text string) (chat.TurnResult, error) {
+	sub := d.hub.Bus().Subscribe(chatID, 1024)
+	defer sub.Close()
+	acc, err := d.hub.Submit(ctx, tenant, chatID, chat.Message{Role: chat.RoleUser, Content: text})
+	if err != nil {
+		return chat.TurnResult{}, fmt.Errorf("submit: %w", err)
+	}
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				return chat.TurnResult{}, fmt.Errorf("chat %s: subscription closed", chatID)
+			}
+			if ev.TurnID == acc.TurnID && ev.Type == chat.EventTurnCompleted {
+				res, _ := ev.Data.(chat.TurnResult)
+				return res, nil
+			}
+		case <-ctx.Done():
+			return chat.TurnResult{}, ctx.Err()
+		}
+	}
+}
+
+// callTool runs a registered tool the way the session does, as chatID.
+func (d *daemon) callTool(ctx context.Context, chatID, name string, args any) (string, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	ctx = tools.WithCallInfo(ctx, tools.CallInfo{Tenant: tenant, ChatID: chatID})
+	res, err := d.hub.Tools().Call(ctx, chat.ToolCall{ID: "bench", Name: name, Arguments: string(raw)}, tools.Limits{Timeout: time.Minute})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	if res.IsError {
+		return "", fmt.Errorf("%s: %s", name, res.Text)
+	}
+	return res.Text, nil
+}
+
+// modelClock sums the time spent inside model calls: from sending the
+// request to reading the last byte of the answer.
+type modelClock struct{ nanos atomic.Int64 }
+
+func (m *modelClock) total() time.Duration { return time.Duration(m.nanos.Load()) }
+
+type timedTransport struct {
+	base  http.RoundTripper
+	clock *modelClock
+}
+
+func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		t.clock.nanos.Add(int64(time.Since(start)))
+		return resp, err
+	}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, clock: t.clock}
+	return resp, nil
+}
+
+type timedBody struct {
+	io.ReadCloser
+	start time.Time
+	clock *modelClock
+	once  sync.Once
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.stop()
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error {
+	b.stop()
+	return b.ReadCloser.Close()
+}
+
+func (b *timedBody) stop() {
+	b.once.Do(func() { b.clock.nanos.Add(int64(time.Since(b.start))) })
+}

@@ -1,0 +1,6 @@
+// Package e2e drives the real agentd binary as a subprocess, against the
+// protocol fakes running in the test process: crash safety under SIGKILL,
+// graceful shutdown on SIGTERM, and (with AGENTD_LOAD=1) a long load run.
+// It has no code of its own beyond this comment; the tests build the
+// binary once per `go test` run. Figures go to RESULTS.md beside this file.
+package e2e

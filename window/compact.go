@@ -1,0 +1,164 @@
+package window
+
+import (
+	"slices"
+	"unicode/utf8"
+)
+
+// The in-turn safety net (the lifecycle seed): one monster turn — many or
+// huge tool results — can outgrow the window by itself. Before each model
+// call the live turn is measured conservatively; past CompactTrigger of the
+// input budget it is compacted to CompactTarget. Only the request changes;
+// the stored messages keep everything.
+const (
+	CompactTrigger = 0.75
+	CompactTarget  = 0.50
+	// conservativeCharsPerToken is deliberately low: it overcounts every
+	// kind of text, so the trigger fires early rather than late.
+	conservativeCharsPerToken = 1.5
+	// compactKeepChars is the least a truncated message keeps.
+	compactKeepChars = 200
+	// protectedPerRole: the last this many messages of each role stay whole.
+	protectedPerRole = 3
+)
+
+// ConservativeTokens counts a request at 1.5 characters a token (pictures
+// at PictureTokens), the upper bound the trigger uses.
+func ConservativeTokens(ms []Msg) int {
+	n := 0
+	for i := range ms {
+		n += conservative(&ms[i])
+	}
+	return n
+}
+
+func conservative(m *Msg) int {
+	chars := utf8.RuneCountInString(m.Text) + utf8.RuneCountInString(m.Thinking)
+	for _, c := range m.ToolCalls {
+		chars += len(c.Name) + utf8.RuneCountInString(c.Arguments)
+	}
+	return int(float64(chars)/conservativeCharsPerToken) + msgOverhead + m.Images*PictureTokens
+}
+
+// NeedsCompaction reports whether a request of fixed tokens (system prompt
+// and tools) plus ms passes the trigger: the larger of the conservative
+// count and the input tokens the provider reported for the previous call of
+// this turn, against the input budget (the window less the answer room).
+func NeedsCompaction(ms []Msg, fixed, lastReported, inputBudget int) bool {
+	effective := max(fixed+ConservativeTokens(ms), lastReported)
+	return float64(effective) > CompactTrigger*float64(inputBudget)
+}
+
+// CompactReport says what a compaction did.
+type CompactReport struct {
+	Targets        int // messages truncated
+	ImagesStripped int
+	Before, After  int // conservative tokens of the request
+}
+
+// CompactTurn shrinks the live turn ms[turnStart:] so the request (fixed
+// tokens plus ms) counts at most CompactTarget of inputBudget, if it can:
+// pictures leave tool results; then texts are cut proportionally, head and
+// tail kept with a [TRUNCATED …] label — tool results largest first, then
+// older assistant messages, then older person's messages. The turn's first
+// message (the task), the last three of each role and error results are
+// never touched. ms is not modified.
+func CompactTurn(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
+	out := slices.Clone(ms)
+	rep := CompactReport{Before: fixed + ConservativeTokens(ms)}
+	for i := turnStart; i < len(out); i++ {
+		if out[i].Role == Tool && out[i].Images > 0 {
+			rep.ImagesStripped += out[i].Images
+			out[i].Images, out[i].Tokens = 0, 0
+		}
+	}
+	target := int(CompactTarget * float64(inputBudget))
+	protected := protect(out, turnStart)
+	cut := make([]bool, len(out))
+	for _, group := range targetGroups(out, turnStart, protected) {
+		// Labels add a little to each cut, so a group may take a few passes.
+		for pass := 0; pass < 4; pass++ {
+			excess := fixed + ConservativeTokens(out) - target
+			if excess <= 0 || cutProportionally(out, group, int(float64(excess)*conservativeCharsPerToken), cut) == 0 {
+				break
+			}
+		}
+	}
+	for _, c := range cut {
+		if c {
+			rep.Targets++
+		}
+	}
+	rep.After = fixed + ConservativeTokens(out)
+	return out, rep
+}
+
+// protect marks the messages compaction never touches.
+func protect(ms []Msg, turnStart int) []bool {
+	p := make([]bool, len(ms))
+	if turnStart < len(ms) {
+		p[turnStart] = true
+	}
+	seen := map[Role]int{}
+	for i := len(ms) - 1; i >= turnStart; i-- {
+		r := ms[i].Role
+		if seen[r] < protectedPerRole {
+			p[i] = true
+		}
+		seen[r]++
+		if r == Tool && ms[i].IsError {
+			p[i] = true
+		}
+	}
+	return p
+}
+
+// targetGroups lists the unprotected messages in the order they are cut:
+// tool results (largest first), then assistant messages, then person's
+// messages (oldest first).
+func targetGroups(ms []Msg, turnStart int, protected []bool) [][]int {
+	var tools, assistants, users []int
+	for i := turnStart; i < len(ms); i++ {
+		if protected[i] || utf8.RuneCountInString(ms[i].Text) <= compactKeepChars {
+			continue
+		}
+		switch ms[i].Role {
+		case Tool:
+			tools = append(tools, i)
+		case Assistant:
+			assistants = append(assistants, i)
+		case User:
+			users = append(users, i)
+		}
+	}
+	slices.SortStableFunc(tools, func(a, b int) int { return len(ms[b].Text) - len(ms[a].Text) })
+	return [][]int{tools, assistants, users}
+}
+
+// cutProportionally removes about need characters from the group, each
+// message losing the same share, none below compactKeepChars. It returns
+// how many messages it cut.
+func cutProportionally(ms []Msg, group []int, need int, cut []bool) int {
+	total := 0
+	for _, i := range group {
+		total += max(0, utf8.RuneCountInString(ms[i].Text)-compactKeepChars-labelChars)
+	}
+	if total <= 0 {
+		return 0
+	}
+	keepShare := max(0, 1-float64(need)/float64(total))
+	n := 0
+	for _, i := range group {
+		runes := utf8.RuneCountInString(ms[i].Text)
+		limit := compactKeepChars + int(keepShare*float64(runes-compactKeepChars-labelChars))
+		if limit+labelChars < runes {
+			ms[i] = cutMiddle(ms[i], limit)
+			cut[i] = true
+			n++
+		}
+	}
+	return n
+}
+
+// labelChars is about what a [TRUNCATED …] label adds.
+const labelChars = 100
