@@ -120,10 +120,8 @@ func planted(rp *Replay, turns int) []Plant {
 }
 
 func carried(rp *Replay, turns int, last *testkit.Received) Fidelity {
-	var f Fidelity
-	var text string
+	var b strings.Builder
 	if last != nil {
-		var b strings.Builder
 		b.WriteString(last.System + "\n")
 		for _, m := range last.Messages {
 			b.WriteString(m.Content + "\n")
@@ -131,8 +129,14 @@ func carried(rp *Replay, turns int, last *testkit.Received) Fidelity {
 				b.WriteString(c.Arguments + "\n")
 			}
 		}
-		text = b.String()
 	}
+	return carriedIn(rp, turns, b.String())
+}
+
+// carriedIn counts the plants of the first turns found verbatim in text
+// (instructions case-insensitively).
+func carriedIn(rp *Replay, turns int, text string) Fidelity {
+	var f Fidelity
 	lower := strings.ToLower(text)
 	for _, p := range planted(rp, turns) {
 		if p.Kind == "instruction" {

@@ -21,3 +21,18 @@ func TestAgentdReplayStaysUnderEveryWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestPeerReplayRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs node")
+	}
+	rp := NewReplay(7, 120, "You are a helpful assistant.")
+	for _, side := range []string{PeerSummarization, PeerTrim} {
+		res, err := ReplayPeer(context.Background(), "peer", side, rp, 8000, len(rp.Turns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Sawtooth = res.Sawtooth[:10]
+		t.Logf("%s: %+v", side, *res)
+	}
+}

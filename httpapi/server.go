@@ -63,6 +63,11 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
 	api("GET /v1/models", s.models)
+	api("GET /v1/memories", s.listMemories)
+	api("GET /v1/memory-runs", s.listRuns)
+	api("POST /v1/memories/{id}/approve", s.approveMemory)
+	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
+	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload))
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +98,15 @@ func (s *Server) tenantOf(r *http.Request) string {
 }
 
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return s.authedRaw(func(w http.ResponseWriter, r *http.Request, tenant string) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
+		h(w, r, tenant)
+	})
+}
+
+// authedRaw authenticates and rate-limits without bounding the body (the
+// upload route bounds it itself).
+func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := s.tenantOf(r)
 		if tenant == "" {
@@ -105,7 +119,6 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string)) http
 			writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("more than %g requests a second for this tenant; retry in %s", s.cfg.Limits.RequestsPerSecond, wait.Round(time.Millisecond)))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 		h(w, r, tenant)
 	})
 }

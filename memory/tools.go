@@ -66,12 +66,15 @@ func (s *Store) rememberTool(ctx context.Context, p RememberParams) (tools.Resul
 		return tools.Result{IsError: true, Text: "text is empty: write the thing to remember as one short sentence."}, nil
 	}
 	_, mems, err := s.Add(ctx, AddInput{Tenant: ci.Tenant, ChatID: ci.ChatID, Source: SourceTool,
-		FromSeq: ci.Seq, ToSeq: ci.Seq, Texts: []string{text}})
+		FromSeq: ci.Seq, ToSeq: ci.Seq, Texts: []string{text}, Wait: ci.WaitForOK})
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("remember: %w", err)
 	}
 	if len(mems) == 0 {
 		return tools.Result{Text: "Already remembered; nothing new was stored."}, nil
+	}
+	if ci.WaitForOK {
+		return tools.Result{Text: fmt.Sprintf("Noted (id %s); it is kept once the person approves it: %s", mems[0].ID, mems[0].Text)}, nil
 	}
 	return tools.Result{Text: fmt.Sprintf("Remembered (id %s): %s", mems[0].ID, mems[0].Text)}, nil
 }

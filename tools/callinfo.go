@@ -9,6 +9,9 @@ type CallInfo struct {
 	Tenant string
 	ChatID string
 	Seq    int64
+	// WaitForOK: the chat read untrusted text, or remembering automatically
+	// is off, so anything a tool would remember waits for the person's OK.
+	WaitForOK bool
 }
 
 type callInfoKey struct{}

@@ -18,12 +18,15 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/modelcatalog"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/prompts"
@@ -55,10 +58,13 @@ type Hub struct {
 	tools   *tools.Registry
 	bus     *eventbus.Bus
 	metrics *Metrics
+	memory  *memory.Store
+	files   *attachments.Store
 
 	system    *actor.ActorSystem
 	registry  *actor.PID
 	summarize *actor.PID
+	learner   *actor.PID
 	toolIndex *actor.PID
 	closeMCP  func() error
 }
@@ -105,6 +111,16 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := recall.Register(h.tools, h.store); err != nil {
 		return fmt.Errorf("recall tools: %w", err)
 	}
+	h.memory = memory.New(h.store, memory.Options{Mask: summarizer.Mask})
+	if err := memory.RegisterTools(h.tools, h.memory); err != nil {
+		return fmt.Errorf("memory tools: %w", err)
+	}
+	if h.files, err = attachments.NewStore(h.cfg.DataDir+"/attachments", h.cfg.Attachments.MaxBytes); err != nil {
+		return err
+	}
+	if err := attachments.RegisterTools(h.tools, h.files); err != nil {
+		return fmt.Errorf("attachment tools: %w", err)
+	}
 	if opts.Tools != nil {
 		if err := opts.Tools(h.tools); err != nil {
 			return fmt.Errorf("application tools: %w", err)
@@ -133,13 +149,15 @@ func (h *Hub) startActors() {
 	}))
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log.With().Str("component", "summarizer").Logger()}))
-	h.toolIndex = root.Spawn(toolindex.Props())
+	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
+		Log: h.log.With().Str("component", "learner").Logger(), SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log.With().Str("component", "toolindex").Logger())))
 	root.Send(h.toolIndex, &toolindex.Register{Tools: indexTools(h.tools.List())})
-	builder := &prompts.Builder{}
+	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
 		Log:        h.log,
-		Summarizer: h.summarize, ToolIndex: h.toolIndex,
+		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
@@ -173,7 +191,7 @@ func (h *Hub) Refresh(ctx context.Context) {
 // Close stops the actors (each waits for its children), then closes the store.
 func (h *Hub) Close(ctx context.Context) error {
 	root := h.system.Root
-	for _, pid := range []*actor.PID{h.registry, h.summarize, h.toolIndex} {
+	for _, pid := range []*actor.PID{h.registry, h.summarize, h.learner, h.toolIndex} {
 		if pid == nil {
 			continue
 		}
@@ -364,4 +382,3 @@ func (h *Hub) Metrics() *Metrics { return h.metrics }
 
 // ProviderErrors says which providers did not answer their model list.
 func (h *Hub) ProviderErrors() map[string]error { return h.catalog.ProviderErrors() }
-

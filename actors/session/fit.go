@@ -46,6 +46,10 @@ func (s *session) windowMsgs() []window.Msg {
 		if m.Role == chat.RoleTool && len(text) > s.deps.ToolResultBytes {
 			text = tools.HeadTail(text, s.deps.ToolResultBytes, readPointer(m.Seq))
 		}
+		// An attachment reaches the model as its note, never its content.
+		for _, a := range m.Attachments {
+			text += "\n\n" + a.Note
+		}
 		wm := window.Msg{Seq: m.Seq, Role: window.Role(m.Role), Text: text, Thinking: m.Thinking,
 			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Bytes: len(m.Content) + len(m.Thinking)}
 		for _, c := range m.ToolCalls {
@@ -70,7 +74,7 @@ func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []wi
 // (nil: none) before the fold plan sees the messages.
 func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
 	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean)
+	system, specs := s.systemAndTools(lean, info.Vision)
 	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
 	if harder {
 		b.Transcript /= 2

@@ -41,19 +41,33 @@ func (s *session) isLean(info providers.ModelInfo) bool {
 	if info.Window <= leanWindow {
 		return true
 	}
-	all := toolTokens(s.deps.Tools.Specs())
+	all := toolTokens(s.allSpecs(info.Vision))
 	full := window.EstimateText(s.deps.Prompts.System(s.meta.Tenant, false)) + all
 	return float64(full) > leanShare*float64(info.Window) || float64(all) > toolListShare*float64(info.Window)
 }
 
+// visionTools are offered only to a model that takes pictures.
+var visionTools = map[string]bool{"image_view": true}
+
+// allSpecs returns every tool a model may be offered.
+func (s *session) allSpecs(vision bool) []chat.ToolSpec {
+	specs := s.deps.Tools.Specs()
+	if !vision {
+		specs = slices.DeleteFunc(specs, func(sp chat.ToolSpec) bool { return visionTools[sp.Name] })
+	}
+	return specs
+}
+
 // systemAndTools returns the system prompt and tools a request carries.
-func (s *session) systemAndTools(lean bool) (string, []chat.ToolSpec) {
+func (s *session) systemAndTools(lean, vision bool) (string, []chat.ToolSpec) {
 	if !lean {
-		return s.deps.Prompts.System(s.meta.Tenant, false), s.deps.Tools.Specs()
+		return s.deps.Prompts.System(s.meta.Tenant, false), s.allSpecs(vision)
 	}
 	specs := []chat.ToolSpec{findToolsSpec}
-	if len(s.snap.LoadedTools) > 0 {
-		specs = append(specs, s.deps.Tools.Specs(s.snap.LoadedTools...)...)
+	for _, sp := range s.deps.Tools.Specs(s.snap.LoadedTools...) {
+		if vision || !visionTools[sp.Name] {
+			specs = append(specs, sp)
+		}
 	}
 	return s.deps.Prompts.System(s.meta.Tenant, true), specs
 }

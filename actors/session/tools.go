@@ -23,7 +23,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	reg, index := s.deps.Tools, s.deps.ToolIndex
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout}
-	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq})
+	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
 	turnID := t.id
 	go func() {
 		out := make([]toolOutcome, len(calls))

@@ -268,12 +268,12 @@ func TestErrors(t *testing.T) {
 	tests := map[string]struct {
 		opts      anthropicfake.Options
 		maxTokens int
-		check     func(t *testing.T, e *providers.Error)
+		check     func(t *testing.T, e *providers.Error, sent testkit.Received)
 	}{
 		"prompt too long names window and size": {
 			opts: anthropicfake.Options{Window: 1000},
-			check: func(t *testing.T, e *providers.Error) {
-				if !e.TooLong || e.Window != 1000 || e.Status != 400 || e.Retryable || e.Requested <= 1000 {
+			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
+				if !e.TooLong || e.Window != 1000 || e.Status != 400 || e.Retryable || e.Requested != sent.InputTokens {
 					t.Errorf("%+v", e)
 				}
 			},
@@ -281,7 +281,7 @@ func TestErrors(t *testing.T) {
 		"input plus max_tokens over the window counts output": {
 			opts:      anthropicfake.Options{Window: 2000, CountOutput: true},
 			maxTokens: 1990,
-			check: func(t *testing.T, e *providers.Error) {
+			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.TooLong || e.Window != 2000 || !e.CountsOutput {
 					t.Errorf("%+v", e)
 				}
@@ -289,7 +289,7 @@ func TestErrors(t *testing.T) {
 		},
 		"overloaded 529 is retryable, not too long": {
 			opts: anthropicfake.Options{Script: always(testkit.Reply{Status: 529, Body: overloaded})},
-			check: func(t *testing.T, e *providers.Error) {
+			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong || e.Status != 529 || e.Body != overloaded {
 					t.Errorf("%+v", e)
 				}
@@ -297,7 +297,7 @@ func TestErrors(t *testing.T) {
 		},
 		"error event after HTTP 200 is classified with status 200": {
 			opts: anthropicfake.Options{Script: always(testkit.Reply{StreamError: overloaded})},
-			check: func(t *testing.T, e *providers.Error) {
+			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong || e.Status != http.StatusOK || !strings.Contains(e.Body, "overloaded_error") {
 					t.Errorf("%+v", e)
 				}
@@ -306,7 +306,7 @@ func TestErrors(t *testing.T) {
 		"rate limit 429 is retryable, not too long": {
 			opts: anthropicfake.Options{Script: always(testkit.Reply{Status: 429,
 				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later."}}`})},
-			check: func(t *testing.T, e *providers.Error) {
+			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong {
 					t.Errorf("%+v", e)
 				}
@@ -325,7 +325,7 @@ func TestErrors(t *testing.T) {
 			if e.Provider != "claude-work" {
 				t.Errorf("provider %q, want the configured name", e.Provider)
 			}
-			tc.check(t, e)
+			tc.check(t, e, srv.Requests()[0])
 		})
 	}
 }

@@ -207,7 +207,7 @@ func TestUsageAsReported(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	long := strings.Repeat("word ", 200)
+	long := strings.Repeat("word ", 5000)
 	cases := []struct {
 		name    string
 		window  int
@@ -217,10 +217,10 @@ func TestErrors(t *testing.T) {
 		wantCtx bool
 	}{
 		{
-			name: "too long refusal names the window", window: 50, prompt: long,
+			name: "too long refusal names the window", window: 4096, prompt: long,
 			check: func(t *testing.T, pe *providers.Error) {
-				if !pe.TooLong || pe.Window != 50 || pe.Status != 400 {
-					t.Errorf("TooLong %v Window %d Status %d; want true 50 400", pe.TooLong, pe.Window, pe.Status)
+				if !pe.TooLong || pe.Window != 4096 || pe.Status != 400 {
+					t.Errorf("TooLong %v Window %d Status %d; want true 4096 400", pe.TooLong, pe.Window, pe.Status)
 				}
 			},
 		},
@@ -565,8 +565,9 @@ func TestRoundTripProperty(t *testing.T) {
 				Arguments: rapid.String().Draw(rt, "args"),
 			})
 		}
+		chunk := rapid.IntRange(1, 9).Draw(rt, "chunk")
 		mu.Lock()
-		reply = testkit.Reply{Text: text, Thinking: thinking, ToolCalls: calls, ChunkRunes: rapid.IntRange(1, 9).Draw(rt, "chunk")}
+		reply = testkit.Reply{Text: text, Thinking: thinking, ToolCalls: calls, ChunkRunes: chunk}
 		mu.Unlock()
 		r := run(rt, c, context.Background(), userReq("go"))
 		if r.err != nil {

@@ -341,8 +341,9 @@ func (a *assembler) partial(req providers.Request, c *Client) providers.Response
 // reasoning. When both are present they carry the same text.
 func reasoning(d openai.ChatCompletionChunkChoiceDelta) string {
 	for _, key := range []string{"reasoning_content", "reasoning"} {
+		// Extra fields never report Valid(); their raw text is all there is.
 		f, ok := d.JSON.ExtraFields[key]
-		if !ok || !f.Valid() {
+		if !ok {
 			continue
 		}
 		var s string
@@ -357,7 +358,7 @@ func usageOf(u openai.CompletionUsage) chat.Usage {
 	out := chat.Usage{InputTokens: int(u.PromptTokens), OutputTokens: int(u.CompletionTokens), CachedTokens: int(u.PromptTokensDetails.CachedTokens)}
 	if out.CachedTokens == 0 {
 		// DeepSeek reports its cache as prompt_cache_hit_tokens.
-		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok && f.Valid() {
+		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok {
 			var n int
 			if json.Unmarshal([]byte(f.Raw()), &n) == nil {
 				out.CachedTokens = n

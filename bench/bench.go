@@ -1,0 +1,314 @@
+// Package bench measures agentd as it runs: the real hub and actors, in
+// process, against the zero-latency protocol fakes. It replays a long
+// deterministic chat on several windows (the request sawtooth, tokens,
+// folds, fidelity of planted facts), runs the same replay through a
+// LangChain.js peer (bench/peer), and measures per-turn overhead, many
+// chats at once, waking a passivated chat and find_tools latency. Token
+// counts always come from the fake (testkit.CountTokens), one neutral count
+// for every side. `agentd bench` is its command.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/prompts"
+)
+
+// Parts of a run, for Options.Only.
+const (
+	PartReplay    = "replay"
+	PartPeer      = "peer"
+	PartOverhead  = "overhead"
+	PartScale     = "scale"
+	PartFindTools = "find_tools"
+)
+
+// Options choose what a run measures.
+type Options struct {
+	Turns   int   // replay length (default 2000)
+	Windows []int // default 8K, 32K, 128K, 1M
+	// BigWindowTurns caps the replay on windows of 1M and more, whose
+	// unfolded requests make the peer's run quadratic (default 500).
+	BigWindowTurns int
+	Only           string // one part, or "" for all
+	Seed           uint64
+	PeerDir        string // bench/peer, installed
+	ToolsPath      string // ../shared/toolsearch/tools.jsonl
+	QueriesPath    string // ../shared/toolsearch/queries.jsonl
+	PlotDir        string // where sawtooth PNGs go ("" : none)
+	ScaleChats     []int  // default 1,000 and 10,000
+	OverheadStored int    // default 10,000
+	// Real, with ConfigPath, replays against a configured real provider
+	// ("provider/model") instead of the fake; nothing else runs.
+	Real       string
+	ConfigPath string
+}
+
+func (o *Options) defaults() {
+	if o.Turns <= 0 {
+		o.Turns = 2000
+	}
+	if len(o.Windows) == 0 {
+		o.Windows = []int{8_000, 32_000, 128_000, 1_000_000}
+	}
+	if o.BigWindowTurns <= 0 {
+		o.BigWindowTurns = 500
+	}
+	if o.Seed == 0 {
+		o.Seed = 2026
+	}
+	if len(o.ScaleChats) == 0 {
+		o.ScaleChats = []int{1_000, 10_000}
+	}
+	if o.OverheadStored <= 0 {
+		o.OverheadStored = 10_000
+	}
+}
+
+// Report is everything one run measured; it is written as JSON.
+type Report struct {
+	Machine   Machine           `json:"machine"`
+	Started   time.Time         `json:"started"`
+	Seconds   float64           `json:"seconds"`
+	Options   Options           `json:"options"`
+	Replays   []*SideResult     `json:"replays,omitempty"`
+	Ratios    []Ratio           `json:"ratios,omitempty"`
+	Overhead  *OverheadResult   `json:"overhead,omitempty"`
+	Scale     []*ScaleResult    `json:"scale,omitempty"`
+	FindTools []FindToolsResult `json:"find_tools,omitempty"`
+	Real      *SideResult       `json:"real,omitempty"`
+	Errors    []string          `json:"errors,omitempty"`
+}
+
+// Ratio compares agentd with a peer on one window.
+type Ratio struct {
+	Window int    `json:"window"`
+	Peer   string `json:"peer"`
+	// TotalInput is agentd's total input tokens over the peer's.
+	TotalInput float64 `json:"total_input_agentd_over_peer"`
+	Largest    float64 `json:"largest_request_agentd_over_peer"`
+	Overhead   float64 `json:"overhead_p50_agentd_over_peer"`
+	Carried    string  `json:"facts_carried_agentd_vs_peer"`
+}
+
+// Machine is where a run ran.
+type Machine struct {
+	CPUs   int    `json:"cpus"`
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory"`
+	Go     string `json:"go"`
+	OS     string `json:"os"`
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if l, _, ok := strings.Cut(string(b), "\n"); ok {
+			m.Memory = strings.Join(strings.Fields(l)[1:], " ")
+		}
+	}
+	return m
+}
+
+func (o *Options) want(part string) bool { return o.Only == "" || o.Only == part }
+
+// Run measures what o asks, printing as it goes to w.
+func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
+	o.defaults()
+	rep := &Report{Machine: machine(), Started: time.Now().UTC(), Options: o}
+	start := time.Now()
+	defer func() { rep.Seconds = round3(time.Since(start).Seconds()) }()
+	fail := func(part string, err error) {
+		rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", part, err))
+		fmt.Fprintf(w, "%s: FAILED: %v\n", part, err)
+	}
+	fmt.Fprintf(w, "machine: %d CPUs, %s, %s, %s\n", rep.Machine.CPUs, rep.Machine.CPU, rep.Machine.Memory, rep.Machine.Go)
+	// The peer is handed agentd's own full system prompt.
+	rp := NewReplay(o.Seed, o.Turns, (&prompts.Builder{}).System(tenant, false))
+
+	if o.Real != "" {
+		res, err := ReplayReal(ctx, o.ConfigPath, o.Real, rp, o.Turns)
+		if err != nil {
+			return rep, err
+		}
+		rep.Real = res
+		printSide(w, res)
+		return rep, nil
+	}
+	if o.want(PartReplay) || o.want(PartPeer) {
+		for _, win := range o.Windows {
+			turns := o.Turns
+			if win >= 1_000_000 {
+				turns = min(turns, o.BigWindowTurns)
+			}
+			var sides []*SideResult
+			if o.want(PartReplay) {
+				res, err := ReplayAgentd(ctx, rp, win, turns)
+				if err != nil {
+					fail(fmt.Sprintf("replay agentd %d", win), err)
+				} else {
+					sides = append(sides, res)
+					printSide(w, res)
+				}
+			}
+			if o.want(PartPeer) {
+				for _, side := range []string{PeerSummarization, PeerTrim} {
+					res, err := ReplayPeer(ctx, o.PeerDir, side, rp, win, turns)
+					if err != nil {
+						fail(fmt.Sprintf("replay %s %d", side, win), err)
+						continue
+					}
+					sides = append(sides, res)
+					printSide(w, res)
+				}
+			}
+			rep.Replays = append(rep.Replays, sides...)
+			rep.Ratios = append(rep.Ratios, ratios(sides)...)
+			if o.PlotDir != "" && len(sides) > 0 {
+				if err := plotWindow(o.PlotDir, win, sides); err != nil {
+					fail("plot", err)
+				}
+			}
+		}
+		for _, r := range rep.Ratios {
+			fmt.Fprintf(w, "ratio agentd/%s on %s: total input %.3f, largest request %.3f, overhead p50 %.3f, facts carried %s\n",
+				r.Peer, shortTokens(r.Window), r.TotalInput, r.Largest, r.Overhead, r.Carried)
+		}
+	}
+	if o.want(PartOverhead) {
+		res, err := Overhead(ctx, o.OverheadStored, 300, 128_000)
+		if err != nil {
+			fail("overhead", err)
+		} else {
+			rep.Overhead = res
+			fmt.Fprintf(w, "overhead: %d stored messages, %d turns: turn p50 %.3f ms p99 %.3f ms; without model time p50 %.3f ms p99 %.3f ms; first (waking, folding) turn %.1f ms\n",
+				res.StoredMessages, res.Turns, res.TurnMS.P50, res.TurnMS.P99, res.OverheadMS.P50, res.OverheadMS.P99, res.FirstTurnMS)
+		}
+	}
+	if o.want(PartScale) {
+		for _, n := range o.ScaleChats {
+			wake := 0
+			if n == o.ScaleChats[0] {
+				wake = 200
+			}
+			res, err := Scale(ctx, n, 2, wake)
+			if err != nil {
+				fail(fmt.Sprintf("scale %d", n), err)
+				continue
+			}
+			rep.Scale = append(rep.Scale, res)
+			fmt.Fprintf(w, "scale: %d chats x %d turns at once (durable, synced Badger; %d provider connections): %.0f turns/s, %d failed; heap per active chat %.1f KB, per idle chat %.1f KB (RSS %.1f / %.1f KB)\n",
+				res.Chats, res.TurnsPerChat, res.MaxConns, res.TurnsPerSec, res.Failed, res.ActiveHeapPerChatKB, res.IdleHeapPerChatKB, res.ActiveRSSPerChatKB, res.IdleRSSPerChatKB)
+			if res.WakeMS != nil {
+				fmt.Fprintf(w, "wake: %d of %d chats passivated; waking one (context read) p50 %.3f ms p99 %.3f ms, a live one p50 %.3f ms p99 %.3f ms\n",
+					res.Passived, res.Chats, res.WakeMS.P50, res.WakeMS.P99, res.WarmMS.P50, res.WarmMS.P99)
+			}
+		}
+	}
+	if o.want(PartFindTools) {
+		res, err := FindTools(ctx, o.ToolsPath, o.QueriesPath, []int{0, 50_000})
+		if err != nil {
+			fail("find_tools", err)
+		} else {
+			rep.FindTools = res
+			for _, r := range res {
+				fmt.Fprintf(w, "find_tools: %d tools (index built in %.0f ms): search p50 %.3f ms p99 %.3f ms over %d queries\n",
+					r.Tools, r.BuildMS, r.LatencyMS.P50, r.LatencyMS.P99, r.Queries)
+			}
+		}
+	}
+	return rep, nil
+}
+
+func printSide(w io.Writer, r *SideResult) {
+	f := r.Fidelity
+	fmt.Fprintf(w, "replay %-24s window %-5s turns %d: input %d tokens (%d summarising, %d requests), largest %d (+answer room %d) of %d, over window %d, folds %d, refused %d; turn p50 %.2f ms, overhead p50 %.2f p99 %.2f ms; carried %d/%d ids %d/%d instructions",
+		r.Side, shortTokens(r.Window), r.Turns, r.TotalInputTokens, r.SummaryRequests, r.Requests, r.LargestRequest, r.LargestWithAnswer, r.Window,
+		r.OverWindow, r.Folds, r.RefusedTurns, r.TurnMS.P50, r.OverheadMS.P50, r.OverheadMS.P99,
+		f.IdentifiersCarried, f.Identifiers, f.InstructionsCarried, f.Instructions)
+	if r.Side == "agentd" {
+		fmt.Fprintf(w, "; search finds %d/%d ids %d/%d instructions", f.IdentifiersFound, f.Identifiers, f.InstructionsFound, f.Instructions)
+	}
+	fmt.Fprintf(w, " (%.1f s)\n", r.WallSeconds)
+}
+
+func ratios(sides []*SideResult) []Ratio {
+	var a *SideResult
+	for _, s := range sides {
+		if s.Side == "agentd" {
+			a = s
+		}
+	}
+	if a == nil {
+		return nil
+	}
+	div := func(x, y float64) float64 {
+		if y == 0 {
+			return 0
+		}
+		return round3(x / y)
+	}
+	var out []Ratio
+	for _, p := range sides {
+		if p == a {
+			continue
+		}
+		out = append(out, Ratio{Window: a.Window, Peer: p.Side,
+			TotalInput: div(float64(a.TotalInputTokens), float64(p.TotalInputTokens)),
+			Largest:    div(float64(a.LargestRequest), float64(p.LargestRequest)),
+			Overhead:   div(a.OverheadMS.P50, p.OverheadMS.P50),
+			Carried: fmt.Sprintf("%d vs %d of %d", a.Fidelity.IdentifiersCarried+a.Fidelity.InstructionsCarried,
+				p.Fidelity.IdentifiersCarried+p.Fidelity.InstructionsCarried, a.Fidelity.Identifiers+a.Fidelity.Instructions)})
+	}
+	return out
+}
+
+func plotWindow(dir string, window int, sides []*SideResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	colors := map[string]Series{"agentd": {Color: colorAgentd}, PeerSummarization: {Color: colorSummarize}, PeerTrim: {Color: colorTrim}}
+	var series []Series
+	for _, s := range sides {
+		c := colors[s.Side]
+		series = append(series, Series{Name: s.Side, Color: c.Color, Points: s.Sawtooth})
+	}
+	// agentd drawn last, on top.
+	slices.SortStableFunc(series, func(a, b Series) int {
+		if a.Name == "agentd" {
+			return 1
+		}
+		if b.Name == "agentd" {
+			return -1
+		}
+		return 0
+	})
+	name := filepath.Join(dir, fmt.Sprintf("sawtooth-%s.png", strings.ToLower(shortTokens(window))))
+	return PlotSawtooth(name, fmt.Sprintf("Request tokens per turn, window %s (fake's count)", shortTokens(window)), window, series)
+}
+
+// WriteJSON writes a report to path.
+func WriteJSON(path string, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

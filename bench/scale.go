@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// ScaleResult is one run of many chats driven at once.
+type ScaleResult struct {
+	Chats        int     `json:"chats"`
+	TurnsPerChat int     `json:"turns_per_chat"`
+	MaxConns     int     `json:"max_provider_connections"`
+	Seconds      float64 `json:"seconds"`
+	TurnsPerSec  float64 `json:"turns_per_second"`
+	Failed       int     `json:"failed_turns"`
+	// Heap and RSS deltas over the run's start, per chat: while every chat
+	// has a turn in flight (peak) and once all are idle but alive.
+	ActiveHeapPerChatKB float64 `json:"active_heap_per_chat_kb"`
+	ActiveRSSPerChatKB  float64 `json:"active_rss_per_chat_kb"`
+	IdleHeapPerChatKB   float64 `json:"idle_heap_per_chat_kb"`
+	IdleRSSPerChatKB    float64 `json:"idle_rss_per_chat_kb"`
+	LiveSessions        int     `json:"live_sessions_after"`
+	// Wake: GET context of a passivated chat (load from Badger) against the
+	// same call on a live one.
+	WakeMS   *Quantiles `json:"wake_ms,omitempty"`
+	WarmMS   *Quantiles `json:"warm_context_ms,omitempty"`
+	Passived int        `json:"passivated_before_wake,omitempty"`
+	Note     string     `json:"note,omitempty"`
+}
+
+// raiseFileLimit lifts the soft open-files limit to the hard one: every
+// turn in flight holds a client and a server socket in this process.
+func raiseFileLimit() uint64 {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 0
+	}
+	l.Cur = l.Max
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	return l.Cur
+}
+
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+func settle() (heap, rss uint64) {
+	runtime.GC()
+	runtime.GC()
+	return heapBytes(), rssBytes()
+}
+
+// Scale drives chats chats at once, turns each, on Badger on disk (every
+// message synced), then measures idle memory; with wake set it lets the
+// chats passivate and times waking wake of them.
+func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
+	limit := raiseFileLimit()
+	// Each turn in flight holds two sockets here; keep well under the limit.
+	maxConns := int(min(uint64(4096), max(limit, 1024)/4))
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		return testkit.Reply{Text: "Fine, noted.", ChunkRunes: 64}
+	}})
+	defer fake.Close()
+	dir, err := os.MkdirTemp("", "agentd-bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	idle := time.Hour
+	if wake > 0 {
+		idle = 3 * time.Second
+	}
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: 32000, idleAfter: idle, maxConns: maxConns})
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	ids := make([]string, chats)
+	for i := range ids {
+		if ids[i], err = d.newChat(ctx, ""); err != nil {
+			return nil, err
+		}
+	}
+	heap0, rss0 := settle()
+	var peakHeap, peakRSS atomic.Uint64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if h := heapBytes(); h > peakHeap.Load() {
+					peakHeap.Store(h)
+				}
+				if r := rssBytes(); r > peakRSS.Load() {
+					peakRSS.Store(r)
+				}
+			}
+		}
+	})
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, id := range ids {
+		wg.Go(func() {
+			for j := range turns {
+				res, err := d.sendOnce(ctx, id, fmt.Sprintf("chat %d turn %d: please note this down.", i, j))
+				if err != nil || res.Problem != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(stop)
+	sampler.Wait()
+	heap1, rss1 := settle()
+	per := func(a, b uint64) float64 {
+		if a < b {
+			return 0
+		}
+		return round3(float64(a-b) / 1024 / float64(chats))
+	}
+	res := &ScaleResult{Chats: chats, TurnsPerChat: turns, MaxConns: maxConns, Seconds: round3(secs),
+		TurnsPerSec: round3(float64(chats*turns) / secs), Failed: int(failed.Load()),
+		ActiveHeapPerChatKB: per(peakHeap.Load(), heap0), ActiveRSSPerChatKB: per(peakRSS.Load(), rss0),
+		IdleHeapPerChatKB: per(heap1, heap0), IdleRSSPerChatKB: per(rss1, rss0),
+		LiveSessions: d.hub.ActiveSessions()}
+	if wake > 0 {
+		wake = min(wake, chats)
+		warm := make([]float64, 0, wake)
+		// Warm reads would keep the chats alive; time them on others.
+		for _, id := range ids[wake:min(chats, 2*wake)] {
+			t0 := time.Now()
+			if _, err := d.hub.Context(ctx, tenant, id); err != nil {
+				return nil, fmt.Errorf("warm context: %w", err)
+			}
+			warm = append(warm, msOf(time.Since(t0)))
+		}
+		deadline := time.Now().Add(time.Minute)
+		for d.hub.ActiveSessions() > 0 && time.Now().Before(deadline) {
+			time.Sleep(250 * time.Millisecond)
+		}
+		res.Passived = chats - max(d.hub.ActiveSessions(), 0)
+		woke := make([]float64, 0, wake)
+		for _, id := range ids[:wake] {
+			t0 := time.Now()
+			if _, err := d.hub.Context(ctx, tenant, id); err != nil {
+				return nil, fmt.Errorf("wake context: %w", err)
+			}
+			woke = append(woke, msOf(time.Since(t0)))
+		}
+		wq, hq := quantiles(woke), quantiles(warm)
+		res.WakeMS, res.WarmMS = &wq, &hq
+	}
+	return res, nil
+}

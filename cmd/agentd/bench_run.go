@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentd/agentd/bench"
+)
+
+// init makes a bare `agentd bench` run every measurement of package bench.
+func init() {
+	f := benchCmd.Flags()
+	f.Int("turns", 2000, "turns of the long-chat replay")
+	f.IntSlice("windows", []int{8_000, 32_000, 128_000, 1_000_000}, "context windows to replay on")
+	f.Int("big-window-turns", 500, "turns on windows of 1M and more (the peer's unfolded requests make those runs quadratic)")
+	f.String("out", "", "write the report as JSON to this file")
+	f.String("only", "", "run one part: replay, peer, overhead, scale or find_tools")
+	f.String("peer", "bench/peer", "folder of the LangChain.js peer (installed with bench/peer/run.sh)")
+	f.String("tools", "../shared/toolsearch/tools.jsonl", "tool registry for find_tools (JSONL)")
+	f.String("queries", "../shared/toolsearch/queries.jsonl", "queries for find_tools (JSONL)")
+	f.String("plots", "docs", "folder for the sawtooth PNGs (empty: none)")
+	f.IntSlice("scale-chats", []int{1_000, 10_000}, "chats driven at once")
+	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
+	f.String("config", "", "agentd yaml naming the provider for --real")
+	benchCmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f := cmd.Flags()
+		var o bench.Options
+		o.Turns, _ = f.GetInt("turns")
+		o.Windows, _ = f.GetIntSlice("windows")
+		o.BigWindowTurns, _ = f.GetInt("big-window-turns")
+		o.Only, _ = f.GetString("only")
+		o.PeerDir, _ = f.GetString("peer")
+		o.ToolsPath, _ = f.GetString("tools")
+		o.QueriesPath, _ = f.GetString("queries")
+		o.PlotDir, _ = f.GetString("plots")
+		o.ScaleChats, _ = f.GetIntSlice("scale-chats")
+		o.Real, _ = f.GetString("real")
+		o.ConfigPath, _ = f.GetString("config")
+		out, _ := f.GetString("out")
+		switch o.Only {
+		case "", bench.PartReplay, bench.PartPeer, bench.PartOverhead, bench.PartScale, bench.PartFindTools:
+		default:
+			return fmt.Errorf("--only %q: use replay, peer, overhead, scale or find_tools", o.Only)
+		}
+		if abs, err := filepath.Abs(o.PeerDir); err == nil {
+			o.PeerDir = abs
+		}
+		rep, err := bench.Run(cmd.Context(), o, cmd.OutOrStdout())
+		if out != "" && rep != nil {
+			if werr := bench.WriteJSON(out, rep); werr != nil {
+				return werr
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report written to %s\n", out)
+		}
+		if err != nil {
+			return err
+		}
+		if len(rep.Errors) > 0 {
+			fmt.Fprintf(os.Stderr, "%d part(s) failed; see above\n", len(rep.Errors))
+		}
+		return nil
+	}
+}
