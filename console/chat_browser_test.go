@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -39,12 +38,12 @@ func TestBrowserSendAMessageAndSeeItStream(t *testing.T) {
 	// Shift+Enter is a new line, Enter sends.
 	r.do("type a two-line message",
 		chromedp.SendKeys(chromedp.CSS("#composer-input"), "line one"),
-		chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierShift)),
+		pressEnter(true),
 		chromedp.SendKeys(chromedp.CSS("#composer-input"), "line two"))
 	if v := eval[string](r, `document.querySelector("#composer-input").value`); v != "line one\nline two" {
 		t.Fatalf("after Shift+Enter the box holds %q", v)
 	}
-	r.do("send with Enter", chromedp.KeyEvent(kb.Enter))
+	r.do("send with Enter", pressEnter(false))
 	r.until("the stored answer", `document.querySelector('#transcript article.msg[data-seq="2"]') !== null`)
 
 	want := "You said: line one\nline two"
@@ -64,7 +63,7 @@ func TestBrowserSendAMessageAndSeeItStream(t *testing.T) {
 	// A tool round: the call and its result are shown, collapsed.
 	r.do("ask for a calculation",
 		chromedp.SendKeys(chromedp.CSS("#composer-input"), "please calculate six times seven"),
-		chromedp.KeyEvent(kb.Enter))
+		pressEnter(false))
 	r.until("the tool round's answer", `[...document.querySelectorAll("#transcript .msg .text")].some(e => e.textContent === "The result is 42.")`)
 
 	// What the page shows is the transcript, untouched: every message once, in
@@ -139,7 +138,7 @@ func TestBrowserFoldShowsOneSummaryLineThatOpens(t *testing.T) {
 	// /compact [what to keep] in the message box folds all but the newest turn.
 	r.do("compact from the message box",
 		chromedp.SendKeys(chromedp.CSS("#composer-input"), "/compact the number of cups"),
-		chromedp.KeyEvent(kb.Enter))
+		pressEnter(false))
 	r.until("the summary line", `document.querySelector("#summary-line") !== null`)
 	view, err := r.d.Client.Context(ctx, c.ID)
 	if err != nil {
@@ -198,9 +197,9 @@ func TestBrowserFoldShowsOneSummaryLineThatOpens(t *testing.T) {
 
 	// A second fold moves the line; still only one shows, in front of the
 	// new first kept message.
-	r.do("one more turn", chromedp.SendKeys(chromedp.CSS("#composer-input"), "Make it twelve cups."), chromedp.KeyEvent(kb.Enter))
+	r.do("one more turn", chromedp.SendKeys(chromedp.CSS("#composer-input"), "Make it twelve cups."), pressEnter(false))
 	r.until("its answer", `document.querySelector('#transcript article.msg[data-seq="8"]') !== null`)
-	if err := r.d.Client.Post(ctx, "/v1/chats/"+c.ID+"/compact", map[string]string{}, nil); err != nil {
+	if err := r.d.Client.Post(ctx, "/v1/chats/"+c.ID+"/compact", map[string]string{}, &api.Compacted{}); err != nil {
 		t.Fatal(err)
 	}
 	r.until("the line to move", `document.querySelector("#summary-line").dataset.firstKept === "7"`)

@@ -76,7 +76,7 @@ func (r *rig) learnWaiting(ctx context.Context) (chatID string) {
 		}
 		return c.ID
 	}
-	if err := r.d.Client.Post(ctx, "/v1/chats/"+c.ID+"/compact", map[string]string{}, nil); err != nil {
+	if err := r.d.Client.Post(ctx, "/v1/chats/"+c.ID+"/compact", map[string]string{}, &api.Compacted{}); err != nil {
 		r.t.Fatal(err)
 	}
 	// The learner runs beside the fold; wait (bounded by the test's

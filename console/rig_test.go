@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -321,4 +323,25 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// pressEnter presses Enter the way a keyboard does: one keyDown carrying the
+// text "\r", so a keydown handler that calls preventDefault stops the new
+// line (chromedp's KeyEvent sends a separate char event, which no page can
+// stop). shift holds Shift down.
+func pressEnter(shift bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		var mods int64
+		if shift {
+			mods = int64(chromedp.ModifierShift)
+		}
+		down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyDown, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13, Text: "\r", UnmodifiedText: "\r", Modifiers: mods}
+		if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, down); err != nil {
+			return err
+		}
+		up := down
+		up.Type, up.Text, up.UnmodifiedText = input.DispatchKeyEventTypeKeyUp, "", ""
+		_, err := cdp.Call(ctx, t, input.DispatchKeyEvent, up)
+		return err
+	})
 }

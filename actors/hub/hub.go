@@ -87,6 +87,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(), metrics: newMetrics()}
+	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
 		return nil, err

@@ -16,6 +16,7 @@ type Metrics struct {
 	folds    *prometheus.CounterVec
 	heals    prometheus.Counter
 	sessions prometheus.Gauge
+	waiting  prometheus.Gauge
 }
 
 func newMetrics() *Metrics {
@@ -26,8 +27,9 @@ func newMetrics() *Metrics {
 		folds:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_folds_total", Help: "Folds applied, by whether a summary came back."}, []string{"summary"}),
 		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
+		waiting:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_turns_waiting", Help: "Turns queued in session mailboxes behind a running turn."}),
 	}
-	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions,
+	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -54,6 +56,17 @@ func (m *Metrics) Heal() { m.heals.Inc() }
 
 // ActiveSessions moves the live-session gauge.
 func (m *Metrics) ActiveSessions(delta int) { m.sessions.Add(float64(delta)) }
+
+// TurnsWaiting moves the gauge of turns queued behind a running one.
+func (m *Metrics) TurnsWaiting(delta int) { m.waiting.Add(float64(delta)) }
+
+// watchStore exports the store's sizes.
+func (m *Metrics) watchStore(sizes func() (lsm, vlog int64)) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_lsm_bytes", Help: "Size of Badger's LSM tree."}, func() float64 { l, _ := sizes(); return float64(l) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_vlog_bytes", Help: "Size of Badger's value log."}, func() float64 { _, v := sizes(); return float64(v) }),
+	)
+}
 
 // Heals returns how many refusals were healed.
 func (m *Metrics) Heals() float64 { return counterValue(m.heals) }

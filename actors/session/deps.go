@@ -43,6 +43,7 @@ type Metrics interface {
 	Fold(ok bool)
 	Heal()
 	ActiveSessions(delta int)
+	TurnsWaiting(delta int)
 }
 
 // Deps are what every session shares. They are read-only once built.

@@ -163,6 +163,9 @@ func (s *session) stop(ctx actor.Context) {
 	for _, p := range s.queue {
 		ctx.Send(p.sender, &Rejected{Err: ErrStopping})
 	}
+	if s.deps.Metrics != nil {
+		s.deps.Metrics.TurnsWaiting(-len(s.queue))
+	}
 	s.queue = nil
 }
 
@@ -202,6 +205,9 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 		return
 	}
 	s.queue = append(s.queue, pending{msg: m, sender: ctx.Sender()})
+	if s.deps.Metrics != nil {
+		s.deps.Metrics.TurnsWaiting(1)
+	}
 	if s.turn == nil {
 		s.startNext(ctx)
 	}

@@ -69,6 +69,9 @@ func (s *session) startNext(ctx actor.Context) {
 	for len(s.queue) > 0 && s.turn == nil {
 		p := s.queue[0]
 		s.queue = s.queue[1:]
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.TurnsWaiting(-1)
+		}
 		msg := p.msg.Message
 		msg.Role = chat.RoleUser
 		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)

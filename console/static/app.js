@@ -361,9 +361,11 @@ class ChatView {
     }
   }
 
+  // scroll follows new text only when the reader is already at the end, so
+  // reading back is never interrupted.
   scroll() {
-    const t = this.transcript;
-    t.scrollTop = t.scrollHeight;
+    const el = document.scrollingElement;
+    if (el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
   }
 
   // place puts an element where it belongs in the log: before the first
