@@ -80,7 +80,7 @@ func allocDuring(fn func()) uint64 {
 func TestAcceptance3000PagePDF(t *testing.T) {
 	s := newStore(t, 0)
 	r := newRegistry(t, s)
-	a := putFile(t, s, makePDF(t, testPDF{pages: 3000, group: 100}))
+	a := putFile(t, s, makePDF(t, testPDF{Pages: 3000, Group: 100}))
 
 	if !strings.Contains(a.Note, "3000 pages") || !strings.Contains(a.Note, a.ID) {
 		t.Errorf("note lacks the page count or the id: %s", a.Note)

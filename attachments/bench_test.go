@@ -43,7 +43,7 @@ func BenchmarkFileSearch64MB(b *testing.B) {
 func BenchmarkPDFReadPage2500(b *testing.B) {
 	s := newStore(b, 0)
 	r := newRegistry(b, s)
-	a := putFile(b, s, makePDF(b, testPDF{pages: 3000, group: 100}))
+	a := putFile(b, s, makePDF(b, testPDF{Pages: 3000, Group: 100}))
 	for b.Loop() {
 		call(b, r, ToolPDFRead, map[string]any{"attachment_id": a.ID, "from_page": 2500, "to_page": 2500})
 	}
@@ -52,7 +52,7 @@ func BenchmarkPDFReadPage2500(b *testing.B) {
 func BenchmarkPDFSearch3000Pages(b *testing.B) {
 	s := newStore(b, 0)
 	r := newRegistry(b, s)
-	a := putFile(b, s, makePDF(b, testPDF{pages: 3000, group: 100}))
+	a := putFile(b, s, makePDF(b, testPDF{Pages: 3000, Group: 100}))
 	for b.Loop() {
 		call(b, r, ToolPDFSearch, map[string]any{"attachment_id": a.ID, "words": "marker-2999"})
 	}

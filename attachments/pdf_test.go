@@ -14,12 +14,12 @@ func TestPDFPageCountComesFromTheIndex(t *testing.T) {
 		spec      testPDF
 		wantPages int
 	}{
-		"flat tree":  {testPDF{pages: 7}, 7},
-		"two levels": {testPDF{pages: 250, group: 16}, 250},
-		"PDF 2.0":    {testPDF{pages: 3, version: "2.0"}, 3},
+		"flat tree":  {testPDF{Pages: 7}, 7},
+		"two levels": {testPDF{Pages: 250, Group: 16}, 250},
+		"PDF 2.0":    {testPDF{Pages: 3, Version: "2.0"}, 3},
 		// Every page object is garbage: only the root's /Count can give 40,
 		// so a right count proves no page was parsed for the note.
-		"page objects unreadable": {testPDF{pages: 40, group: 8, brokenPages: true}, 40},
+		"page objects unreadable": {testPDF{Pages: 40, Group: 8, BrokenPages: true}, 40},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -35,9 +35,9 @@ func TestPDFPageCountComesFromTheIndex(t *testing.T) {
 func TestPDFReadPages(t *testing.T) {
 	s := newStore(t, 0)
 	r := newRegistry(t, s)
-	flat := putFile(t, s, makePDF(t, testPDF{pages: 12}))
-	v2 := putFile(t, s, makePDF(t, testPDF{pages: 12, group: 5, version: "2.0"}))
-	broken := putFile(t, s, makePDF(t, testPDF{pages: 4, brokenPages: true}))
+	flat := putFile(t, s, makePDF(t, testPDF{Pages: 12}))
+	v2 := putFile(t, s, makePDF(t, testPDF{Pages: 12, Group: 5, Version: "2.0"}))
+	broken := putFile(t, s, makePDF(t, testPDF{Pages: 4, BrokenPages: true}))
 	cases := map[string]struct {
 		id         string
 		from, to   int
@@ -83,7 +83,7 @@ var pdfContinueRe = regexp.MustCompile(`call pdf_read with from_page=(\d+)\]$`)
 func TestPDFReadContinuationCoversEveryPage(t *testing.T) {
 	s := newStore(t, 0)
 	r := newRegistry(t, s)
-	a := putFile(t, s, makePDF(t, testPDF{pages: 3000, group: 64}))
+	a := putFile(t, s, makePDF(t, testPDF{Pages: 3000, Group: 64}))
 	next, calls := 1, 0
 	var seen []int
 	pageRe := regexp.MustCompile(`--- page (\d+) ---\npage (\d+) marker-(\d+)\n`)
@@ -140,7 +140,7 @@ func TestPDFToolsRefuseOtherKinds(t *testing.T) {
 	s := newStore(t, 0)
 	r := newRegistry(t, s)
 	text := putFile(t, s, writeTemp(t, "a.txt", "hello\n"))
-	pdf := putFile(t, s, makePDF(t, testPDF{pages: 1}))
+	pdf := putFile(t, s, makePDF(t, testPDF{Pages: 1}))
 	cases := map[string]struct {
 		tool string
 		args map[string]any

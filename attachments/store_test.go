@@ -170,7 +170,7 @@ func TestIDsCannotEscapeTheStore(t *testing.T) {
 }
 
 func TestKindComesFromTheBytes(t *testing.T) {
-	pdfBytes, err := os.ReadFile(makePDF(t, testPDF{pages: 2}))
+	pdfBytes, err := os.ReadFile(makePDF(t, testPDF{Pages: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -300,8 +300,24 @@ func plotWindow(dir string, window int, sides []*SideResult) error {
 		}
 		return 0
 	})
-	name := filepath.Join(dir, fmt.Sprintf("sawtooth-%s.png", strings.ToLower(shortTokens(window))))
-	return PlotSawtooth(name, fmt.Sprintf("Request tokens per turn, window %s (fake's count)", shortTokens(window)), window, series)
+	base := filepath.Join(dir, "sawtooth-"+strings.ToLower(shortTokens(window)))
+	title := fmt.Sprintf("Request tokens per turn, window %s (fake's count)", shortTokens(window))
+	if err := PlotSawtooth(base+".png", title, window, series); err != nil {
+		return err
+	}
+	// The first turns again, wide enough to see each tooth.
+	const first = 300
+	zoom := make([]Series, len(series))
+	long := false
+	for i, s := range series {
+		zoom[i] = s
+		zoom[i].Points = slices.DeleteFunc(slices.Clone(s.Points), func(p [2]int) bool { return p[0] >= first })
+		long = long || len(zoom[i].Points) < len(s.Points)
+	}
+	if !long {
+		return nil
+	}
+	return PlotSawtooth(fmt.Sprintf("%s-first%d.png", base, first), fmt.Sprintf("%s, first %d turns", title, first), window, zoom)
 }
 
 // WriteJSON writes a report to path.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
@@ -28,6 +29,10 @@ func IsSummaryRequest(r testkit.Received) bool {
 	return len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, peerSummaryMarker)
 }
 
+// IsLearnRequest reports whether a request is agentd's learner asking what
+// to remember (its system prompt).
+func IsLearnRequest(r testkit.Received) bool { return r.System == learner.Instructions }
+
 // Script answers the replay's turns for both sides alike: a tool turn asks
 // for bench_lookup first and answers once its result is back; every other
 // turn gets its scripted answer; a summarising request gets the stand-in
@@ -40,6 +45,13 @@ func Script(rp *Replay) testkit.Script {
 				b.WriteString(m.Content + "\n")
 			}
 			return testkit.Reply{Text: StandInSummary(b.String()), ChunkRunes: 256}
+		}
+		if IsLearnRequest(r) {
+			var b strings.Builder
+			for _, m := range r.Messages {
+				b.WriteString(m.Content + "\n")
+			}
+			return testkit.Reply{Text: StandInMemories(b.String()), ChunkRunes: 256}
 		}
 		last := len(r.Messages) - 1
 		idx := -1
@@ -81,41 +93,7 @@ var (
 // instructions outrank facts, facts outrank bare numbers). It is a stand-in
 // so fidelity is measurable without a model, not a model's judgement.
 func StandInSummary(text string) string {
-	text = tagRe.ReplaceAllString(text, "")
-	type kept struct {
-		s    string
-		rank int
-		at   int
-	}
-	var out []kept
-	seen := map[string]bool{}
-	for _, line := range strings.Split(text, "\n") {
-		for _, s := range strings.Split(sentenceEnd.ReplaceAllString(line, "$1\n"), "\n") {
-			s = strings.TrimSpace(rolePrefix.ReplaceAllString(strings.TrimSpace(s), ""))
-			rank := -1
-			switch {
-			case standingRe.MatchString(s):
-				rank = 0
-			case rememberRe.MatchString(s):
-				rank = 1
-			case linkRe.MatchString(s) || pathRe.MatchString(s):
-				rank = 2
-			case digitsRe.MatchString(s):
-				rank = 3
-			}
-			if rank < 0 || seen[s] {
-				continue
-			}
-			seen[s] = true
-			if len(s) > 300 {
-				s = s[:300]
-				for !utf8.ValidString(s) {
-					s = s[:len(s)-1]
-				}
-			}
-			out = append(out, kept{s: s, rank: rank, at: len(out)})
-		}
-	}
+	out := keepable(text)
 	total := 0
 	for _, k := range out {
 		total += testkit.CountTokens(k.s) + 1
@@ -148,4 +126,61 @@ func StandInSummary(text string) string {
 		b.WriteString("- " + k.s + "\n")
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// StandInMemories is the fake's deterministic learner, by the same rule:
+// the standing instructions and things to remember in the person's words,
+// as the JSON array the learner asks for (at most 20).
+func StandInMemories(text string) string {
+	facts := []string{}
+	for _, k := range keepable(text) {
+		if k.rank <= 1 && len(facts) < 20 {
+			facts = append(facts, k.s)
+		}
+	}
+	b, _ := json.Marshal(facts)
+	return string(b)
+}
+
+type kept struct {
+	s    string
+	rank int
+	at   int
+}
+
+// keepable splits text into sentences and ranks those worth keeping: 0 a
+// standing instruction, 1 something to remember, 2 a link or path, 3 a long
+// number; other sentences are left out.
+func keepable(text string) []kept {
+	text = tagRe.ReplaceAllString(text, "")
+	var out []kept
+	seen := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		for _, s := range strings.Split(sentenceEnd.ReplaceAllString(line, "$1\n"), "\n") {
+			s = strings.TrimSpace(rolePrefix.ReplaceAllString(strings.TrimSpace(s), ""))
+			rank := -1
+			switch {
+			case standingRe.MatchString(s):
+				rank = 0
+			case rememberRe.MatchString(s):
+				rank = 1
+			case linkRe.MatchString(s) || pathRe.MatchString(s):
+				rank = 2
+			case digitsRe.MatchString(s):
+				rank = 3
+			}
+			if rank < 0 || seen[s] {
+				continue
+			}
+			seen[s] = true
+			if len(s) > 300 {
+				s = s[:300]
+				for !utf8.ValidString(s) {
+					s = s[:len(s)-1]
+				}
+			}
+			out = append(out, kept{s: s, rank: rank, at: len(out)})
+		}
+	}
+	return out
 }

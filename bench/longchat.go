@@ -25,7 +25,9 @@ type SideResult struct {
 	TotalInputTokens   int            `json:"total_input_tokens"`
 	TurnInputTokens    int            `json:"turn_input_tokens"`
 	SummaryInputTokens int            `json:"summary_input_tokens"`
+	LearnInputTokens   int            `json:"learn_input_tokens,omitempty"`
 	Requests           int            `json:"requests"`
+	LearnRequests      int            `json:"learn_requests,omitempty"`
 	SummaryRequests    int            `json:"summary_requests"`
 	Folds              int            `json:"folds"`
 	Heals              int            `json:"heals,omitempty"`
@@ -93,6 +95,11 @@ func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 		if IsSummaryRequest(*q) {
 			r.SummaryRequests++
 			r.SummaryInputTokens += q.InputTokens
+			continue
+		}
+		if IsLearnRequest(*q) {
+			r.LearnRequests++
+			r.LearnInputTokens += q.InputTokens
 			continue
 		}
 		r.TurnInputTokens += q.InputTokens

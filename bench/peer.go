@@ -38,8 +38,8 @@ func ReplayPeer(ctx context.Context, peerDir, side string, rp *Replay, window, t
 	if mode == "" {
 		return nil, fmt.Errorf("peer side %q: use %s or %s", side, PeerSummarization, PeerTrim)
 	}
-	if _, err := os.Stat(filepath.Join(peerDir, "node_modules", "langchain")); err != nil {
-		return nil, fmt.Errorf("peer not installed in %s (run bench/peer/run.sh or npm ci there): %w", peerDir, err)
+	if err := ensurePeer(ctx, peerDir); err != nil {
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "agentd-bench-peer-")
 	if err != nil {
@@ -77,6 +77,20 @@ func ReplayPeer(ctx context.Context, peerDir, side string, rp *Replay, window, t
 	analyse(res, fake.Requests(), rp, turns)
 	res.Folds = res.SummaryRequests // one summarising call per summarisation
 	return res, nil
+}
+
+// ensurePeer installs the peer's pinned packages (npm ci) when they are not
+// there yet, so a fresh clone runs the peer with nothing done by hand.
+func ensurePeer(ctx context.Context, peerDir string) error {
+	if _, err := os.Stat(filepath.Join(peerDir, "node_modules", "langchain", "package.json")); err == nil {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = peerDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("install the peer (npm ci in %s): %w\n%s", peerDir, err, tail(out, 2000))
+	}
+	return nil
 }
 
 func tail(b []byte, n int) string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -282,7 +283,15 @@ func (r *rig) shoot(name, sel string) {
 	var png []byte
 	var err error
 	if sel == "" {
+		// A viewport as tall as the page puts sticky parts (the message box,
+		// the context view) where they sit in the page, not over it.
+		size := eval[[]int64](r, `[window.innerWidth, document.documentElement.scrollHeight]`)
+		r.do("grow the viewport", chromedp.EmulateViewport(size[0], size[1]))
 		png, err = chromedp.Run(r.ctx, chromedp.FullScreenshot(100))
+		r.do("restore the viewport", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+			return err
+		}))
 	} else {
 		png, err = chromedp.Run(r.ctx, chromedp.Screenshot(chromedp.CSS(sel)))
 	}

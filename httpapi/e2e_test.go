@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -202,5 +203,52 @@ func TestBadInputGetsAClearErrorAndChangesNothing(t *testing.T) {
 	var apiErr *api.Error
 	if _, err := d.Client.Transcript(ctx, "nope"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("unknown chat transcript: %v", err)
+	}
+}
+
+func TestNoProviderSaysHowToConfigureOne(t *testing.T) {
+	// A port nobody listens on: the default Ollama address on a machine without Ollama.
+	cfg := daemontest.Config(t.TempDir(), "http://127.0.0.1:1/v1", 8192)
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Problem == nil || res.Problem.Kind != chat.ProblemNoProvider || !strings.Contains(res.Problem.Message, "Configure a model provider") {
+		t.Fatalf("problem = %+v", res.Problem)
+	}
+	msgs, _ := d.Client.Transcript(ctx, c.ID)
+	if len(msgs) != 1 || msgs[0].Content != "hello" {
+		t.Fatalf("the person's message was not kept: %+v", msgs)
+	}
+}
+
+func TestIdleChatIsPassivatedAndWokenWithItsState(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: calculatorScript})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.IdleAfter.Duration = 20 * time.Millisecond
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if _, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "one"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (without a time bound on the assertion) until the registry has let the actor go.
+	for d.Hub.ActiveSessions() != 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "two"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := d.Client.Transcript(ctx, c.ID)
+	if len(msgs) != 4 || msgs[2].Content != "two" || msgs[2].Seq != 3 {
+		t.Fatalf("after waking: %+v", msgs)
+	}
+	last := fake.Requests()[len(fake.Requests())-1]
+	if len(last.Messages) != 3 || last.Messages[0].Content != "one" {
+		t.Fatalf("the woken chat sent %d messages, want the whole history of 3", len(last.Messages))
 	}
 }

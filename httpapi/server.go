@@ -70,6 +70,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload))
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{}))
+	s.mountConsole()
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -85,7 +86,7 @@ func (s *Server) tenantOf(r *http.Request) string {
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		// The console's EventSource cannot set headers; it passes the token in the query.
+		// A client that cannot set headers (a browser's EventSource) may pass the token in the query.
 		tok = r.URL.Query().Get("access_token")
 	}
 	tenant := ""

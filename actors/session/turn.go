@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -164,6 +166,14 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 
 var errModelIdle = errors.New("the model sent nothing for too long")
 
+// unreachable reports an error of a provider nobody answers at: refused,
+// no route, no such host.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
 func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	t := s.turn
 	if t == nil || m.turnID != t.id || m.call != t.call {
@@ -270,11 +280,14 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 			return
 		}
 	}
-	kind := chat.ProblemProvider
-	if errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded) {
-		kind = chat.ProblemTimeout
+	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
+	switch {
+	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
+		problem.Kind = chat.ProblemTimeout
+	case unreachable(m.err):
+		problem.Kind = chat.ProblemNoProvider
+		problem.Message = fmt.Sprintf("%s could not be reached (%v). %s", t.ref, m.err, s.deps.NoProviderHelp)
 	}
-	problem := &chat.Problem{Kind: kind, Message: m.err.Error()}
 	if m.partial != "" {
 		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Model: t.ref, Partial: true, Problem: problem.Message}
 		if !s.storeTurnMsgs(ctx, kept) {

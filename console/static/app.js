@@ -250,9 +250,15 @@ class ChatView {
       this.input.value = state.draft.text;
       state.draft = null;
     }
+    this.following = true;
+    window.addEventListener('scroll', () => {
+      const el = document.scrollingElement;
+      this.following = el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+    }, { signal: this.abort.signal, passive: true });
     this.input.focus();
     this.watch();
     await this.loadTranscript();
+    this.scroll();
     this.refreshContext();
   }
 
@@ -364,8 +370,9 @@ class ChatView {
   // scroll follows new text only when the reader is already at the end, so
   // reading back is never interrupted.
   scroll() {
+    if (!this.following) return;
     const el = document.scrollingElement;
-    if (el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
+    el.scrollTop = el.scrollHeight;
   }
 
   // place puts an element where it belongs in the log: before the first
@@ -550,7 +557,17 @@ class ChatView {
     }
     try {
       const resp = await api('POST', `/v1/chats/${esc(this.id)}/messages`, { content: text }, { accept: 'text/event-stream', raw: true, signal: this.abort.signal });
-      await readSSE(resp, (ev) => this.handle(ev, 'post'));
+      let done = false;
+      await readSSE(resp, (ev) => {
+        done = done || ev.type === 'turn.completed';
+        this.handle(ev, 'post');
+      });
+      // The stream broke before the turn ended: the turn goes on in the
+      // daemon, so hand it to the watch and read what was stored so far.
+      if (!done) {
+        for (const [turn, src] of this.owner) if (src === 'post') this.owner.set(turn, 'watch');
+        await this.loadTranscript();
+      }
     } catch (e) {
       if (this.abort.signal.aborted) return;
       if (!this.input.value) this.input.value = text; // nothing was sent: keep the words

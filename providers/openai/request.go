@@ -63,7 +63,19 @@ func (c *Client) messages(system string, log []chat.Message) ([]openai.ChatCompl
 		out = append(out, openai.SystemMessage(system))
 	}
 	replay := c.replayMask(log)
+	// Tool messages carry text only on this protocol: pictures a tool
+	// returned follow the run of results as one user message.
+	var pictures []chat.Image
+	flush := func() {
+		if len(pictures) > 0 {
+			out = append(out, userMessage(chat.Message{Content: "Pictures the tools above returned:", Images: pictures}))
+			pictures = nil
+		}
+	}
 	for i, m := range log {
+		if m.Role != chat.RoleTool {
+			flush()
+		}
 		switch m.Role {
 		case chat.RoleUser:
 			out = append(out, userMessage(m))
@@ -71,10 +83,12 @@ func (c *Client) messages(system string, log []chat.Message) ([]openai.ChatCompl
 			out = append(out, c.assistantMessage(m, replay[i]))
 		case chat.RoleTool:
 			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
+			pictures = append(pictures, m.Images...)
 		default:
 			return nil, fmt.Errorf("message seq %d: unknown role %q", m.Seq, m.Role)
 		}
 	}
+	flush()
 	return out, nil
 }
 
