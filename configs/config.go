@@ -66,11 +66,14 @@ type Provider struct {
 	Small    string `yaml:"small" json:"small,omitempty"`
 }
 
-// Model is one configured model: a bare id or {id, window, vision}.
+// Model is one configured model: a bare id or {id, window, vision, tools}.
 type Model struct {
 	ID     string `yaml:"id" json:"id"`
 	Window int    `yaml:"window" json:"window,omitempty"`
 	Vision bool   `yaml:"vision" json:"vision,omitempty"`
+	// Tools is how the model calls tools: "native" (the API's tool calls,
+	// the default) or "words" (it writes them in its text).
+	Tools string `yaml:"tools" json:"tools,omitempty"`
 }
 
 // UnmarshalYAML accepts a bare string as a model id.
@@ -286,6 +289,11 @@ func (c *Config) Validate() error {
 		names[p.Name] = true
 		if strings.Contains(p.Name, "/") {
 			return fmt.Errorf("providers[%d]: name %q must not contain '/'", i, p.Name)
+		}
+		for _, m := range p.Models {
+			if m.Tools != "" && m.Tools != "native" && m.Tools != "words" {
+				return fmt.Errorf("providers[%d] model %q: tools must be native or words, not %q", i, m.ID, m.Tools)
+			}
 		}
 	}
 	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {

@@ -49,10 +49,12 @@ var refusals = map[string]func(window, input int) string{
 // turn request over real tokens, or every one when always is set. It answers
 // the summariser and learner, and notes briefly.
 type provider struct {
-	kind    string
-	real    int
-	closed  atomic.Bool
-	always  atomic.Bool
+	kind   string
+	real   int
+	closed atomic.Bool
+	always atomic.Bool
+	// most caps the refusals (0: no cap).
+	most    int64
 	refused atomic.Int64
 }
 
@@ -60,7 +62,7 @@ func (p *provider) script(r testkit.Received) testkit.Reply {
 	if rep, ok := sideReply(r); ok {
 		return rep
 	}
-	if p.closed.Load() && (p.always.Load() || r.InputTokens > p.real) {
+	if p.closed.Load() && (p.always.Load() || r.InputTokens > p.real) && (p.most == 0 || p.refused.Load() < p.most) {
 		p.refused.Add(1)
 		return testkit.Reply{Status: http.StatusBadRequest, Body: refusals[p.kind](p.real, max(r.InputTokens, p.real+1))}
 	}
@@ -322,12 +324,12 @@ func TestRefusedTwiceEndsWithTheTooLongProblemAndOneNextStep(t *testing.T) {
 // fits the window the refusal names, so folding earlier turns is not enough
 // and the retry must go through the in-turn compaction on the learned window.
 func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
-	const configured, real, mails = 32000, 8000, 12
+	const configured, real, mails = 32000, 8000, 8
 	var closed atomic.Bool
 	var refused atomic.Int64
 	script := func(r testkit.Received) testkit.Reply {
 		if r.System == summarizer.CondenseInstructions {
-			return testkit.Reply{Text: "TASK: list the invoices of 12 mails\nPROGRESS: some read\nREMAINING: the rest\nDATA: INV numbers\nDECISIONS: none"}
+			return testkit.Reply{Text: "TASK: list the invoices of 8 mails\nPROGRESS: some read\nREMAINING: the rest\nDATA: INV numbers\nDECISIONS: none"}
 		}
 		if rep, ok := sideReply(r); ok {
 			return rep
@@ -341,7 +343,7 @@ func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
 			read += len(m.ToolCalls)
 		}
 		if read >= mails {
-			return testkit.Reply{Text: "Done: 12 invoices listed."}
+			return testkit.Reply{Text: "Done: 8 invoices listed."}
 		}
 		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: fmt.Sprintf("call_%d", read), Name: "read_mail", Arguments: fmt.Sprintf(`{"n":%d}`, read)}}}
 	}
@@ -351,7 +353,7 @@ func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
 	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	closed.Store(true)
 	ev := newEventLog()
-	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "Read all twelve mails and list every invoice number."}, ev.add)
+	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "Read all eight mails and list every invoice number."}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +366,7 @@ func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
 	if ev.count(chat.EventCompactionApplied) == 0 {
 		t.Fatal("no compaction.applied: the live turn was never compacted to the learned window")
 	}
-	if last := res.Messages[len(res.Messages)-1]; last.Content != "Done: 12 invoices listed." {
+	if last := res.Messages[len(res.Messages)-1]; last.Content != "Done: 8 invoices listed." {
 		t.Fatalf("last message %+v", last)
 	}
 	if m := listedModel(t, d, "fake/m"); m.Window != real || m.WindowSource != "refusal" {
@@ -382,5 +384,38 @@ func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
 	}
 	if results != mails {
 		t.Fatalf("transcript holds %d results, want %d", results, mails)
+	}
+}
+
+// A refusal that names no window (Ollama's never do) still teaches one: an
+// upper bound from what was sent (issue 3 §5, "many never name the window").
+func TestRefusalNamingNoWindowTeachesAnUpperBound(t *testing.T) {
+	const configured = 16384
+	p := &provider{kind: "ollama", most: 1}
+	fake := startFake(t, "ollama", fakeOptions{Script: p.script, Models: []fakeModel{{ID: "m", Window: configured}}})
+	d := daemontest.Start(t, kindConfig(t, "ollama", fake.URL(), configured), nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: noteText("first", 300)}, nil); err != nil || res.Problem != nil {
+		t.Fatalf("first turn: %v %+v", err, res.Problem)
+	}
+	before := len(turnRequests(fake.Requests()))
+	p.closed.Store(true)
+	p.always.Store(true)
+	ev := newEventLog()
+	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "And now?"}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Problem != nil || ev.count(chat.EventHealed) != 1 {
+		t.Fatalf("problem %+v, %d healed events; want a silent heal", res.Problem, ev.count(chat.EventHealed))
+	}
+	refused := turnRequests(fake.Requests())[before]
+	m := listedModel(t, d, "fake/m")
+	// The refused request was well under the configured window, so any
+	// bound learned from it is too.
+	if m.WindowSource != "refusal" || m.Window >= configured {
+		t.Fatalf("fake/m window %d from %q after a refusal of a %d-token request; want a smaller window from \"refusal\"",
+			m.Window, m.WindowSource, refused.InputTokens)
 	}
 }

@@ -203,6 +203,7 @@ func (c *Catalog) infoLocked(e *entry, model string) providers.ModelInfo {
 				mi.Window, mi.WindowSource = m.Window, providers.SourceConfig
 			}
 			mi.Vision = mi.Vision || m.Vision
+			mi.ToolsInWords = m.Tools == "words"
 		}
 	}
 	if mi.Window <= 0 {
@@ -289,6 +290,24 @@ func (c *Catalog) SummaryModels(ref string) []string {
 		}
 	}
 	return append(out, ref)
+}
+
+// Default returns the model for a chat that names none: the configured
+// default, else the first model a provider lists or configures ("" when
+// there is none).
+func (c *Catalog) Default(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	for _, mi := range c.Models() {
+		if !mi.Local || mi.Loaded || mi.WindowSource != providers.SourceDefault {
+			return mi.Provider + "/" + mi.ID
+		}
+	}
+	if ms := c.Models(); len(ms) > 0 {
+		return ms[0].Provider + "/" + ms[0].ID
+	}
+	return ""
 }
 
 // Bigger returns a ready model that reads clearly more than need tokens

@@ -92,7 +92,10 @@ type ModelInfo struct {
 	WindowSource string `json:"window_source"`
 	MaxOutput    int    `json:"max_output,omitempty"`
 	Vision       bool   `json:"vision,omitempty"`
-	Local        bool   `json:"local,omitempty"`
+	// ToolsInWords: the model writes tool calls in its text instead of
+	// using the API's native tool calls.
+	ToolsInWords bool `json:"tools_in_words,omitempty"`
+	Local        bool `json:"local,omitempty"`
 	// Loaded is false for a local model that is not in memory now.
 	Loaded bool `json:"loaded,omitempty"`
 }

@@ -235,7 +235,7 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
 	if c.Model == "" {
-		c.Model = h.cfg.DefaultModel
+		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
 	if c.Model != "" {
 		if _, _, err := h.catalog.Resolve(c.Model); err != nil {

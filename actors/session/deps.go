@@ -29,6 +29,7 @@ type Catalog interface {
 	Resolve(ref string) (providers.Client, providers.ModelInfo, error)
 	Learn(ctx context.Context, ref string, window int) (int, error)
 	Bigger(need int) (ref string, window int, ok bool)
+	Default(configured string) string
 }
 
 // Prompts builds the system prompt of a chat's requests.

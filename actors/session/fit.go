@@ -75,6 +75,10 @@ func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []wi
 func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
 	lean := s.isLean(info)
 	system, specs := s.systemAndTools(lean, info.Vision)
+	if info.ToolsInWords {
+		// The list in words is the prompt's own: it stays as short as lean's.
+		system += "\n\n" + wordsToolPrompt(specs)
+	}
 	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
 	if harder {
 		b.Transcript /= 2
@@ -118,10 +122,14 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	}
 	t.maxTokens = room
 	model := t.ref[len(t.info.Provider)+1:]
-	return providers.Request{
+	req := providers.Request{
 		Model: model, System: system, Messages: s.fromWindow(sent), Tools: specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
-	}, est
+	}
+	if t.info.ToolsInWords {
+		req.Messages, req.Tools = inWords(req.Messages), nil
+	}
+	return req, est
 }
 
 // fromWindow turns assembled messages back into chat messages, keeping what

@@ -38,7 +38,7 @@ var findToolsSpec = chat.ToolSpec{
 
 // isLean decides whether a request goes lean on info's window.
 func (s *session) isLean(info providers.ModelInfo) bool {
-	if info.Window <= leanWindow {
+	if info.Window <= leanWindow || info.ToolsInWords {
 		return true
 	}
 	all := toolTokens(s.allSpecs(info.Vision))
@@ -64,6 +64,9 @@ func (s *session) systemAndTools(lean, vision bool) (string, []chat.ToolSpec) {
 		return s.deps.Prompts.System(s.meta.Tenant, false), s.allSpecs(vision)
 	}
 	specs := []chat.ToolSpec{findToolsSpec}
+	if len(s.snap.LoadedTools) == 0 {
+		return s.deps.Prompts.System(s.meta.Tenant, true), specs
+	}
 	for _, sp := range s.deps.Tools.Specs(s.snap.LoadedTools...) {
 		if vision || !visionTools[sp.Name] {
 			specs = append(specs, sp)

@@ -101,6 +101,14 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 // Each step that needs another actor returns and is resumed by its reply.
 func (s *session) prepare(ctx actor.Context) {
 	t := s.turn
+	if s.snap.Model == "" {
+		// A chat made before any model was known takes the default now.
+		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
+	}
+	if s.snap.Model == "" {
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.deps.NoProviderHelp})
+		return
+	}
 	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.deps.NoProviderHelp)})
@@ -202,6 +210,11 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	reply.Seq = 0
 	if reply.Content == "" && reply.Thinking == "" && len(reply.ToolCalls) == 0 {
 		reply.Content = m.partial
+	}
+	if t.info.ToolsInWords {
+		var calls []chat.ToolCall
+		reply.Content, calls = parseWordsCalls(reply.Content, t.id, t.call)
+		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
 	if !s.storeTurnMsgs(ctx, reply) {
 		return

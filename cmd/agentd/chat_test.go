@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+func TestChatStreamsAnswersAndCompacts(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		if strings.Contains(r.System, "running summary") {
+			return testkit.Reply{Text: "What the person wants: a greeting."}
+		}
+		return testkit.Reply{Text: "Hello, " + r.Messages[len(r.Messages)-1].Content + "!", ChunkRunes: 2}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	var out bytes.Buffer
+	in := strings.NewReader("world\nagain\n/compact the greeting\n")
+	if err := runChat(context.Background(), d.Client, "", "", in, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"chat ", "on fake/m", "Hello, world!", "Hello, again!", "earlier messages are summarised for fake/m"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
