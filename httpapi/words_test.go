@@ -56,9 +56,14 @@ func TestAModelThatCallsToolsInWordsGetsTheLoadedToolsInItsPrompt(t *testing.T) 
 	if len(stored) != 2 || stored[1].Name != "remember" {
 		t.Fatalf("stored calls = %+v", stored)
 	}
-	resp, _ := http.Get(d.Server.URL + "/v1/memories")
+	resp, err := http.Get(d.Server.URL + "/v1/memories")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer resp.Body.Close()
-	var mem struct{ Memories []struct{ Text, State string } }
+	var mem struct {
+		Memories []struct{ Text, State string }
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&mem)
 	if len(mem.Memories) != 1 || mem.Memories[0].Text != "favourite tea is oolong" || mem.Memories[0].State != "active" {
 		t.Fatalf("memories = %+v", mem.Memories)
