@@ -151,8 +151,8 @@ func (h *Hub) startActors() {
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log.With().Str("component", "summarizer").Logger()}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
-		Log: h.log.With().Str("component", "learner").Logger(), SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
-	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log.With().Str("component", "toolindex").Logger())))
+		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log)))
 	root.Send(h.toolIndex, &toolindex.Register{Tools: indexTools(h.tools.List())})
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
