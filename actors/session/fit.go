@@ -123,7 +123,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	t.maxTokens = room
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
-		Model: model, System: system, Messages: s.fromWindow(sent), Tools: specs,
+		Model: model, System: system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
 	}
 	if t.info.ToolsInWords {
@@ -174,4 +174,23 @@ func (s *session) contextView() *chat.ContextView {
 func specJSON(specs []chat.ToolSpec) string {
 	b, _ := json.MarshalIndent(specs, "", " ")
 	return string(b)
+}
+
+// mergeUserRuns joins person's messages that follow each other (a turn cut
+// short by a crash or a provider fault leaves one unanswered): some servers'
+// chat templates refuse two user turns in a row. Only the request changes.
+func mergeUserRuns(msgs []chat.Message) []chat.Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if n := len(out); n > 0 && m.Role == chat.RoleUser && out[n-1].Role == chat.RoleUser {
+			prev := out[n-1]
+			prev.Content += "\n\n" + m.Content
+			prev.Images = append(append([]chat.Image(nil), prev.Images...), m.Images...)
+			prev.Seq = m.Seq
+			out[n-1] = prev
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
