@@ -290,13 +290,19 @@ func TestRequestPrefixNeverChangesBetweenFolds(t *testing.T) {
 		}
 		stretches[len(stretches)-1].reqs = append(stretches[len(stretches)-1].reqs, r)
 	}
+	for i, st := range stretches {
+		t.Logf("stretch %d: %d requests, summary %.60q", i, len(st.reqs), st.summary)
+	}
+	for _, f := range folds {
+		t.Logf("fold: first kept %d, summary %.60q", f.FirstKeptSeq, f.Summary)
+	}
 	// One stretch before any fold, then one per applied fold that a request followed.
 	if len(stretches) < len(folds) || len(stretches) > len(folds)+1 {
 		t.Fatalf("%d stretches of requests for %d folds", len(stretches), len(folds))
 	}
 	longest := 0
-	// The last stretch may still be open; those before it are closed by a fold.
-	for _, st := range stretches[1 : len(stretches)-1] {
+	// Stretch k follows fold k; it is closed when fold k+1 came.
+	for _, st := range stretches[1:min(len(stretches), len(folds))] {
 		longest = max(longest, len(st.reqs))
 	}
 	if longest < 50 {
@@ -541,7 +547,7 @@ func TestStaleToolResultIsStubbedAndConversationReadReturnsIt(t *testing.T) {
 	r := turns[len(turns)-1]
 	var sent string
 	for _, m := range r.Messages {
-		if m.Role == chat.RoleTool && m.ToolName == "big_report" {
+		if m.Role == chat.RoleTool && m.ToolCallID == "call_report" {
 			sent = m.Content
 		}
 	}
@@ -568,8 +574,8 @@ func TestStaleToolResultIsStubbedAndConversationReadReturnsIt(t *testing.T) {
 	turns = requestsOf(fake, kindTurn)
 	r = turns[len(turns)-1]
 	got := r.Messages[len(r.Messages)-1]
-	if got.Role != chat.RoleTool || got.ToolName != "conversation_read" {
-		t.Fatalf("the last message sent is %s %q; want conversation_read's result", got.Role, got.ToolName)
+	if got.Role != chat.RoleTool || got.ToolCallID != "call_read" {
+		t.Fatalf("the last message sent is %s %q; want conversation_read's result", got.Role, got.ToolCallID)
 	}
 	if !strings.Contains(got.Content, original) {
 		t.Fatalf("conversation_read returned %.200q…; want the original report", got.Content)

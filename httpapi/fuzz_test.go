@@ -22,7 +22,7 @@ import (
 
 // fuzzDaemon starts a daemon whose limits never get in a fuzzer's way, so
 // that every answer is about the body and not about the request rate.
-func fuzzDaemon(f *testing.F) *daemontest.Daemon {
+func fuzzDaemon(f testing.TB) *daemontest.Daemon {
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: calculatorScript})
 	f.Cleanup(fake.Close)
 	cfg := daemontest.Config(f.TempDir(), fake.URL(), 32000)
@@ -104,7 +104,7 @@ func FuzzSendMessageDecode(f *testing.F) {
 		// Accepted: the person's message is the first one the turn stored,
 		// exactly as sent.
 		var req api.SendMessageRequest
-		if err := json.Unmarshal(body, &req); err != nil {
+		if err := firstValue(body, &req); err != nil {
 			t.Fatalf("accepted a body that is not a SendMessageRequest (%v): %q", err, body)
 		}
 		msgs, err := d.Hub.Transcript(ctx, daemontestTenant, c.ID, before+1, before+1)
@@ -115,6 +115,38 @@ func FuzzSendMessageDecode(f *testing.F) {
 			t.Fatalf("accepted body %q stored %+v", body, msgs[0])
 		}
 	})
+}
+
+// firstValue decodes the first JSON value of body, as the server does.
+// Trailing bytes are the business of TestDecodeRefusesTrailingBytes.
+func firstValue(body []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(body)).Decode(v)
+}
+
+// TestDecodeRefusesTrailingBytes: a body must be one JSON value. The
+// server's check (dec.More) misses a trailing '}' or ']' — found by
+// FuzzPatchChatDecode (testdata/fuzz/FuzzPatchChatDecode/d21c52d1329a1e1c).
+func TestDecodeRefusesTrailingBytes(t *testing.T) {
+	d := fuzzDaemon(t)
+	c, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ method, path, body string }{
+		"patch null then brace":      {http.MethodPatch, "/v1/chats/" + c.ID, `null}`},
+		"patch object then bracket":  {http.MethodPatch, "/v1/chats/" + c.ID, `{"title":"x"}]`},
+		"create object then brace":   {http.MethodPost, "/v1/chats", `{"title":"x"}}`},
+		"message object then brace":  {http.MethodPost, "/v1/chats/" + c.ID + "/messages", `{"content":"x"}}`},
+		"message object then object": {http.MethodPost, "/v1/chats/" + c.ID + "/messages", `{"content":"x"}{}`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := serve(d, tc.method, tc.path, []byte(tc.body), false)
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status %d for %q; want 400: a body is one JSON value", rec.Code, tc.body)
+			}
+		})
+	}
 }
 
 // daemontestTenant owns every chat of a daemon started without tokens.
@@ -192,7 +224,7 @@ func FuzzPatchChatDecode(f *testing.F) {
 			return
 		}
 		var req api.PatchChatRequest
-		if err := json.Unmarshal(body, &req); err != nil {
+		if err := firstValue(body, &req); err != nil {
 			t.Fatalf("accepted a body that is not a PatchChatRequest (%v): %q", err, body)
 		}
 		if req.Title != nil && after.Title != *req.Title {

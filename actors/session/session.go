@@ -51,7 +51,7 @@ var _ actor.Actor = (*session)(nil)
 func props(deps *Deps, chatID string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &session{deps: deps, id: chatID, log: deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()}
-	})
+	}, actor.WithReceiverMiddleware(logPanics(deps.Log)))
 }
 
 func (s *session) Receive(ctx actor.Context) {
@@ -62,8 +62,12 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.start(ctx)
 	case *actor.Stopping:
-		s.stop(ctx)
-	case *actor.Stopped, *actor.Restarting:
+		s.stop(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"})
+	case *actor.Restarting:
+		// This instance panicked: end what it owns so no caller waits on it;
+		// the new instance reloads the chat from Badger.
+		s.stop(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "an internal error ended this turn; send the message again to continue"})
+	case *actor.Stopped:
 	case *idleTick:
 		s.checkIdle(ctx)
 	case *SubmitTurn:
@@ -152,13 +156,13 @@ func (s *session) load() error {
 	return nil
 }
 
-func (s *session) stop(ctx actor.Context) {
+func (s *session) stop(ctx actor.Context, why *chat.Problem) {
 	s.stopping = true
 	if s.stopTick != nil {
 		s.stopTick()
 	}
-	if t := s.turn; t != nil {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"})
+	if s.turn != nil {
+		s.endTurn(ctx, why)
 	}
 	for _, p := range s.queue {
 		ctx.Send(p.sender, &Rejected{Err: ErrStopping})
