@@ -39,6 +39,10 @@ type Options struct {
 	// BigWindowTurns caps the replay on windows of 1M and more, whose
 	// unfolded requests make the peer's run quadratic (default 500).
 	BigWindowTurns int
+	// TrimTurns caps the trimMessages peer's replay: trimMessages recounts
+	// the whole history once per message it drops, so its cost per turn
+	// grows with the square of the chat (default 400).
+	TrimTurns      int
 	Only           string // one part, or "" for all
 	Seed           uint64
 	PeerDir        string // bench/peer, installed
@@ -62,6 +66,9 @@ func (o *Options) defaults() {
 	}
 	if o.BigWindowTurns <= 0 {
 		o.BigWindowTurns = 500
+	}
+	if o.TrimTurns <= 0 {
+		o.TrimTurns = 400
 	}
 	if o.Seed == 0 {
 		o.Seed = 2026
@@ -93,7 +100,10 @@ type Report struct {
 type Ratio struct {
 	Window int    `json:"window"`
 	Peer   string `json:"peer"`
-	// TotalInput is agentd's total input tokens over the peer's.
+	// Turns compared: the shorter of the two runs.
+	Turns int `json:"turns"`
+	// TotalInput is agentd's total input tokens over the peer's, over the
+	// same turns.
 	TotalInput float64 `json:"total_input_agentd_over_peer"`
 	Largest    float64 `json:"largest_request_agentd_over_peer"`
 	Overhead   float64 `json:"overhead_p50_agentd_over_peer"`
@@ -170,7 +180,11 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			}
 			if o.want(PartPeer) {
 				for _, side := range []string{PeerSummarization, PeerTrim} {
-					res, err := ReplayPeer(ctx, o.PeerDir, side, rp, win, turns)
+					n := turns
+					if side == PeerTrim {
+						n = min(n, o.TrimTurns)
+					}
+					res, err := ReplayPeer(ctx, o.PeerDir, side, rp, win, n)
 					if err != nil {
 						fail(fmt.Sprintf("replay %s %d", side, win), err)
 						continue
@@ -188,8 +202,8 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			}
 		}
 		for _, r := range rep.Ratios {
-			fmt.Fprintf(w, "ratio agentd/%s on %s: total input %.3f, largest request %.3f, overhead p50 %.3f, facts carried %s\n",
-				r.Peer, shortTokens(r.Window), r.TotalInput, r.Largest, r.Overhead, r.Carried)
+			fmt.Fprintf(w, "ratio agentd/%s on %s over %d turns: total input %.3f, largest request %.3f, overhead p50 %.3f, facts carried %s\n",
+				r.Peer, shortTokens(r.Window), r.Turns, r.TotalInput, r.Largest, r.Overhead, r.Carried)
 		}
 	}
 	if o.want(PartOverhead) {
@@ -270,12 +284,13 @@ func ratios(sides []*SideResult) []Ratio {
 		if p == a {
 			continue
 		}
-		out = append(out, Ratio{Window: a.Window, Peer: p.Side,
-			TotalInput: div(float64(a.TotalInputTokens), float64(p.TotalInputTokens)),
+		n := min(a.Turns, p.Turns)
+		out = append(out, Ratio{Window: a.Window, Peer: p.Side, Turns: n,
+			TotalInput: div(float64(inputBefore(a, n)), float64(inputBefore(p, n))),
 			Largest:    div(float64(a.LargestRequest), float64(p.LargestRequest)),
 			Overhead:   div(a.OverheadMS.P50, p.OverheadMS.P50),
-			Carried: fmt.Sprintf("%d vs %d of %d", a.Fidelity.IdentifiersCarried+a.Fidelity.InstructionsCarried,
-				p.Fidelity.IdentifiersCarried+p.Fidelity.InstructionsCarried, a.Fidelity.Identifiers+a.Fidelity.Instructions)})
+			Carried: fmt.Sprintf("%d/%d vs %d/%d", a.Fidelity.IdentifiersCarried+a.Fidelity.InstructionsCarried, a.Fidelity.Identifiers+a.Fidelity.Instructions,
+				p.Fidelity.IdentifiersCarried+p.Fidelity.InstructionsCarried, p.Fidelity.Identifiers+p.Fidelity.Instructions)})
 	}
 	return out
 }

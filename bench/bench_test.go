@@ -180,13 +180,16 @@ func TestAnalyseCountsEverySideTheSameWay(t *testing.T) {
 	}
 	r := &SideResult{Window: 8000}
 	analyse(r, reqs, rp, 10)
-	want := SideResult{Window: 8000, Sawtooth: [][2]int{{0, 100}, {1, 9000}}, TotalInputTokens: 9530, TurnInputTokens: 9100,
+	want := SideResult{Window: 8000, Sawtooth: [][2]int{{0, 100}, {1, 9000}}, Other: [][2]int{{0, 400}, {0, 30}}, TotalInputTokens: 9530, TurnInputTokens: 9100,
 		SummaryInputTokens: 400, LearnInputTokens: 30, Requests: 4, SummaryRequests: 1, LearnRequests: 1,
 		LargestRequest: 9000, LargestWithAnswer: 9010, OverWindow: 1}
 	f := r.Fidelity
 	r.Fidelity = Fidelity{}
 	if !reflect.DeepEqual(*r, want) {
 		t.Fatalf("analyse = %+v\nwant      %+v", *r, want)
+	}
+	if inputBefore(r, 1) != 530 || inputBefore(r, 2) != 9530 {
+		t.Fatalf("input before turn 1 = %d, before turn 2 = %d", inputBefore(r, 1), inputBefore(r, 2))
 	}
 	if f.IdentifiersCarried+f.InstructionsCarried != 1 {
 		t.Fatalf("the last request carries one planted fact; counted %+v", f)

@@ -21,7 +21,10 @@ type SideResult struct {
 	Turns  int    `json:"turns"`
 	// Sawtooth holds [turn, input tokens] of every request made for a turn
 	// (a tool turn makes two), in order.
-	Sawtooth           [][2]int       `json:"sawtooth"`
+	Sawtooth [][2]int `json:"sawtooth"`
+	// Other holds [turn, input tokens] of summarising and learning
+	// requests, each put on the last turn seen before it.
+	Other              [][2]int       `json:"other_requests"`
 	TotalInputTokens   int            `json:"total_input_tokens"`
 	TurnInputTokens    int            `json:"turn_input_tokens"`
 	SummaryInputTokens int            `json:"summary_input_tokens"`
@@ -83,6 +86,7 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // received, the same way for every side.
 func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 	var last *testkit.Received
+	turnNow := 0
 	for i := range reqs {
 		q := &reqs[i]
 		r.Requests++
@@ -91,6 +95,9 @@ func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 		r.LargestWithAnswer = max(r.LargestWithAnswer, q.InputTokens+q.MaxTokens)
 		if q.InputTokens > r.Window {
 			r.OverWindow++
+		}
+		if IsSummaryRequest(*q) || IsLearnRequest(*q) {
+			r.Other = append(r.Other, [2]int{turnNow, q.InputTokens})
 		}
 		if IsSummaryRequest(*q) {
 			r.SummaryRequests++
@@ -110,9 +117,25 @@ func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 			}
 		}
 		r.Sawtooth = append(r.Sawtooth, [2]int{turn, q.InputTokens})
+		turnNow = max(turnNow, turn)
 		last = q
 	}
 	r.Fidelity = carried(rp, turns, last)
+}
+
+// inputBefore is the total input of r's requests made for turns before n
+// (summarising and learning ones included), to compare runs of different
+// lengths over the same turns.
+func inputBefore(r *SideResult, n int) int {
+	t := 0
+	for _, set := range [][][2]int{r.Sawtooth, r.Other} {
+		for _, p := range set {
+			if p[0] < n {
+				t += p[1]
+			}
+		}
+	}
+	return t
 }
 
 // planted returns the plants of the first turns turns.

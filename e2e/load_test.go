@@ -39,7 +39,7 @@ func TestLoad(t *testing.T) {
 		}
 		chats = n
 	}
-	const window = 8192
+	const window = 4096
 	b := newBrain(3)
 	b.MaxDelay, b.FoldDelay, b.Words = 100*time.Millisecond, 100*time.Millisecond, 80
 	fake := openaifake.New(openaifake.Options{Window: window, Script: b.Script})

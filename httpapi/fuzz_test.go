@@ -22,7 +22,7 @@ import (
 
 // fuzzDaemon starts a daemon whose limits never get in a fuzzer's way, so
 // that every answer is about the body and not about the request rate.
-func fuzzDaemon(f testing.TB) *daemontest.Daemon {
+func fuzzDaemon(f testing.TB) *ownDaemon {
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: calculatorScript})
 	f.Cleanup(fake.Close)
 	cfg := daemontest.Config(f.TempDir(), fake.URL(), 32000)
@@ -30,19 +30,19 @@ func fuzzDaemon(f testing.TB) *daemontest.Daemon {
 	cfg.Limits.MaxBodyBytes = 64 << 10
 	cfg.Limits.MaxMessageBytes = 16 << 10
 	cfg.Limits.ChatsPerTenant = 2000
-	return daemontest.Start(f, cfg, nil)
+	return startDaemon(f, cfg, nil, nil)
 }
 
 // serve runs one request through the handler in-process, so a panic in a
 // handler is the fuzzer's finding rather than a dropped connection.
-func serve(d *daemontest.Daemon, method, path string, body []byte, sse bool) *httptest.ResponseRecorder {
+func serve(d *ownDaemon, method, path string, body []byte, sse bool) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if sse {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	rec := httptest.NewRecorder()
-	d.Server.Config.Handler.ServeHTTP(rec, req)
+	d.Handler.ServeHTTP(rec, req)
 	return rec
 }
 

@@ -421,9 +421,10 @@ func TestSizeLimits(t *testing.T) {
 
 // ownDaemon is a daemon started by startDaemon.
 type ownDaemon struct {
-	Hub    *hub.Hub
-	URL    string
-	Client *api.Client
+	Hub     *hub.Hub
+	Handler http.Handler
+	URL     string
+	Client  *api.Client
 }
 
 // startDaemon runs a daemon like daemontest.Start, with extra tools
@@ -431,17 +432,23 @@ type ownDaemon struct {
 // stops it hub first: a message waiting in a chat's queue holds its
 // handler (hub.Submit does not watch the request's context), so closing the
 // HTTP server first would wait for the queue to drain.
-func startDaemon(t *testing.T, cfg configs.Config, tokens map[string]string, register func(*tools.Registry) error) *ownDaemon {
+func startDaemon(t testing.TB, cfg configs.Config, tokens map[string]string, register func(*tools.Registry) error) *ownDaemon {
 	t.Helper()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	if _, fuzzing := t.(*testing.F); fuzzing {
+		// A fuzz worker's daemon outlives each input's T; its goroutines
+		// must not log into the testing framework.
+		log = zerolog.Nop()
+	}
 	h, err := hub.New(context.Background(), cfg, log, hub.Options{Tools: register})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(h, cfg, tokens, log))
+	handler := httpapi.New(h, cfg, tokens, log)
+	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -451,7 +458,7 @@ func startDaemon(t *testing.T, cfg configs.Config, tokens map[string]string, reg
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return &ownDaemon{Hub: h, URL: srv.URL, Client: &api.Client{BaseURL: srv.URL}}
+	return &ownDaemon{Hub: h, Handler: handler, URL: srv.URL, Client: &api.Client{BaseURL: srv.URL}}
 }
 
 // toolScript calls the tool named by the person's message, then reports

@@ -43,7 +43,8 @@ type turn struct {
 	info      providers.ModelInfo
 	ref       string
 	maxTokens int // answer room of the last request; 0: computed
-	estimate  int // estimate of the in-flight request
+	estimate  int // anchored estimate of the in-flight request
+	raw       int // its raw estimate, what calibration compares with the report
 
 	healed      bool
 	harder      bool
@@ -137,7 +138,7 @@ func (s *session) prepare(ctx actor.Context) {
 func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t := s.turn
 	req, est := s.buildRequest(t)
-	t.estimate = est.total
+	t.estimate, t.raw = est.total, est.raw
 	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.healPending]})
 	t.call++
 	t.rounds++
@@ -196,7 +197,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	u := m.resp.Usage
 	t.usage = t.usage.Add(u)
 	t.lastReported = u.InputTokens
-	s.calibrate(t.estimate, u.InputTokens)
+	s.calibrate(t.raw, u.InputTokens)
 	s.publish(chat.EventUsage, t.id, u)
 	if t.healPending {
 		t.healPending = false
@@ -315,8 +316,8 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 // this turn and shorten the turn harder; a second refusal is a problem.
 func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 	t := s.turn
-	if pe.Window > 0 {
-		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, pe.Window); err != nil {
+	if learnt := learntWindow(pe, t); learnt > 0 {
+		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, learnt); err != nil {
 			s.log.Warn().Err(err).Msg("learn window")
 		} else {
 			t.info.Window = kept
@@ -340,6 +341,26 @@ func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 		return
 	}
 	s.prepare(ctx)
+}
+
+// learntWindow is what a refusal teaches of the window: the figure it
+// names, else an upper bound from what was sent (many providers never name
+// one), when that is below what agentd believed.
+func learntWindow(pe *providers.Error, t *turn) int {
+	if pe.Window > 0 {
+		return pe.Window
+	}
+	sent := pe.Requested
+	if sent <= 0 {
+		sent = t.estimate
+		if pe.CountsOutput {
+			sent += t.maxTokens
+		}
+	}
+	if bound := sent * 95 / 100; bound > 0 && bound < t.info.Window {
+		return bound
+	}
+	return 0
 }
 
 func (s *session) tooLongProblem(t *turn) *chat.Problem {

@@ -156,10 +156,31 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 		return acc.response(), &providers.Error{Provider: c.name, Status: http.StatusOK, Retryable: true, Err: fmt.Errorf("chat %s: %w", req.Model, ErrIncompleteStream)}
 	}
 	resp := acc.response()
-	if terr := silentTruncation(c.name, req.EstimatedInput, numCtx, resp.Usage.InputTokens); terr != nil {
+	if terr := silentTruncation(c.name, req.EstimatedInput, c.effectiveWindow(ctx, req, numCtx, resp.Usage.InputTokens), resp.Usage.InputTokens); terr != nil {
 		return resp, terr
 	}
 	return resp, nil
+}
+
+// effectiveWindow is the window the server really ran with. Ollama lowers a
+// num_ctx above the model's trained length without a word, so when the
+// count it reports is clearly under the estimate (a cut, or only a cache
+// hit), /api/ps is asked what the loaded model holds.
+func (c *Client) effectiveWindow(ctx context.Context, req providers.Request, numCtx, reported int) int {
+	if req.EstimatedInput <= 0 || reported*100 >= req.EstimatedInput*reportedSharePct {
+		return numCtx
+	}
+	running, err := c.api.ListRunning(ctx)
+	if err != nil {
+		return numCtx
+	}
+	key := canonical(req.Model)
+	for _, m := range running.Models {
+		if (canonical(m.Name) == key || canonical(m.Model) == key) && m.ContextLength > 0 {
+			return min(numCtx, m.ContextLength)
+		}
+	}
+	return numCtx
 }
 
 // chatRequest translates a provider-neutral request into Ollama's.
