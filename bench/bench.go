@@ -335,6 +335,37 @@ func plotWindow(dir string, window int, sides []*SideResult) error {
 	return PlotSawtooth(fmt.Sprintf("%s-first%d.png", base, first), fmt.Sprintf("%s, first %d turns", title, first), window, zoom)
 }
 
+// PlotReport draws the sawtooth plots of a report written earlier.
+func PlotReport(dir string, rep *Report) error {
+	byWindow := map[int][]*SideResult{}
+	var windows []int
+	for _, s := range rep.Replays {
+		if _, ok := byWindow[s.Window]; !ok {
+			windows = append(windows, s.Window)
+		}
+		byWindow[s.Window] = append(byWindow[s.Window], s)
+	}
+	for _, w := range windows {
+		if err := plotWindow(dir, w, byWindow[w]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadJSON reads a report written by WriteJSON.
+func ReadJSON(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
+}
+
 // WriteJSON writes a report to path.
 func WriteJSON(path string, rep *Report) error {
 	b, err := json.MarshalIndent(rep, "", " ")

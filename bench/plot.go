@@ -7,6 +7,7 @@ import (
 	"image/draw"
 	"image/png"
 	"os"
+	"strings"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -45,13 +46,11 @@ func PlotSawtooth(path, title string, window int, series []Series) error {
 	py := func(y int) int { return h - bottom - int(int64(y)*int64(h-top-bottom)/int64(maxY)) }
 	grey := color.RGBA{0xcc, 0xcc, 0xcc, 0xff}
 	black := color.RGBA{0, 0, 0, 0xff}
-	for i := 0; i <= 4; i++ {
-		y := maxY * i / 4
+	for y, step := 0, niceStep(maxY); y <= maxY; y += step {
 		line(img, left, py(y), w-right, py(y), grey)
 		label(img, 4, py(y)+4, shortTokens(y), black)
 	}
-	for i := 0; i <= 4; i++ {
-		x := maxX * i / 4
+	for x, step := 0, niceStep(maxX); x <= maxX; x += step {
 		label(img, px(x)-8, h-bottom+16, fmt.Sprint(x), black)
 	}
 	line(img, left, top, left, h-bottom, black)
@@ -85,12 +84,29 @@ func PlotSawtooth(path, title string, window int, series []Series) error {
 	return f.Close()
 }
 
+// niceStep is a tick spacing of 1, 2 or 5 times a power of ten giving at
+// most six ticks up to n.
+func niceStep(n int) int {
+	for p := 1; ; p *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if n/(m*p) <= 5 {
+				return m * p
+			}
+		}
+	}
+}
+
+// shortTokens prints 8000 as 8K, 2500 as 2.5K and 1000000 as 1M.
 func shortTokens(n int) string {
+	trim := func(f float64, unit string) string {
+		s := strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", f), "0"), ".")
+		return s + unit
+	}
 	switch {
 	case n >= 1_000_000:
-		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+		return trim(float64(n)/1e6, "M")
 	case n >= 1000:
-		return fmt.Sprintf("%dK", n/1000)
+		return trim(float64(n)/1e3, "K")
 	}
 	return fmt.Sprint(n)
 }

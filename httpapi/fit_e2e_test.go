@@ -291,7 +291,7 @@ func TestRequestPrefixNeverChangesBetweenFolds(t *testing.T) {
 		stretches[len(stretches)-1].reqs = append(stretches[len(stretches)-1].reqs, r)
 	}
 	for i, st := range stretches {
-		t.Logf("stretch %d: %d requests, summary %.60q", i, len(st.reqs), st.summary)
+		t.Logf("stretch %d: %d requests, summary %.60q, first %d tokens, last %d tokens", i, len(st.reqs), st.summary, st.reqs[0].InputTokens, st.reqs[len(st.reqs)-1].InputTokens)
 	}
 	for _, f := range folds {
 		t.Logf("fold: first kept %d, summary %.60q", f.FirstKeptSeq, f.Summary)

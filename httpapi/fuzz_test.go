@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -33,17 +35,40 @@ func fuzzDaemon(f testing.TB) *ownDaemon {
 	return startDaemon(f, cfg, nil, nil)
 }
 
+// serveTimeout bounds one request: a turn through the fake takes
+// milliseconds, so a request still open after this has hung.
+const serveTimeout = 5 * time.Second
+
 // serve runs one request through the handler in-process, so a panic in a
-// handler is the fuzzer's finding rather than a dropped connection.
-func serve(d *ownDaemon, method, path string, body []byte, sse bool) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+// handler is the fuzzer's finding rather than a dropped connection. A
+// request that hangs fails with every goroutine's stack, rather than
+// stalling the fuzzer's worker (which then dies without a word).
+func serve(t testing.TB, d *ownDaemon, method, path string, body []byte, sse bool) *httptest.ResponseRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if sse {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	rec := httptest.NewRecorder()
-	d.Handler.ServeHTTP(rec, req)
-	return rec
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Handler.ServeHTTP(rec, req)
+	}()
+	select {
+	case <-done:
+		return rec
+	case <-time.After(serveTimeout):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		cancel()
+		<-done
+		t.Fatalf("%s %s with body %q (sse %v) was still open after %s; it answered %d after the cancel.\n%s", method, path, body, sse, serveTimeout, rec.Code, buf[:n])
+		return nil
+	}
 }
 
 // checkAnswer fails on a 5xx and on an error answer that is not the one
@@ -89,7 +114,7 @@ func FuzzSendMessageDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := serve(d, http.MethodPost, path, body, sse)
+		rec := serve(t, d, http.MethodPost, path, body, sse)
 		checkAnswer(t, rec, body)
 		after, err := d.Hub.Store().LastSeq(ctx, c.ID)
 		if err != nil {
@@ -141,7 +166,7 @@ func TestDecodeRefusesTrailingBytes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			rec := serve(d, tc.method, tc.path, []byte(tc.body), false)
+			rec := serve(t, d, tc.method, tc.path, []byte(tc.body), false)
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("status %d for %q; want 400: a body is one JSON value", rec.Code, tc.body)
 			}
@@ -167,7 +192,7 @@ func FuzzCreateChatDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := serve(d, http.MethodPost, "/v1/chats", body, false)
+		rec := serve(t, d, http.MethodPost, "/v1/chats", body, false)
 		checkAnswer(t, rec, body)
 		after, err := d.Hub.Chats(ctx, daemontestTenant)
 		if err != nil {
@@ -211,7 +236,7 @@ func FuzzPatchChatDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := serve(d, http.MethodPatch, path, body, false)
+		rec := serve(t, d, http.MethodPatch, path, body, false)
 		checkAnswer(t, rec, body)
 		after, _, err := d.Hub.Chat(ctx, daemontestTenant, c.ID)
 		if err != nil {

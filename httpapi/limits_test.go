@@ -185,9 +185,8 @@ func TestChatsPerTenantLimit(t *testing.T) {
 	cfg.Limits.ChatsPerTenant = 2
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"})
 	ctx := context.Background()
-	for i := range 2 {
+	for range 2 {
 		call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats", "tok-a", `{}`).want(t, 201, "")
-		_ = i
 	}
 	call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats", "tok-a", `{}`).want(t, 429, "limit")
 	// The limit is the tenant's own: another tenant still creates.

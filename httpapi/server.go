@@ -164,8 +164,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value in the body")
+	if err == nil {
+		if _, next := dec.Token(); !errors.Is(next, io.EOF) {
+			err = errors.New("the body holds more than one JSON value")
+		}
 	}
 	var tooBig *http.MaxBytesError
 	switch {

@@ -25,6 +25,7 @@ func init() {
 	f.String("plots", "docs", "folder for the sawtooth PNGs (empty: none)")
 	f.IntSlice("scale-chats", []int{1_000, 10_000}, "chats driven at once")
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
+	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
 	benchCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
@@ -42,6 +43,13 @@ func init() {
 		o.Real, _ = f.GetString("real")
 		o.ConfigPath, _ = f.GetString("config")
 		out, _ := f.GetString("out")
+		if replot, _ := f.GetString("replot"); replot != "" {
+			rep, err := bench.ReadJSON(replot)
+			if err != nil {
+				return err
+			}
+			return bench.PlotReport(o.PlotDir, rep)
+		}
 		switch o.Only {
 		case "", bench.PartReplay, bench.PartPeer, bench.PartOverhead, bench.PartScale, bench.PartFindTools:
 		default:
