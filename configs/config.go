@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -158,6 +159,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	d.Duration = v
 	return nil
+}
+
+// JSONSchema describes a Duration as the string it is written as.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Pattern: `^([0-9.]+(ns|us|µs|ms|s|m|h))+$`, Examples: []any{"90s", "5m", "24h"}}
 }
 
 // MarshalText prints the duration in Go form.

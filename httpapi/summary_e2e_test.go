@@ -78,7 +78,9 @@ func TestLongChatFollowsASawtoothUnderTheBudget(t *testing.T) {
 
 	send(t, d, c.ID, "Before we start: my key is "+plantedSecret+", keep it in mind.")
 	for i := 1; i < turns; i++ {
-		send(t, d, c.ID, fmt.Sprintf("Note %d: order %d ships from shelf B-%d.", i, 5000+i, i%40))
+		// About 25 tokens a turn: the budget, not the 600-message bound,
+		// makes the first fold, near turn 210.
+		send(t, d, c.ID, fmt.Sprintf("Note %d: order %d ships from shelf B-%d to the Porto warehouse by truck.", i, 5000+i, i%40))
 	}
 	// A background fold may still run after the last turn: wait until every
 	// fold applied has had exactly its pieces asked, and no more.

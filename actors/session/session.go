@@ -162,6 +162,12 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem) {
 		s.stopTick()
 	}
 	if s.turn != nil {
+		// Mark the cut in the log, so the person and the next turn see it.
+		mark := chat.Message{Role: chat.RoleAssistant, Model: s.turn.ref, Partial: true, Problem: why.Message,
+			Content: "[This answer was cut short: " + why.Message + "]"}
+		if _, err := s.deps.Store.Append(context.Background(), s.id, mark); err != nil {
+			s.log.Error().Err(err).Msg("mark the cut turn")
+		}
 		s.endTurn(ctx, why)
 	}
 	for _, p := range s.queue {

@@ -32,3 +32,20 @@ func TestChatStreamsAnswersAndCompacts(t *testing.T) {
 		}
 	}
 }
+
+func TestSchemaDescribesTheConfigKeys(t *testing.T) {
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetArgs([]string{"schema"})
+	if err := rootCmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"listen"`, `"data_dir"`, `"providers"`, `"api_key_env"`, `"tool_timeout"`, `"additionalProperties": false`} {
+		if !strings.Contains(out.String(), key) {
+			t.Errorf("schema lacks %s", key)
+		}
+	}
+	if strings.Contains(out.String(), `"required"`) {
+		t.Error("every key is optional, but the schema requires some")
+	}
+}
