@@ -112,6 +112,14 @@ func (d *daemon) newChat(ctx context.Context, model string) (string, error) {
 	return c.ID, nil
 }
 
+func (d *daemon) newChatFor(ctx context.Context, tenant string) (string, error) {
+	c, err := d.hub.CreateChat(ctx, tenant, persistence.Chat{})
+	if err != nil {
+		return "", fmt.Errorf("create chat: %w", err)
+	}
+	return c.ID, nil
+}
+
 // turnOutcome is one finished turn as the bench sees it.
 type turnOutcome struct {
 	result chat.TurnResult
@@ -178,7 +186,7 @@ func (c *chatDriver) send(ctx context.Context, text string) (turnOutcome, error)
 
 // sendOnce submits a message on a short-lived subscription (many chats at
 // once) and waits for its turn.
-func (d *daemon) sendOnce(ctx context.Context, chatID, text string) (chat.TurnResult, error) {
+func (d *daemon) sendOnce(ctx context.Context, tenant, chatID, text string) (chat.TurnResult, error) {
 	sub := d.hub.Bus().Subscribe(chatID, 1024)
 	defer sub.Close()
 	acc, err := d.hub.Submit(ctx, tenant, chatID, chat.Message{Role: chat.RoleUser, Content: text})

@@ -148,9 +148,9 @@ func firstValue(body []byte, v any) error {
 	return json.NewDecoder(bytes.NewReader(body)).Decode(v)
 }
 
-// TestDecodeRefusesTrailingBytes: a body must be one JSON value. The
-// server's check (dec.More) misses a trailing '}' or ']' — found by
-// FuzzPatchChatDecode (testdata/fuzz/FuzzPatchChatDecode/d21c52d1329a1e1c).
+// TestDecodeRefusesTrailingBytes: a body must be one JSON value. A check
+// with dec.More missed a trailing '}' or ']' — found by FuzzPatchChatDecode
+// (testdata/fuzz/FuzzPatchChatDecode/d21c52d1329a1e1c).
 func TestDecodeRefusesTrailingBytes(t *testing.T) {
 	d := fuzzDaemon(t)
 	c, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{})

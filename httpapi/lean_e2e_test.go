@@ -157,6 +157,7 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 	t.Run("first request is lean", func(t *testing.T) {
 		evs := sendCollect(t, d, c.ID, "hello there")
 		first := requestsOf(fake, kindTurn)[0]
+		t.Logf("first request: %d tokens, tools %v", first.InputTokens, first.Tools)
 		if first.InputTokens > win/4 {
 			t.Fatalf("the first request counts %d tokens; at most %d", first.InputTokens, win/4)
 		}
@@ -205,18 +206,32 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 		reqs := turnRequestsSince(fake, n)
 		// find_tools' answer, then the request after it.
 		var after *testkit.Received
+		var answer string
 		for i, r := range reqs {
 			if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool && last.ToolCallID == "call_find" {
-				after = &reqs[i]
-				if !strings.Contains(last.Content, "ship_parcel") {
-					t.Fatalf("find_tools answered %q; want ship_parcel among the loaded", last.Content)
-				}
+				after, answer = &reqs[i], last.Content
 			}
 		}
 		if after == nil {
 			t.Fatal("no request followed find_tools' result")
 		}
+		// The answer gives the loaded tools' specs; each is offered next.
+		_, specsJSON, _ := strings.Cut(answer, "\n")
+		var specs []chat.ToolSpec
+		if err := json.Unmarshal([]byte(specsJSON), &specs); err != nil || len(specs) == 0 {
+			t.Fatalf("find_tools answered %q; want the loaded tools' specs", answer)
+		}
+		for _, sp := range specs {
+			if !slices.Contains(after.Tools, sp.Name) || len(sp.Parameters) == 0 {
+				t.Fatalf("find_tools loaded %s (parameters %s) but the next request's tools are %v", sp.Name, sp.Parameters, after.Tools)
+			}
+		}
+		// ship_parcel came from find_tools alone: the message says "send".
+		if slices.Contains(reqs[0].Tools, "ship_parcel") || !slices.ContainsFunc(specs, func(sp chat.ToolSpec) bool { return sp.Name == "ship_parcel" }) {
+			t.Fatalf("ship_parcel: preloaded %v, found %v", reqs[0].Tools, specs)
+		}
 		loaded := loadedIn(t, evs)
+		t.Logf("loaded this turn: %v; first request's tools %v; after find_tools %v", loaded, reqs[0].Tools, after.Tools)
 		if len(loaded) == 0 {
 			t.Fatal("find_tools loaded nothing")
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
@@ -28,10 +29,22 @@ const (
 
 func checkNoSecret(t *testing.T, reqs []testkit.Received) {
 	t.Helper()
+	var sample string
+	masked := false
 	for i, r := range reqs {
 		if bytes.Contains(r.Raw, []byte(secretPart)) {
 			t.Fatalf("summarising request %d carries the planted secret", i)
 		}
+		prompt := lastUser(r) // the instructions name placeholders too
+		if at := strings.Index(prompt, "[secret:"); at >= 0 && sample == "" {
+			sample = prompt[at:min(len(prompt), at+40)]
+		}
+		masked = masked || strings.Contains(prompt, "[secret:api-key:")
+	}
+	// The turn with the secret was folded: it went masked, as the one
+	// stable placeholder of an API key that the instructions say to keep.
+	if !masked {
+		t.Errorf("no summarising request carries the API key's placeholder [secret:api-key:…]; the first placeholder seen is %q", sample)
 	}
 }
 
@@ -72,7 +85,9 @@ func TestLongChatFollowsASawtoothUnderTheBudget(t *testing.T) {
 	script, summaries := summaryScript()
 	fake := openaifake.New(openaifake.Options{Window: win, Script: script})
 	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil)
+	// Badger in memory: this test is about folding, and 4,000 synced
+	// writes would make it a disk benchmark.
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{InMemory: true})
 	c := newChat(t, d, "")
 	evs := watchChat(t, d, c.ID)
 
@@ -192,7 +207,7 @@ func TestFailingSummariserLeavesADigestAndNoFoldStorm(t *testing.T) {
 			}
 			fake := openaifake.New(openaifake.Options{Window: win, Script: script})
 			defer fake.Close()
-			d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil)
+			d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{InMemory: true})
 			c := newChat(t, d, "")
 			evs := watchChat(t, d, c.ID)
 			filler := strings.Repeat("the ledger lists each shipment with its weight and carrier; ", 8)
@@ -204,6 +219,7 @@ func TestFailingSummariserLeavesADigestAndNoFoldStorm(t *testing.T) {
 			}
 			sums := requestsOf(fake, kindSummary)
 			folds := evs.compacted(t)
+			t.Logf("%d folds, %d summarising requests", len(folds), len(sums))
 			if len(folds) <= 4 {
 				t.Fatalf("%d folds in 150 turns; want more than 4 to see the pause", len(folds))
 			}

@@ -60,21 +60,46 @@ var secretPatterns = []struct {
 	{"password", regexp.MustCompile(`://[^/\s:@]+:([^@\s/]{3,})@`), 1},
 }
 
+// placeholderRe finds placeholders Mask wrote, which masking leaves alone:
+// Mask(Mask(s)) == Mask(s).
+var placeholderRe = regexp.MustCompile(`\[secret:[a-z-]+:[0-9a-f]{6}\]`)
+
 // Mask replaces secrets in s with placeholders like [secret:api-key:1a2b3c].
+// The same secret always masks the same way, and placeholders stay as they
+// are.
 func Mask(s string) string {
 	for _, p := range secretPatterns {
-		s = p.re.ReplaceAllStringFunc(s, func(m string) string {
-			if p.keep == 0 {
-				return placeholder(p.kind, m)
-			}
-			sub := p.re.FindStringSubmatch(m)
-			if len(sub) <= p.keep || sub[p.keep] == "" {
-				return m
-			}
-			return strings.Replace(m, sub[p.keep], placeholder(p.kind, sub[p.keep]), 1)
-		})
+		s = outsidePlaceholders(s, func(seg string) string { return maskWith(p.re, p.kind, p.keep, seg) })
 	}
 	return s
+}
+
+// outsidePlaceholders applies fn to the parts of s between placeholders.
+func outsidePlaceholders(s string, fn func(string) string) string {
+	var b strings.Builder
+	last := 0
+	for _, loc := range placeholderRe.FindAllStringIndex(s, -1) {
+		b.WriteString(fn(s[last:loc[0]]))
+		b.WriteString(s[loc[0]:loc[1]])
+		last = loc[1]
+	}
+	b.WriteString(fn(s[last:]))
+	return b.String()
+}
+
+// maskWith replaces what re matches in s (its submatch keep, or the whole
+// match when keep is 0) with a placeholder of kind.
+func maskWith(re *regexp.Regexp, kind string, keep int, s string) string {
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		if keep == 0 {
+			return placeholder(kind, m)
+		}
+		sub := re.FindStringSubmatch(m)
+		if len(sub) <= keep || sub[keep] == "" {
+			return m
+		}
+		return strings.Replace(m, sub[keep], placeholder(kind, sub[keep]), 1)
+	})
 }
 
 func placeholder(kind, secret string) string {
