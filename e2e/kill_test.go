@@ -136,6 +136,9 @@ func TestKillHarness(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
+	if len(kinds) == 0 {
+		kinds = []string{"none"}
+	}
 	fig := fmt.Sprintf(`## Kill harness (TestKillHarness)
 
 Command: `+"`go test -run TestKillHarness -v ./e2e/`"+` (seed %d, %s on %s)
@@ -147,7 +150,7 @@ Command: `+"`go test -run TestKillHarness -v ./e2e/`"+` (seed %d, %s on %s)
 | kills while a summarising request was in flight | %d |
 | messages acknowledged (turn.started seen) | %d |
 | turns completed (turn.completed seen) | %d |
-| sends cut before acknowledgement | %d |
+| send attempts refused or cut before acknowledgement (mostly while restarting) | %d |
 | turn problems seen | %s |
 | summarising requests | %d |
 | chats with a moved summary boundary at the end | %d |

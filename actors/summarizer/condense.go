@@ -39,36 +39,15 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 }
 
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []chan struct{}) *Condensed {
-	res := &Condensed{ReqID: m.ReqID}
-	lines := Lines(m.Turn)
-	var errs []string
-	for i, ref := range models {
-		client, info, err := cfg.Catalog.Resolve(ref)
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		state := m.Prior
-		ok := true
-		for _, p := range Pieces(lines, info.Window, "") {
-			prompt := "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
-			text, usage, err := callWith(ctx, cfg, sems[i], client, info.ID, CondenseInstructions, prompt)
-			res.Usage = res.Usage.Add(usage)
-			if err != nil || !strings.Contains(text, "REMAINING") {
-				ok = false
-				if err != nil {
-					errs = append(errs, err.Error())
-				}
-				break
-			}
-			state = text
-		}
-		if ok {
-			res.OK, res.Text = true, state
-			return res
-		}
+	o := job{models: models, sems: sems, lines: Lines(m.Turn), system: CondenseInstructions, start: m.Prior,
+		prompt: func(state string, p Piece) string {
+			return "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
+		},
+		valid: func(text string) bool { return strings.Contains(text, "REMAINING") }}.do(ctx, cfg)
+	res := &Condensed{ReqID: m.ReqID, OK: o.ok, Text: o.state, Usage: o.usage}
+	if !o.ok {
+		res.Err = strings.Join(o.errs, "; ")
 	}
-	res.Err = strings.Join(errs, "; ")
 	return res
 }
 

@@ -111,52 +111,86 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 	}()
 }
 
-// run tries each model in turn; the first that writes a real summary of
-// every piece wins. With none, the old summary stays and the digest grows.
-func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
-	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
-	lines := Lines(m.Turns)
-	var errs []string
-	for i, ref := range models {
+// job is one piece-by-piece rewrite of a state (a summary, or a monster
+// turn's structured state) by the first model that manages every piece.
+type job struct {
+	models []string
+	sems   []chan struct{}
+	lines  []string
+	focus  string
+	system string
+	start  string
+	prompt func(state string, p Piece) string
+	valid  func(text string) bool
+}
+
+// outcome is what a job produced.
+type outcome struct {
+	ok       bool
+	state    string
+	model    string
+	usage    chat.Usage
+	requests int
+	errs     []string
+}
+
+// do tries each model in turn, folding every piece into the state; a model
+// that fails a piece is dropped and the next starts again from the start.
+func (j job) do(ctx context.Context, cfg Config) outcome {
+	var o outcome
+	for i, ref := range j.models {
 		client, info, err := cfg.Catalog.Resolve(ref)
 		if err != nil {
-			errs = append(errs, err.Error())
+			o.errs = append(o.errs, err.Error())
 			continue
 		}
-		summary := m.Summary
-		if m.Digest != "" {
-			summary = strings.TrimSpace(summary + "\nFacts noted without a summary:\n" + m.Digest)
-		}
-		ok := true
-		for _, p := range Pieces(lines, info.Window, m.Focus) {
-			text, usage, err := call(ctx, cfg, sems[i], client, info.ID, UserPrompt(summary, p, m.Focus))
-			res.Usage = res.Usage.Add(usage)
-			res.Requests++
+		state, ok := j.start, true
+		for _, p := range Pieces(j.lines, info.Window, j.focus) {
+			text, usage, err := callWith(ctx, cfg, j.sems[i], client, info.ID, j.system, j.prompt(state, p))
+			o.usage = o.usage.Add(usage)
+			o.requests++
+			if err == nil && j.valid != nil && !j.valid(text) {
+				err = errNotSummary
+			}
 			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s: %v", ref, err))
+				o.errs = append(o.errs, fmt.Sprintf("%s: %v", ref, err))
 				ok = false
 				break
 			}
-			summary = text
+			state = text
 		}
 		if ok {
-			res.OK, res.Summary, res.Model, res.Digest = true, summary, ref, ""
-			return res
+			o.ok, o.state, o.model = true, state, ref
+			return o
 		}
-		cfg.Log.Warn().Str("chat_id", m.ChatID).Str("model", ref).Msg("summarising failed; trying the next model")
+		cfg.Log.Warn().Str("model", ref).Msg("summarising failed; trying the next model")
 	}
-	res.Err = strings.Join(errs, "; ")
-	if res.Err == "" {
-		res.Err = "no model to summarise with"
+	if len(o.errs) == 0 {
+		o.errs = []string{"no model to summarise with"}
 	}
+	return o
+}
+
+// run folds a chat's turns into its summary. With no model succeeding, the
+// old summary stays and the digest grows.
+func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
+	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
+	start := m.Summary
+	if m.Digest != "" {
+		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + m.Digest)
+	}
+	o := job{models: models, sems: sems, lines: Lines(m.Turns), focus: m.Focus, system: Instructions, start: start,
+		prompt: func(state string, p Piece) string { return UserPrompt(state, p, m.Focus) }}.do(ctx, cfg)
+	res.Usage, res.Requests = o.usage, o.requests
+	if o.ok {
+		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
+		return res
+	}
+	res.Err = strings.Join(o.errs, "; ")
 	return res
 }
 
 var errNotSummary = errors.New("the reply was not a summary")
-
-func call(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, prompt string) (string, chat.Usage, error) {
-	return callWith(ctx, cfg, sem, client, model, Instructions, prompt)
-}
 
 // callWith makes one summarising request with the given instructions.
 func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, system, prompt string) (string, chat.Usage, error) {
