@@ -239,8 +239,30 @@ func (s *sseWriter) comment(text string) error {
 	return nil
 }
 
-// streamTurn sends one turn's events until it completes or the client goes.
+// streamTurn sends one turn's events until it completes or the client
+// goes; the turn goes on without the client, into the transcript.
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
+	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
+		mine := ev.TurnID == turnID
+		return mine || ev.Type == chat.EventCompacted, mine && ev.Type == chat.EventTurnCompleted
+	})
+}
+
+// watch streams every event of a chat until the client goes.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+		writeHubError(w, err)
+		return
+	}
+	sub := s.hub.Bus().Subscribe(id, 4096)
+	defer sub.Close()
+	pump(w, r, sub, func(eventbus.Event) (bool, bool) { return true, false })
+}
+
+// pump writes a subscription's events as SSE, with keepalives, choosing
+// with pick which to send and after which to stop.
+func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(eventbus.Event) (send, last bool)) {
 	sse, ok := startSSE(w)
 	if !ok {
 		return
@@ -253,44 +275,11 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 			if !ok {
 				return
 			}
-			if ev.TurnID != turnID && ev.Type != chat.EventCompacted {
-				continue
-			}
-			if err := sse.send(ev); err != nil {
+			send, last := pick(ev)
+			if send && sse.send(ev) != nil {
 				return
 			}
-			if ev.TurnID == turnID && ev.Type == chat.EventTurnCompleted {
-				return
-			}
-		case <-keepalive.C:
-			if sse.comment("keepalive") != nil {
-				return
-			}
-		case <-r.Context().Done():
-			return // the turn goes on; its messages land in the transcript
-		}
-	}
-}
-
-// watch streams every event of a chat until the client goes.
-func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
-		writeHubError(w, err)
-		return
-	}
-	sub := s.hub.Bus().Subscribe(id, 4096)
-	defer sub.Close()
-	sse, ok := startSSE(w)
-	if !ok {
-		return
-	}
-	keepalive := time.NewTicker(15 * time.Second)
-	defer keepalive.Stop()
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok || sse.send(ev) != nil {
+			if last {
 				return
 			}
 		case <-keepalive.C:
