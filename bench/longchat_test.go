@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 )
 
@@ -15,9 +16,11 @@ func TestAgentdReplayStaysUnderEveryWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("window %d: %+v", window, *res)
-		if res.LargestRequest > window {
-			t.Errorf("window %d: largest request %d tokens", window, res.LargestRequest)
+		if res.LargestRequest > window || res.OverWindow > 0 || res.RefusedTurns > 0 {
+			t.Errorf("window %d: largest request %d tokens, %d over the window, %d turns refused", window, res.LargestRequest, res.OverWindow, res.RefusedTurns)
+		}
+		if res.Folds == 0 || res.SummaryRequests == 0 {
+			t.Errorf("window %d: 120 turns folded %d times with %d summarising requests", window, res.Folds, res.SummaryRequests)
 		}
 	}
 }
@@ -26,13 +29,20 @@ func TestPeerReplayRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node")
 	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
 	rp := NewReplay(7, 120, "You are a helpful assistant.")
 	for _, side := range []string{PeerSummarization, PeerTrim} {
 		res, err := ReplayPeer(context.Background(), "peer", side, rp, 8000, len(rp.Turns))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Sawtooth = res.Sawtooth[:10]
-		t.Logf("%s: %+v", side, *res)
+		if len(res.Sawtooth) < len(rp.Turns) || res.TotalInputTokens == 0 {
+			t.Fatalf("%s: %d turn requests, %d tokens", side, len(res.Sawtooth), res.TotalInputTokens)
+		}
+		if side == PeerSummarization && res.SummaryRequests == 0 {
+			t.Errorf("the summarization peer never summarised on 8K in 120 turns")
+		}
 	}
 }

@@ -122,6 +122,9 @@ type Limits struct {
 	TurnTimeout Duration `yaml:"turn_timeout" json:"turn_timeout"`
 	// ModelIdleTimeout ends a model call that sends nothing for this long. Defaults to 120s.
 	ModelIdleTimeout Duration `yaml:"model_idle_timeout" json:"model_idle_timeout"`
+	// FoldWait is the longest a turn waits for a summary; past it the fold
+	// applies with a digest and the summary follows. Defaults to 20s.
+	FoldWait Duration `yaml:"fold_wait" json:"fold_wait"`
 }
 
 // MCPServer is one MCP server: stdio when Command is set, streamable HTTP
@@ -245,6 +248,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&l.ToolResultBytes, 32<<10)
 	setDur(&l.TurnTimeout, 10*time.Minute)
 	setDur(&l.ModelIdleTimeout, 2*time.Minute)
+	setDur(&l.FoldWait, 20*time.Second)
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
 	if len(c.Providers) == 0 {
 		c.Providers = []Provider{{Name: "ollama", Kind: "ollama", BaseURL: DefaultOllamaURL}}

@@ -153,6 +153,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	defer s.releaseTurn(tenant)
+	s.turns.Add(1)
+	defer s.turns.Done()
 	sub := s.hub.Bus().Subscribe(id, 4096)
 	defer sub.Close()
 	acc, err := s.hub.Submit(r.Context(), tenant, id, msg)

@@ -37,6 +37,22 @@ type Server struct {
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
 	inFlight map[string]int
+	// turns counts handlers of turns still answering their clients.
+	turns sync.WaitGroup
+}
+
+// Drain waits until every turn's handler has written its last event, or
+// ctx ends. On shutdown the hub marks the turns it stops; Drain lets those
+// marks reach their clients before the process exits.
+func (s *Server) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.turns.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // New builds the handler. tokens maps bearer tokens to tenants.

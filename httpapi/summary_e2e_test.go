@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -263,5 +266,65 @@ func TestFailingSummariserLeavesADigestAndNoFoldStorm(t *testing.T) {
 				t.Fatalf("the last turn request does not carry the digest's %s in front", path[1])
 			}
 		})
+	}
+}
+
+func TestASlowSummariserNeverHoldsATurnPastTheFoldWait(t *testing.T) {
+	release := make(chan struct{})
+	fake := openaifake.New(openaifake.Options{Window: 4096, Script: func(r testkit.Received) testkit.Reply {
+		if r.System == summarizer.Instructions {
+			<-release // the summariser is stuck behind other chats
+			return testkit.Reply{Text: "What the person wants: the late summary."}
+		}
+		return testkit.Reply{Text: "ok"}
+	}})
+	defer fake.Close()
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	defer letGo()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 4096)
+	cfg.Limits.FoldWait.Duration = 50 * time.Millisecond
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	sub := d.Hub.Bus().Subscribe(c.ID, 1024)
+	defer sub.Close()
+	long := strings.Repeat("Order 4417 ships to /srv/out/orders.csv today. ", 40)
+	compacted := 0
+	for i := 0; compacted == 0; i++ {
+		if i > 40 {
+			t.Fatal("no fold in 40 turns on a 4K window")
+		}
+		res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: long}, nil)
+		if err != nil || res.Problem != nil {
+			t.Fatal(err, res.Problem)
+		}
+		for drained := false; !drained; {
+			select {
+			case ev := <-sub.C:
+				if ev.Type == chat.EventCompacted {
+					compacted++
+				}
+			default:
+				drained = true
+			}
+		}
+	}
+	v, err := d.Client.Context(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Summary != "" || !strings.Contains(v.Digest, "4417") {
+		t.Fatalf("while the summary is pending the fold carries the digest: summary %q digest %q", v.Summary, v.Digest)
+	}
+	letGo() // the summary comes at last
+	for ev := range sub.C {
+		if ev.Type == chat.EventCompacted && strings.Contains(ev.Data.(chat.Compacted).Summary, "late summary") {
+			break
+		}
+	}
+	v, _ = d.Client.Context(ctx, c.ID)
+	if !strings.Contains(v.Summary, "late summary") || v.Digest != "" {
+		t.Fatalf("the late summary was not applied: %q / digest %q", v.Summary, v.Digest)
 	}
 }

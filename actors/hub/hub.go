@@ -162,6 +162,7 @@ func (h *Hub) startActors() {
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
+		FoldWait: h.cfg.Limits.FoldWait.Duration,
 		MustWait: 2 * time.Second, NoProviderHelp: NoProviderHelp,
 	}
 	h.registry = root.Spawn(session.RegistryProps(deps))
@@ -311,9 +312,27 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Messag
 		return nil, err
 	}
 	turnID := NewID()
-	res, err := h.ask(ctx, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
-	if err != nil {
-		return nil, err
+	type answer struct {
+		res any
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		// A queued message waits for the turns before it; the wait ends
+		// with the caller (below), not only with the timeout.
+		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+		done <- answer{res, err}
+	}()
+	var res any
+	select {
+	case a := <-done:
+		if a.err != nil {
+			return nil, a.err
+		}
+		res = a.res
+	case <-ctx.Done():
+		h.system.Root.Send(h.registry, &session.Envelope{ChatID: chatID, Msg: &session.CancelQueued{TurnID: turnID}})
+		return nil, fmt.Errorf("chat %s: the caller went away before the message's turn started: %w", chatID, ctx.Err())
 	}
 	acc, ok := res.(*session.TurnAccepted)
 	if !ok {

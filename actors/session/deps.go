@@ -68,6 +68,10 @@ type Deps struct {
 	ToolResultBytes int
 	TurnTimeout     time.Duration
 	ModelIdle       time.Duration
+	// FoldWait bounds how long a turn waits for the summariser (busy with
+	// other chats, or slow): then its fold applies with the digest, and the
+	// summary lands when it comes.
+	FoldWait time.Duration
 	// MustWait bounds how long a lagging watcher may hold a must-deliver event.
 	MustWait time.Duration
 	// NoProviderHelp is said in each turn's error when no provider answers.

@@ -25,7 +25,14 @@ type foldState struct {
 	folded   []chat.Message
 	replyTo  *actor.PID // a Compact request waiting, or nil
 	started  time.Time
+	// applied: the boundary already moved (the turn could not wait); the
+	// summary is still to come.
+	applied bool
+	timer   *time.Timer
 }
+
+// foldOverdue fires when a turn has waited Deps.FoldWait for its fold.
+type foldOverdue struct{ reqID string }
 
 // startFold asks the summariser to fold every message before seq to. The
 // boundary is pinned now, so a turn that lands meanwhile is never covered.
@@ -46,6 +53,34 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 		return
 	}
 	ctx.Request(s.deps.Summarizer, req)
+	if s.turn != nil && s.turn.waitFold {
+		s.awaitFold(ctx)
+	}
+}
+
+// awaitFold bounds the running turn's wait for the fold in flight, whether
+// the turn started it or found a background fold running.
+func (s *session) awaitFold(ctx actor.Context) {
+	f := s.fold
+	if f == nil || f.timer != nil || f.applied {
+		return
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	f.timer = time.AfterFunc(s.deps.FoldWait, func() { root.Send(self, &foldOverdue{reqID: f.reqID}) })
+}
+
+// overdue moves the boundary of a fold the turn can no longer wait for,
+// with the digest of what it folds; the summary is applied when it comes.
+func (s *session) overdue(ctx actor.Context, m *foldOverdue) {
+	f := s.fold
+	if f == nil || f.reqID != m.reqID || f.applied {
+		return
+	}
+	f.applied = true
+	s.snap.Digest = summarizer.Digest(s.snap.Digest, f.folded)
+	s.moveBoundary(ctx, f)
+	s.log.Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
+	s.resumeAfterFold(ctx)
 }
 
 // folded applies a fold's result: the boundary moves whether or not a
@@ -56,6 +91,17 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 		return
 	}
 	s.fold = nil
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	if f.applied {
+		// The boundary moved already; only a summary is still news.
+		if m.OK {
+			s.snap.Summary, s.snap.SummaryModel, s.snap.Digest = m.Summary, m.Model, ""
+			s.saveAndAnnounce(f)
+		}
+		return
+	}
 	if m.OK {
 		s.snap.Summary, s.snap.SummaryModel, s.snap.Digest = m.Summary, m.Model, ""
 		s.snap.FoldFailures = 0
@@ -71,26 +117,45 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.Fold(m.OK)
 	}
+	if s.turn != nil {
+		s.turn.summaryUsage = s.turn.summaryUsage.Add(m.Usage)
+	}
+	s.moveBoundary(ctx, f)
+	s.resumeAfterFold(ctx)
+}
+
+// moveBoundary makes f.to the first kept seq, durably, announces it, and
+// hands the folded words to the learner.
+func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 	s.snap.FirstKeptSeq = f.to
 	kept := 0
 	for kept < len(s.msgs) && s.msgs[kept].Seq < f.to {
 		kept++
 	}
 	s.msgs = append([]chat.Message(nil), s.msgs[kept:]...)
+	view := s.saveAndAnnounce(f)
+	s.learnFrom(ctx, f.folded)
+	if f.replyTo != nil {
+		ctx.Send(f.replyTo, &Compacted{View: view})
+	}
+}
+
+// saveAndAnnounce saves the snapshot and publishes where the model's
+// word-for-word memory starts.
+func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	if err := s.saveSnapshot(); err != nil {
 		s.log.Error().Err(err).Msg("save snapshot after fold")
 	}
 	turnID := ""
 	if s.turn != nil {
 		turnID = s.turn.id
-		s.turn.summaryUsage = s.turn.summaryUsage.Add(m.Usage)
 	}
-	view := chat.Compacted{FirstKeptSeq: f.to, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
+	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
 	s.publish(chat.EventCompacted, turnID, view)
-	s.learnFrom(ctx, f.folded)
-	if f.replyTo != nil {
-		ctx.Send(f.replyTo, &Compacted{View: view})
-	}
+	return view
+}
+
+func (s *session) resumeAfterFold(ctx actor.Context) {
 	if t := s.turn; t != nil && t.waitFold {
 		t.waitFold = false
 		s.prepare(ctx)

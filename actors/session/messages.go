@@ -9,10 +9,11 @@ import (
 
 // Errors a session answers with (inside *Rejected).
 var (
-	ErrBusy     = errors.New("too many turns waiting in this chat")
-	ErrNotFound = errors.New("chat not found")
-	ErrInvalid  = errors.New("invalid request")
-	ErrStopping = errors.New("agentd is shutting down")
+	ErrBusy      = errors.New("too many turns waiting in this chat")
+	ErrNotFound  = errors.New("chat not found")
+	ErrInvalid   = errors.New("invalid request")
+	ErrStopping  = errors.New("agentd is shutting down")
+	ErrCancelled = errors.New("the caller went away before the turn started")
 )
 
 // Envelope routes Msg to the session of ChatID through the registry.
@@ -35,6 +36,10 @@ type TurnAccepted struct {
 	TurnID  string
 	UserSeq int64
 }
+
+// CancelQueued drops a SubmitTurn still waiting behind another turn (its
+// caller went away). A turn that started goes on. No reply.
+type CancelQueued struct{ TurnID string }
 
 // Rejected answers any request the session could not serve.
 type Rejected struct{ Err error }

@@ -90,6 +90,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.folded(ctx, m)
 	case *summarizer.Condensed:
 		s.condensed(ctx, m)
+	case *foldOverdue:
+		s.overdue(ctx, m)
+	case *CancelQueued:
+		s.cancelQueued(ctx, m)
 	default:
 		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -220,6 +224,21 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	}
 	if s.turn == nil {
 		s.startNext(ctx)
+	}
+}
+
+// cancelQueued drops a turn whose caller went away before it started;
+// once started, a turn goes on.
+func (s *session) cancelQueued(ctx actor.Context, m *CancelQueued) {
+	for i, p := range s.queue {
+		if p.msg.TurnID == m.TurnID {
+			ctx.Send(p.sender, &Rejected{Err: ErrCancelled})
+			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			if s.deps.Metrics != nil {
+				s.deps.Metrics.TurnsWaiting(-1)
+			}
+			return
+		}
 	}
 }
 

@@ -118,8 +118,16 @@ func (s *session) prepare(ctx actor.Context) {
 	t.info, t.ref = info, s.snap.Model
 	if to := s.foldNeeded(info, t.harder); to > 0 {
 		t.waitFold = true
-		if s.fold == nil {
+		switch {
+		case s.fold == nil:
 			s.startFold(ctx, to, "", nil)
+		case s.fold.applied:
+			// The fold in flight already moved its boundary and this one is
+			// still needed: go on; the next turn folds further.
+			t.waitFold = false
+			s.callModel(ctx, client)
+		default:
+			s.awaitFold(ctx)
 		}
 		return
 	}

@@ -22,11 +22,18 @@ Standing instructions: (the person's standing instructions, word for word)
 Never write a secret (passwords, keys, tokens); [secret:…] placeholders stay as they are.
 Answer with the summary only: no preamble, no questions, no tool calls.`
 
-// SummaryTarget is the size a summary is asked to stay under.
+// SummaryTarget is the size a summary is asked to stay under on a window
+// that has room for it.
 const SummaryTarget = 1200 // tokens
 
+// target is the summary size on a window: a small window keeps a smaller
+// summary, so a piece of chat still fits beside it.
+func target(windowTokens int) int {
+	return max(min(SummaryTarget, windowTokens/8), 128)
+}
+
 // answerRoom is the room a summarising request leaves for the answer.
-const answerRoom = 2 * SummaryTarget
+func answerRoom(windowTokens int) int { return 2 * target(windowTokens) }
 
 // Piece is one summarising request's share of the folded lines.
 type Piece struct{ Lines []string }
@@ -36,7 +43,7 @@ type Piece struct{ Lines []string }
 // target size) and the answer. A single line bigger than a piece is cut,
 // head and tail kept.
 func Pieces(lines []string, windowTokens int, focus string) []Piece {
-	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*SummaryTarget + answerRoom + 64
+	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + answerRoom(windowTokens) + 64
 	room := max(windowTokens*9/10-fixed, 256)
 	var out []Piece
 	var cur []string

@@ -146,7 +146,7 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 		}
 		state, ok := j.start, true
 		for _, p := range Pieces(j.lines, info.Window, j.focus) {
-			text, usage, err := callWith(ctx, cfg, j.sems[i], client, info.ID, j.system, j.prompt(state, p))
+			text, usage, err := callWith(ctx, cfg, j.sems[i], client, info.ID, j.system, j.prompt(state, p), answerRoom(info.Window))
 			o.usage = o.usage.Add(usage)
 			o.requests++
 			if err == nil && j.valid != nil && !j.valid(text) {
@@ -193,7 +193,7 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 var errNotSummary = errors.New("the reply was not a summary")
 
 // callWith makes one summarising request with the given instructions.
-func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, system, prompt string) (string, chat.Usage, error) {
+func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, system, prompt string, room int) (string, chat.Usage, error) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -203,7 +203,7 @@ func callWith(ctx context.Context, cfg Config, sem chan struct{}, client provide
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	resp, err := client.Stream(cctx, providers.Request{
-		Model: model, System: system, MaxTokens: answerRoom,
+		Model: model, System: system, MaxTokens: room,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
 	}, func(providers.Event) {})
 	if err != nil {

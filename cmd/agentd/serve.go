@@ -100,7 +100,8 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		_ = h.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: httpapi.New(h, cfg, tokens, log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	api := httpapi.New(h, cfg, tokens, log)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
@@ -116,9 +117,14 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil
 	}
+	// Turns still running are marked as cut and their clients told, then
+	// the store closes.
 	if cerr := h.Close(context.Background()); cerr != nil && err == nil {
 		err = cerr
 	}
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = api.Drain(dctx)
+	cancel()
 	log.Info().Msg("agentd stopped")
 	return err
 }

@@ -72,13 +72,15 @@ func (d *Daemon) Close() {
 		return
 	}
 	d.closed = true
+	// Clients first, then the hub (which ends running turns, so no handler
+	// waits on one), then the server (which waits for its handlers).
 	d.Server.CloseClientConnections()
-	d.Server.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := d.Hub.Close(ctx); err != nil {
 		d.T.Errorf("close hub: %v", err)
 	}
+	d.Server.Close()
 }
 
 // Restart closes the daemon and starts a new one on the same data folder.
