@@ -7,6 +7,7 @@
 // big-endian so keys sort in log order):
 //
 //	c/<chat>              chat metadata (Chat)
+//	t/<tenant>/<chat>     the tenant's chats (an index; no value)
 //	m/<chat>/<seq>        one message (chat.Message)
 //	s/<chat>              session snapshot (Snapshot)
 //	w/<provider>/<model>  a window learned from a refusal (int)

@@ -81,11 +81,12 @@ func decode(b []byte, v any) error {
 	return nil
 }
 
-func chatKey(id string) []byte         { return []byte("c/" + id) }
-func snapKey(id string) []byte         { return []byte("s/" + id) }
-func msgPrefix(id string) []byte       { return []byte("m/" + id + "/") }
-func windowKey(p, m string) []byte     { return []byte("w/" + p + "/" + m) }
-func recordKey(kind, id string) []byte { return []byte("k/" + kind + "/" + id) }
+func chatKey(id string) []byte           { return []byte("c/" + id) }
+func tenantKey(tenant, id string) []byte { return []byte("t/" + tenant + "/" + id) }
+func snapKey(id string) []byte           { return []byte("s/" + id) }
+func msgPrefix(id string) []byte         { return []byte("m/" + id + "/") }
+func windowKey(p, m string) []byte       { return []byte("w/" + p + "/" + m) }
+func recordKey(kind, id string) []byte   { return []byte("k/" + kind + "/" + id) }
 
 func msgKey(id string, seq int64) []byte {
 	k := msgPrefix(id)
@@ -117,6 +118,9 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
+		if err := txn.Set(tenantKey(c.Tenant, c.ID), nil); err != nil {
+			return err
+		}
 		return txn.Set(chatKey(c.ID), val)
 	})
 }
@@ -140,10 +144,28 @@ func (s *Store) Chat(ctx context.Context, id string) (Chat, error) {
 	return c, nil
 }
 
+// CountChats counts a tenant's chats from the tenant index, reading no
+// chat record.
+func (s *Store) CountChats(ctx context.Context, tenant string) (int, error) {
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: tenantKey(tenant, "")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 // Chats lists the chats of a tenant ("" lists all), oldest first.
 func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 	var out []Chat
 	err := s.db.View(func(txn *badger.Txn) error {
+		if tenant != "" {
+			return chatsOf(txn, tenant, &out)
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: true, PrefetchSize: 100})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -151,9 +173,7 @@ func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 			if err := it.Item().Value(func(v []byte) error { return decode(v, &c) }); err != nil {
 				return err
 			}
-			if tenant == "" || c.Tenant == tenant {
-				out = append(out, c)
-			}
+			out = append(out, c)
 		}
 		return nil
 	})
@@ -162,6 +182,21 @@ func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 	}
 	sortChats(out)
 	return out, nil
+}
+
+// chatsOf reads a tenant's chats through the tenant index.
+func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
+	prefix := tenantKey(tenant, "")
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		var c Chat
+		if err := getTxn(txn, chatKey(string(it.Item().Key()[len(prefix):])), &c); err != nil {
+			return err
+		}
+		*out = append(*out, c)
+	}
+	return nil
 }
 
 // Append stores messages at the end of a chat's log, assigning each the

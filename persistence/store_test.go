@@ -88,6 +88,12 @@ func TestCreateChatTwiceFailsAndChatsFilterByTenant(t *testing.T) {
 	if _, err := s.Chat(ctx, "nope"); err == nil {
 		t.Fatal("unknown chat found")
 	}
+	if n, _ := s.CountChats(ctx, "t2"); n != 1 {
+		t.Fatalf("t2 counts %d chats, want 1 (a failed create must not count)", n)
+	}
+	if all, _ := s.Chats(ctx, ""); len(all) != 2 {
+		t.Fatalf("all chats = %d", len(all))
+	}
 }
 
 func TestLearnWindowKeepsTheSmaller(t *testing.T) {

@@ -7,8 +7,10 @@ package recall
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/tools"
@@ -106,9 +108,9 @@ func search(ctx context.Context, log Log, a SearchArgs) (tools.Result, error) {
 	if !ok {
 		return tools.Result{IsError: true, Text: "conversation_search works only inside a chat"}, nil
 	}
-	words := strings.Fields(strings.ToLower(a.Query))
-	if len(words) == 0 {
-		return tools.Result{IsError: true, Text: "query needs at least one word"}, nil
+	terms := queryTerms(a.Query)
+	if len(terms) == 0 {
+		return tools.Result{IsError: true, Text: "query needs at least one word of three letters or more"}, nil
 	}
 	limit := a.Limit
 	if limit <= 0 || limit > maxHits {
@@ -118,28 +120,7 @@ func search(ctx context.Context, log Log, a SearchArgs) (tools.Result, error) {
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("search chat %s: %w", id, err)
 	}
-	type hit struct {
-		m     chat.Message
-		score int
-	}
-	var hits []hit
-	for _, m := range msgs {
-		text := strings.ToLower(m.Content)
-		score := 0
-		for _, w := range words {
-			score += strings.Count(text, w)
-		}
-		if score > 0 {
-			hits = append(hits, hit{m, score})
-		}
-	}
-	// Best first; ties go to the newer message.
-	sort.Slice(hits, func(i, j int) bool {
-		if hits[i].score != hits[j].score {
-			return hits[i].score > hits[j].score
-		}
-		return hits[i].m.Seq > hits[j].m.Seq
-	})
+	hits := rank(msgs, terms)
 	if len(hits) == 0 {
 		return tools.Result{Text: "no earlier message contains those words"}, nil
 	}
@@ -149,7 +130,7 @@ func search(ctx context.Context, log Log, a SearchArgs) (tools.Result, error) {
 			fmt.Fprintf(&b, "(%d more hits)\n", len(hits)-limit)
 			break
 		}
-		fmt.Fprintf(&b, "[seq %d, %s] %s\n", h.m.Seq, h.m.Role, snippet(h.m.Content, words[0]))
+		fmt.Fprintf(&b, "[seq %d, %s] %s\n", h.m.Seq, h.m.Role, snippet(h.m.Content, h.first))
 	}
 	b.WriteString("Read a message whole with conversation_read {\"from_seq\": N}.")
 	return tools.Result{Text: b.String()}, nil
@@ -177,3 +158,80 @@ func snippet(text, word string) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// stopwords carry no meaning for a search of a chat.
+var stopwords = map[string]bool{"the": true, "and": true, "for": true, "are": true, "but": true, "not": true, "you": true,
+	"all": true, "any": true, "can": true, "was": true, "our": true, "out": true, "has": true, "have": true, "with": true,
+	"this": true, "that": true, "from": true, "they": true, "will": true, "what": true, "when": true, "where": true,
+	"which": true, "who": true, "how": true, "about": true, "into": true, "your": true}
+
+// queryTerms are the query's words that can tell messages apart.
+func queryTerms(q string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range words(q) {
+		if len(w) >= 3 && !stopwords[w] && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// words splits text into lower-case words (letters, digits, and the
+// punctuation inside ids, paths and links).
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_-./:@#", r))
+	})
+}
+
+type hit struct {
+	m     chat.Message
+	score float64
+	first string
+}
+
+// rank scores messages by the query terms they hold as words: a rare term
+// counts more than a common one (inverse document frequency), each term
+// once, so a long message does not win by length alone. Ties go to the
+// newer message.
+func rank(msgs []chat.Message, terms []string) []hit {
+	sets := make([]map[string]bool, len(msgs))
+	df := map[string]int{}
+	for i, m := range msgs {
+		set := map[string]bool{}
+		for _, w := range words(m.Content) {
+			set[strings.Trim(w, "_-./:@#")] = true
+			set[w] = true
+		}
+		sets[i] = set
+		for _, t := range terms {
+			if set[t] {
+				df[t]++
+			}
+		}
+	}
+	var hits []hit
+	for i, m := range msgs {
+		h := hit{m: m}
+		for _, t := range terms {
+			if sets[i][t] {
+				h.score += math.Log(1 + float64(len(msgs))/float64(df[t]))
+				if h.first == "" {
+					h.first = t
+				}
+			}
+		}
+		if h.score > 0 {
+			hits = append(hits, h)
+		}
+	}
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].score != hits[j].score {
+			return hits[i].score > hits[j].score
+		}
+		return hits[i].m.Seq > hits[j].m.Seq
+	})
+	return hits
+}

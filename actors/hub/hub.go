@@ -243,12 +243,12 @@ func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat)
 			return c, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
-	n, err := h.store.Chats(ctx, tenant)
+	n, err := h.store.CountChats(ctx, tenant)
 	if err != nil {
 		return c, err
 	}
-	if len(n) >= h.cfg.Limits.ChatsPerTenant {
-		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, len(n))
+	if n >= h.cfg.Limits.ChatsPerTenant {
+		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
 	if err := h.store.CreateChat(ctx, c); err != nil {
