@@ -234,10 +234,15 @@ func rssKB(pid int) (int64, error) {
 // resultsMu serialises writes to RESULTS.md by the tests of this package.
 var resultsMu sync.Mutex
 
-// writeResults replaces the section named name of RESULTS.md (between
-// "<!-- name -->" and "<!-- /name -->") with body, adding it when absent,
-// so each test keeps its own figures and the others' stay.
+// writeResults logs a test's figures and, when AGENTD_WRITE_RESULTS is set,
+// replaces the section named name of RESULTS.md (between "<!-- name -->"
+// and "<!-- /name -->") with them, so a plain test run leaves the checkout
+// as it was.
 func writeResults(t testing.TB, name, body string) {
+	t.Logf("%s figures:\n%s", name, body)
+	if os.Getenv("AGENTD_WRITE_RESULTS") == "" {
+		return
+	}
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	const file = "RESULTS.md"

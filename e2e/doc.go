@@ -2,5 +2,5 @@
 // protocol fakes running in the test process: crash safety under SIGKILL,
 // graceful shutdown on SIGTERM, and (with AGENTD_LOAD=1) a long load run.
 // It has no code of its own beyond this comment; the tests build the
-// binary once per `go test` run. Figures go to RESULTS.md beside this file.
+// binary once per `go test` run. Figures are logged, and written to RESULTS.md beside this file when AGENTD_WRITE_RESULTS=1.
 package e2e

@@ -51,7 +51,7 @@ var (
 )
 
 // The ranking constants below were chosen on the shared BFCL-derived
-// benchmark (see RESULTS.md); they are variables only so tests can sweep them.
+// benchmark (see BENCHMARKS.md, "Tool search"); they are variables only so tests can sweep them.
 var (
 	k1 = 1.2
 	// synonymWeight is how much a synonym of a query word counts against the

@@ -20,7 +20,7 @@ type Calibration struct {
 
 // NoReportHeadroom multiplies estimates until the provider has reported a
 // count: the raw estimate is up to about 25% low for some languages and
-// tokenizers (German on llama3, see ESTIMATE.md).
+// tokenizers (German on llama3, see BENCHMARKS.md, "Token estimate").
 const NoReportHeadroom = 1.2
 
 // MaxFactor bounds Factor, so one nonsense report cannot make every later

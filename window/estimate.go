@@ -12,7 +12,7 @@ const PictureTokens = 1600
 
 // feature is one kind of run or character the scanner counts. The estimate
 // is the sum of each count times its rate, so the rates can be fitted against
-// real tokenizers (see ESTIMATE.md) without touching the scanner.
+// real tokenizers (see BENCHMARKS.md, "Token estimate") without touching the scanner.
 type feature int
 
 const (

@@ -9,7 +9,7 @@ import (
 )
 
 // -dump-features writes the scanner's raw counts for each sample of
-// -samples, so the rates can be refitted offline (see ESTIMATE.md).
+// -samples, so the rates can be refitted offline (see BENCHMARKS.md, "Token estimate").
 var (
 	dumpFeatures = flag.String("dump-features", "", "write per-sample feature counts to this file")
 	dumpSamples  = flag.String("samples", "/work/shared/tokens/samples.jsonl", "samples for -dump-features")
