@@ -252,3 +252,39 @@ func TestIdleChatIsPassivatedAndWokenWithItsState(t *testing.T) {
 		t.Fatalf("the woken chat sent %d messages, want the whole history of 3", len(last.Messages))
 	}
 }
+
+func TestReadsAreAnsweredWhileATurnStreams(t *testing.T) {
+	release := make(chan struct{})
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		<-release // the model takes its time
+		return testkit.Reply{Text: "done"}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	sub := d.Hub.Bus().Subscribe(c.ID, 64)
+	defer sub.Close()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "slow one"}, nil)
+		sent <- err
+	}()
+	for ev := range sub.C { // the turn has started and waits on the model
+		if ev.Type == chat.EventTurnStarted {
+			break
+		}
+	}
+	v, err := d.Client.Context(ctx, c.ID)
+	if err != nil || v.LastSeq != 1 {
+		t.Fatalf("context during the turn: %+v, %v", v, err)
+	}
+	msgs, err := d.Client.Transcript(ctx, c.ID)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("transcript during the turn: %d messages, %v", len(msgs), err)
+	}
+	close(release)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
