@@ -6,7 +6,9 @@
 package testkit
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -91,4 +93,37 @@ func (l *Log) All() []Received {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Received(nil), l.reqs...)
+}
+
+// Chunks cuts s into pieces of n runes (n <= 0 means 4): the deltas a fake
+// streams.
+func Chunks(s string, n int) []string {
+	if n <= 0 {
+		n = 4
+	}
+	var out []string
+	r := []rune(s)
+	for len(r) > 0 {
+		k := min(n, len(r))
+		out = append(out, string(r[:k]))
+		r = r[k:]
+	}
+	return out
+}
+
+// Sleep waits d, or until ctx ends or quit closes (nil: never); false
+// means it was cut short.
+func Sleep(ctx context.Context, d time.Duration, quit <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-quit:
+	}
+	return false
 }

@@ -15,7 +15,6 @@
 package anthropicfake
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -123,7 +122,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Add(p.received)
-	if !sleep(r.Context(), s.opts.Latency) {
+	if !testkit.Sleep(r.Context(), s.opts.Latency, nil) {
 		return
 	}
 	if p.problem != "" {
@@ -167,21 +166,6 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, p parsed, reply 
 		s.writeMessage(w, p, reply)
 	default:
 		s.stream(w, r, p, reply)
-	}
-}
-
-// sleep waits d or until ctx ends; false means the client went away.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -152,34 +152,19 @@ func deltas(b block, chunk int) []map[string]any {
 	var out []map[string]any
 	switch b.kind {
 	case "thinking":
-		for _, piece := range split(b.text, chunk) {
+		for _, piece := range testkit.Chunks(b.text, chunk) {
 			out = append(out, map[string]any{"type": "thinking_delta", "thinking": piece})
 		}
 		out = append(out, map[string]any{"type": "signature_delta", "signature": Sign(b.text)})
 	case "text":
-		for _, piece := range split(b.text, chunk) {
+		for _, piece := range testkit.Chunks(b.text, chunk) {
 			out = append(out, map[string]any{"type": "text_delta", "text": piece})
 		}
 	default:
 		out = append(out, map[string]any{"type": "input_json_delta", "partial_json": ""})
-		for _, piece := range split(b.call.Arguments, chunk) {
+		for _, piece := range testkit.Chunks(b.call.Arguments, chunk) {
 			out = append(out, map[string]any{"type": "input_json_delta", "partial_json": piece})
 		}
-	}
-	return out
-}
-
-// split cuts s into pieces of n runes (n <= 0 means 4).
-func split(s string, n int) []string {
-	if n <= 0 {
-		n = 4
-	}
-	var out []string
-	r := []rune(s)
-	for len(r) > 0 {
-		k := min(n, len(r))
-		out = append(out, string(r[:k]))
-		r = r[k:]
 	}
 	return out
 }

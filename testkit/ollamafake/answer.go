@@ -43,10 +43,10 @@ func (a answer) chunks() []api.ChatResponse {
 	if size <= 0 {
 		size = 4
 	}
-	for _, t := range split(a.reply.Thinking, size) {
+	for _, t := range testkit.Chunks(a.reply.Thinking, size) {
 		out = append(out, piece(api.Message{Thinking: t}))
 	}
-	for _, t := range split(a.reply.Text, size) {
+	for _, t := range testkit.Chunks(a.reply.Text, size) {
 		out = append(out, piece(api.Message{Content: t}))
 	}
 	for _, tc := range a.toolCalls() {
@@ -167,18 +167,6 @@ func cut(w http.ResponseWriter) {
 	conn.Close()
 }
 
-// split cuts s into pieces of n runes.
-func split(s string, n int) []string {
-	var out []string
-	r := []rune(s)
-	for len(r) > 0 {
-		k := min(n, len(r))
-		out = append(out, string(r[:k]))
-		r = r[k:]
-	}
-	return out
-}
-
 // errorBody is Ollama's error shape, {"error": msg}.
 func errorBody(msg string) string {
 	b, _ := json.Marshal(map[string]string{"error": msg})
@@ -189,21 +177,6 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write([]byte(body))
-}
-
-// sleep waits d or until the client goes away; false means it went away.
-func sleep(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	}
 }
 
 // canonical names a model as Ollama lists it: no tag means ":latest".

@@ -157,7 +157,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Script != nil {
 		reply = s.opts.Script(rec)
 	}
-	if !sleep(r, s.opts.Latency) {
+	if !testkit.Sleep(r.Context(), s.opts.Latency, nil) {
 		return
 	}
 	if reply.Hang {

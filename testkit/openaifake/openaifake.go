@@ -13,7 +13,6 @@ package openaifake
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -261,21 +260,6 @@ func tooLongMessage(window, input, maxTokens int) string {
 	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, input)
 }
 
-func (s *Server) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-s.quit:
-	}
-	return false
-}
-
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -294,7 +278,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Add(rec)
 
-	if !s.wait(r.Context(), s.opts.Latency) {
+	if !testkit.Sleep(r.Context(), s.opts.Latency, s.quit) {
 		return
 	}
 	if s.opts.Window > 0 && (rec.InputTokens > s.opts.Window || rec.InputTokens+rec.MaxTokens > s.opts.Window) {
@@ -406,21 +390,6 @@ func (s *Server) whole(w http.ResponseWriter, id, model string, reply testkit.Re
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// pieces splits s into runs of n runes.
-func pieces(s string, n int) []string {
-	if n <= 0 {
-		n = 4
-	}
-	var out []string
-	rs := []rune(s)
-	for len(rs) > 0 {
-		k := min(n, len(rs))
-		out = append(out, string(rs[:k]))
-		rs = rs[k:]
-	}
-	return out
-}
-
 // stream answers with SSE chunks the way the real service frames them.
 func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply testkit.Reply, finish string, usage chat.Usage) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -472,10 +441,10 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
 		return
 	}
-	for _, p := range pieces(reply.Thinking, reply.ChunkRunes) {
+	for _, p := range testkit.Chunks(reply.Thinking, reply.ChunkRunes) {
 		send(chunk(map[string]any{s.opts.ReasoningField: p}, nil))
 	}
-	for _, p := range pieces(reply.Text, reply.ChunkRunes) {
+	for _, p := range testkit.Chunks(reply.Text, reply.ChunkRunes) {
 		send(chunk(map[string]any{"content": p}, nil))
 	}
 	for i, tc := range reply.ToolCalls {
@@ -483,7 +452,7 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 			"index": i, "id": callID(tc, i), "type": "function",
 			"function": map[string]any{"name": tc.Name, "arguments": ""},
 		}}}, nil))
-		for _, p := range pieces(tc.Arguments, reply.ChunkRunes) {
+		for _, p := range testkit.Chunks(tc.Arguments, reply.ChunkRunes) {
 			send(chunk(map[string]any{"tool_calls": []map[string]any{{
 				"index": i, "function": map[string]any{"arguments": p},
 			}}}, nil))
