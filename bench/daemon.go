@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -43,24 +44,13 @@ type daemonOptions struct {
 	maxConns int
 }
 
-// fakeConfig is agentd's configuration for one OpenAI-style fake provider
-// "fake" serving model "m" with the given window.
-func fakeConfig(dir, url string, window int) configs.Config {
-	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
-		Name: "fake", Kind: "openai", Company: "vllm", BaseURL: url,
-		Models: []configs.Model{{ID: "m", Window: window}},
-	}}}
-	cfg.ApplyDefaults()
-	return cfg
-}
-
 func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	var cfg configs.Config
 	if o.cfg != nil {
 		cfg = *o.cfg
 		cfg.DataDir = o.dir
 	} else {
-		cfg = fakeConfig(o.dir, o.fakeURL, o.window)
+		cfg = testkit.Config(o.dir, o.fakeURL, o.window)
 	}
 	cfg.Limits.ChatsPerTenant = 1 << 20
 	cfg.Limits.TurnsPerChat = 8

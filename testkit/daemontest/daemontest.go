@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi"
+	"github.com/agentd/agentd/testkit"
 )
 
 // Daemon is a running agentd.
@@ -33,12 +34,7 @@ type Daemon struct {
 // Config returns a configuration with one OpenAI-style provider named
 // "fake" at baseURL serving model "m" with the given window, data in dir.
 func Config(dir, baseURL string, window int) configs.Config {
-	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
-		Name: "fake", Kind: "openai", Company: "vllm", BaseURL: baseURL,
-		Models: []configs.Model{{ID: "m", Window: window}},
-	}}}
-	cfg.ApplyDefaults()
-	return cfg
+	return testkit.Config(dir, baseURL, window)
 }
 
 // Start runs a daemon with cfg until the test ends (or Close); opts, when

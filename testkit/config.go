@@ -1,0 +1,15 @@
+package testkit
+
+import "github.com/agentd/agentd/configs"
+
+// Config is agentd's configuration for one OpenAI-style fake: provider
+// "fake" at baseURL serving model "m" with the given window, data in dir,
+// defaults applied.
+func Config(dir, baseURL string, window int) configs.Config {
+	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
+		Name: "fake", Kind: "openai", Company: "vllm", BaseURL: baseURL,
+		Models: []configs.Model{{ID: "m", Window: window}},
+	}}}
+	cfg.ApplyDefaults()
+	return cfg
+}
