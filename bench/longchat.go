@@ -205,29 +205,9 @@ func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int) (*SideResu
 	if err != nil {
 		return nil, err
 	}
-	drv := d.drive(chatID)
-	start := time.Now()
-	var wall, over []float64
-	for i := range turns {
-		before := d.model.total()
-		out, err := drv.send(ctx, rp.Turns[i].User)
-		if err != nil {
-			drv.close()
-			return nil, fmt.Errorf("agentd window %d turn %d: %w", window, i, err)
-		}
-		wall = append(wall, msOf(out.wall))
-		over = append(over, msOf(out.wall-(d.model.total()-before)))
-		if p := out.result.Problem; p != nil {
-			res.Problems[p.Kind]++
-			if p.Kind == chat.ProblemTooLong {
-				res.RefusedTurns++
-			}
-		}
+	if err := d.replayTurns(ctx, chatID, rp, turns, res, nil); err != nil {
+		return nil, fmt.Errorf("agentd window %d: %w", window, err)
 	}
-	res.WallSeconds = round3(time.Since(start).Seconds())
-	drv.close()
-	res.Folds, res.Heals = int(drv.folds.Load()), int(drv.heals.Load())
-	res.TurnMS, res.OverheadMS = quantiles(wall), quantiles(over)
 	analyse(res, fake.Requests(), rp, turns)
 	if err := searchFidelity(ctx, d, chatID, rp, turns, &res.Fidelity); err != nil {
 		res.Error = err.Error()
@@ -262,5 +242,38 @@ func searchFidelity(ctx context.Context, d *daemon, chatID string, rp *Replay, t
 			f.IdentifiersFound++
 		}
 	}
+	return nil
+}
+
+// replayTurns sends the first turns of rp to a chat, one at a time, and
+// fills res with what every side reports: turn and overhead times,
+// problems, refusals, folds and heals. each, when set, sees every turn.
+func (d *daemon) replayTurns(ctx context.Context, chatID string, rp *Replay, turns int, res *SideResult, each func(i int, out turnOutcome)) error {
+	drv := d.drive(chatID)
+	defer drv.close()
+	start := time.Now()
+	var wall, over []float64
+	for i := range turns {
+		before := d.model.total()
+		out, err := drv.send(ctx, rp.Turns[i].User)
+		if err != nil {
+			return fmt.Errorf("turn %d: %w", i, err)
+		}
+		wall = append(wall, msOf(out.wall))
+		over = append(over, msOf(out.wall-(d.model.total()-before)))
+		if each != nil {
+			each(i, out)
+		}
+		if p := out.result.Problem; p != nil {
+			res.Problems[p.Kind]++
+			if p.Kind == chat.ProblemTooLong {
+				res.RefusedTurns++
+			}
+		}
+	}
+	res.WallSeconds = round3(time.Since(start).Seconds())
+	drv.close()
+	res.Folds, res.Heals = int(drv.folds.Load()), int(drv.heals.Load())
+	res.TurnMS, res.OverheadMS = quantiles(wall), quantiles(over)
 	return nil
 }

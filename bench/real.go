@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 )
 
@@ -42,34 +40,16 @@ func ReplayReal(ctx context.Context, configPath, ref string, rp *Replay, turns i
 	}
 	turns = min(turns, len(rp.Turns))
 	res := &SideResult{Side: "agentd/" + ref, Turns: turns, Problems: map[string]int{}}
-	drv := d.drive(chatID)
-	start := time.Now()
-	var wall, over []float64
-	for i := range turns {
-		before := d.model.total()
-		out, err := drv.send(ctx, rp.Turns[i].User)
-		if err != nil {
-			drv.close()
-			return nil, fmt.Errorf("real turn %d: %w", i, err)
-		}
-		wall = append(wall, msOf(out.wall))
-		over = append(over, msOf(out.wall-(d.model.total()-before)))
+	err = d.replayTurns(ctx, chatID, rp, turns, res, func(i int, out turnOutcome) {
 		res.TurnInputTokens += out.result.Usage.InputTokens
 		res.SummaryInputTokens += out.result.SummaryUsage.InputTokens
 		res.Sawtooth = append(res.Sawtooth, [2]int{i, out.result.Usage.InputTokens})
 		res.LargestRequest = max(res.LargestRequest, out.result.Usage.InputTokens)
-		if p := out.result.Problem; p != nil {
-			res.Problems[p.Kind]++
-			if p.Kind == chat.ProblemTooLong {
-				res.RefusedTurns++
-			}
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("real: %w", err)
 	}
-	drv.close()
-	res.WallSeconds = round3(time.Since(start).Seconds())
 	res.TotalInputTokens = res.TurnInputTokens + res.SummaryInputTokens
-	res.Folds, res.Heals = int(drv.folds.Load()), int(drv.heals.Load())
-	res.TurnMS, res.OverheadMS = quantiles(wall), quantiles(over)
 	view, err := d.hub.Context(ctx, tenant, chatID)
 	if err != nil {
 		return nil, err
