@@ -37,13 +37,12 @@ import (
 
 // Errors the hub answers with; the HTTP API maps them to statuses.
 var (
-	ErrNotFound  = errors.New("not found")
-	ErrInvalid   = errors.New("invalid request")
-	ErrBusy      = session.ErrBusy
-	ErrLimit     = errors.New("limit reached")
-	ErrStopping  = session.ErrStopping
-	ErrTimeout   = errors.New("timed out")
-	ErrNoReplies = errors.New("no reply")
+	ErrNotFound = errors.New("not found")
+	ErrInvalid  = errors.New("invalid request")
+	ErrBusy     = session.ErrBusy
+	ErrLimit    = errors.New("limit reached")
+	ErrStopping = session.ErrStopping
+	ErrTimeout  = errors.New("timed out")
 )
 
 // askTimeout bounds a question to a session (not a turn).

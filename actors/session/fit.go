@@ -2,7 +2,6 @@ package session
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -44,7 +43,7 @@ func (s *session) windowMsgs() []window.Msg {
 	for i, m := range s.msgs {
 		text := m.Content
 		if m.Role == chat.RoleTool && len(text) > s.deps.ToolResultBytes {
-			text = tools.HeadTail(text, s.deps.ToolResultBytes, readPointer(m.Seq))
+			text = tools.HeadTail(text, s.deps.ToolResultBytes, tools.RecoveryPointer(m.Seq))
 		}
 		// An attachment reaches the model as its note, never its content.
 		for _, a := range m.Attachments {
@@ -58,10 +57,6 @@ func (s *session) windowMsgs() []window.Msg {
 		out[i] = wm
 	}
 	return out
-}
-
-func readPointer(seq int64) string {
-	return fmt.Sprintf(`conversation_read {"from_seq":%d,"to_seq":%d}`, seq, seq)
 }
 
 // planFor plans the next request on info's window; harder halves the
