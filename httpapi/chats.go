@@ -155,7 +155,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	defer s.releaseTurn(tenant)
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Bus().Subscribe(id, 4096)
+	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
 	acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
 	if err != nil {
@@ -173,6 +173,11 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// streamBuffer is each stream's event buffer: deltas past it are dropped
+// for a lagging client (the stored message is whole), everything else
+// waits for room. A thousand streams at once hold about 20 MB.
+const streamBuffer = 256
 
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
@@ -257,7 +262,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeHubError(w, err)
 		return
 	}
-	sub := s.hub.Bus().Subscribe(id, 4096)
+	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
 	pump(w, r, sub, func(eventbus.Event) (bool, bool) { return true, false })
 }

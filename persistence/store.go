@@ -38,8 +38,12 @@ type Options struct {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*Store, error) {
+	// Memory: Badger's defaults (five 64 MB memtables, a 256 MB block
+	// cache) are sized for a database that owns the machine; a daemon that
+	// also hosts thousands of chats keeps them smaller, for a flat footprint.
 	opts := badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(o.Logger).
-		WithNumVersionsToKeep(1).WithCompactL0OnClose(true)
+		WithNumVersionsToKeep(1).WithCompactL0OnClose(true).
+		WithMemTableSize(32 << 20).WithNumMemtables(3).WithBlockCacheSize(64 << 20)
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
