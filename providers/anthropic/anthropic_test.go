@@ -40,41 +40,16 @@ func fake(t *testing.T, opts anthropicfake.Options) *anthropicfake.Server {
 	return s
 }
 
-func always(r testkit.Reply) testkit.Script {
-	return func(testkit.Received) testkit.Reply { return r }
-}
-
-// recorder keeps what Stream emitted.
-type recorder struct{ events []providers.Event }
-
-func (r *recorder) emit(e providers.Event) { r.events = append(r.events, e) }
-
-func (r *recorder) joined(kind providers.EventKind) (string, int) {
-	var b strings.Builder
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == kind {
-			b.WriteString(e.Text)
-			n++
-		}
-	}
-	return b.String(), n
-}
-
-func ask(text string) []chat.Message {
-	return []chat.Message{{Role: chat.RoleUser, Content: text}}
-}
-
 func TestStreamText(t *testing.T) {
 	answer := "Paris is the capital of France. Its river is the Seine."
-	srv := fake(t, anthropicfake.Options{Script: always(testkit.Reply{Text: answer, ChunkRunes: 3})})
+	srv := fake(t, anthropicfake.Options{Script: testkit.Always(testkit.Reply{Text: answer, ChunkRunes: 3})})
 	c := newClient(t, srv.URL(), nil)
-	var rec recorder
-	res, err := c.Stream(context.Background(), providers.Request{Model: model, System: "Be brief.", Messages: ask("Capital of France?")}, rec.emit)
+	var rec testkit.Events
+	res, err := c.Stream(context.Background(), providers.Request{Model: model, System: "Be brief.", Messages: testkit.Ask("Capital of France?")}, rec.Emit)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
-	streamed, pieces := rec.joined(providers.EventText)
+	streamed, pieces := rec.Joined(providers.EventText)
 	if streamed != answer || res.Message.Content != answer {
 		t.Fatalf("streamed %q, content %q, want %q", streamed, res.Message.Content, answer)
 	}
@@ -94,7 +69,7 @@ func TestStreamText(t *testing.T) {
 		t.Errorf("usage %+v, want %+v (input counted by the fake, output over the answer)", res.Usage, want)
 	}
 	var usageEvents []chat.Usage
-	for _, e := range rec.events {
+	for _, e := range rec.List {
 		if e.Kind == providers.EventUsage {
 			usageEvents = append(usageEvents, *e.Usage)
 		}
@@ -109,8 +84,8 @@ func TestStreamText(t *testing.T) {
 
 func TestUsageOverrideAndCache(t *testing.T) {
 	u := chat.Usage{InputTokens: 7, OutputTokens: 11, CachedTokens: 4096}
-	srv := fake(t, anthropicfake.Options{Script: always(testkit.Reply{Text: "ok", Usage: &u})})
-	res, err := newClient(t, srv.URL(), nil).Stream(context.Background(), providers.Request{Model: model, Messages: ask("hi")}, nil)
+	srv := fake(t, anthropicfake.Options{Script: testkit.Always(testkit.Reply{Text: "ok", Usage: &u})})
+	res, err := newClient(t, srv.URL(), nil).Stream(context.Background(), providers.Request{Model: model, Messages: testkit.Ask("hi")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +110,9 @@ func TestToolCallRoundTrip(t *testing.T) {
 		{Name: "get_weather", Description: "Weather now", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)},
 		{Name: "get_time", Parameters: json.RawMessage(`{"type":"object","properties":{"zone":{"type":"string"}}}`)},
 	}
-	var rec recorder
-	log := ask("Weather and time in Paris?")
-	res, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: log, Tools: tools}, rec.emit)
+	var rec testkit.Events
+	log := testkit.Ask("Weather and time in Paris?")
+	res, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: log, Tools: tools}, rec.Emit)
 	if err != nil {
 		t.Fatalf("first turn: %v", err)
 	}
@@ -145,7 +120,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 		t.Errorf("finish %q, want tool_calls", res.FinishReason)
 	}
 	var emitted []chat.ToolCall
-	for _, e := range rec.events {
+	for _, e := range rec.List {
 		if e.Kind == providers.EventToolCall {
 			emitted = append(emitted, *e.ToolCall)
 		}
@@ -200,15 +175,15 @@ func TestThinkingReplayedByteIdentical(t *testing.T) {
 	// Quotes, escapes, HTML characters, non-ASCII and blank lines: anything
 	// a careless re-encoding would change.
 	thought := "The user asks \"2+2\".\n\n<step> 2 & 2 → 4 </step>\tcheck: ✓ \\n literal, émoji 🧮"
-	srv := fake(t, anthropicfake.Options{Script: always(testkit.Reply{Thinking: thought, Text: "4", ChunkRunes: 2})})
+	srv := fake(t, anthropicfake.Options{Script: testkit.Always(testkit.Reply{Thinking: thought, Text: "4", ChunkRunes: 2})})
 	c := newClient(t, srv.URL(), func(cfg *Config) { cfg.Thinking = ThinkingEnabled })
-	var rec recorder
-	log := ask("What is 2+2?")
-	res, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: log}, rec.emit)
+	var rec testkit.Events
+	log := testkit.Ask("What is 2+2?")
+	res, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: log}, rec.Emit)
 	if err != nil {
 		t.Fatalf("first turn: %v", err)
 	}
-	if streamed, _ := rec.joined(providers.EventThinking); streamed != thought {
+	if streamed, _ := rec.Joined(providers.EventThinking); streamed != thought {
 		t.Errorf("streamed thinking %q", streamed)
 	}
 	if res.Message.Thinking != thought || res.Message.ThinkingSignature != anthropicfake.Sign(thought) {
@@ -288,7 +263,7 @@ func TestErrors(t *testing.T) {
 			},
 		},
 		"overloaded 529 is retryable, not too long": {
-			opts: anthropicfake.Options{Script: always(testkit.Reply{Status: 529, Body: overloaded})},
+			opts: anthropicfake.Options{Script: testkit.Always(testkit.Reply{Status: 529, Body: overloaded})},
 			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong || e.Status != 529 || e.Body != overloaded {
 					t.Errorf("%+v", e)
@@ -296,7 +271,7 @@ func TestErrors(t *testing.T) {
 			},
 		},
 		"error event after HTTP 200 is classified with status 200": {
-			opts: anthropicfake.Options{Script: always(testkit.Reply{StreamError: overloaded})},
+			opts: anthropicfake.Options{Script: testkit.Always(testkit.Reply{StreamError: overloaded})},
 			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong || e.Status != http.StatusOK || !strings.Contains(e.Body, "overloaded_error") {
 					t.Errorf("%+v", e)
@@ -304,7 +279,7 @@ func TestErrors(t *testing.T) {
 			},
 		},
 		"rate limit 429 is retryable, not too long": {
-			opts: anthropicfake.Options{Script: always(testkit.Reply{Status: 429,
+			opts: anthropicfake.Options{Script: testkit.Always(testkit.Reply{Status: 429,
 				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later."}}`})},
 			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
 				if !e.Retryable || e.TooLong {
@@ -317,7 +292,7 @@ func TestErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := fake(t, tc.opts)
 			c := newClient(t, srv.URL(), func(cfg *Config) { cfg.Name = "claude-work" })
-			_, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: ask(long), MaxTokens: tc.maxTokens}, nil)
+			_, err := c.Stream(context.Background(), providers.Request{Model: model, Messages: testkit.Ask(long), MaxTokens: tc.maxTokens}, nil)
 			var e *providers.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("err %T %v, want *providers.Error", err, err)
@@ -331,10 +306,10 @@ func TestErrors(t *testing.T) {
 }
 
 func TestHangEndsWithContext(t *testing.T) {
-	srv := fake(t, anthropicfake.Options{Script: always(testkit.Reply{Hang: true})})
+	srv := fake(t, anthropicfake.Options{Script: testkit.Always(testkit.Reply{Hang: true})})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := newClient(t, srv.URL(), nil).Stream(ctx, providers.Request{Model: model, Messages: ask("hi")}, nil)
+	_, err := newClient(t, srv.URL(), nil).Stream(ctx, providers.Request{Model: model, Messages: testkit.Ask("hi")}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want context.DeadlineExceeded", err)
 	}
@@ -353,14 +328,14 @@ func TestBrokenStreams(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			srv := fake(t, anthropicfake.Options{Script: always(tc.reply)})
-			var rec recorder
-			res, err := newClient(t, srv.URL(), nil).Stream(context.Background(), providers.Request{Model: model, Messages: ask("count")}, rec.emit)
+			srv := fake(t, anthropicfake.Options{Script: testkit.Always(tc.reply)})
+			var rec testkit.Events
+			res, err := newClient(t, srv.URL(), nil).Stream(context.Background(), providers.Request{Model: model, Messages: testkit.Ask("count")}, rec.Emit)
 			var e *providers.Error
 			if !errors.Is(err, tc.want) || !errors.As(err, &e) || e.Retryable != tc.retryable {
 				t.Fatalf("err %v, want %v (retryable %v)", err, tc.want, tc.retryable)
 			}
-			streamed, _ := rec.joined(providers.EventText)
+			streamed, _ := rec.Joined(providers.EventText)
 			if !strings.HasPrefix(answer, res.Message.Content) || res.Message.Content != streamed || !res.Message.Partial {
 				t.Errorf("partial %q (streamed %q, partial=%v), want a prefix of the answer", res.Message.Content, streamed, res.Message.Partial)
 			}
@@ -410,7 +385,7 @@ func TestThinkingSetting(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := newClient(t, "http://127.0.0.1:1", func(cfg *Config) { cfg.Thinking, cfg.ThinkingBudget = tc.mode, tc.budget })
-			p, err := c.params(providers.Request{Model: model, Messages: ask("x"), MaxTokens: tc.maxTokens})
+			p, err := c.params(providers.Request{Model: model, Messages: testkit.Ask("x"), MaxTokens: tc.maxTokens})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -230,7 +230,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, reply := range replies {
-		srv := anthropicfake.New(anthropicfake.Options{Script: always(reply)})
+		srv := anthropicfake.New(anthropicfake.Options{Script: testkit.Always(reply)})
 		body := `{"model":"claude-fake-1","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL()+"/v1/messages", strings.NewReader(body))
 		if err != nil {

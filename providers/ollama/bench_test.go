@@ -20,7 +20,7 @@ func BenchmarkStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := providers.Request{Model: "m", Messages: userMsg("Why is the sky blue?")}
+	req := providers.Request{Model: "m", Messages: testkit.Ask("Why is the sky blue?")}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := c.Stream(context.Background(), req, nil); err != nil {

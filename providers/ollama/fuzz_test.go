@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/testkit"
 )
 
 // bodyTransport answers every request with status 200 and the given body.
@@ -40,7 +41,7 @@ func FuzzStreamBody(f *testing.F) {
 		}
 		var text, thinking strings.Builder
 		calls := 0
-		resp, err := c.Stream(context.Background(), providers.Request{Model: "m", Messages: userMsg("hi")}, func(e providers.Event) {
+		resp, err := c.Stream(context.Background(), providers.Request{Model: "m", Messages: testkit.Ask("hi")}, func(e providers.Event) {
 			switch e.Kind {
 			case providers.EventText:
 				text.WriteString(e.Text)

@@ -61,40 +61,17 @@ func setup(t *testing.T, mem uint64, script testkit.Script, tweak func(*Config))
 	return c, fake
 }
 
-func reply(r testkit.Reply) testkit.Script { return func(testkit.Received) testkit.Reply { return r } }
-
-// collect gathers streamed events by kind.
-type collect struct{ events []providers.Event }
-
-func (c *collect) emit(e providers.Event) { c.events = append(c.events, e) }
-
-func (c *collect) text(kind providers.EventKind) (string, int) {
-	var b strings.Builder
-	n := 0
-	for _, e := range c.events {
-		if e.Kind == kind {
-			b.WriteString(e.Text)
-			n++
-		}
-	}
-	return b.String(), n
-}
-
-func userMsg(text string) []chat.Message {
-	return []chat.Message{{Role: chat.RoleUser, Content: text}}
-}
-
 func TestStreamText(t *testing.T) {
 	const answer = "The sky is blue because of Rayleigh scattering."
-	c, fake := setup(t, 32*gib, reply(testkit.Reply{Text: answer, ChunkRunes: 5}), nil)
-	var got collect
+	c, fake := setup(t, 32*gib, testkit.Always(testkit.Reply{Text: answer, ChunkRunes: 5}), nil)
+	var got testkit.Events
 	resp, err := c.Stream(context.Background(), providers.Request{
-		Model: "gemma3:4b", System: "Be brief.", Messages: userMsg("Why is the sky blue?"),
-	}, got.emit)
+		Model: "gemma3:4b", System: "Be brief.", Messages: testkit.Ask("Why is the sky blue?"),
+	}, got.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, pieces := got.text(providers.EventText)
+	text, pieces := got.Joined(providers.EventText)
 	if text != answer || resp.Message.Content != answer {
 		t.Errorf("streamed %q, response %q, want %q", text, resp.Message.Content, answer)
 	}
@@ -113,7 +90,7 @@ func TestStreamText(t *testing.T) {
 	if resp.Usage != want {
 		t.Errorf("usage %+v, want %+v", resp.Usage, want)
 	}
-	last := got.events[len(got.events)-1]
+	last := got.List[len(got.List)-1]
 	if last.Kind != providers.EventUsage || *last.Usage != want {
 		t.Errorf("last event %+v, want the usage %+v", last, want)
 	}
@@ -129,7 +106,7 @@ func TestStreamText(t *testing.T) {
 func TestSameNumCtxEveryTimeNoReload(t *testing.T) {
 	c, fake := setup(t, 24*gib, nil, nil)
 	for i := range 3 {
-		if _, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:4b", Messages: userMsg("hi")}, nil); err != nil {
+		if _, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:4b", Messages: testkit.Ask("hi")}, nil); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
@@ -145,13 +122,13 @@ func TestSameNumCtxEveryTimeNoReload(t *testing.T) {
 
 func TestStreamToolCall(t *testing.T) {
 	call := chat.ToolCall{Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}
-	c, fake := setup(t, 32*gib, reply(testkit.Reply{ToolCalls: []chat.ToolCall{call}, Finish: "tool_calls"}), nil)
+	c, fake := setup(t, 32*gib, testkit.Always(testkit.Reply{ToolCalls: []chat.ToolCall{call}, Finish: "tool_calls"}), nil)
 	tools := []chat.ToolSpec{{Name: "get_weather", Description: "Weather for a city",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city"]}`)}}
-	req := providers.Request{Model: "llama3", Messages: userMsg("Weather in Paris?"), Tools: tools}
+	req := providers.Request{Model: "llama3", Messages: testkit.Ask("Weather in Paris?"), Tools: tools}
 
-	var got collect
-	resp, err := c.Stream(context.Background(), req, got.emit)
+	var got testkit.Events
+	resp, err := c.Stream(context.Background(), req, got.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +143,7 @@ func TestStreamToolCall(t *testing.T) {
 		t.Errorf("tool call %+v", tc)
 	}
 	var evCall *chat.ToolCall
-	for _, e := range got.events {
+	for _, e := range got.List {
 		if e.Kind == providers.EventToolCall {
 			evCall = e.ToolCall
 		}
@@ -209,8 +186,8 @@ func TestStreamToolCall(t *testing.T) {
 
 func TestServerNamedToolCallKeepsItsID(t *testing.T) {
 	call := chat.ToolCall{ID: "call_ab12cd34", Name: "remember", Arguments: `{"fact":"tea: oolong"}`}
-	c, _ := setup(t, 32*gib, reply(testkit.Reply{ToolCalls: []chat.ToolCall{call}}), nil)
-	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: userMsg("remember")}, nil)
+	c, _ := setup(t, 32*gib, testkit.Always(testkit.Reply{ToolCalls: []chat.ToolCall{call}}), nil)
+	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: testkit.Ask("remember")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +199,13 @@ func TestServerNamedToolCallKeepsItsID(t *testing.T) {
 func TestThinkingKeptIntact(t *testing.T) {
 	// Odd spacing, newlines and non-ASCII: nothing may be trimmed or joined.
 	const thinking = "  Step 1: the user wants…\n\n  Step 2: answer «briefly» \t"
-	c, fake := setup(t, 32*gib, reply(testkit.Reply{Thinking: thinking, Text: "Done.", ChunkRunes: 3}), nil)
-	var got collect
-	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: userMsg("go")}, got.emit)
+	c, fake := setup(t, 32*gib, testkit.Always(testkit.Reply{Thinking: thinking, Text: "Done.", ChunkRunes: 3}), nil)
+	var got testkit.Events
+	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: testkit.Ask("go")}, got.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	streamed, pieces := got.text(providers.EventThinking)
+	streamed, pieces := got.Joined(providers.EventThinking)
 	if resp.Message.Thinking != thinking || streamed != thinking || pieces < 2 {
 		t.Errorf("thinking %q streamed %q in %d pieces, want %q", resp.Message.Thinking, streamed, pieces, thinking)
 	}
@@ -259,8 +236,8 @@ func TestImagesSentBase64(t *testing.T) {
 }
 
 func TestLengthFinish(t *testing.T) {
-	c, _ := setup(t, 32*gib, reply(testkit.Reply{Text: "cut sh", Finish: "length"}), nil)
-	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: userMsg("long story"), MaxTokens: 2}, nil)
+	c, _ := setup(t, 32*gib, testkit.Always(testkit.Reply{Text: "cut sh", Finish: "length"}), nil)
+	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: testkit.Ask("long story"), MaxTokens: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +250,7 @@ func TestLengthFinish(t *testing.T) {
 func bigPrompt(n int) string { return strings.Repeat("abcd", n) }
 
 func TestSilentTruncationDetected(t *testing.T) {
-	c, fake := setup(t, 32*gib, reply(testkit.Reply{Text: "I only saw the end."}), func(cfg *Config) {
+	c, fake := setup(t, 32*gib, testkit.Always(testkit.Reply{Text: "I only saw the end."}), func(cfg *Config) {
 		cfg.Windows = map[string]int{"gemma3:1b": 4096}
 	})
 	msgs := []chat.Message{
@@ -282,8 +259,8 @@ func TestSilentTruncationDetected(t *testing.T) {
 		{Role: chat.RoleUser, Content: bigPrompt(2500)},
 	}
 	est := testkit.CountTokens(msgs[0].Content) + testkit.CountTokens(msgs[1].Content) + testkit.CountTokens(msgs[2].Content)
-	var got collect
-	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: msgs, EstimatedInput: est}, got.emit)
+	var got testkit.Events
+	resp, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: msgs, EstimatedInput: est}, got.Emit)
 	var pe *providers.Error
 	if !errors.As(err, &pe) || !pe.TooLong || pe.Window != 4096 || pe.Status != 200 || pe.Requested != est {
 		t.Fatalf("err = %#v, want TooLong with window 4096, status 200, requested %d", err, est)
@@ -311,10 +288,10 @@ func TestNoTruncationWhenItFits(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c, _ := setup(t, 32*gib, reply(testkit.Reply{Text: "fine", Usage: tc.usage}), func(cfg *Config) {
+			c, _ := setup(t, 32*gib, testkit.Always(testkit.Reply{Text: "fine", Usage: tc.usage}), func(cfg *Config) {
 				cfg.Windows = map[string]int{"gemma3:1b": tc.window}
 			})
-			msgs := userMsg(bigPrompt(tc.prompt))
+			msgs := testkit.Ask(bigPrompt(tc.prompt))
 			_, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: msgs,
 				EstimatedInput: testkit.CountTokens(msgs[0].Content)}, nil)
 			if err != nil {
@@ -329,7 +306,7 @@ func TestNoTruncateGetsRealRefusal(t *testing.T) {
 		cfg.Windows = map[string]int{"gemma3:1b": 4096}
 		cfg.NoTruncate = true
 	})
-	_, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: userMsg(bigPrompt(6000))}, nil)
+	_, err := c.Stream(context.Background(), providers.Request{Model: "gemma3:1b", Messages: testkit.Ask(bigPrompt(6000))}, nil)
 	var pe *providers.Error
 	if !errors.As(err, &pe) || !pe.TooLong || pe.Status != 400 {
 		t.Fatalf("err = %#v, want TooLong status 400", err)
@@ -408,20 +385,20 @@ func TestStreamFailures(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c, _ := setup(t, 32*gib, reply(tc.reply), nil)
+			c, _ := setup(t, 32*gib, testkit.Always(tc.reply), nil)
 			ctx := context.Background()
 			if tc.timeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
 				defer cancel()
 			}
-			var got collect
-			resp, err := c.Stream(ctx, providers.Request{Model: "gemma3:1b", Messages: userMsg("hello")}, got.emit)
+			var got testkit.Events
+			resp, err := c.Stream(ctx, providers.Request{Model: "gemma3:1b", Messages: testkit.Ask("hello")}, got.Emit)
 			if err == nil {
 				t.Fatalf("no error; response %+v", resp)
 			}
 			tc.check(t, err)
-			if text, _ := got.text(providers.EventText); text != tc.wantText {
+			if text, _ := got.Joined(providers.EventText); text != tc.wantText {
 				t.Errorf("streamed %q before the failure, want %q", text, tc.wantText)
 			}
 			var pe *providers.Error
@@ -477,7 +454,7 @@ func TestModelsAndStreamAgreeOnWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, info := range infos {
-		if _, err := c.Stream(context.Background(), providers.Request{Model: info.ID, Messages: userMsg("hi")}, nil); err != nil {
+		if _, err := c.Stream(context.Background(), providers.Request{Model: info.ID, Messages: testkit.Ask("hi")}, nil); err != nil {
 			t.Fatal(err)
 		}
 		reqs := fake.Requests()
