@@ -621,17 +621,25 @@ func TestProviderFaultsEndAsProblems(t *testing.T) {
 	}
 }
 
-func TestRetriesOn5xxThenSucceeds(t *testing.T) {
-	overloaded := testkit.Reply{Status: 503, Body: `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`}
-	script, calls := scriptFor(overloaded, overloaded, testkit.Reply{Text: "finally"})
-	fake := newFake(t, script)
-	d := daemontest.Start(t, baseConfig(t, fake.URL()), nil)
+// helloAnswered starts a daemon on the provider at base, says hello in a
+// new chat, and fails the test unless the turn ends with an answer.
+func helloAnswered(t *testing.T, base string) (*daemontest.Daemon, string, api.TurnResult) {
+	t.Helper()
+	d := daemontest.Start(t, baseConfig(t, base), nil)
 	ctx := context.Background()
 	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil)
 	if err != nil || res.Problem != nil {
 		t.Fatalf("the turn failed: %v %+v", err, res.Problem)
 	}
+	return d, c.ID, res
+}
+
+func TestRetriesOn5xxThenSucceeds(t *testing.T) {
+	overloaded := testkit.Reply{Status: 503, Body: `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`}
+	script, calls := scriptFor(overloaded, overloaded, testkit.Reply{Text: "finally"})
+	fake := newFake(t, script)
+	_, _, res := helloAnswered(t, fake.URL())
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("the model was asked %d times; want 3 (two 503s, then the answer)", n)
 	}
@@ -661,13 +669,7 @@ func TestRetriesOn429HonourRetryAfter(t *testing.T) {
 		proxyTo(w, r, fake.URL())
 	}))
 	t.Cleanup(srv.Close)
-	d := daemontest.Start(t, baseConfig(t, srv.URL+"/v1"), nil)
-	ctx := context.Background()
-	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
-	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil)
-	if err != nil || res.Problem != nil {
-		t.Fatalf("the turn failed: %v %+v", err, res.Problem)
-	}
+	helloAnswered(t, srv.URL+"/v1")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(at) != 3 {
@@ -771,17 +773,12 @@ func TestRetriesAfterAResetBeforeAnyWord(t *testing.T) {
 	// was said, so another try is safe.
 	script, calls := scriptFor(testkit.Reply{Text: "never seen", CutAfterChunks: 1}, testkit.Reply{Text: "second try"})
 	fake := newFake(t, script)
-	d := daemontest.Start(t, baseConfig(t, fake.URL()), nil)
+	d, chatID, _ := helloAnswered(t, fake.URL())
 	ctx := context.Background()
-	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
-	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil)
-	if err != nil || res.Problem != nil {
-		t.Fatalf("the turn failed: %v %+v", err, res.Problem)
-	}
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("the model was asked %d times; want 2", n)
 	}
-	msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
+	msgs, _ := d.Hub.Transcript(ctx, "default", chatID, 0, 0)
 	if len(msgs) != 2 || msgs[1].Content != "second try" || msgs[1].Partial {
 		t.Fatalf("transcript %s", contents(msgs))
 	}
