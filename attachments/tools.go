@@ -249,13 +249,7 @@ func (t toolset) pdfSearch(ctx context.Context, p PDFSearchParams) (tools.Result
 		return failed("words is empty: give at least one word to search for."), nil
 	}
 	text, err := pdfSearchText(ctx, f, words, max(1, p.FromPage), hitsOr(p.MaxHits))
-	if ctx.Err() != nil {
-		return tools.Result{}, ctx.Err()
-	}
-	if err != nil {
-		return pdfProblem(p.AttachmentID, err), nil
-	}
-	return tools.Result{Text: text, Untrusted: true}, nil
+	return pdfAnswer(ctx, p.AttachmentID, text, err)
 }
 
 func (t toolset) pdfRead(ctx context.Context, p PDFReadParams) (tools.Result, error) {
@@ -273,11 +267,17 @@ func (t toolset) pdfRead(ctx context.Context, p PDFReadParams) (tools.Result, er
 		return failed("to_page %d is before from_page %d.", to, from), nil
 	}
 	text, err := pdfReadText(ctx, f, from, to, pdfReadMaxBytes)
+	return pdfAnswer(ctx, p.AttachmentID, text, err)
+}
+
+// pdfAnswer turns a PDF tool's text or failure into its result; a
+// cancelled call is the caller's error, not the model's.
+func pdfAnswer(ctx context.Context, id, text string, err error) (tools.Result, error) {
 	if ctx.Err() != nil {
 		return tools.Result{}, ctx.Err()
 	}
 	if err != nil {
-		return pdfProblem(p.AttachmentID, err), nil
+		return pdfProblem(id, err), nil
 	}
 	return tools.Result{Text: text, Untrusted: true}, nil
 }
