@@ -54,6 +54,15 @@ func (s *session) windowMsgs() []window.Msg {
 		for _, c := range m.ToolCalls {
 			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 		}
+		if n, ok := s.tokens[m.Seq]; ok {
+			wm.Tokens = n
+		} else {
+			wm.Tokens = window.EstimateMsg(wm)
+			if s.tokens == nil {
+				s.tokens = map[int64]int{}
+			}
+			s.tokens[m.Seq] = wm.Tokens
+		}
 		out[i] = wm
 	}
 	return out

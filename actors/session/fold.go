@@ -132,6 +132,9 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 	for kept < len(s.msgs) && s.msgs[kept].Seq < f.to {
 		kept++
 	}
+	for _, m := range s.msgs[:kept] {
+		delete(s.tokens, m.Seq)
+	}
 	s.msgs = append([]chat.Message(nil), s.msgs[kept:]...)
 	view := s.saveAndAnnounce(f)
 	s.learnFrom(ctx, f.folded)

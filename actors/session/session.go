@@ -25,9 +25,12 @@ type session struct {
 	id   string
 	log  zerolog.Logger
 
-	meta    persistence.Chat
-	snap    persistence.Snapshot
-	msgs    []chat.Message // every message with seq >= snap.FirstKeptSeq
+	meta persistence.Chat
+	snap persistence.Snapshot
+	msgs []chat.Message // every message with seq >= snap.FirstKeptSeq
+	// tokens caches each unfolded message's estimate as sent: a stored
+	// message never changes, and every model call plans over all of them.
+	tokens  map[int64]int
 	lastSeq int64
 	loadErr error
 
