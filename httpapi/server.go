@@ -73,6 +73,7 @@ func (s *Server) routes() {
 	api("GET /v1/chats", s.listChats)
 	api("GET /v1/chats/{id}", s.getChat)
 	api("PATCH /v1/chats/{id}", s.patchChat)
+	api("DELETE /v1/chats/{id}", s.deleteChat)
 	api("POST /v1/chats/{id}/messages", s.sendMessage)
 	api("GET /v1/chats/{id}/events", s.watch)
 	api("GET /v1/chats/{id}/transcript", s.transcript)
