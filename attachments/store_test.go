@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func put(t *testing.T, s *Store, content, name, mediaType string) (string, error) {
@@ -350,39 +352,36 @@ func TestPutPathSymlinkSwapNeverAttachesTheOutside(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("TOKEN=outside-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	target, plain, link := filepath.Join(allowed, "doc.txt"), filepath.Join(allowed, ".plain"), filepath.Join(allowed, ".link")
+	target, link := filepath.Join(allowed, "doc.txt"), filepath.Join(allowed, ".link")
 	if err := os.WriteFile(target, []byte("public\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, link); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for i := 0; ; i++ {
+		for {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			// Each name is swapped in whole by rename, so doc.txt is always
-			// either the regular file or the symlink.
-			var err error
-			if i%2 == 0 {
-				_ = os.Remove(link)
-				if err = os.Symlink(secret, link); err == nil {
-					err = os.Rename(link, target)
-				}
-			} else if err = os.WriteFile(plain, []byte("public\n"), 0o600); err == nil {
-				err = os.Rename(plain, target)
-			}
-			if err != nil {
+			// One atomic exchange of the two names a call: doc.txt is always
+			// either the regular file or the symlink, and flips as fast as
+			// the kernel allows, so the swap lands between any two steps.
+			if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, target, unix.RENAME_EXCHANGE); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	})
+	defer wg.Wait() // the swapper stops before the temp dir goes, even on Fatal
+	defer close(stop)
 	s := newStore(t, 0)
 	var stored, refused int
-	for range 400 {
+	for range 2000 {
 		a, err := s.PutPath(context.Background(), target, []string{allowed})
 		if err != nil {
 			if !errors.Is(err, ErrPathNotAllowed) && !errors.Is(err, ErrPathNotFound) {
@@ -402,7 +401,5 @@ func TestPutPathSymlinkSwapNeverAttachesTheOutside(t *testing.T) {
 		}
 		stored++
 	}
-	close(stop)
-	wg.Wait()
 	t.Logf("%d attached, %d refused", stored, refused)
 }
