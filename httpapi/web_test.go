@@ -8,11 +8,15 @@ import (
 	"io/fs"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/httpapi"
 	"github.com/agentd/agentd/testkit/daemontest"
 )
 
@@ -132,5 +136,33 @@ func TestForeignHostIsRefused(t *testing.T) {
 	}
 	for _, host := range []string{"localhost" + port, "127.0.0.1" + port, "[::1]" + port, "agentd.lan" + port} {
 		browserCall(t, "GET", d.Server.URL+"/v1/chats", host, "", nil, nil).want(t, 200, "")
+	}
+}
+
+func TestMetricsNeedTheAPIsTokenOrTheirOwnAddress(t *testing.T) {
+	fake := newFake(t, echoScript)
+	d := daemontest.Start(t, baseConfig(t, fake.URL()), map[string]string{"tok-a": "a"})
+	browserCall(t, "GET", d.Server.URL+"/metrics", "", "", nil, nil).want(t, 401, "unauthorized")
+	if a := browserCall(t, "GET", d.Server.URL+"/metrics", "", "", nil, map[string]string{"Authorization": "Bearer tok-a"}); a.status != 200 || !strings.Contains(a.body, "agentd_") {
+		t.Fatalf("/metrics with the token: %d %.200s", a.status, a.body)
+	}
+
+	// With metrics.listen the API's address no longer serves them; their
+	// own handler does, without a token, to loopback names only.
+	cfg := baseConfig(t, fake.URL())
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	own := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	if a := browserCall(t, "GET", own.Server.URL+"/metrics", "", "", nil, map[string]string{"Authorization": "Bearer tok-a"}); a.status != 404 {
+		t.Fatalf("/metrics on the API's address with metrics.listen set: %d", a.status)
+	}
+	h := httpapi.New(own.Hub, cfg, map[string]string{"tok-a": "a"}, zerolog.Nop()).MetricsHandler()
+	for host, want := range map[string]int{"127.0.0.1:9464": 200, "attacker.example:9464": 421} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want || (want == 200 && !strings.Contains(w.Body.String(), "agentd_")) {
+			t.Fatalf("metrics handler, Host %s: %d, want %d", host, w.Code, want)
+		}
 	}
 }
