@@ -261,6 +261,12 @@ func (h *Hub) Chats(ctx context.Context, tenant string) ([]persistence.Chat, err
 	return h.store.Chats(ctx, tenant)
 }
 
+// ChatsPage lists a page of a tenant's chats in id order after the id
+// after, and whether more follow.
+func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error) {
+	return h.store.ChatsPage(ctx, tenant, after, limit)
+}
+
 // Chat returns one chat and its last seq.
 func (h *Hub) Chat(ctx context.Context, tenant, id string) (persistence.Chat, int64, error) {
 	c, err := h.chatOf(ctx, tenant, id)
