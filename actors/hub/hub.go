@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/prompts"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/recall"
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -111,7 +112,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := recall.Register(h.tools, h.store); err != nil {
 		return fmt.Errorf("recall tools: %w", err)
 	}
-	h.memory = memory.New(h.store, memory.Options{Mask: summarizer.Mask})
+	h.memory = memory.New(h.store, memory.Options{Mask: redact.Mask})
 	if err := memory.RegisterTools(h.tools, h.memory); err != nil {
 		return fmt.Errorf("memory tools: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/redact"
 )
 
 // Catalog is what the summariser needs of the model catalog.
@@ -175,12 +176,16 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 // old summary stays and the digest grows.
 func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
 	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
-	start := m.Summary
+	// One masker for all the model reads, in the prompt's order: summary,
+	// focus, lines. Earlier placeholders keep their numbers.
+	mk := redact.NewMasker()
+	start := mk.Mask(m.Summary)
 	if m.Digest != "" {
-		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + m.Digest)
+		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + mk.Mask(m.Digest))
 	}
-	o := job{models: models, sems: sems, lines: Lines(m.Turns), focus: m.Focus, system: Instructions, start: start,
-		prompt: func(state string, p Piece) string { return UserPrompt(state, p, m.Focus) }}.do(ctx, cfg)
+	focus := mk.Mask(m.Focus)
+	o := job{models: models, sems: sems, lines: Lines(m.Turns, mk), focus: focus, system: Instructions, start: start,
+		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
 		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
