@@ -456,7 +456,12 @@ var sharedRules = []rule{
 	{re: words(`input exceeds context length prompt={n} limit={n}`), trigger: true, set: inputOnly(1, 2)},
 	// SGLang
 	{re: words(`maximum context length of {n} tokens\. you requested a total of {n} tokens: {n} tokens from the input messages and {n} tokens for the completion`), trigger: true,
-		set: func(f *facts, n []int) { setOnce(&f.window, n[1]); setOnce(&f.total, n[2]); setOnce(&f.input, n[3]); setOnce(&f.output, n[4]) }},
+		set: func(f *facts, n []int) {
+			setOnce(&f.window, n[1])
+			setOnce(&f.total, n[2])
+			setOnce(&f.input, n[3])
+			setOnce(&f.output, n[4])
+		}},
 	{re: words(`the input \({n} tokens\) is longer than the models context length \({n} tokens\)`), trigger: true, set: inputOnly(1, 2)},
 	{re: words(`input length \({n} tokens\) exceeds the maximum allowed length \({n} tokens\)`), trigger: true, set: inputOnly(1, 2)},
 	// vLLM since vllm-project/vllm#36197 (and NVIDIA NIM, which runs it)

@@ -12,16 +12,16 @@ import (
 
 // refusal is one line of testdata/too_long.jsonl.
 type refusal struct {
-	ID         string `json:"id"`
-	Provider   string `json:"provider"`
-	Status     *int   `json:"status"`
-	Body       string `json:"body"`
-	Overflow   bool   `json:"is_context_overflow"`
-	Window     *int   `json:"window_named"`
-	Requested  *int   `json:"requested_named"`
-	Source     string `json:"source"`
-	Partial    bool   `json:"partial"`
-	BodyForm   string `json:"body_form"`
+	ID        string `json:"id"`
+	Provider  string `json:"provider"`
+	Status    *int   `json:"status"`
+	Body      string `json:"body"`
+	Overflow  bool   `json:"is_context_overflow"`
+	Window    *int   `json:"window_named"`
+	Requested *int   `json:"requested_named"`
+	Source    string `json:"source"`
+	Partial   bool   `json:"partial"`
+	BodyForm  string `json:"body_form"`
 	// AnswerRoom is "counts" or "input" (see wantFlags) on the records added
 	// with it; older records are listed in wantFlags.
 	AnswerRoom string `json:"answer_room"`
@@ -208,16 +208,16 @@ func TestDetectTooLongStatusAndShape(t *testing.T) {
 		// Structure: the shapes below carry their meaning in JSON fields.
 		"SSE error event in a 200 stream": {"llamacpp", 200, "data: {\"choices\":[{\"delta\":{}}]}\n\nevent: error\ndata: {\"error\":{\"code\":400,\"type\":\"exceed_context_size_error\",\"message\":\"the request was refused\",\"n_prompt_tokens\":5000,\"n_ctx\":4096}}\n\n",
 			Verdict{TooLong: true, Window: 4096, Requested: 5000, InputOnly: true}},
-		"error code alone":                  {"openai", 400, `{"error":{"message":"Bad request.","code":"context_length_exceeded"}}`, Verdict{TooLong: true}},
-		"gateway 502 around an inner 429":   {"openrouter", 502, `{"error":{"message":"{\"error\":{\"code\":429,\"message\":\"the prompt is too long for your plan this minute\"}}"}}`, Verdict{}},
-		"gateway around a rate-limit type":  {"litellm", 400, `{"error":{"message":"prompt is too long","type":"rate_limit_error"}}`, Verdict{}},
-		"413 rate limit is not":                 {"groq", 413, "Request too large on tokens per minute (TPM)", Verdict{}},
-		"empty body":                            {"openai", 400, "", Verdict{}},
-		"Go proxy escaped >":                    {"anthropic", 400, `{"message":"prompt is too long: 211180 tokens \u003e 200000 maximum"}`, Verdict{TooLong: true, Window: 200000, Requested: 211180, InputOnly: true}},
-		"thousands separators":                  {"openai", 400, "This model's maximum context length is 128,000 tokens. However, your messages resulted in 130,512 tokens.", Verdict{TooLong: true, Window: 128000, Requested: 130512, InputOnly: true}},
-		"bedrock hint only for bedrock":         {"openai", 400, "expected maxLength: 2048", Verdict{}},
-		"bedrock hint for bedrock":              {"bedrock", 400, "expected maxLength: 2048", Verdict{TooLong: true}},
-		"zhipu code only for zhipu":             {"zhipu", 400, `{"error":{"code":"1261","message":"…"}}`, Verdict{TooLong: true}},
+		"error code alone":                 {"openai", 400, `{"error":{"message":"Bad request.","code":"context_length_exceeded"}}`, Verdict{TooLong: true}},
+		"gateway 502 around an inner 429":  {"openrouter", 502, `{"error":{"message":"{\"error\":{\"code\":429,\"message\":\"the prompt is too long for your plan this minute\"}}"}}`, Verdict{}},
+		"gateway around a rate-limit type": {"litellm", 400, `{"error":{"message":"prompt is too long","type":"rate_limit_error"}}`, Verdict{}},
+		"413 rate limit is not":            {"groq", 413, "Request too large on tokens per minute (TPM)", Verdict{}},
+		"empty body":                       {"openai", 400, "", Verdict{}},
+		"Go proxy escaped >":               {"anthropic", 400, `{"message":"prompt is too long: 211180 tokens \u003e 200000 maximum"}`, Verdict{TooLong: true, Window: 200000, Requested: 211180, InputOnly: true}},
+		"thousands separators":             {"openai", 400, "This model's maximum context length is 128,000 tokens. However, your messages resulted in 130,512 tokens.", Verdict{TooLong: true, Window: 128000, Requested: 130512, InputOnly: true}},
+		"bedrock hint only for bedrock":    {"openai", 400, "expected maxLength: 2048", Verdict{}},
+		"bedrock hint for bedrock":         {"bedrock", 400, "expected maxLength: 2048", Verdict{TooLong: true}},
+		"zhipu code only for zhipu":        {"zhipu", 400, `{"error":{"code":"1261","message":"…"}}`, Verdict{TooLong: true}},
 		// vLLM 0.10–0.17 wording (template in its serving_engine.py): the
 		// prompt fits, the answer room does not. A window refusal that
 		// shrinking max_tokens cures, not an output cap.
