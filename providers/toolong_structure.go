@@ -2,6 +2,8 @@ package providers
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -75,8 +77,9 @@ func (st *structure) walk(v any, key string, depth int) {
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		for k, x := range v {
-			st.walk(x, strings.ToLower(k), depth+1)
+		// In key order: the explanation must read the same every time.
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			st.walk(v[k], strings.ToLower(k), depth+1)
 		}
 	case []any:
 		for _, x := range v {
