@@ -138,7 +138,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
 	out := make([]tools.MCPServer, len(cs))
 	for i, c := range cs {
-		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers}
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames}
 	}
 	return out
 }
