@@ -197,12 +197,6 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		writeHubError(w, err)
 		return
 	}
-	if !s.acquireTurn(tenant) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant has %d turns in flight, the most allowed", s.cfg.Limits.TurnsPerTenant))
-		return
-	}
-	defer s.releaseTurn(tenant)
 	s.turns.Add(1)
 	defer s.turns.Done()
 	sub := s.hub.Bus().Subscribe(id, streamBuffer)
@@ -218,16 +212,26 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	res, ok := waitTurn(r.Context(), sub, acc.TurnID)
 	if !ok {
-		writeError(w, http.StatusGatewayTimeout, "timeout", "the turn did not finish while the request was open; read it from the transcript")
+		why := "the turn did not finish while the request was open"
+		if d := sub.Dropped(); d != nil {
+			why = "this request fell behind its turn's events (" + d.Reason + ")"
+		}
+		writeError(w, http.StatusGatewayTimeout, "timeout", why+"; the turn goes on: read it from the transcript")
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
-// streamBuffer is each stream's event buffer: deltas past it are dropped
-// for a lagging client (the stored message is whole), everything else
-// waits for room. A thousand streams at once hold about 20 MB.
+// streamBuffer is each stream's event buffer: deltas past three quarters of
+// it are dropped for a lagging client (the stored message is whole); a
+// client that lets it fill is dropped (eventbus). A thousand streams at
+// once hold about 20 MB.
 const streamBuffer = 256
+
+// sseWriteWait bounds one write to a stream's client: a client that takes
+// nothing for that long is cut, so its handler does not hold a connection
+// for a reader that is gone.
+const sseWriteWait = 30 * time.Second
 
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
@@ -251,10 +255,12 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnR
 	}
 }
 
-// sseWriter writes Server-Sent Events with explicit flushes.
+// sseWriter writes Server-Sent Events with explicit flushes, each write
+// bounded by sseWriteWait.
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w  http.ResponseWriter
+	f  http.Flusher
+	rc *http.ResponseController
 }
 
 func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
@@ -269,7 +275,13 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
-	return &sseWriter{w: w, f: f}, true
+	return &sseWriter{w: w, f: f, rc: http.NewResponseController(w)}, true
+}
+
+// deadline bounds the next write; a writer without deadlines (a test's
+// recorder) is written to unbounded.
+func (s *sseWriter) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
 }
 
 func (s *sseWriter) send(ev eventbus.Event) error {
@@ -281,6 +293,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 	if err != nil {
 		return err
 	}
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); err != nil {
 		return err
 	}
@@ -289,6 +302,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 }
 
 func (s *sseWriter) comment(text string) error {
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
@@ -297,9 +311,11 @@ func (s *sseWriter) comment(text string) error {
 }
 
 // streamTurn sends one turn's events until it completes or the client
-// goes; the turn goes on without the client, into the transcript.
+// goes; the turn goes on without the client, into the transcript. A client
+// too slow for the turn's events is dropped like any watcher: the turn is
+// never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
+	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
 		mine := ev.TurnID == turnID
 		return mine || ev.Type == chat.EventCompacted, mine && ev.Type == chat.EventTurnCompleted
 	})
@@ -315,22 +331,29 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
+	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
-// with pick which to send and after which to stop.
-func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(eventbus.Event) (send, last bool)) {
+// with pick which to send and after which to stop. When the bus drops the
+// subscription the stream ends with stream.dropped (of turnID, if any).
+func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(eventbus.Event) (send, last bool)) {
 	sse, ok := startSSE(w)
 	if !ok {
 		return
 	}
+	// The connection may serve a next request: lift the write deadline.
+	defer func() { _ = sse.rc.SetWriteDeadline(time.Time{}) }()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
+				if d := sub.Dropped(); d != nil {
+					_ = sse.send(eventbus.Event{Type: chat.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
+						Data: chat.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
+				}
 				return
 			}
 			send, last := pick(ev)
@@ -364,6 +387,6 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status": status, "provider_errors": errs, "heals": s.hub.Metrics().Heals(),
 		"active_sessions": s.hub.ActiveSessions(), "badger_lsm_bytes": lsm, "badger_vlog_bytes": vlog,
-		"events_dropped": s.hub.Bus().Dropped(),
+		"events_dropped": s.hub.Bus().Dropped(), "watchers_dropped": s.hub.Bus().DroppedWatchers(),
 	})
 }

@@ -72,8 +72,6 @@ type Deps struct {
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.
 	FoldWait time.Duration
-	// MustWait bounds how long a lagging watcher may hold a must-deliver event.
-	MustWait time.Duration
 	// NoProviderHelp is said in each turn's error when no provider answers.
 	NoProviderHelp string
 }

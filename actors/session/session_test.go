@@ -145,7 +145,7 @@ type harness struct {
 
 func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
 	t.Helper()
-	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(), model: &scripted{replies: replies}}
+	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second), model: &scripted{replies: replies}}
 	if reg == nil {
 		reg = tools.NewRegistry()
 	}

@@ -30,7 +30,16 @@ func WithLogger(l zerolog.Logger) Option {
 	return func(a *indexActor) { a.log = l.With().Str("component", "toolindex").Logger() }
 }
 
-// Props returns the props of a tool-index actor with an empty index.
+// WithSource names where the actor's tools come from: it indexes every tool
+// src returns when it starts, and so again when its supervisor restarts it
+// after a panic (a restart builds a new, empty actor). Tools sent only by
+// Register are not in src and do not survive a restart. Optional. Defaults
+// to none: the actor starts empty.
+func WithSource(src func() []Tool) Option {
+	return func(a *indexActor) { a.source = src }
+}
+
+// Props returns the props of a tool-index actor, empty unless WithSource.
 func Props(opts ...Option) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &indexActor{log: zerolog.Nop()}
@@ -42,9 +51,10 @@ func Props(opts ...Option) *actor.Props {
 }
 
 type indexActor struct {
-	log   zerolog.Logger
-	ix    *toolsearch.Index
-	tools map[string]Tool
+	log    zerolog.Logger
+	source func() []Tool
+	ix     *toolsearch.Index
+	tools  map[string]Tool
 	// pending holds registered tools not yet in ix; they are indexed in one
 	// rebuild when something next reads the index.
 	pending []toolsearch.Doc
@@ -61,6 +71,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.ix = toolsearch.NewIndex(nil)
 		a.tools = map[string]Tool{}
+		if a.source != nil {
+			a.handleRegister(ctx, &Register{Tools: a.source()})
+		}
 	case *Register:
 		a.handleRegister(ctx, m)
 	case *flushPending:
