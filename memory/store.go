@@ -71,7 +71,7 @@ type Options struct {
 	// location. Optional. Defaults to time.Now (the daemon's local zone).
 	Now func() time.Time
 	// Mask hides secrets in a memory's text before it is stored (wire
-	// summarizer.Mask). Optional. Defaults to keeping the text as it is.
+	// redact.Mask). Optional. Defaults to keeping the text as it is.
 	Mask func(string) string
 }
 

@@ -201,6 +201,40 @@ func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 	return out, nil
 }
 
+// ChatsPage lists up to limit of a tenant's chats in id order, starting
+// after the id after ("" from the first), and whether more follow. It reads
+// only the chats it returns, so a page costs the same however many a tenant
+// has.
+func (s *Store) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error) {
+	var out []Chat
+	more := false
+	err := s.db.View(func(txn *badger.Txn) error {
+		prefix := tenantKey(tenant, "")
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(tenantKey(tenant, after)); it.Valid(); it.Next() {
+			id := string(it.Item().Key()[len(prefix):])
+			if id == after {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				return nil
+			}
+			var c Chat
+			if err := getTxn(txn, chatKey(id), &c); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list chats of %s: %w", tenant, err)
+	}
+	return out, more, nil
+}
+
 // chatsOf reads a tenant's chats through the tenant index.
 func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 	prefix := tenantKey(tenant, "")

@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/prompts"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/recall"
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -111,7 +112,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := recall.Register(h.tools, h.store); err != nil {
 		return fmt.Errorf("recall tools: %w", err)
 	}
-	h.memory = memory.New(h.store, memory.Options{Mask: summarizer.Mask})
+	h.memory = memory.New(h.store, memory.Options{Mask: redact.Mask})
 	if err := memory.RegisterTools(h.tools, h.memory); err != nil {
 		return fmt.Errorf("memory tools: %w", err)
 	}
@@ -137,7 +138,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
 	out := make([]tools.MCPServer, len(cs))
 	for i, c := range cs {
-		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers}
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames}
 	}
 	return out
 }
@@ -259,6 +260,12 @@ func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat)
 // Chats lists a tenant's chats.
 func (h *Hub) Chats(ctx context.Context, tenant string) ([]persistence.Chat, error) {
 	return h.store.Chats(ctx, tenant)
+}
+
+// ChatsPage lists a page of a tenant's chats in id order after the id
+// after, and whether more follow.
+func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error) {
+	return h.store.ChatsPage(ctx, tenant, after, limit)
 }
 
 // Chat returns one chat and its last seq.
