@@ -39,6 +39,9 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	// ProblemAnswerTooLarge: the model's answer passed
+	// limits.max_answer_bytes; the part before the cap is kept.
+	ProblemAnswerTooLarge = "answer-too-large"
 )
 
 // Problem is why a turn ended without a full answer.
