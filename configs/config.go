@@ -180,6 +180,11 @@ type MCPServer struct {
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	URL     string            `yaml:"url" json:"url,omitempty"`
 	Headers map[string]string `yaml:"headers" json:"-"`
+	// BareNames registers the server's tools under their own names, without
+	// the "<name>__" prefix: a small local model calls tools by the names it
+	// was trained on. A name another tool already has is skipped. Optional.
+	// Defaults to false.
+	BareNames bool `yaml:"bare_names" json:"bare_names,omitempty"`
 }
 
 // Attachments configures file storage.

@@ -104,6 +104,14 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 	s.getChat(w, r, tenant)
 }
 
+func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, tenant string) {
+	if err := s.hub.DeleteChat(r.Context(), tenant, r.PathValue("id")); err != nil {
+		writeHubError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant string) {
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from_seq"), 10, 64)
 	to, _ := strconv.ParseInt(r.URL.Query().Get("to_seq"), 10, 64)
@@ -179,6 +187,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
 	id := r.PathValue("id")
+	// The chat first: a message to a chat the tenant does not have stores
+	// nothing, not even its attachments.
+	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+		writeHubError(w, err)
+		return
+	}
 	if err := s.attach(r.Context(), tenant, &msg, req); err != nil {
 		writeHubError(w, err)
 		return
@@ -291,7 +305,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 	})
 }
 
-// watch streams every event of a chat until the client goes.
+// watch streams every event of a chat until the client goes or the chat
+// is deleted.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
@@ -300,7 +315,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, func(eventbus.Event) (bool, bool) { return true, false })
+	pump(w, r, sub, func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing

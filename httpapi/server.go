@@ -80,6 +80,7 @@ func (s *Server) routes() {
 	api("GET /v1/chats", s.listChats)
 	api("GET /v1/chats/{id}", s.getChat)
 	api("PATCH /v1/chats/{id}", s.patchChat)
+	api("DELETE /v1/chats/{id}", s.deleteChat)
 	api("POST /v1/chats/{id}/messages", s.sendMessage)
 	// The one event stream a browser's EventSource opens: it cannot set
 	// headers, so the token may come in the query here, and only here.
