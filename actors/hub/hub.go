@@ -168,7 +168,8 @@ func (h *Hub) startActors() {
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
-		FoldWait: h.cfg.Limits.FoldWait.Duration, NoProviderHelp: NoProviderHelp,
+		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
+		NoProviderHelp: NoProviderHelp,
 	}
 	h.registry = root.Spawn(session.RegistryProps(deps))
 }

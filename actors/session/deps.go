@@ -68,6 +68,8 @@ type Deps struct {
 	ToolResultBytes int
 	TurnTimeout     time.Duration
 	ModelIdle       time.Duration
+	// MaxAnswerBytes caps what is kept of one model answer.
+	MaxAnswerBytes int
 	// FoldWait bounds how long a turn waits for the summariser (busy with
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.

@@ -137,7 +137,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
-		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
+		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil

@@ -309,6 +309,9 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	}
 	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
 	switch {
+	case errors.Is(m.err, providers.ErrAnswerTooLarge):
+		problem.Kind = chat.ProblemAnswerTooLarge
+		problem.Message = fmt.Sprintf("the model's answer passed the most kept of one answer (limits.max_answer_bytes); it was cut there and the part before the cut is kept: %v", m.err)
 	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
 		problem.Kind = chat.ProblemTimeout
 	case unreachable(m.err):
