@@ -161,6 +161,7 @@ func (h *Hub) startActors() {
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
+		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration,
 		MustWait: 2 * time.Second, NoProviderHelp: NoProviderHelp,
