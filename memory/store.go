@@ -318,6 +318,12 @@ type readUntil struct {
 	Seq int64 `json:"seq"`
 }
 
+// ChatRecords names the records the store keeps for one chat (its
+// read-until mark), for deleting the chat with them.
+func ChatRecords(chatID string) []persistence.RecordKey {
+	return []persistence.RecordKey{{Kind: readUntilKind, ID: chatID}}
+}
+
 // ReadUntil returns the seq through which the chat's words have been read by
 // the learner (0: nothing read yet).
 func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {

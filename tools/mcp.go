@@ -46,6 +46,8 @@ type MCPServer struct {
 	// Trusted says the server's output is the operator's own data; otherwise
 	// every result is marked Untrusted, as outside text.
 	Trusted bool
+	// BareNames registers the tools under their own names, unprefixed.
+	BareNames bool
 }
 
 // MCPSeparator joins a server's name and its tool's name.
@@ -310,8 +312,11 @@ func listMCPTools(ctx context.Context, conn *mcpConn) ([]*mcp.Tool, error) {
 }
 
 // mcpToolName builds the registry name of an MCP tool.
-func mcpToolName(server, tool string) string {
+func mcpToolName(server, tool string, bare bool) string {
 	name := server + MCPSeparator + sanitizeName(tool)
+	if bare {
+		name = sanitizeName(tool)
+	}
 	if len(name) > maxNameLen {
 		name = name[:maxNameLen]
 	}
@@ -341,7 +346,7 @@ func mcpTool(s MCPServer, conn *mcpConn, mt *mcp.Tool) Tool {
 	}
 	remote := mt.Name
 	untrusted := !s.Trusted
-	name := mcpToolName(s.Name, mt.Name)
+	name := mcpToolName(s.Name, mt.Name, s.BareNames)
 	return Tool{
 		Name:        name,
 		Description: desc,

@@ -41,11 +41,13 @@ type Piece struct{ Lines []string }
 
 // Pieces splits lines into pieces that each fit the summarising model's
 // window together with the instructions, the summary so far (at most its
-// target size) and the answer. A single line bigger than a piece is cut,
-// head and tail kept.
+// target size) and the answer, estimated as a turn is before the provider
+// has counted (window.InputRoom). A single line bigger than a piece is cut,
+// head and tail kept. The summariser splits a piece further when the chat's
+// own correction says it would not fit.
 func Pieces(lines []string, windowTokens int, focus string) []Piece {
-	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + answerRoom(windowTokens) + 64
-	room := max(windowTokens*9/10-fixed, 256)
+	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + 64
+	room := max(window.InputRoom(windowTokens, answerRoom(windowTokens), window.Calibration{})-fixed, 256)
 	var out []Piece
 	var cur []string
 	used := 0

@@ -34,7 +34,8 @@ type oneModel struct{ c providers.Client }
 func (o oneModel) Resolve(string) (providers.Client, providers.ModelInfo, error) {
 	return o.c, providers.ModelInfo{ID: "m", Window: 32_000}, nil
 }
-func (oneModel) SummaryModels(ref string) []string { return []string{ref} }
+func (oneModel) SummaryModels(ref string) []string                     { return []string{ref} }
+func (oneModel) Learn(_ context.Context, _ string, w int) (int, error) { return w, nil }
 
 // The whole summarising prompt goes through one masker: the summary so far,
 // the /compact focus and the folded lines, numbered in the prompt's order.
