@@ -187,6 +187,8 @@ type MCPServer struct {
 	Command []string          `yaml:"command" json:"command,omitempty"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	URL     string            `yaml:"url" json:"url,omitempty"`
+	// Headers go with every HTTP request; ${VAR} in a value is taken from
+	// agentd's environment when connecting.
 	Headers map[string]string `yaml:"headers" json:"-"`
 	// BareNames registers the server's tools under their own names, without
 	// the "<name>__" prefix: a small local model calls tools by the names it
