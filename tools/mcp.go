@@ -63,8 +63,11 @@ const mcpConnectTimeout = 30 * time.Second
 // server that fails to start or to list its tools is logged and skipped; a
 // tool whose name collides is logged and skipped. The error is non-nil only
 // for a configuration mistake (no name, both or neither of Command and URL,
-// a repeated name), and then nothing is connected. close ends every session
-// and removes the tools it added.
+// a repeated name), and then nothing is connected. Each answer is bounded
+// by the server's MaxResultBytes: a larger one fails that call only. A
+// server that dies later is reconnected by the next call to one of its
+// tools (see mcpConn). close ends every session and removes the tools it
+// added.
 func ConnectMCP(ctx context.Context, servers []MCPServer, r *Registry, log zerolog.Logger) (close func() error, err error) {
 	if err := validateMCPServers(servers); err != nil {
 		return func() error { return nil }, err

@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"regexp"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
@@ -35,7 +34,7 @@ const headKeep = 4 << 10
 func tooLarge(id json.RawMessage, size, limit int) []byte {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
 		"code":    codeTooLarge,
-		"message": fmt.Sprintf("the answer was %d bytes or more, over agentd's limit of %d bytes, and was dropped unread", size, limit),
+		"message": fmt.Sprintf("the answer was %d bytes, over agentd's limit of %d bytes, and was dropped unread", size, limit),
 	}})
 	return b
 }
@@ -104,48 +103,55 @@ func responseID(head []byte) (id json.RawMessage, ok bool) {
 	return nil, false
 }
 
-// stdioGuard bounds each newline-delimited message a stdio server sends.
-type stdioGuard struct {
-	src     *bufio.Reader
+// frames hands out, as one stream, the pieces next returns (nil: nothing
+// this time), until next fails.
+type frames struct {
+	next    func() ([]byte, error)
 	closer  io.Closer
-	limit   int
-	log     zerolog.Logger
 	pending []byte
 	err     error
 }
 
-func newStdioGuard(r io.ReadCloser, limit int, log zerolog.Logger) *stdioGuard {
-	return &stdioGuard{src: bufio.NewReaderSize(r, 64<<10), closer: r, limit: limit, log: log}
-}
-
-func (g *stdioGuard) Read(p []byte) (int, error) {
-	for len(g.pending) == 0 {
-		if g.err != nil {
-			return 0, g.err
+func (f *frames) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
 		}
-		got, size, head, err := boundedLine(g.src, g.limit)
-		g.err = err
-		if got != nil {
-			g.pending = got
-			continue
-		}
-		if head == nil {
-			continue
-		}
-		id, ok := responseID(head)
-		if !ok {
-			g.log.Warn().Int("bytes", size).Msg("mcp server sent an oversize message that answers no call; dropped")
-			continue
-		}
-		g.log.Warn().Int("bytes", size).Int("limit", g.limit).Msg("mcp server answer over the limit; replaced by an error")
-		g.pending = append(tooLarge(id, size, g.limit), '\n')
+		f.pending, f.err = f.next()
 	}
-	n := copy(p, g.pending)
-	g.pending = g.pending[n:]
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
 	return n, nil
 }
 
-func (g *stdioGuard) Close() error { return g.closer.Close() }
+func (f *frames) Close() error { return f.closer.Close() }
+
+// stdioGuard bounds each newline-delimited message a stdio server sends.
+type stdioGuard struct {
+	src   *bufio.Reader
+	limit int
+	log   zerolog.Logger
+}
+
+func newStdioGuard(r io.ReadCloser, limit int, log zerolog.Logger) io.ReadCloser {
+	g := &stdioGuard{src: bufio.NewReaderSize(r, 64<<10), limit: limit, log: log}
+	return &frames{next: g.next, closer: r}
+}
+
+// next is the next message, or its stand-in when it was over the limit.
+func (g *stdioGuard) next() ([]byte, error) {
+	line, size, head, err := boundedLine(g.src, g.limit)
+	if head == nil {
+		return line, err
+	}
+	id, ok := responseID(head)
+	if !ok {
+		g.log.Warn().Int("bytes", size).Msg("mcp server sent an oversize message that answers no call; dropped")
+		return nil, err
+	}
+	g.log.Warn().Int("bytes", size).Int("limit", g.limit).Msg("mcp server answer over the limit; replaced by an error")
+	return append(tooLarge(id, size, g.limit), '\n'), err
+}
 
 // httpGuard bounds the answers of a streamable-HTTP server: a JSON body or
 // each event of an event stream.
@@ -177,7 +183,8 @@ func (h httpGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		resp.Header.Del("Content-Length")
 	case "text/event-stream":
-		resp.Body = &sseGuard{src: bufio.NewReaderSize(resp.Body, 64<<10), closer: resp.Body, limit: h.limit, id: id, log: h.log}
+		g := &sseGuard{src: bufio.NewReaderSize(resp.Body, 64<<10), limit: h.limit, id: id, log: h.log}
+		resp.Body = &frames{next: g.next, closer: resp.Body}
 	}
 	return resp, nil
 }
@@ -204,37 +211,29 @@ func requestID(req *http.Request) json.RawMessage {
 // sseGuard passes an event stream through event by event; an event over
 // the limit becomes one carrying the error answer to the stream's call.
 type sseGuard struct {
-	src     *bufio.Reader
-	closer  io.Closer
-	limit   int
-	id      json.RawMessage
-	log     zerolog.Logger
-	event   []byte // the event being read
-	over    int    // its size once over the limit, else 0
-	pending []byte
-	err     error
+	src   *bufio.Reader
+	limit int
+	id    json.RawMessage
+	log   zerolog.Logger
+	event []byte // the event being read
+	over  int    // its size once over the limit, else 0
 }
 
-func (g *sseGuard) Read(p []byte) (int, error) {
-	for len(g.pending) == 0 {
-		if g.err != nil {
-			return 0, g.err
-		}
-		line, size, _, err := boundedLine(g.src, g.limit)
-		g.err = err
-		if line == nil && size > 0 || g.over > 0 || len(g.event)+size > g.limit {
-			g.over += len(g.event) + size
-			g.event = nil
-		} else {
-			g.event = append(g.event, line...)
-		}
-		if blank(line) || err != nil {
-			g.pending, g.event = g.flush(), nil
-		}
+// next reads one line; at an event's end it returns the event.
+func (g *sseGuard) next() ([]byte, error) {
+	line, size, _, err := boundedLine(g.src, g.limit)
+	if line == nil && size > 0 || g.over > 0 || len(g.event)+size > g.limit {
+		g.over += len(g.event) + size
+		g.event = nil
+	} else {
+		g.event = append(g.event, line...)
 	}
-	n := copy(p, g.pending)
-	g.pending = g.pending[n:]
-	return n, nil
+	if !blank(line) && err == nil {
+		return nil, nil
+	}
+	out := g.flush()
+	g.event = nil
+	return out, err
 }
 
 // flush ends the event read so far.
@@ -252,11 +251,8 @@ func (g *sseGuard) flush() []byte {
 	return []byte("event: message\ndata: " + string(tooLarge(g.id, size, g.limit)) + "\n\n")
 }
 
-var blankLine = regexp.MustCompile(`^\r?\n$`)
-
-func blank(line []byte) bool { return blankLine.Match(line) }
-
-func (g *sseGuard) Close() error { return g.closer.Close() }
+// blank reports whether line ends an event.
+func blank(line []byte) bool { return string(line) == "\n" || string(line) == "\r\n" }
 
 // limitOrDefault is a server's message limit.
 func limitOrDefault(n int) int {
