@@ -133,7 +133,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("application tools: %w", err)
 		}
 	}
-	h.closeMCP, err = tools.ConnectMCP(ctx, mcpServers(h.cfg.MCPServers), h.tools, h.log.With().Str("component", "mcp").Logger())
+	h.closeMCP, err = tools.ConnectMCP(ctx, mcpServers(h.cfg.MCPServers, h.cfg.Limits.MaxToolResultBytes), h.tools, h.log.With().Str("component", "mcp").Logger())
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -141,10 +141,12 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	return nil
 }
 
-func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
+// mcpServers are the configured servers; each answer is bounded like any
+// tool's result.
+func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 	out := make([]tools.MCPServer, len(cs))
 	for i, c := range cs {
-		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames}
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames, MaxResultBytes: maxResult}
 	}
 	return out
 }
@@ -167,6 +169,7 @@ func (h *Hub) startActors() {
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
+		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
 		NoProviderHelp: NoProviderHelp,
