@@ -78,7 +78,7 @@ func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []wi
 // (nil: none) before the fold plan sees the messages.
 func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
 	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean, info.Vision)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
