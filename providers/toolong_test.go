@@ -406,3 +406,26 @@ func TestLearntWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowShapes: a refusal no specific wording knows still gives its
+// window in the shapes windows are named in, and the window rather than the
+// request size or the answer room when it names several numbers.
+func TestWindowShapes(t *testing.T) {
+	cases := map[string]struct {
+		body   string
+		window int
+	}{
+		"limit is N":             {"Prompt too long: 9000 tokens requested, limit is 8192.", 8192},
+		"limit of N tokens":      {"context_length_exceeded: 5000 input + 1000 output tokens; limit of 4096 tokens", 4096},
+		"context length (N)":     {"Input too long for the model's context length (32768 tokens): 40000 given, max_tokens 2048.", 32768},
+		"N tokens > M":           {"input is too long: 9100 tokens > 8000", 8000},
+		"exceeds the limit of N": {"The prompt (70000 tokens) is too long: it exceeds the context limit of 65536 with 4096 for the answer.", 65536},
+		"maximum of N":           {"Prompt is too long. The maximum is 131072 tokens; you sent 140000 and asked for 8192 more.", 131072},
+		"n_ctx_slot":             {"the request exceeds the available context size, n_ctx_slot = 2048, n_prompt_tokens = 2059", 2048},
+	}
+	for name, c := range cases {
+		if got := DetectTooLong("", 400, c.body); !got.TooLong || got.Window != c.window {
+			t.Errorf("%s: got %+v, want window %d", name, got, c.window)
+		}
+	}
+}
