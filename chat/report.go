@@ -19,6 +19,7 @@ const (
 	EventCompactionApplied = "compaction.applied" // data: CompactionApplied
 	EventHealed            = "healed"             // data: Healed
 	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
+	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
 )
 
 // TurnResult is what a finished turn stored and used.
@@ -39,6 +40,7 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	ProblemDeleted    = "deleted"
 )
 
 // Problem is why a turn ended without a full answer.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/window"
 )
 
@@ -15,7 +16,7 @@ const Instructions = `You read what a person wrote in a chat with an assistant a
 - durable facts the person states about themselves (name, family, work, home, health, skills, equipment they use),
 - lasting preferences (how they like things done, what they like or avoid),
 - standing instructions they give the assistant ("always answer in French").
-Leave out passing details of the current task, questions, what other people or documents say, guesses, and anything secret (passwords, keys, tokens, or text masked like [secret:...]).
+Leave out passing details of the current task, questions, what other people or documents say, guesses, and anything secret (passwords, PINs, keys, tokens, or text masked like [secret-1]).
 Write each item as one short self-contained sentence in the third person, for example "The person is vegetarian.".
 Answer with a JSON array of strings and nothing else; answer [] when there is nothing worth remembering.`
 
@@ -49,7 +50,7 @@ type piece struct {
 // of at most limit bytes and room estimated tokens (a single longer line is
 // a piece by itself, cut to fit), so a small model reads each whole.
 func pieces(words []chat.Message, limit, room int) []piece {
-	lines := summarizer.Lines(words)
+	lines := summarizer.Lines(words, redact.NewMasker())
 	var out []piece
 	var cur piece
 	size, tokens := 0, 0

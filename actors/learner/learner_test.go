@@ -624,13 +624,18 @@ func TestParseFacts(t *testing.T) {
 
 func TestPromptMasksSecrets(t *testing.T) {
 	e := newEnv(t, nil)
-	w := person("My OpenAI key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it.")
+	w := person("My OpenAI key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it. Mein Passwort lautet Sommer2024, meine PIN ist 4711.")
 	w.Seq = 1
 	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: []chat.Message{w}, ThroughSeq: 1, Model: "fake/big"})
 	e.next(t)
 	_, prompts, _ := e.model.stats()
-	if strings.Contains(prompts[0], "abcdefghijklmnop") {
-		t.Fatalf("a secret reached the model:\n%s", prompts[0])
+	for _, secret := range []string{"abcdefghijklmnop", "Sommer2024", "4711"} {
+		if strings.Contains(prompts[0], secret) {
+			t.Fatalf("a secret reached the model:\n%s", prompts[0])
+		}
+	}
+	if !strings.Contains(prompts[0], "[secret-3]") {
+		t.Fatalf("the secrets are not numbered placeholders:\n%s", prompts[0])
 	}
 }
 

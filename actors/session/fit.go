@@ -68,15 +68,18 @@ func (s *session) windowMsgs() []window.Msg {
 	return out
 }
 
-// planFor plans the next request on info's window; harder halves the
-// transcript budget (the retry after a refusal for length).
-func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []window.Msg, string, []chat.ToolSpec) {
-	return s.planLive(info, harder, nil)
+// planned is one planned request: its prompt, tools and transcript on a
+// window, before the in-turn safety net.
+type planned struct {
+	estimate
+	msgs   []window.Msg
+	system string
+	specs  []chat.ToolSpec
 }
 
-// planLive plans a request, applying the in-turn safety net for turn t
-// (nil: none) before the fold plan sees the messages.
-func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
+// planFor plans the next request on info's window; harder halves the
+// transcript budget (the retry after a refusal for length).
+func (s *session) planFor(info providers.ModelInfo, harder bool) *planned {
 	lean := s.isLean(info)
 	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
 	if info.ToolsInWords {
@@ -88,11 +91,12 @@ func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (esti
 		b.Transcript /= 2
 	}
 	msgs := s.windowMsgs()
-	if t != nil {
-		msgs = s.compactLive(t, msgs, estimate{budget: b})
-	}
+	return &planned{estimate: s.planMsgs(msgs, b, lean), msgs: msgs, system: system, specs: specs}
+}
+
+func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estimate {
 	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
-	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}, msgs, system, specs
+	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
 }
 
 func toolTokens(specs []chat.ToolSpec) int {
@@ -103,22 +107,27 @@ func toolTokens(specs []chat.ToolSpec) int {
 	return n
 }
 
-// foldNeeded returns the seq the chat must fold up to before the next
+// foldNeeded returns the seq the chat must fold up to before t's planned
 // request fits (0: none). A heal folds everything before the turn.
-func (s *session) foldNeeded(info providers.ModelInfo, harder bool) int64 {
-	if harder && s.turn != nil && s.snap.FirstKeptSeq < s.turn.userSeq {
-		return s.turn.userSeq
+func (s *session) foldNeeded(t *turn) int64 {
+	if t.heal.harder() && s.snap.FirstKeptSeq < t.userSeq {
+		return t.userSeq
 	}
-	est, _, _, _ := s.planFor(info, harder)
-	if est.plan.Fold && est.plan.FirstKept > s.snap.FirstKeptSeq {
-		return est.plan.FirstKept
+	if p := t.plan.plan; p.Fold && p.FirstKept > s.snap.FirstKeptSeq {
+		return p.FirstKept
 	}
 	return 0
 }
 
-// buildRequest assembles the request of the running turn.
+// buildRequest assembles the request of the running turn from its plan.
+// Under the in-turn safety net the compacted messages are planned anew:
+// they are another transcript.
 func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
-	est, msgs, system, specs := s.planLive(t.info, t.harder, t)
+	p := t.plan
+	est, msgs := p.estimate, p.msgs
+	if live, ok := s.compactLive(t, p.msgs, p.budget); ok {
+		est, msgs = s.planMsgs(live, p.budget, p.lean), live
+	}
 	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
 	room := est.budget.Answer
 	if t.maxTokens > 0 {
@@ -127,7 +136,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	t.maxTokens = room
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
-		Model: model, System: system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: specs,
+		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
 	}
 	if t.info.ToolsInWords {
@@ -167,7 +176,7 @@ func (s *session) contextView() *chat.ContextView {
 	if err != nil {
 		return v
 	}
-	est, _, _, _ := s.planFor(info, false)
+	est := s.planFor(info, false)
 	v.Window, v.WindowSource, v.Lean, v.Estimate = info.Window, info.WindowSource, est.lean, est.total
 	v.Budget = chat.Budget{Window: est.budget.Window, AnswerRoom: est.budget.Answer, System: est.budget.System, Tools: est.budget.Tools, Transcript: est.budget.Transcript}
 	v.StubbedSeqs = append(v.StubbedSeqs, est.plan.Stubbed...)

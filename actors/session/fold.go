@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
-	"github.com/agentd/agentd/window"
 )
 
 // After this many failed folds in a row a chat stops asking the summariser
@@ -53,7 +52,7 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 		return
 	}
 	ctx.Request(s.deps.Summarizer, req)
-	if s.turn != nil && s.turn.waitFold {
+	if s.turn != nil && s.turn.phase == phaseFolding {
 		s.awaitFold(ctx)
 	}
 }
@@ -159,8 +158,7 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 }
 
 func (s *session) resumeAfterFold(ctx actor.Context) {
-	if t := s.turn; t != nil && t.waitFold {
-		t.waitFold = false
+	if t := s.turn; t != nil && t.phase == phaseFolding {
 		s.prepare(ctx)
 	}
 }
@@ -175,10 +173,10 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if err != nil {
 		return
 	}
-	est, msgs, _, _ := s.planFor(info, false)
-	soft := est.budget
+	p := s.planFor(info, false)
+	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
-	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: soft, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
+	plan := s.planMsgs(p.msgs, soft, p.lean).plan
 	if plan.Fold && plan.FirstKept > s.snap.FirstKeptSeq {
 		s.startFold(ctx, plan.FirstKept, "", nil)
 	}

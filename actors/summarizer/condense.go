@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/window"
 )
 
@@ -41,7 +42,9 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 }
 
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []chan struct{}) *Condensed {
-	o := job{models: models, sems: sems, lines: Lines(m.Turn), system: CondenseInstructions, start: m.Prior, cal: window.Calibration{Factor: m.Factor},
+	mk := redact.NewMasker()
+	prior := mk.Mask(m.Prior)
+	o := job{models: models, sems: sems, lines: Lines(m.Turn, mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},
 		prompt: func(state string, p Piece) string {
 			return "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
 		},

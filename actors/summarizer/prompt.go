@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/window"
 )
 
@@ -19,7 +20,7 @@ Decided or done:
 Facts to keep: (names, numbers, files, paths, links, ids; copy them exactly)
 Still open:
 Standing instructions: (the person's standing instructions, word for word)
-Never write a secret (passwords, keys, tokens); [secret:…] placeholders stay as they are.
+Never write a secret (passwords, PINs, keys, tokens); [secret-N] placeholders stay as they are.
 Answer with the summary only: no preamble, no questions, no tool calls.`
 
 // SummaryTarget is the size a summary is asked to stay under on a window
@@ -122,5 +123,5 @@ func Accept(text string, toolCalls int) (string, bool) {
 	if window.EstimateText(t) > 3*SummaryTarget {
 		return "", false
 	}
-	return Mask(t), true
+	return redact.Mask(t), true
 }

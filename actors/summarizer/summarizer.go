@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/window"
 )
 
@@ -258,12 +259,16 @@ func learnWindow(ctx context.Context, cfg Config, ref string, believed int, pe *
 // old summary stays and the digest grows.
 func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
 	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
-	start := m.Summary
+	// One masker for all the model reads, in the prompt's order: summary,
+	// focus, lines. Earlier placeholders keep their numbers.
+	mk := redact.NewMasker()
+	start := mk.Mask(m.Summary)
 	if m.Digest != "" {
-		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + m.Digest)
+		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + mk.Mask(m.Digest))
 	}
-	o := job{models: models, sems: sems, lines: Lines(m.Turns), focus: m.Focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
-		prompt: func(state string, p Piece) string { return UserPrompt(state, p, m.Focus) }}.do(ctx, cfg)
+	focus := mk.Mask(m.Focus)
+	o := job{models: models, sems: sems, lines: Lines(m.Turns, mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
+		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
 		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
