@@ -2,7 +2,9 @@ package providers
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -427,5 +429,21 @@ func TestWindowShapes(t *testing.T) {
 		if got := DetectTooLong("", 400, c.body); !got.TooLong || got.Window != c.window {
 			t.Errorf("%s: got %+v, want window %d", name, got, c.window)
 		}
+	}
+}
+
+func TestRetryWindow(t *testing.T) {
+	var told int
+	learn := func(_ context.Context, w int) (int, error) { told = w; return w - 1, nil }
+	if got, err := RetryWindow(context.Background(), &Error{TooLong: true, Window: 4096}, 0, 0, 8192, learn); err != nil || got != 4095 || told != 4096 {
+		t.Errorf("named window: got %d (told %d, err %v)", got, told, err)
+	}
+	told = 0
+	if got, _ := RetryWindow(context.Background(), &Error{TooLong: true}, 0, 0, 8000, learn); got != 7600 || told != 0 {
+		t.Errorf("nothing taught: got %d, told %d; want 5%% less and nothing recorded", got, told)
+	}
+	fail := func(context.Context, int) (int, error) { return 0, errors.New("disk full") }
+	if got, err := RetryWindow(context.Background(), &Error{TooLong: true, Window: 4096}, 0, 0, 8192, fail); got != 4096 || err == nil {
+		t.Errorf("failed record: got %d, err %v; want the window learned and the error", got, err)
 	}
 }
