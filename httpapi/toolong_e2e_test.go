@@ -103,3 +103,33 @@ func TestLengthWithNoAnswerHeals(t *testing.T) {
 		t.Errorf("window %d from %q: want one learned from the silent refusal, under %d", v.Window, v.WindowSource, listed)
 	}
 }
+
+// A refusal to the learner teaches the window of the model it went to, and
+// a chat on that model (a local server's: the learner uses the chat's own
+// model) is sized to it from its next turn.
+func TestLearnerRefusalTeachesTheChatsModel(t *testing.T) {
+	const listed, real = 8192, 3000
+	script, _ := summaryScript()
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if requestKind(r) == kindLearner && r.InputTokens+r.MaxTokens > real {
+			return testkit.Reply{Status: 400, Body: fmt.Sprintf(`{"error":{"message":"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+				real, r.InputTokens+r.MaxTokens, r.InputTokens, r.MaxTokens)}
+		}
+		return script(r)
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), listed), nil, hub.Options{InMemory: true})
+	c := newChat(t, d, "")
+	for i := 0; len(requestsOf(fake, kindLearner)) == 0 && i < 60; i++ {
+		send(t, d, c.ID, pasteTurn(i))
+	}
+	waitFor(t, "the learner to learn the window", func() bool {
+		v := chatContext(t, d, c.ID)
+		return v.Window == real && v.WindowSource == providers.SourceRefusal
+	})
+	send(t, d, c.ID, "Thanks, which item sold best?")
+	turns := requestsOf(fake, kindTurn)
+	if last := turns[len(turns)-1]; last.NumCtx > real || last.InputTokens+last.MaxTokens > real {
+		t.Errorf("the next turn was sized to %d (num_ctx %d, %d+%d tokens), not to the learned %d", listed, last.NumCtx, last.InputTokens, last.MaxTokens, real)
+	}
+}
