@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -131,5 +132,38 @@ func TestLearnerRefusalTeachesTheChatsModel(t *testing.T) {
 	turns := requestsOf(fake, kindTurn)
 	if last := turns[len(turns)-1]; last.NumCtx > real || last.InputTokens+last.MaxTokens > real {
 		t.Errorf("the next turn was sized to %d (num_ctx %d, %d+%d tokens), not to the learned %d", listed, last.NumCtx, last.InputTokens, last.MaxTokens, real)
+	}
+}
+
+// The summariser and the learner use a provider's cheapest model, whose
+// window is not the chat's: a chat on a 32K model folds long stretches, and
+// every summarising and learning request is sized to the 4K model it goes
+// to, not to the chat's window.
+func TestBackgroundRequestsFitTheirOwnModel(t *testing.T) {
+	windows := map[string]int{"big": 32768, "small": 4096}
+	script, _ := summaryScript()
+	fake := openaifake.New(openaifake.Options{Script: script})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), windows["big"])
+	cfg.Providers[0].Company = "openai"
+	cfg.Providers[0].Cheapest = "small"
+	cfg.Providers[0].Models = []configs.Model{{ID: "big", Window: windows["big"]}, {ID: "small", Window: windows["small"]}}
+	d := daemontest.Start(t, cfg, nil, hub.Options{InMemory: true})
+	c := newChat(t, d, "fake/big")
+	for i := 0; len(requestsOf(fake, kindLearner)) == 0 && i < 120; i++ {
+		send(t, d, c.ID, pasteTurn(i))
+	}
+	waitFor(t, "a learning request", func() bool { return len(requestsOf(fake, kindLearner)) > 0 })
+	seen := map[string]int{}
+	for _, r := range fake.Requests() {
+		k := requestKind(r) + " on " + r.Model
+		seen[k]++
+		if w := windows[r.Model]; r.InputTokens+r.MaxTokens > w {
+			t.Errorf("%s: %d input tokens and max_tokens %d on a %d window", k, r.InputTokens, r.MaxTokens, w)
+		}
+	}
+	t.Logf("requests: %v", seen)
+	if seen[kindLearner+" on small"] == 0 || seen[kindSummary+" on small"] == 0 {
+		t.Errorf("no learning or summarising request went to the small model (%v): nothing was checked", seen)
 	}
 }
