@@ -85,7 +85,7 @@ type planned struct {
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool) *planned {
 	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean, info.Vision)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
