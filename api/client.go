@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // Client talks to a running agentd.
@@ -82,9 +80,9 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (Chat, e
 }
 
 // Transcript reads every message of a chat.
-func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
+func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
 	var out struct {
-		Messages []chat.Message `json:"messages"`
+		Messages []Message `json:"messages"`
 	}
 	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
 	return out.Messages, err
@@ -110,7 +108,7 @@ func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest
 		if onEvent != nil {
 			onEvent(ev)
 		}
-		if ev.Type == chat.EventTurnCompleted {
+		if ev.Type == EventTurnCompleted {
 			_ = json.Unmarshal(ev.Data, &res)
 			return false
 		}

@@ -23,10 +23,23 @@ type Bus struct {
 	mu      sync.RWMutex
 	subs    map[string]map[*Sub]struct{}
 	dropped atomic.Int64
+	convert func(any) any
 }
 
-// New returns an empty bus.
-func New() *Bus { return &Bus{subs: map[string]map[*Sub]struct{}{}} }
+// New returns an empty bus. convert, if not nil, turns each event's Data
+// into what watchers read (the API's wire form), once per published event
+// that has a watcher.
+func New(convert func(any) any) *Bus {
+	return &Bus{subs: map[string]map[*Sub]struct{}{}, convert: convert}
+}
+
+// prepare converts ev's data for watchers.
+func (b *Bus) prepare(ev Event) Event {
+	if b.convert != nil {
+		ev.Data = b.convert(ev.Data)
+	}
+	return ev
+}
 
 // Sub is one watcher of one chat. Read C until it is closed by Close.
 type Sub struct {
@@ -69,7 +82,12 @@ func (s *Sub) Close() {
 func (b *Bus) Publish(ev Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	for s := range b.subs[ev.ChatID] {
+	subs := b.subs[ev.ChatID]
+	if len(subs) == 0 {
+		return
+	}
+	ev = b.prepare(ev)
+	for s := range subs {
 		select {
 		case s.c <- ev:
 		default:
@@ -83,8 +101,13 @@ func (b *Bus) Publish(ev Event) {
 func (b *Bus) PublishMust(ev Event, wait time.Duration) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	subs := b.subs[ev.ChatID]
+	if len(subs) == 0 {
+		return
+	}
+	ev = b.prepare(ev)
 	var timer *time.Timer
-	for s := range b.subs[ev.ChatID] {
+	for s := range subs {
 		select {
 		case s.c <- ev:
 			continue

@@ -6,7 +6,7 @@ import (
 )
 
 func TestDeltasDropForLaggingWatchersButMustEventsWait(t *testing.T) {
-	b := New()
+	b := New(nil)
 	s := b.Subscribe("c", 1)
 	defer s.Close()
 	b.Publish(Event{Type: "message.delta", ChatID: "c"})
@@ -29,7 +29,7 @@ func TestDeltasDropForLaggingWatchersButMustEventsWait(t *testing.T) {
 }
 
 func TestEventsReachOnlyTheirChat(t *testing.T) {
-	b := New()
+	b := New(nil)
 	a, other := b.Subscribe("a", 4), b.Subscribe("b", 4)
 	b.PublishMust(Event{Type: "x", ChatID: "a"}, time.Second)
 	a.Close()
@@ -44,5 +44,23 @@ func TestEventsReachOnlyTheirChat(t *testing.T) {
 	other.Close()
 	if b.Watchers("a")+b.Watchers("b") != 0 {
 		t.Fatal("closed subscriptions still counted")
+	}
+}
+
+func TestWatchersReadConvertedData(t *testing.T) {
+	calls := 0
+	b := New(func(d any) any { calls++; return d.(int) * 2 })
+	b.Publish(Event{Type: "x", ChatID: "c", Data: 1}) // no watcher: not converted
+	s1, s2 := b.Subscribe("c", 2), b.Subscribe("c", 2)
+	defer s1.Close()
+	defer s2.Close()
+	b.PublishMust(Event{Type: "x", ChatID: "c", Data: 21}, time.Second)
+	for _, s := range []*Sub{s1, s2} {
+		if ev := <-s.C; ev.Data != 42 {
+			t.Fatalf("data = %v, want 42", ev.Data)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("converted %d times, want once per event with watchers", calls)
 	}
 }

@@ -11,26 +11,20 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
-	"github.com/agentd/agentd/persistence"
 )
-
-func toAPIChat(c persistence.Chat, last int64) api.Chat {
-	return api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last}
-}
 
 func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req api.CreateChatRequest
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared})
+	c, err := s.hub.CreateChat(r.Context(), tenant, req)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPIChat(c, 0))
+	writeJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -39,20 +33,16 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 		writeHubError(w, err)
 		return
 	}
-	out := make([]api.Chat, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, toAPIChat(c, -1))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"chats": out})
+	writeJSON(w, http.StatusOK, map[string]any{"chats": cs})
 }
 
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
-	c, last, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
+	c, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIChat(c, last))
+	writeJSON(w, http.StatusOK, c)
 }
 
 func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -61,7 +51,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.hub.Patch(r.Context(), tenant, id, req.Model, req.Title); err != nil {
+	if err := s.hub.Patch(r.Context(), tenant, id, req); err != nil {
 		writeHubError(w, err)
 		return
 	}
@@ -75,9 +65,6 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		writeHubError(w, err)
 		return
-	}
-	if msgs == nil {
-		msgs = []chat.Message{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
@@ -105,15 +92,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
-	out := []api.Model{}
-	for _, m := range s.hub.Models() {
-		out = append(out, api.Model{ID: m.Provider + "/" + m.ID, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource, Vision: m.Vision, Local: m.Local, Loaded: m.Loaded})
-	}
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": out, "provider_errors": errs})
+	writeJSON(w, http.StatusOK, s.hub.Models())
 }
 
 // sendMessage stores the person's message and runs its turn, streaming its
@@ -136,17 +115,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	switch req.Origin {
-	case chat.OriginPerson, chat.OriginSchedule, chat.OriginApp:
+	case api.OriginPerson, api.OriginSchedule, api.OriginApp:
 	default:
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("origin %q: use \"\", \"schedule\" or \"app\"", req.Origin))
 		return
 	}
-	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
 	id := r.PathValue("id")
-	if err := s.attach(r.Context(), tenant, &msg, req); err != nil {
-		writeHubError(w, err)
-		return
-	}
 	if !s.acquireTurn(tenant) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant has %d turns in flight, the most allowed", s.cfg.Limits.TurnsPerTenant))
@@ -155,18 +129,18 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	defer s.releaseTurn(tenant)
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
+	turnID, err := s.hub.Submit(r.Context(), tenant, id, req)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
 	if wantsSSE(r) {
-		s.streamTurn(w, r, sub, acc.TurnID)
+		s.streamTurn(w, r, sub, turnID)
 		return
 	}
-	res, ok := waitTurn(r.Context(), sub, acc.TurnID)
+	res, ok := waitTurn(r.Context(), sub, turnID)
 	if !ok {
 		writeError(w, http.StatusGatewayTimeout, "timeout", "the turn did not finish while the request was open; read it from the transcript")
 		return
@@ -184,19 +158,19 @@ func wantsSSE(r *http.Request) bool {
 }
 
 // waitTurn collects a turn's events until it completes.
-func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnResult, bool) {
+func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				return chat.TurnResult{}, false
+				return api.TurnResult{}, false
 			}
-			if ev.TurnID == turnID && ev.Type == chat.EventTurnCompleted {
-				res, ok := ev.Data.(chat.TurnResult)
+			if ev.TurnID == turnID && ev.Type == api.EventTurnCompleted {
+				res, ok := ev.Data.(api.TurnResult)
 				return res, ok
 			}
 		case <-ctx.Done():
-			return chat.TurnResult{}, false
+			return api.TurnResult{}, false
 		}
 	}
 }
@@ -251,18 +225,18 @@ func (s *sseWriter) comment(text string) error {
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
 		mine := ev.TurnID == turnID
-		return mine || ev.Type == chat.EventCompacted, mine && ev.Type == chat.EventTurnCompleted
+		return mine || ev.Type == api.EventCompacted, mine && ev.Type == api.EventTurnCompleted
 	})
 }
 
 // watch streams every event of a chat until the client goes.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+	if _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
 		writeHubError(w, err)
 		return
 	}
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
 	pump(w, r, sub, func(eventbus.Event) (bool, bool) { return true, false })
 }
@@ -301,18 +275,5 @@ func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(e
 
 // health reports whether the daemon works and what it has done.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	lsm, vlog := s.hub.Store().Sizes()
-	status := "ok"
-	if len(errs) > 0 && len(errs) == len(s.cfg.Providers) {
-		status = "degraded"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "provider_errors": errs, "heals": s.hub.Metrics().Heals(),
-		"active_sessions": s.hub.ActiveSessions(), "badger_lsm_bytes": lsm, "badger_vlog_bytes": vlog,
-		"events_dropped": s.hub.Bus().Dropped(),
-	})
+	writeJSON(w, http.StatusOK, s.hub.Health())
 }

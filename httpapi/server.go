@@ -1,7 +1,7 @@
 // Package httpapi serves agentd's HTTP API (docs/api.md) and its web
 // console: authentication and per-tenant limits, JSON in and out, and
 // Server-Sent Events for turns and watchers. It talks to the daemon only
-// through the hub.
+// through the Hub interface it declares (hub.go).
 package httpapi
 
 import (
@@ -28,7 +28,7 @@ import (
 
 // Server is the HTTP handler of agentd.
 type Server struct {
-	hub    *hub.Hub
+	hub    Hub
 	cfg    configs.Config
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
@@ -56,7 +56,7 @@ func (s *Server) Drain(ctx context.Context) error {
 }
 
 // New builds the handler. tokens maps bearer tokens to tenants.
-func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
+func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}, inFlight: map[string]int{}}
 	s.routes()
 	return s
@@ -85,7 +85,7 @@ func (s *Server) routes() {
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
 	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload))
 	s.mux.HandleFunc("GET /healthz", s.health)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{}))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Gatherer(), promhttp.HandlerOpts{}))
 	s.mountConsole()
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))

@@ -18,27 +18,20 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/toolsearch"
 )
 
-// Option configures the actor.
-type Option func(*indexActor)
-
-// WithLogger sets the actor's logger. Optional. Defaults to a disabled
-// logger.
-func WithLogger(l zerolog.Logger) Option {
-	return func(a *indexActor) { a.log = l.With().Str("component", "toolindex").Logger() }
+// Config configures the actor.
+type Config struct {
+	// Log receives the actor's warnings. Optional. Defaults to none.
+	Log zerolog.Logger
 }
 
 // Props returns the props of a tool-index actor with an empty index.
-func Props(opts ...Option) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		a := &indexActor{log: zerolog.Nop()}
-		for _, o := range opts {
-			o(a)
-		}
-		return a
-	})
+func Props(cfg Config) *actor.Props {
+	log := cfg.Log.With().Str("component", "toolindex").Logger()
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log} })
 }
 
 type indexActor struct {

@@ -17,7 +17,7 @@ const wait = 5 * time.Second
 func spawn(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem()
-	pid := sys.Root.Spawn(Props())
+	pid := sys.Root.Spawn(Props(Config{}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	return sys, pid
 }

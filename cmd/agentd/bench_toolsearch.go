@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/toolindex"
 )
 
@@ -86,10 +86,8 @@ func runToolsearchBench(w io.Writer, toolsPath, queriesPath, out string, synthet
 	}
 	tools = padRegistry(tools, synthetic)
 
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	pid := sys.Root.Spawn(toolindex.Props())
+	sys := actors.NewSystem(zerolog.Nop())
+	pid := sys.Root.Spawn(toolindex.Props(toolindex.Config{}))
 	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
 
 	t0 := time.Now()
