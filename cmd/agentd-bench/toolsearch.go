@@ -47,7 +47,7 @@ func init() {
 	benchToolsearchCmd.Flags().String("out", "", "run file to write")
 	benchToolsearchCmd.Flags().Int("synthetic", 0, "pad the registry to this many tools with renamed copies (0: as is)")
 	benchToolsearchCmd.Flags().Int("k", 10, "tools ranked per query")
-	benchCmd.AddCommand(benchToolsearchCmd)
+	rootCmd.AddCommand(benchToolsearchCmd)
 }
 
 type benchToolLine struct {
