@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,14 +60,26 @@ func newTestMCPServer() *mcp.Server {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: os.Getenv("AGENTD_TEST_GREETING")}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with that many bytes"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("b", in.Bytes)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Says the server's process id"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
+		})
 	return s
+}
+
+type bigIn struct {
+	Bytes int `json:"bytes"`
 }
 
 // wantTestTools are the registry names of newTestMCPServer's tools for a
 // server named prefix; the dot of "greeting.env" is not allowed in a
 // provider tool name and becomes '_'.
 func wantTestTools(prefix string) []string {
-	return []string{prefix + "__echo", prefix + "__fail", prefix + "__greeting_env", prefix + "__picture"}
+	return []string{prefix + "__big", prefix + "__echo", prefix + "__fail", prefix + "__greeting_env", prefix + "__picture", prefix + "__pid"}
 }
 
 // testLogger returns a logger and what it wrote; the buffer is locked
@@ -166,7 +179,7 @@ func TestMCPInMemory(t *testing.T) {
 
 	r := NewRegistry()
 	log, _ := testLogger(t)
-	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: clientT}}, r, log)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
 	checkMCPTools(t, r, "mem", "", false)
 
 	if err := closeAll(); err != nil {
@@ -190,10 +203,13 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
+	t.Setenv("AGENTD_TEST_MCP_TOKEN", "s3cret")
 	r := NewRegistry()
 	log, buf := testLogger(t)
 	closeAll, err := ConnectMCP(context.Background(), []MCPServer{
-		{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}, Trusted: true},
+		{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer ${AGENTD_TEST_MCP_TOKEN}"}, Trusted: true},
+		// A header naming a variable that is not set: refused before connecting.
+		{Name: "unset", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer ${AGENTD_TEST_MCP_UNSET}"}},
 		// Same server without the header: refused, so skipped.
 		{Name: "nokey", URL: srv.URL},
 	}, r, log)
@@ -210,6 +226,9 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `"mcp_server":"nokey"`) || !strings.Contains(buf.String(), "skipped") {
 		t.Errorf("the failing server was not logged as skipped: %s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "AGENTD_TEST_MCP_UNSET") {
+		t.Errorf("the unset header variable was not named: %s", buf.String())
 	}
 }
 
@@ -271,16 +290,24 @@ func TestConnectMCPConfigErrors(t *testing.T) {
 }
 
 func TestMCPToolName(t *testing.T) {
-	tests := []struct{ server, tool, want string }{
-		{"docs", "search", "docs__search"},
-		{"docs", "files.read", "docs__files_read"},
+	tests := []struct {
+		server, tool string
+		bare         bool
+		want         string
+	}{
+		{"docs", "search", false, "docs__search"},
+		{"docs", "files.read", false, "docs__files_read"},
 		// Each rune outside [A-Za-z0-9_-] becomes one '_'.
-		{"docs", "ünïcode tool", "docs___n_code_tool"},
-		{"srv", strings.Repeat("t", 100), "srv__" + strings.Repeat("t", 64-len("srv__"))},
+		{"docs", "ünïcode tool", false, "docs___n_code_tool"},
+		{"srv", strings.Repeat("t", 100), false, "srv__" + strings.Repeat("t", 64-len("srv__"))},
+		// bare_names: the tool's own name, as a model was trained to call it.
+		{"wx", "get_weather", true, "get_weather"},
+		{"wx", "files.read", true, "files_read"},
+		{"wx", strings.Repeat("t", 100), true, strings.Repeat("t", 64)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool, func(t *testing.T) {
-			got := mcpToolName(tc.server, tc.tool)
+			got := mcpToolName(tc.server, tc.tool, tc.bare)
 			if got != tc.want {
 				t.Errorf("mcpToolName(%q, %q) = %q, want %q", tc.server, tc.tool, got, tc.want)
 			}

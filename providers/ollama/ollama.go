@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -145,6 +146,14 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	acc := newAccumulator(req, emit)
 	if err := c.api.Chat(ctx, creq, acc.add); err != nil {
+		if acc.budget.Over() {
+			resp := acc.response()
+			resp.Message.Partial = true
+			return resp, acc.budget.Err(c.name)
+		}
+		if terr := c.overWindow(ctx, req, numCtx, err); terr != nil {
+			return acc.response(), terr
+		}
 		return acc.response(), c.wrap(ctx, "chat", err)
 	}
 	if !acc.done {
@@ -170,17 +179,40 @@ func (c *Client) effectiveWindow(ctx context.Context, req providers.Request, num
 	if req.EstimatedInput <= 0 || reported*100 >= req.EstimatedInput*reportedSharePct {
 		return numCtx
 	}
-	running, err := c.api.ListRunning(ctx)
-	if err != nil {
-		return numCtx
-	}
-	key := canonical(req.Model)
-	for _, m := range running.Models {
-		if (canonical(m.Name) == key || canonical(m.Model) == key) && m.ContextLength > 0 {
-			return min(numCtx, m.ContextLength)
-		}
+	if running := c.runningWindow(ctx, req.Model); running > 0 {
+		return min(numCtx, running)
 	}
 	return numCtx
+}
+
+// psTimeout bounds the /api/ps question asked after a failed request.
+const psTimeout = 5 * time.Second
+
+// overWindow turns the failure of a request agentd estimated longer than
+// the window the server runs into a "too long" refusal. Ollama cuts such a
+// prompt, and the cut prompt can then hang the runner and end in a 500
+// (seen on 0.17.4 with window 65536 configured for a model run at 32768):
+// that is the server refusing for length, and every later, longer turn
+// would fail the same way unless the window is learned. It asks /api/ps on
+// a context of its own, since ctx may be the one a hang ended.
+func (c *Client) overWindow(ctx context.Context, req providers.Request, numCtx int, cause error) *providers.Error {
+	if req.EstimatedInput <= 0 {
+		return nil
+	}
+	psCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), psTimeout)
+	defer cancel()
+	w := numCtx
+	if running := c.runningWindow(psCtx, req.Model); running > 0 && (w <= 0 || running < w) {
+		w = running
+	}
+	if w <= 0 || req.EstimatedInput <= w {
+		return nil
+	}
+	pe := c.wrap(ctx, "chat", cause)
+	pe.TooLong, pe.Retryable, pe.Window, pe.Requested = true, false, w, req.EstimatedInput
+	pe.Body = fmt.Sprintf("about %d input tokens sent to a model the server runs with a window of %d, and the request failed: %v",
+		req.EstimatedInput, w, cause)
+	return pe
 }
 
 // chatRequest translates a provider-neutral request into Ollama's.
@@ -208,7 +240,7 @@ func (c *Client) chatRequest(req providers.Request, numCtx int) (*api.ChatReques
 
 // wrap turns an api client failure into a *providers.Error, classifying
 // Ollama's error bodies (an HTTP status, or an {"error"} line mid-stream).
-func (c *Client) wrap(ctx context.Context, op string, err error) error {
+func (c *Client) wrap(ctx context.Context, op string, err error) *providers.Error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &providers.Error{Provider: c.name, Err: fmt.Errorf("%s: %w", op, ctxErr)}
 	}
@@ -272,29 +304,27 @@ type accumulator struct {
 	usage          chat.Usage
 	doneReason     string
 	done           bool
+	budget         *providers.AnswerBudget
 }
 
 func newAccumulator(req providers.Request, emit func(providers.Event)) *accumulator {
 	if emit == nil {
 		emit = func(providers.Event) {}
 	}
-	return &accumulator{model: req.Model, nMessages: len(req.Messages), emit: emit}
+	return &accumulator{model: req.Model, nMessages: len(req.Messages), emit: emit, budget: providers.NewAnswerBudget(req)}
 }
 
 func (a *accumulator) add(r api.ChatResponse) error {
 	if a.done {
 		return errors.New("chunk after the final chunk")
 	}
-	if t := r.Message.Thinking; t != "" {
-		a.thinking.WriteString(t)
-		a.emit(providers.Event{Kind: providers.EventThinking, Text: t})
-	}
-	if t := r.Message.Content; t != "" {
-		a.text.WriteString(t)
-		a.emit(providers.Event{Kind: providers.EventText, Text: t})
-	}
+	a.budget.Keep(&a.thinking, providers.EventThinking, r.Message.Thinking, a.emit)
+	a.budget.Keep(&a.text, providers.EventText, r.Message.Content, a.emit)
 	for _, tc := range r.Message.ToolCalls {
-		args := tc.Function.Arguments.String()
+		args, fits := a.budget.Take(tc.Function.Arguments.String())
+		if !fits {
+			break
+		}
 		id := tc.ID
 		if id == "" {
 			id = stableCallID(a.model, a.nMessages, len(a.calls), tc.Function.Name, args)
@@ -302,6 +332,9 @@ func (a *accumulator) add(r api.ChatResponse) error {
 		call := chat.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args}
 		a.calls = append(a.calls, call)
 		a.emit(providers.Event{Kind: providers.EventToolCall, ToolCall: &call})
+	}
+	if a.budget.Over() {
+		return providers.ErrAnswerTooLarge
 	}
 	if r.Done {
 		a.done = true
