@@ -142,7 +142,7 @@ func Drop(s string) string { return placeholderRe.ReplaceAllString(s, "") }
 // for, and a value.
 const (
 	windowBack  = 256
-	windowAhead = 400
+	windowAhead = 600
 )
 
 // nearHints runs r where its hints are. A named rule is tried anchored at
