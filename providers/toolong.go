@@ -125,6 +125,7 @@ func ClassifyHTTPError(provider string, status int, body string, header http.Hea
 		Window:       v.Window,
 		Requested:    v.Requested,
 		CountsOutput: v.CountsOutput,
+		InputOnly:    v.InputOnly,
 	}
 	if !v.TooLong {
 		e.Retryable = retryable(status, normalize(body))
