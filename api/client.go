@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // Client talks to a running agentd.
@@ -81,10 +79,19 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (Chat, e
 	return out, err
 }
 
+// DeleteChat deletes a chat and everything stored under it.
+func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
+	resp, err := c.do(ctx, http.MethodDelete, "/v1/chats/"+chatID, nil, "")
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 // Transcript reads every message of a chat.
-func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
+func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
 	var out struct {
-		Messages []chat.Message `json:"messages"`
+		Messages []Message `json:"messages"`
 	}
 	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
 	return out.Messages, err
@@ -106,20 +113,27 @@ func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest
 	}
 	defer resp.Body.Close()
 	var res TurnResult
+	var dropped StreamDropped
 	err = ReadSSE(resp.Body, func(ev Event) bool {
 		if onEvent != nil {
 			onEvent(ev)
 		}
-		if ev.Type == chat.EventTurnCompleted {
+		switch ev.Type {
+		case EventTurnCompleted:
 			_ = json.Unmarshal(ev.Data, &res)
+			return false
+		case EventStreamDropped:
+			_ = json.Unmarshal(ev.Data, &dropped)
 			return false
 		}
 		return true
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return res, err
-	}
-	if res.TurnID == "" {
+	case dropped.Reason != "":
+		return res, fmt.Errorf("the stream was dropped (%s); the turn goes on: read the transcript after seq %d", dropped.Reason, dropped.LastSeq)
+	case res.TurnID == "":
 		return res, fmt.Errorf("the stream ended before the turn completed")
 	}
 	return res, nil

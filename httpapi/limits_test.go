@@ -105,10 +105,8 @@ func TestAuthTokens(t *testing.T) {
 		"no token":              {"", "", 401, "unauthorized"},
 		"wrong token":           {"tok-c", "", 401, "unauthorized"},
 		"prefix of a token":     {"tok-", "", 401, "unauthorized"},
-		"token in the query":    {"", "?access_token=tok-a", 200, ""},
-		"wrong token in query":  {"", "?access_token=nope", 401, "unauthorized"},
+		"token in the query":    {"", "?access_token=tok-a", 401, "unauthorized"}, // only event streams take it
 		"right token":           {"tok-a", "", 200, ""},
-		"header beats query":    {"nope", "?access_token=tok-a", 401, "unauthorized"},
 		"other tenant's token":  {"tok-b", "", 200, ""},
 		"token with extra text": {"tok-a tok-b", "", 401, "unauthorized"},
 	}
@@ -121,10 +119,43 @@ func TestAuthTokens(t *testing.T) {
 			}
 		})
 	}
+	// The event stream, which a browser's EventSource opens without
+	// headers, is the one route that takes the token in the query.
+	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := d.Server.URL + "/v1/chats/" + c.ID + "/events"
+	streams := map[string]struct {
+		token, query string
+		status       int
+	}{
+		"token in the query":   {"", "?access_token=tok-a", 200},
+		"wrong token in query": {"", "?access_token=nope", 401},
+		"header beats query":   {"nope", "?access_token=tok-a", 401},
+	}
+	for name, tc := range streams {
+		t.Run("events/"+name, func(t *testing.T) {
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, events+tc.query, nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
 	// A refused request creates nothing.
 	call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats", "tok-c", `{}`).want(t, 401, "unauthorized")
-	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 0 {
-		t.Fatalf("tenant a has %d chats after refused requests", len(cs))
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats after refused requests, want its one", len(cs))
 	}
 }
 
@@ -173,7 +204,7 @@ func TestTenantCannotReachAnotherTenantsChat(t *testing.T) {
 		t.Fatal("the Go client read another tenant's transcript")
 	}
 	after, _ := a.Transcript(ctx, c.ID)
-	got, _, _ := d.Hub.Chat(ctx, "a", c.ID)
+	got, _ := d.Hub.Chat(ctx, "a", c.ID)
 	if len(after) != len(before) || got.Title != "a's secret" {
 		t.Fatalf("tenant b's requests changed a's chat: %d → %d messages, title %q", len(before), len(after), got.Title)
 	}
@@ -305,7 +336,7 @@ func merge(cs ...<-chan answer) <-chan answer {
 	return out
 }
 
-func contents(msgs []chat.Message) string {
+func contents(msgs []api.Message) string {
 	var s []string
 	for _, m := range msgs {
 		s = append(s, fmt.Sprintf("%d:%s:%q", m.Seq, m.Role, m.Content))
@@ -489,9 +520,9 @@ func TestHugeToolResultIsStoredWholeAndSentHeadAndTail(t *testing.T) {
 		t.Fatalf("turn: %v %+v", err, res.Problem)
 	}
 	msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
-	var stored *chat.Message
+	var stored *api.Message
 	for i := range msgs {
-		if msgs[i].Role == chat.RoleTool {
+		if msgs[i].Role == api.RoleTool {
 			stored = &msgs[i]
 		}
 	}
@@ -533,9 +564,9 @@ func TestPanickingToolDoesNotTakeTheDaemonDown(t *testing.T) {
 		if err != nil || res.Problem != nil {
 			t.Fatalf("turn %d: %v %+v", i, err, res.Problem)
 		}
-		var result *chat.Message
+		var result *api.Message
 		for j := range res.Messages {
-			if res.Messages[j].Role == chat.RoleTool {
+			if res.Messages[j].Role == api.RoleTool {
 				result = &res.Messages[j]
 			}
 		}
@@ -606,7 +637,7 @@ func TestProviderFaultsEndAsProblems(t *testing.T) {
 			msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
 			last := msgs[len(msgs)-1]
 			if tc.partial {
-				if last.Role != chat.RoleAssistant || !last.Partial || last.Problem == "" || last.Content == "" || !strings.HasPrefix(text, last.Content) {
+				if last.Role != api.RoleAssistant || !last.Partial || last.Problem == "" || last.Content == "" || !strings.HasPrefix(text, last.Content) {
 					t.Fatalf("the cut answer is not kept marked partial: %+v", last)
 				}
 			} else if len(msgs) != 1 {
@@ -756,7 +787,7 @@ func TestProviderStopsMidStream(t *testing.T) {
 			}
 			msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
 			last := msgs[len(msgs)-1]
-			if last.Role != chat.RoleAssistant || !last.Partial || last.Content != "half an answer" {
+			if last.Role != api.RoleAssistant || !last.Partial || last.Content != "half an answer" {
 				t.Fatalf("the part said is not kept marked partial: %s", contents(msgs))
 			}
 			// Text was streamed to the person, so the turn is not retried

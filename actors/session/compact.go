@@ -26,9 +26,8 @@ func turnStart(ms []window.Msg, userSeq int64) int {
 }
 
 // pressure reports whether the live request passes the in-turn trigger.
-func (s *session) pressure(t *turn, ms []window.Msg, est estimate) bool {
-	input := est.budget.Window - est.budget.Answer
-	return window.NeedsCompaction(ms, est.budget.System+est.budget.Tools, t.lastReported, input)
+func (s *session) pressure(t *turn, ms []window.Msg, b window.Budget) bool {
+	return window.NeedsCompaction(ms, b.System+b.Tools, t.lastReported, b.Window-b.Answer)
 }
 
 // turnMsgs returns the stored messages of the running turn.
@@ -41,10 +40,11 @@ func (s *session) turnMsgs(t *turn) []chat.Message {
 	return nil
 }
 
-// condenseNeeded: the turn is a monster (it has tool results and passes the
-// trigger) and enough happened since its state was last written.
+// condenseNeeded: the turn is a monster (it has tool results and its
+// planned request passes the trigger) and enough happened since its state
+// was last written.
 func (s *session) condenseNeeded(t *turn) bool {
-	if s.deps.Summarizer == nil || t.condensing {
+	if s.deps.Summarizer == nil {
 		return false
 	}
 	live := s.turnMsgs(t)
@@ -57,25 +57,23 @@ func (s *session) condenseNeeded(t *turn) bool {
 	if results < 2 || len(live)-t.stateCovers < minNewForCondense {
 		return false
 	}
-	est, ms, _, _ := s.planFor(t.info, t.harder)
-	return s.pressure(t, ms, est)
+	return s.pressure(t, t.plan.msgs, t.plan.budget)
 }
 
 func (s *session) startCondense(ctx actor.Context) {
 	t := s.turn
 	live := s.turnMsgs(t)
-	t.condensing, t.compactStart, t.compactTold = true, time.Now(), false
+	t.compactStart = time.Now()
 	s.publish(chat.EventCompactionStarted, t.id, map[string]int{"targets": len(live)})
-	ctx.Request(s.deps.Summarizer, &summarizer.Condense{ReqID: t.id, ChatID: s.id, Model: s.snap.Model, Prior: t.state, Turn: append([]chat.Message(nil), live...)})
+	ctx.Request(s.deps.Summarizer, &summarizer.Condense{ReqID: t.id, ChatID: s.id, Model: s.snap.Model, Prior: t.state, Turn: append([]chat.Message(nil), live...), Factor: s.snap.Factor})
 	t.stateCovers = len(live)
 }
 
 func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
 	t := s.turn
-	if t == nil || t.id != m.ReqID || !t.condensing {
+	if t == nil || t.id != m.ReqID || t.phase != phaseCondensing {
 		return
 	}
-	t.condensing = false
 	t.summaryUsage = t.summaryUsage.Add(m.Usage)
 	if m.OK {
 		t.state = m.Text
@@ -87,26 +85,26 @@ func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
 
 // compactLive applies the in-turn safety net to the messages of a request
 // being built: truncation to the target, and the turn's state with the
-// continuation note at the front of its task. It reports the compaction
-// once per condense.
-func (s *session) compactLive(t *turn, ms []window.Msg, est estimate) []window.Msg {
-	if t == nil || (!s.pressure(t, ms, est) && t.state == "") {
-		return ms
+// continuation note at the front of its task. It reports whether it
+// compacted, and reports the compaction once per condense.
+func (s *session) compactLive(t *turn, ms []window.Msg, b window.Budget) ([]window.Msg, bool) {
+	if !s.pressure(t, ms, b) && t.state == "" {
+		return ms, false
 	}
 	start := turnStart(ms, t.userSeq)
 	if start >= len(ms) {
-		return ms
+		return ms, false
 	}
-	fixed := est.budget.System + est.budget.Tools
-	out, rep := window.CompactTurn(ms, start, fixed, est.budget.Window-est.budget.Answer)
+	fixed := b.System + b.Tools
+	out, rep := window.CompactTurn(ms, start, fixed, b.Window-b.Answer)
 	if t.state != "" {
 		out[start].Text += "\n\n<task-state>\n" + t.state + "\n</task-state>\n" + summarizer.ContinuationNote
 		out[start].Tokens = 0
 	}
-	if !t.compactTold && !t.compactStart.IsZero() {
-		t.compactTold = true
+	if !t.compactStart.IsZero() {
 		s.publish(chat.EventCompactionApplied, t.id, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,
 			TokensSaved: rep.Before - rep.After, DurationMS: time.Since(t.compactStart).Milliseconds()})
+		t.compactStart = time.Time{}
 	}
-	return out
+	return out, true
 }

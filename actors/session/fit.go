@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -52,7 +53,10 @@ func (s *session) windowMsgs() []window.Msg {
 		wm := window.Msg{Seq: m.Seq, Role: window.Role(m.Role), Text: text, Thinking: m.Thinking,
 			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Bytes: len(m.Content) + len(m.Thinking)}
 		for _, c := range m.ToolCalls {
-			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			// Oversize arguments were refused unread; the model is not sent
+			// them again, only their head and why.
+			args := tools.ShortArguments(c.Arguments, s.deps.ToolArgBytes)
+			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 		}
 		if n, ok := s.tokens[m.Seq]; ok {
 			wm.Tokens = n
@@ -68,17 +72,20 @@ func (s *session) windowMsgs() []window.Msg {
 	return out
 }
 
-// planFor plans the next request on info's window; harder halves the
-// transcript budget (the retry after a refusal for length).
-func (s *session) planFor(info providers.ModelInfo, harder bool) (estimate, []window.Msg, string, []chat.ToolSpec) {
-	return s.planLive(info, harder, nil)
+// planned is one planned request: its prompt, tools and transcript on a
+// window, before the in-turn safety net.
+type planned struct {
+	estimate
+	msgs   []window.Msg
+	system string
+	specs  []chat.ToolSpec
 }
 
-// planLive plans a request, applying the in-turn safety net for turn t
-// (nil: none) before the fold plan sees the messages.
-func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (estimate, []window.Msg, string, []chat.ToolSpec) {
+// planFor plans the next request on info's window; harder halves the
+// transcript budget (the retry after a refusal for length).
+func (s *session) planFor(info providers.ModelInfo, harder bool) *planned {
 	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean, info.Vision)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
@@ -88,11 +95,12 @@ func (s *session) planLive(info providers.ModelInfo, harder bool, t *turn) (esti
 		b.Transcript /= 2
 	}
 	msgs := s.windowMsgs()
-	if t != nil {
-		msgs = s.compactLive(t, msgs, estimate{budget: b})
-	}
+	return &planned{estimate: s.planMsgs(msgs, b, lean), msgs: msgs, system: system, specs: specs}
+}
+
+func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estimate {
 	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
-	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}, msgs, system, specs
+	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
 }
 
 func toolTokens(specs []chat.ToolSpec) int {
@@ -103,22 +111,27 @@ func toolTokens(specs []chat.ToolSpec) int {
 	return n
 }
 
-// foldNeeded returns the seq the chat must fold up to before the next
+// foldNeeded returns the seq the chat must fold up to before t's planned
 // request fits (0: none). A heal folds everything before the turn.
-func (s *session) foldNeeded(info providers.ModelInfo, harder bool) int64 {
-	if harder && s.turn != nil && s.snap.FirstKeptSeq < s.turn.userSeq {
-		return s.turn.userSeq
+func (s *session) foldNeeded(t *turn) int64 {
+	if t.heal.harder() && s.snap.FirstKeptSeq < t.userSeq {
+		return t.userSeq
 	}
-	est, _, _, _ := s.planFor(info, harder)
-	if est.plan.Fold && est.plan.FirstKept > s.snap.FirstKeptSeq {
-		return est.plan.FirstKept
+	if p := t.plan.plan; p.Fold && p.FirstKept > s.snap.FirstKeptSeq {
+		return p.FirstKept
 	}
 	return 0
 }
 
-// buildRequest assembles the request of the running turn.
+// buildRequest assembles the request of the running turn from its plan.
+// Under the in-turn safety net the compacted messages are planned anew:
+// they are another transcript.
 func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
-	est, msgs, system, specs := s.planLive(t.info, t.harder, t)
+	p := t.plan
+	est, msgs := p.estimate, p.msgs
+	if live, ok := s.compactLive(t, p.msgs, p.budget); ok {
+		est, msgs = s.planMsgs(live, p.budget, p.lean), live
+	}
 	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
 	room := est.budget.Answer
 	if t.maxTokens > 0 {
@@ -127,8 +140,8 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	t.maxTokens = room
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
-		Model: model, System: system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: specs,
-		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
+		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
+		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil
@@ -152,7 +165,30 @@ func (s *session) fromWindow(sent []window.Msg) []chat.Message {
 		}
 		m.Seq, m.Role, m.Content = w.Seq, chat.Role(w.Role), w.Text
 		m.ToolCallID, m.ToolName, m.IsError = w.ToolCallID, w.ToolName, w.IsError
+		m.ToolCalls = sentCalls(m.ToolCalls, w.ToolCalls)
 		out = append(out, m)
+	}
+	return out
+}
+
+// sentCalls is stored with the arguments the window sends (shortened where
+// they were oversize), without touching the stored slice.
+func sentCalls(stored []chat.ToolCall, sent []window.ToolCall) []chat.ToolCall {
+	if len(stored) != len(sent) {
+		return stored
+	}
+	var out []chat.ToolCall
+	for i, c := range stored {
+		if c.Arguments == sent[i].Arguments {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(stored)
+		}
+		out[i].Arguments = sent[i].Arguments
+	}
+	if out == nil {
+		return stored
 	}
 	return out
 }
@@ -167,7 +203,7 @@ func (s *session) contextView() *chat.ContextView {
 	if err != nil {
 		return v
 	}
-	est, _, _, _ := s.planFor(info, false)
+	est := s.planFor(info, false)
 	v.Window, v.WindowSource, v.Lean, v.Estimate = info.Window, info.WindowSource, est.lean, est.total
 	v.Budget = chat.Budget{Window: est.budget.Window, AnswerRoom: est.budget.Answer, System: est.budget.System, Tools: est.budget.Tools, Transcript: est.budget.Transcript}
 	v.StubbedSeqs = append(v.StubbedSeqs, est.plan.Stubbed...)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
-	"github.com/agentd/agentd/window"
 )
 
 // After this many failed folds in a row a chat stops asking the summariser
@@ -46,14 +45,14 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	}
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
-	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus}
+	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor}
 	if s.deps.Summarizer == nil || time.Now().Before(s.snap.FoldPaused) {
 		// Not asking: fold with the digest alone, now.
 		s.folded(ctx, &summarizer.Folded{ReqID: f.reqID, ChatID: s.id, Digest: summarizer.Digest(s.snap.Digest, folded), Err: "summariser paused after repeated failures"})
 		return
 	}
 	ctx.Request(s.deps.Summarizer, req)
-	if s.turn != nil && s.turn.waitFold {
+	if s.turn != nil && s.turn.phase == phaseFolding {
 		s.awaitFold(ctx)
 	}
 }
@@ -159,8 +158,7 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 }
 
 func (s *session) resumeAfterFold(ctx actor.Context) {
-	if t := s.turn; t != nil && t.waitFold {
-		t.waitFold = false
+	if t := s.turn; t != nil && t.phase == phaseFolding {
 		s.prepare(ctx)
 	}
 }
@@ -175,10 +173,10 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if err != nil {
 		return
 	}
-	est, msgs, _, _ := s.planFor(info, false)
-	soft := est.budget
+	p := s.planFor(info, false)
+	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
-	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: soft, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
+	plan := s.planMsgs(p.msgs, soft, p.lean).plan
 	if plan.Fold && plan.FirstKept > s.snap.FirstKeptSeq {
 		s.startFold(ctx, plan.FirstKept, "", nil)
 	}

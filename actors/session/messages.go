@@ -28,6 +28,17 @@ type Envelope struct {
 type SubmitTurn struct {
 	TurnID  string
 	Message chat.Message
+	// Ended, when set, is called once the turn has ended, or as soon as it
+	// is known never to run (refused, cancelled while queued, cut by a
+	// stop); the hub counts a tenant's turns with it. It must not block.
+	Ended func()
+}
+
+// ended tells m's sender's counter that m's turn is over or will not run.
+func (m *SubmitTurn) ended() {
+	if m.Ended != nil {
+		m.Ended()
+	}
 }
 
 // TurnAccepted: the person's message is stored as UserSeq; events of the
@@ -64,9 +75,26 @@ type Compact struct{ Focus string }
 // Compacted answers Compact.
 type Compacted struct{ View chat.Compacted }
 
+// Retire stops a chat's session for good, before the chat is deleted: a
+// running turn is cancelled, waiting ones are refused, and until Retired
+// every message for the chat is answered *Rejected (ErrNotFound). Send it
+// to the registry itself, not in an Envelope. Reply: *RetireDone once no
+// session of the chat runs.
+type Retire struct{ ChatID string }
+
+// RetireDone answers Retire.
+type RetireDone struct{}
+
+// Retired ends a Retire once the chat is deleted (or its deletion failed);
+// a later message meets a fresh session, which loads the chat or answers
+// ErrNotFound. No reply.
+type Retired struct{ ChatID string }
+
 // internal messages
 type (
 	idle struct{ chatID string }
+	// retire: the registry's Retire, to the session.
+	retire struct{}
 	// idleTick re-checks idleness; its timer is owned by the session.
 	idleTick  struct{}
 	modelDone struct {

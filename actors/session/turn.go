@@ -33,12 +33,12 @@ type turn struct {
 	userSeq int64
 	ctx     context.Context
 	cancel  context.CancelFunc
+	ended   func() // the SubmitTurn's Ended
 
 	call       int
 	callCancel context.CancelFunc
 	retries    int
 	retryTimer *time.Timer
-	rounds     int
 
 	info      providers.ModelInfo
 	ref       string
@@ -46,21 +46,18 @@ type turn struct {
 	estimate  int // anchored estimate of the in-flight request
 	raw       int // its raw estimate, what calibration compares with the report
 
-	healed      bool
-	harder      bool
-	healPending bool
-	preloaded   bool
-	waitFold    bool
+	turnState
+	// plan is the request planned for the model call being made: planned
+	// once per call, read by every step that needs it.
+	plan *planned
 
 	// The in-turn safety net: the turn's structured state, how many of its
-	// messages it covers, and the compaction being reported.
+	// messages it covers, and when the compaction being reported started
+	// (zero once reported).
 	lastReported int
 	state        string
 	stateCovers  int
-	condensing   bool
 	compactStart time.Time
-	compactTold  bool
-	continues    int
 
 	stored       []chat.Message
 	usage        chat.Usage
@@ -79,12 +76,12 @@ func (s *session) startNext(ctx actor.Context) {
 		msg.Role = chat.RoleUser
 		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
 		if err != nil {
-			ctx.Send(p.sender, &Rejected{Err: fmt.Errorf("store message: %w", err)})
+			p.refuse(ctx, fmt.Errorf("store message: %w", err))
 			continue
 		}
 		s.appendMsgs(stored...)
 		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored}
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended}
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
@@ -97,11 +94,12 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 	s.lastSeq = ms[len(ms)-1].Seq
 }
 
-// prepare runs the steps before a model call: resolve the model, fold when
-// the request would not fit, preload tools the person named in lean mode.
-// Each step that needs another actor returns and is resumed by its reply.
+// prepare plans the next request and takes the step next decides: fold,
+// preload tools, condense the turn, or call the model. A step that needs
+// another actor returns; its reply prepares again.
 func (s *session) prepare(ctx actor.Context) {
 	t := s.turn
+	t.phase = phasePreparing
 	if s.snap.Model == "" {
 		// A chat made before any model was known takes the default now.
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
@@ -116,38 +114,46 @@ func (s *session) prepare(ctx actor.Context) {
 		return
 	}
 	t.info, t.ref = info, s.snap.Model
-	if to := s.foldNeeded(info, t.harder); to > 0 {
-		t.waitFold = true
-		switch {
-		case s.fold == nil:
-			s.startFold(ctx, to, "", nil)
-		case s.fold.applied:
-			// The fold in flight already moved its boundary and this one is
-			// still needed: go on; the next turn folds further.
-			t.waitFold = false
-			s.callModel(ctx, client)
-		default:
-			s.awaitFold(ctx)
-		}
-		return
-	}
-	if s.isLean(info) && !t.preloaded && s.deps.ToolIndex != nil {
-		t.preloaded = true
+	t.plan = s.planFor(info, t.heal.harder())
+	f := s.requestFacts(t)
+	switch st := next(t.turnState, f); st {
+	case stepFold:
+		t.phase = phaseFolding
+		s.startFold(ctx, f.foldTo, "", nil)
+	case stepAwaitFold:
+		t.phase = phaseFolding
+		s.awaitFold(ctx)
+	case stepPreload:
+		t.preloaded, t.phase = true, phasePreloading
 		s.askNamedTools(ctx)
-		return
-	}
-	if s.condenseNeeded(t) {
+	case stepCondense:
+		t.phase = phaseCondensing
 		s.startCondense(ctx)
-		return
+	default:
+		s.callModel(ctx, client)
 	}
-	s.callModel(ctx, client)
+}
+
+// requestFacts are the facts of the planned request that next reads.
+func (s *session) requestFacts(t *turn) facts {
+	f := facts{lean: t.plan.lean, canPreload: s.deps.ToolIndex != nil, foldTo: s.foldNeeded(t)}
+	switch {
+	case s.fold == nil:
+	case s.fold.applied:
+		f.fold = foldApplied
+	default:
+		f.fold = foldRunning
+	}
+	f.condense = s.condenseNeeded(t)
+	return f
 }
 
 func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t := s.turn
+	t.phase = phaseCalling
 	req, est := s.buildRequest(t)
 	t.estimate, t.raw = est.total, est.raw
-	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.healPending]})
+	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.heal.pending()]})
 	t.call++
 	t.rounds++
 	callCtx, cancel := context.WithCancelCause(t.ctx)
@@ -207,8 +213,17 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	t.lastReported = u.InputTokens
 	s.calibrate(t.raw, u.InputTokens)
 	s.publish(chat.EventUsage, t.id, u)
-	if t.healPending {
-		t.healPending = false
+	if lengthWithoutAnswer(m) && (s.contextFull(t, u) || (u.OutputTokens == 0 && u.InputTokens > 0)) {
+		// The prompt filled the window and nothing came back (LM Studio,
+		// llama.cpp with context shift off): a refusal for length in all
+		// but name. No output at all says the server's window was full
+		// even when it is smaller than the one believed.
+		s.tooLong(ctx, &providers.Error{Provider: t.info.Provider, Status: 200, TooLong: true, Requested: u.InputTokens,
+			Body: fmt.Sprintf("finish_reason length with no answer; %d input tokens on a window of %d", u.InputTokens, t.info.Window)})
+		return
+	}
+	if t.heal.pending() {
+		t.heal = t.heal.answered()
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.Heal()
 		}
@@ -228,24 +243,30 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	if !s.storeTurnMsgs(ctx, reply) {
 		return
 	}
-	if len(reply.ToolCalls) > 0 {
-		if t.rounds >= maxToolRounds {
-			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
-			return
-		}
+	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, contextFull: s.contextFull(t, u)}
+	switch next(t.turnState, f) {
+	case stepTooManyRounds:
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
+	case stepRunTools:
 		for _, c := range reply.ToolCalls {
 			s.publish(chat.EventToolCall, t.id, c)
 		}
 		s.runTools(ctx, reply.ToolCalls)
-		return
-	}
-	if m.resp.FinishReason == providers.FinishLength && !s.contextFull(t, u) && t.continues < maxContinues {
+	case stepContinue:
 		// Cut off by the answer room with room to spare: ask for the rest.
 		t.continues++
 		s.prepare(ctx)
-		return
+	default:
+		s.endTurn(ctx, nil)
 	}
-	s.endTurn(ctx, nil)
+}
+
+// lengthWithoutAnswer: the answer stopped for length before a word, a
+// thought or a tool call.
+func lengthWithoutAnswer(m *modelDone) bool {
+	r := m.resp.Message
+	return m.resp.FinishReason == providers.FinishLength && strings.TrimSpace(r.Content+m.partial) == "" &&
+		r.Thinking == "" && len(r.ToolCalls) == 0
 }
 
 // contextFull is the context-full guard: when the input already fills the
@@ -297,6 +318,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 		}
 		if dl, ok := t.ctx.Deadline(); !ok || time.Until(dl) > delay {
 			t.retries++
+			t.phase = phaseBackoff
 			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
 			t.retryTimer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
 			return
@@ -304,6 +326,9 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	}
 	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
 	switch {
+	case errors.Is(m.err, providers.ErrAnswerTooLarge):
+		problem.Kind = chat.ProblemAnswerTooLarge
+		problem.Message = fmt.Sprintf("the model's answer passed the most kept of one answer (limits.max_answer_bytes); it was cut there and the part before the cut is kept: %v", m.err)
 	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
 		problem.Kind = chat.ProblemTimeout
 	case unreachable(m.err):
@@ -324,51 +349,31 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 // this turn and shorten the turn harder; a second refusal is a problem.
 func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 	t := s.turn
-	if learnt := learntWindow(pe, t); learnt > 0 {
+	if learnt := providers.LearntWindow(pe, t.estimate, t.maxTokens, t.info.Window); learnt > 0 {
 		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, learnt); err != nil {
 			s.log.Warn().Err(err).Msg("learn window")
 		} else {
 			t.info.Window = kept
 		}
 	}
-	if t.healed {
+	if t.heal.healed() {
 		s.endTurn(ctx, s.tooLongProblem(t))
 		return
 	}
-	t.healed, t.harder, t.healPending = true, true, true
+	t.heal = healingHarder
 	if pe.CountsOutput && pe.Window > 0 && pe.Requested > 0 && t.maxTokens > 0 {
 		input := pe.Requested - t.maxTokens
 		if room := pe.Window - input - 64; room >= 256 {
 			t.maxTokens = room
-			t.harder = false
+			t.heal = healingRoom
 		}
 	}
-	if t.harder && s.snap.FirstKeptSeq < t.userSeq && s.fold == nil {
-		t.waitFold = true
+	if t.heal.harder() && s.snap.FirstKeptSeq < t.userSeq && s.fold == nil {
+		t.phase = phaseFolding
 		s.startFold(ctx, t.userSeq, "", nil)
 		return
 	}
 	s.prepare(ctx)
-}
-
-// learntWindow is what a refusal teaches of the window: the figure it
-// names, else an upper bound from what was sent (many providers never name
-// one), when that is below what agentd believed.
-func learntWindow(pe *providers.Error, t *turn) int {
-	if pe.Window > 0 {
-		return pe.Window
-	}
-	sent := pe.Requested
-	if sent <= 0 {
-		sent = t.estimate
-		if pe.CountsOutput {
-			sent += t.maxTokens
-		}
-	}
-	if bound := sent * 95 / 100; bound > 0 && bound < t.info.Window {
-		return bound
-	}
-	return 0
 }
 
 func (s *session) tooLongProblem(t *turn) *chat.Problem {
@@ -416,6 +421,8 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
 	if err := s.saveSnapshot(); err != nil {
 		s.log.Error().Err(err).Msg("save snapshot")
 	}
+	// Free the tenant's slot before anyone hears the turn is over.
+	t.ended()
 	s.publish(chat.EventTurnCompleted, t.id, res)
 	if s.deps.Metrics != nil {
 		kind := ""
@@ -445,7 +452,7 @@ func (s *session) learnFrom(ctx actor.Context, folded []chat.Message) {
 	}
 	ctx.Send(s.deps.Learner, &learner.Learn{
 		ChatID: s.id, Tenant: s.meta.Tenant, Words: words,
-		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model,
+		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model, Factor: s.snap.Factor,
 		Untrusted: s.snap.Untrusted, NoAuto: s.meta.NoAutoRemember, Shared: s.meta.Shared,
 	})
 }

@@ -1,0 +1,297 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/tools"
+	"github.com/agentd/agentd/window"
+)
+
+// memStore keeps chats in memory, as the session sees persistence.
+type memStore struct {
+	mu    sync.Mutex
+	chats map[string]persistence.Chat
+	msgs  map[string][]chat.Message
+	snaps map[string]persistence.Snapshot
+}
+
+func newMemStore() *memStore {
+	return &memStore{chats: map[string]persistence.Chat{}, msgs: map[string][]chat.Message{}, snaps: map[string]persistence.Snapshot{}}
+}
+
+func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.chats[id]
+	if !ok {
+		return c, persistence.ErrNotFound
+	}
+	return c, nil
+}
+
+func (m *memStore) UpdateChat(_ context.Context, c persistence.Chat) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.chats[c.ID] = c
+	return nil
+}
+
+func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Clone(msgs)
+	for i := range out {
+		out[i].Seq = int64(len(m.msgs[chatID]) + 1)
+		m.msgs[chatID] = append(m.msgs[chatID], out[i])
+	}
+	return out, nil
+}
+
+func (m *memStore) Messages(_ context.Context, chatID string, from, to int64) ([]chat.Message, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []chat.Message
+	for _, msg := range m.msgs[chatID] {
+		if msg.Seq >= from && (to == 0 || msg.Seq <= to) {
+			out = append(out, msg)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.Snapshot, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.snaps[chatID]
+	return s, ok, nil
+}
+
+func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snaps[chatID] = snap
+	return nil
+}
+
+// scripted answers each model call with the next of its replies and keeps
+// every request it was sent.
+type scripted struct {
+	mu      sync.Mutex
+	replies []providers.Response
+	seen    []providers.Request
+}
+
+func (p *scripted) Stream(_ context.Context, req providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen = append(p.seen, req)
+	if len(p.replies) == 0 {
+		return providers.Response{}, fmt.Errorf("the script has no reply for call %d", len(p.seen))
+	}
+	r := p.replies[0]
+	p.replies = p.replies[1:]
+	emit(providers.Event{Kind: providers.EventText, Text: r.Message.Content})
+	return r, nil
+}
+
+func (p *scripted) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+func (p *scripted) requests() []providers.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
+}
+
+// oneModel is a catalog of one model.
+type oneModel struct {
+	client providers.Client
+	info   providers.ModelInfo
+}
+
+func (c oneModel) Resolve(string) (providers.Client, providers.ModelInfo, error) {
+	return c.client, c.info, nil
+}
+func (c oneModel) Learn(_ context.Context, _ string, w int) (int, error) { return w, nil }
+func (c oneModel) Bigger(int) (string, int, bool)                        { return "", 0, false }
+func (c oneModel) Default(string) string                                 { return "fake/m" }
+
+type fixedPrompt string
+
+func (p fixedPrompt) System(string, bool) string { return string(p) }
+
+// harness runs a session registry over fakes.
+type harness struct {
+	t        *testing.T
+	system   *actor.ActorSystem
+	registry *actor.PID
+	store    *memStore
+	bus      *eventbus.Bus
+	model    *scripted
+}
+
+func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
+	t.Helper()
+	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second, nil), model: &scripted{replies: replies}}
+	if reg == nil {
+		reg = tools.NewRegistry()
+	}
+	deps := &Deps{
+		Store: h.store, Catalog: oneModel{client: h.model, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: window}},
+		Tools: reg, Bus: h.bus, Prompts: fixedPrompt("You help."), Log: zerolog.Nop(),
+		DefaultModel: "fake/m", IdleAfter: time.Hour, TurnsPerChat: 4, ToolTimeout: time.Minute, ToolResultBytes: 16 << 10,
+		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute,
+	}
+	h.registry = h.system.Root.Spawn(Props(deps))
+	t.Cleanup(func() { h.system.Root.Stop(h.registry) })
+	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m"}
+	return h
+}
+
+// turn submits text and returns the turn's result and the events it caused.
+func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
+	h.t.Helper()
+	sub := h.bus.Subscribe("c1", 1024)
+	defer sub.Close()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &SubmitTurn{TurnID: "t-" + text, Message: chat.Message{Content: text}}}, time.Minute).Result()
+	if err != nil {
+		h.t.Fatalf("submit: %v", err)
+	}
+	if r, ok := res.(*Rejected); ok {
+		h.t.Fatalf("submit rejected: %v", r.Err)
+	}
+	var evs []eventbus.Event
+	for ev := range sub.C {
+		evs = append(evs, ev)
+		if ev.Type == chat.EventTurnCompleted {
+			return ev.Data.(chat.TurnResult), evs
+		}
+	}
+	h.t.Fatal("the event stream closed before the turn completed")
+	return chat.TurnResult{}, nil
+}
+
+func answer(text string) providers.Response {
+	return providers.Response{Message: chat.Message{Content: text}, FinishReason: providers.FinishStop}
+}
+
+func callTool(id, name, args string) providers.Response {
+	return providers.Response{Message: chat.Message{ToolCalls: []chat.ToolCall{{ID: id, Name: name, Arguments: args}}}, FinishReason: providers.FinishToolCalls}
+}
+
+func echoTools(t *testing.T) *tools.Registry {
+	reg := tools.NewRegistry()
+	err := reg.Add(tools.Tool{Name: "echo", Description: "Says its text back.", Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+		Run: func(_ context.Context, args json.RawMessage) (tools.Result, error) {
+			return tools.Result{Text: "echo:" + string(args)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestATurnRunsToolsAndAnswersWithTheResultsInTheNextRequest(t *testing.T) {
+	h := newHarness(t, 128_000, echoTools(t), callTool("k1", "echo", `{"text":"hi"}`), answer("done"))
+	res, _ := h.turn("say hi")
+	if res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	roles := []chat.Role{}
+	for _, m := range res.Messages {
+		roles = append(roles, m.Role)
+	}
+	if !slices.Equal(roles, []chat.Role{chat.RoleUser, chat.RoleAssistant, chat.RoleTool, chat.RoleAssistant}) {
+		t.Fatalf("stored roles = %v", roles)
+	}
+	reqs := h.model.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model calls = %d, want 2", len(reqs))
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != chat.RoleTool || last.Content != `echo:{"text":"hi"}` || last.ToolCallID != "k1" {
+		t.Fatalf("the second request ends with %+v, want echo's result", last)
+	}
+	if len(reqs[0].Tools) != 1 || reqs[0].Tools[0].Name != "echo" || reqs[0].System != "You help." {
+		t.Fatalf("first request: system %q tools %+v", reqs[0].System, reqs[0].Tools)
+	}
+}
+
+func TestAnAnswerCutByItsRoomContinuesAtMostThreeTimes(t *testing.T) {
+	cut := providers.Response{Message: chat.Message{Content: "part"}, FinishReason: providers.FinishLength}
+	h := newHarness(t, 128_000, nil, cut, cut, cut, cut, answer("never asked"))
+	res, _ := h.turn("write a lot")
+	if n := len(h.model.requests()); n != 1+maxContinues {
+		t.Fatalf("model calls = %d, want %d", n, 1+maxContinues)
+	}
+	if res.Problem != nil || len(res.Messages) != 1+1+maxContinues {
+		t.Fatalf("result: problem %+v, %d messages", res.Problem, len(res.Messages))
+	}
+}
+
+func TestARequestThatDoesNotFitFoldsFirstAndTheModelSeesTheDigest(t *testing.T) {
+	h := newHarness(t, 4096, nil)
+	// Earlier turns, stored directly: far more than a 4K window holds.
+	for i := range 12 {
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d about file%d.txt: %s", i, i, strings.Repeat("words ", 300))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
+	}
+	h.model.replies = []providers.Response{answer("ok")}
+	res, evs := h.turn("and now?")
+	if res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	var folded *chat.Compacted
+	for _, ev := range evs {
+		if c, ok := ev.Data.(chat.Compacted); ok && ev.Type == chat.EventCompacted {
+			folded = &c
+		}
+	}
+	if folded == nil || folded.FirstKeptSeq <= 1 || folded.Digest == "" {
+		t.Fatalf("no fold with a digest before the call: %+v", folded)
+	}
+	req := h.model.requests()[0]
+	if !strings.Contains(req.Messages[0].Content, window.SummaryOpen) {
+		t.Fatalf("the request does not start with the folded part's frame: %.200q", req.Messages[0].Content)
+	}
+	for _, m := range req.Messages[1:] {
+		if m.Seq < folded.FirstKeptSeq {
+			t.Fatalf("a folded message (seq %d) was sent word for word", m.Seq)
+		}
+	}
+	if req.Messages[len(req.Messages)-1].Content != "and now?" {
+		t.Fatalf("the request does not end with the message: %+v", req.Messages[len(req.Messages)-1])
+	}
+	if got := h.store.snaps["c1"].FirstKeptSeq; got != folded.FirstKeptSeq {
+		t.Fatalf("snapshot first kept = %d, announced %d", got, folded.FirstKeptSeq)
+	}
+}
+
+func TestTooManyToolRoundsEndTheTurnWithAProblem(t *testing.T) {
+	replies := make([]providers.Response, maxToolRounds)
+	for i := range replies {
+		replies[i] = callTool(fmt.Sprintf("k%d", i), "echo", `{}`)
+	}
+	h := newHarness(t, 128_000, echoTools(t), replies...)
+	res, _ := h.turn("loop")
+	if res.Problem == nil || !strings.Contains(res.Problem.Message, "asked for tools") {
+		t.Fatalf("problem = %+v, want the rounds limit", res.Problem)
+	}
+	if n := len(h.model.requests()); n != maxToolRounds {
+		t.Fatalf("model calls = %d, want %d", n, maxToolRounds)
+	}
+}

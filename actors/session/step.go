@@ -1,0 +1,144 @@
+package session
+
+// A turn is a state machine. Its state is a phase (what it waits for) and
+// how far it healed; next decides, from that state and the facts of the
+// planned request or of the model's reply, what the turn does next. next is
+// pure: the session gathers the facts, acts on the step and moves the phase.
+
+// phase is what a turn waits for.
+type phase uint8
+
+const (
+	phasePreparing  phase = iota // deciding the next step
+	phaseFolding                 // a fold of the chat, before the request fits
+	phasePreloading              // the tool index: tools the person's message names
+	phaseCondensing              // the summariser: the running turn's state
+	phaseCalling                 // the model's answer
+	phaseBackoff                 // the retry timer after a passing fault
+	phaseTools                   // the round of tool calls agentd runs
+	phasePaused                  // the application's results of its own tools
+)
+
+var phaseNames = [...]string{"preparing", "folding", "preloading", "condensing", "calling", "backoff", "tools", "paused"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// healing is how far a turn healed a refusal for length: at most once, by
+// giving the answer less room or by halving the transcript's budget; the
+// heal is announced with the next answer.
+type healing uint8
+
+const (
+	notHealed     healing = iota
+	healingRoom           // refused; the answer gets less room
+	healingHarder         // refused; the transcript budget is halved
+	healedRoom            // the answer after healingRoom came
+	healedHarder          // the answer after healingHarder came
+)
+
+func (h healing) healed() bool  { return h != notHealed }
+func (h healing) harder() bool  { return h == healingHarder || h == healedHarder }
+func (h healing) pending() bool { return h == healingRoom || h == healingHarder }
+
+// answered is the heal once an answer came.
+func (h healing) answered() healing {
+	switch h {
+	case healingRoom:
+		return healedRoom
+	case healingHarder:
+		return healedHarder
+	}
+	return h
+}
+
+// turnState is what next reads of a turn.
+type turnState struct {
+	phase     phase
+	heal      healing
+	preloaded bool // the person's message was matched against the tool index
+	rounds    int  // model calls this turn
+	continues int  // continuations of answers cut by their room
+}
+
+// foldStatus is the chat's fold in flight, as a turn sees it.
+type foldStatus uint8
+
+const (
+	foldNone    foldStatus = iota
+	foldRunning            // the turn can wait for it
+	foldApplied            // its boundary moved already; its summary is to come
+)
+
+// facts are what next reads besides the turn: the planned request before a
+// call, the reply after one.
+type facts struct {
+	// Before a call.
+	foldTo     int64 // the seq the chat must fold up to first; 0: it fits
+	fold       foldStatus
+	lean       bool
+	canPreload bool // a tool index runs
+	condense   bool // the running turn passes the in-turn trigger and grew since its state
+
+	// After a call.
+	calls       int  // tool calls the model asked for
+	clientCalls int  // of them, calls the application runs
+	lengthStop  bool // the answer was cut by its room
+	contextFull bool // the input already fills the window
+}
+
+// step is what a turn does next.
+type step uint8
+
+const (
+	stepFold          step = iota + 1 // fold the chat up to facts.foldTo, then prepare again
+	stepAwaitFold                     // wait for the fold in flight, then prepare again
+	stepPreload                       // load the tools the person's message names, then prepare again
+	stepCondense                      // condense the running turn's state, then prepare again
+	stepCall                          // call the model with the planned request
+	stepRunTools                      // run the model's tool calls, then prepare again
+	stepPause                         // wait for the application's results of its tool calls
+	stepContinue                      // ask for the rest of an answer cut by its room
+	stepTooManyRounds                 // end the turn: the model keeps asking for tools
+	stepFinish                        // end the turn with the answer
+)
+
+var stepNames = [...]string{"", "fold", "await-fold", "preload", "condense", "call", "run-tools", "pause", "continue", "too-many-rounds", "finish"}
+
+func (s step) String() string { return stepNames[s] }
+
+// next decides a turn's next step. While the turn is calling, the facts
+// are the model's reply; otherwise they are the planned request.
+func next(ts turnState, f facts) step {
+	if ts.phase == phaseCalling {
+		return afterReply(ts, f)
+	}
+	switch {
+	case f.foldTo > 0 && f.fold == foldNone:
+		return stepFold
+	case f.foldTo > 0 && f.fold == foldApplied:
+		// The fold in flight already moved its boundary and this one is
+		// still needed: go on; the next turn folds further.
+		return stepCall
+	case f.foldTo > 0:
+		return stepAwaitFold
+	case f.lean && !ts.preloaded && f.canPreload:
+		return stepPreload
+	case f.condense:
+		return stepCondense
+	}
+	return stepCall
+}
+
+func afterReply(ts turnState, f facts) step {
+	switch {
+	case f.calls > 0 && ts.rounds >= maxToolRounds:
+		return stepTooManyRounds
+	case f.calls > 0 && f.clientCalls > 0:
+		return stepPause
+	case f.calls > 0:
+		return stepRunTools
+	case f.lengthStop && !f.contextFull && ts.continues < maxContinues:
+		return stepContinue
+	}
+	return stepFinish
+}
