@@ -26,7 +26,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
 	turnID := t.id
 	findRoom := int(findToolsShare * float64(t.info.Window))
-	go func() {
+	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
 		for i, c := range calls {
@@ -42,7 +42,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 		}
 		wg.Wait()
 		root.Send(self, &toolsDone{turnID: turnID, results: out})
-	}()
+	})
 }
 
 func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
