@@ -95,7 +95,8 @@ type Options struct {
 // New opens the store, builds the catalog and the tools, and starts the
 // actors. Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
-	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory})
+	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory,
+		Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
 	if err != nil {
 		return nil, err
 	}

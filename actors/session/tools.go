@@ -24,7 +24,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	reg, index := s.deps.Tools, s.deps.ToolIndex
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
-	turnID := t.id
+	turnID, log := t.id, s.log
 	findRoom := int(findToolsShare * float64(t.info.Window))
 	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
@@ -37,7 +37,12 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 					return
 				}
 				// A tool called by name without being loaded simply runs, and is loaded.
-				out[i] = toolOutcome{call: c, res: reg.Run(callCtx, c, lim), load: []string{c.Name}}
+				res, err := reg.Call(callCtx, c, lim)
+				if err != nil {
+					// Logged once, here: the model sees only res.
+					log.Error().Err(err).Str("turn_id", turnID).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
+				}
+				out[i] = toolOutcome{call: c, res: res, load: []string{c.Name}}
 			})
 		}
 		wg.Wait()
