@@ -139,6 +139,9 @@ func runLongChat(t *testing.T, tg realTarget, url string, figures *strings.Build
 		// time is what it spent on this turn's requests.
 		serverTime += server
 		agentdTime += max(0, wall-server)
+		if (i+1)%20 == 0 || i == 0 {
+			t.Logf("turn %d: %v (server %v, %d requests)", i+1, wall.Round(time.Millisecond), server.Round(time.Millisecond), len(calls))
+		}
 	}
 	if folds == 0 {
 		t.Errorf("%d turns on a %d window and no fold", turns, tg.window)
