@@ -74,7 +74,7 @@ func TestRealLongChat(t *testing.T) {
 		{"ollama-4k", envOllama, "ollama", 4096},
 	}
 	var figures strings.Builder
-	figures.WriteString("| server, window | turns | failed | folds | largest prompt (server count) | est. error, last 20 | agentd per turn | server per turn | prefill tokens | cached |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	figures.WriteString("| server, window | turns | failed | folds | largest prompt (server count) | est. error, recent requests | agentd per turn | server per turn | prefill tokens | cached |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			url := realURL(t, tg.env)
