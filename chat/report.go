@@ -51,6 +51,9 @@ const (
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
 	ProblemDeleted    = "deleted"
+	// ProblemAnswerTooLarge: the model's answer passed
+	// limits.max_answer_bytes; the part before the cap is kept.
+	ProblemAnswerTooLarge = "answer-too-large"
 )
 
 // Problem is why a turn ended without a full answer.

@@ -27,6 +27,10 @@ type Request struct {
 	// whose server cuts over-long prompts silently (Ollama) compares it with
 	// the count the server reports.
 	EstimatedInput int
+	// MaxAnswerBytes caps what is kept of the answer (text, thinking, tool
+	// calls); past it Stream ends with ErrAnswerTooLarge. 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
 }
 
 // EventKind tells what a streamed Event carries.
@@ -114,6 +118,9 @@ type Error struct {
 	// CountsOutput: the refusal counts the requested answer room in the
 	// total, so shrinking MaxTokens first may be enough.
 	CountsOutput bool
+	// InputOnly: the refusal's limit is on input alone (or the input alone
+	// was over); the answer room played no part.
+	InputOnly bool
 	// Retryable: a rate limit or a server fault worth another try.
 	Retryable  bool
 	RetryAfter time.Duration
@@ -143,10 +150,11 @@ func clip(s string, n int) string {
 // LearntWindow is what a "too long" refusal teaches of the window of the
 // model that sent it: the window it names; else an upper bound 5% under what
 // was sent (the refusal's own count, or sent, agentd's corrected estimate of
-// the input, plus answer, its max_tokens, when the refusal counts it), and
-// never above 95% of believed, the window the request was sized to. So a
-// second refusal naming no window lowers the bound the first one taught
-// even when the request was sized exactly to it. 0: nothing to learn.
+// the input, plus answer, its max_tokens, unless the refusal is about input
+// alone: most servers check input and max_tokens together), and never above
+// 95% of believed, the window the request was sized to. So a second refusal
+// naming no window lowers the bound the first one taught even when the
+// request was sized exactly to it. 0: nothing to learn.
 func LearntWindow(e *Error, sent, answer, believed int) int {
 	if e == nil || !e.TooLong {
 		return 0
@@ -157,7 +165,7 @@ func LearntWindow(e *Error, sent, answer, believed int) int {
 	total := e.Requested
 	if total <= 0 {
 		total = sent
-		if e.CountsOutput {
+		if !e.InputOnly {
 			total += answer
 		}
 	}
@@ -171,4 +179,21 @@ func LearntWindow(e *Error, sent, answer, believed int) int {
 		return bound
 	}
 	return 0
+}
+
+// RetryWindow is the window to size the one retry of a refused request to:
+// what LearntWindow teaches, recorded through learn (which persists it and
+// returns the window now believed), or 5% under believed when the refusal
+// teaches nothing, so the retry is smaller all the same. A failure to
+// record is returned beside the window learned, for the caller to log.
+func RetryWindow(ctx context.Context, e *Error, sent, answer, believed int, learn func(ctx context.Context, window int) (int, error)) (int, error) {
+	w := LearntWindow(e, sent, answer, believed)
+	if w <= 0 {
+		return believed * 95 / 100, nil
+	}
+	kept, err := learn(ctx, w)
+	if err != nil {
+		return w, fmt.Errorf("learn window %d: %w", w, err)
+	}
+	return kept, nil
 }
