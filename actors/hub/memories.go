@@ -73,7 +73,8 @@ const attachmentOwner = "attachment-owner"
 func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error) {
 	a, err := h.files.Put(ctx, r, name, mediaType)
 	if err != nil {
-		return api.Attachment(a), fmt.Errorf("%w: %v", ErrInvalid, err)
+		// %w twice: the API tells a body that stopped arriving (408) from a bad one.
+		return api.Attachment(a), fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return api.Attachment(a), h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
 }
