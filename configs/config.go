@@ -161,9 +161,10 @@ type HTTP struct {
 	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
-	// MaxUnauthenticated is the most connections open at once on which no
-	// request has yet authenticated; a new one beyond it closes the oldest.
-	// Defaults to 128.
+	// MaxUnauthenticated is how many connections may be open at once on
+	// which no request has yet authenticated; a new one beyond it closes the
+	// oldest such once that one has had a second to send a request (at
+	// once past twice the number). Defaults to 256.
 	MaxUnauthenticated int `yaml:"max_unauthenticated" json:"max_unauthenticated"`
 	// ConnsPerTenant is the most connections one tenant holds at once; a
 	// request on one more is answered 429 and its connection closed.
@@ -318,7 +319,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&h.ReadTimeout, time.Minute)
 	setDur(&h.UploadTimeout, 15*time.Minute)
 	setDur(&h.IdleTimeout, 2*time.Minute)
-	setInt(&h.MaxUnauthenticated, 128)
+	setInt(&h.MaxUnauthenticated, 256)
 	setInt(&h.ConnsPerTenant, 256)
 	if host, port, err := net.SplitHostPort(c.Metrics.Listen); err == nil && host == "" {
 		c.Metrics.Listen = net.JoinHostPort("127.0.0.1", port)

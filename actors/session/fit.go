@@ -85,7 +85,7 @@ type planned struct {
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool) *planned {
 	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean, info.Vision)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
@@ -141,7 +141,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
-		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total,
+		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil

@@ -21,6 +21,11 @@ const (
 	leanShare      = 0.30     // the full prompt and tools past this share of the window
 	toolListShare  = 0.10     // the tool list alone past this share of the window
 	maxLoadedTools = 10
+	// findToolsShare bounds find_tools' answer and loadedShare the loaded
+	// tools' schemas, as shares of the window: on a 4K model ten schemas
+	// would leave no room for the chat.
+	findToolsShare = 0.10
+	loadedShare    = 0.15
 	findToolsK     = 5
 	namedToolsMax  = 3
 	findToolsName  = "find_tools"
@@ -58,8 +63,9 @@ func (s *session) allSpecs(vision bool) []chat.ToolSpec {
 	return specs
 }
 
-// systemAndTools returns the system prompt and tools a request carries.
-func (s *session) systemAndTools(lean, vision bool) (string, []chat.ToolSpec) {
+// systemAndTools returns the system prompt and tools a request carries on
+// a window: in lean mode the newest loaded tools that fit loadedShare of it.
+func (s *session) systemAndTools(lean, vision bool, windowTokens int) (string, []chat.ToolSpec) {
 	if !lean {
 		return s.deps.Prompts.System(s.meta.Tenant, false), s.allSpecs(vision)
 	}
@@ -67,12 +73,13 @@ func (s *session) systemAndTools(lean, vision bool) (string, []chat.ToolSpec) {
 	if len(s.snap.LoadedTools) == 0 {
 		return s.deps.Prompts.System(s.meta.Tenant, true), specs
 	}
+	var loaded []chat.ToolSpec
 	for _, sp := range s.deps.Tools.Specs(s.snap.LoadedTools...) {
 		if vision || !visionTools[sp.Name] {
-			specs = append(specs, sp)
+			loaded = append(loaded, sp)
 		}
 	}
-	return s.deps.Prompts.System(s.meta.Tenant, true), specs
+	return s.deps.Prompts.System(s.meta.Tenant, true), append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
 }
 
 // loadTools adds tools to the chat's loaded set: at most ten, newest last.
@@ -121,9 +128,25 @@ func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 	s.prepare(ctx)
 }
 
-// findTools answers a find_tools call: the best matches are loaded and
-// their descriptions and schemas returned.
-func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string) []chat.ToolSpec, args string) (string, []string, bool) {
+// newestThatFit keeps the last of specs (the newest loaded) whose schemas
+// fit room tokens together, in their order.
+func newestThatFit(specs []chat.ToolSpec, room int) []chat.ToolSpec {
+	used, from := 0, len(specs)
+	for from > 0 {
+		n := toolTokens(specs[from-1 : from])
+		if used+n > room {
+			break
+		}
+		used += n
+		from--
+	}
+	return specs[from:]
+}
+
+// findTools answers a find_tools call: the best matches that fit room
+// tokens (at least the best one) are loaded and their descriptions and
+// schemas returned.
+func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
 	var a struct {
 		Query string `json:"query"`
 	}
@@ -145,5 +168,17 @@ func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string
 	if len(names) == 0 {
 		return "No tool matches that; try other words.", nil, false
 	}
-	return "Loaded these tools; call them from your next step:\n" + specJSON(specsOf(names...)), names, false
+	specs := specsOf(names...)
+	if len(specs) == 0 {
+		return "No tool matches that; try other words.", nil, false
+	}
+	kept := specs[:1]
+	for i := 2; i <= len(specs) && toolTokens(specs[:i]) <= room; i++ {
+		kept = specs[:i]
+	}
+	names = names[:0]
+	for _, sp := range kept {
+		names = append(names, sp.Name)
+	}
+	return "Loaded these tools; call them from your next step:\n" + specJSON(kept), names, false
 }

@@ -25,13 +25,14 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
 	turnID := t.id
+	findRoom := int(findToolsShare * float64(t.info.Window))
 	go func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
 		for i, c := range calls {
 			wg.Go(func() {
 				if c.Name == findToolsName {
-					text, load, isErr := findTools(root, index, reg.Specs, c.Arguments)
+					text, load, isErr := findTools(root, index, reg.Specs, c.Arguments, findRoom)
 					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}
 					return
 				}
