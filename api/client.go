@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // Client talks to a running agentd.
@@ -91,9 +89,9 @@ func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
 }
 
 // Transcript reads every message of a chat.
-func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
+func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
 	var out struct {
-		Messages []chat.Message `json:"messages"`
+		Messages []Message `json:"messages"`
 	}
 	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
 	return out.Messages, err
@@ -115,20 +113,27 @@ func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest
 	}
 	defer resp.Body.Close()
 	var res TurnResult
+	var dropped StreamDropped
 	err = ReadSSE(resp.Body, func(ev Event) bool {
 		if onEvent != nil {
 			onEvent(ev)
 		}
-		if ev.Type == chat.EventTurnCompleted {
+		switch ev.Type {
+		case EventTurnCompleted:
 			_ = json.Unmarshal(ev.Data, &res)
+			return false
+		case EventStreamDropped:
+			_ = json.Unmarshal(ev.Data, &dropped)
 			return false
 		}
 		return true
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return res, err
-	}
-	if res.TurnID == "" {
+	case dropped.Reason != "":
+		return res, fmt.Errorf("the stream was dropped (%s); the turn goes on: read the transcript after seq %d", dropped.Reason, dropped.LastSeq)
+	case res.TurnID == "":
 		return res, fmt.Errorf("the stream ended before the turn completed")
 	}
 	return res, nil

@@ -269,7 +269,7 @@ func answered(t *testing.T, what string, rt realTurn) {
 		t.Fatalf("%s: turn failed: %+v", what, *rt.res.Problem)
 	}
 	for _, m := range rt.res.Messages {
-		if m.Role == chat.RoleAssistant && len(m.ToolCalls) == 0 {
+		if m.Role == api.RoleAssistant && len(m.ToolCalls) == 0 {
 			return
 		}
 	}

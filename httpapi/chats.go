@@ -11,14 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
-	"github.com/agentd/agentd/persistence"
 )
-
-func toAPIChat(c persistence.Chat, last int64) api.Chat {
-	return api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last}
-}
 
 // Pages of GET /v1/chats.
 const (
@@ -34,12 +28,12 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	if !s.titleFits(w, &req.Title) {
 		return
 	}
-	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared})
+	c, err := s.hub.CreateChat(r.Context(), tenant, req)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPIChat(c, 0))
+	writeJSON(w, http.StatusCreated, c)
 }
 
 // titleFits answers 400 and reports false when a title is over
@@ -72,9 +66,9 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 		writeHubError(w, err)
 		return
 	}
-	page := api.ChatList{Chats: make([]api.Chat, 0, len(cs))}
-	for _, c := range cs {
-		page.Chats = append(page.Chats, toAPIChat(c, -1))
+	page := api.ChatList{Chats: cs}
+	if page.Chats == nil {
+		page.Chats = []api.Chat{}
 	}
 	if more {
 		page.Next = cs[len(cs)-1].ID
@@ -83,12 +77,12 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 }
 
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
-	c, last, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
+	c, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIChat(c, last))
+	writeJSON(w, http.StatusOK, c)
 }
 
 func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -97,7 +91,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.hub.Patch(r.Context(), tenant, id, req.Model, req.Title); err != nil {
+	if err := s.hub.Patch(r.Context(), tenant, id, req); err != nil {
 		writeHubError(w, err)
 		return
 	}
@@ -119,9 +113,6 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		writeHubError(w, err)
 		return
-	}
-	if msgs == nil {
-		msgs = []chat.Message{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
@@ -149,15 +140,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
-	out := []api.Model{}
-	for _, m := range s.hub.Models() {
-		out = append(out, api.Model{ID: m.Provider + "/" + m.ID, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource, Vision: m.Vision, Local: m.Local, Loaded: m.Loaded})
-	}
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": out, "provider_errors": errs})
+	writeJSON(w, http.StatusOK, s.hub.Models())
 }
 
 // sendMessage stores the person's message and runs its turn, streaming its
@@ -180,81 +163,76 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	switch req.Origin {
-	case chat.OriginPerson, chat.OriginSchedule, chat.OriginApp:
+	case api.OriginPerson, api.OriginSchedule, api.OriginApp:
 	default:
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("origin %q: use \"\", \"schedule\" or \"app\"", req.Origin))
 		return
 	}
-	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
 	id := r.PathValue("id")
-	// The chat first: a message to a chat the tenant does not have stores
-	// nothing, not even its attachments.
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
-		writeHubError(w, err)
-		return
-	}
-	if err := s.attach(r.Context(), tenant, &msg, req); err != nil {
-		writeHubError(w, err)
-		return
-	}
-	if !s.acquireTurn(tenant) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant has %d turns in flight, the most allowed", s.cfg.Limits.TurnsPerTenant))
-		return
-	}
-	defer s.releaseTurn(tenant)
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
+	turnID, err := s.hub.Submit(r.Context(), tenant, id, req)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
 	if wantsSSE(r) {
-		s.streamTurn(w, r, sub, acc.TurnID)
+		s.streamTurn(w, r, sub, turnID)
 		return
 	}
-	res, ok := waitTurn(r.Context(), sub, acc.TurnID)
+	res, ok := waitTurn(r.Context(), sub, turnID)
 	if !ok {
-		writeError(w, http.StatusGatewayTimeout, "timeout", "the turn did not finish while the request was open; read it from the transcript")
+		why := "the turn did not finish while the request was open"
+		if d := sub.Dropped(); d != nil {
+			why = "this request fell behind its turn's events (" + d.Reason + ")"
+		}
+		writeError(w, http.StatusGatewayTimeout, "timeout", why+"; the turn goes on: read it from the transcript")
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
-// streamBuffer is each stream's event buffer: deltas past it are dropped
-// for a lagging client (the stored message is whole), everything else
-// waits for room. A thousand streams at once hold about 20 MB.
+// streamBuffer is each stream's event buffer: deltas past three quarters of
+// it are dropped for a lagging client (the stored message is whole); a
+// client that lets it fill is dropped (eventbus). A thousand streams at
+// once hold about 20 MB.
 const streamBuffer = 256
+
+// sseWriteWait bounds one write to a stream's client: a client that takes
+// nothing for that long is cut, so its handler does not hold a connection
+// for a reader that is gone.
+const sseWriteWait = 30 * time.Second
 
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 // waitTurn collects a turn's events until it completes.
-func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnResult, bool) {
+func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				return chat.TurnResult{}, false
+				return api.TurnResult{}, false
 			}
-			if ev.TurnID == turnID && ev.Type == chat.EventTurnCompleted {
-				res, ok := ev.Data.(chat.TurnResult)
+			if ev.TurnID == turnID && ev.Type == api.EventTurnCompleted {
+				res, ok := ev.Data.(api.TurnResult)
 				return res, ok
 			}
 		case <-ctx.Done():
-			return chat.TurnResult{}, false
+			return api.TurnResult{}, false
 		}
 	}
 }
 
-// sseWriter writes Server-Sent Events with explicit flushes.
+// sseWriter writes Server-Sent Events with explicit flushes, each write
+// bounded by sseWriteWait.
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w  http.ResponseWriter
+	f  http.Flusher
+	rc *http.ResponseController
 }
 
 func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
@@ -269,7 +247,13 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
-	return &sseWriter{w: w, f: f}, true
+	return &sseWriter{w: w, f: f, rc: http.NewResponseController(w)}, true
+}
+
+// deadline bounds the next write; a writer without deadlines (a test's
+// recorder) is written to unbounded.
+func (s *sseWriter) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
 }
 
 func (s *sseWriter) send(ev eventbus.Event) error {
@@ -281,6 +265,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 	if err != nil {
 		return err
 	}
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); err != nil {
 		return err
 	}
@@ -289,6 +274,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 }
 
 func (s *sseWriter) comment(text string) error {
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
@@ -297,11 +283,13 @@ func (s *sseWriter) comment(text string) error {
 }
 
 // streamTurn sends one turn's events until it completes or the client
-// goes; the turn goes on without the client, into the transcript.
+// goes; the turn goes on without the client, into the transcript. A client
+// too slow for the turn's events is dropped like any watcher: the turn is
+// never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
+	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
 		mine := ev.TurnID == turnID
-		return mine || ev.Type == chat.EventCompacted, mine && ev.Type == chat.EventTurnCompleted
+		return mine || ev.Type == api.EventCompacted, mine && ev.Type == api.EventTurnCompleted
 	})
 }
 
@@ -309,28 +297,35 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 // is deleted.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+	if _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
 		writeHubError(w, err)
 		return
 	}
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
+	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
-// with pick which to send and after which to stop.
-func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(eventbus.Event) (send, last bool)) {
+// with pick which to send and after which to stop. When the bus drops the
+// subscription the stream ends with stream.dropped (of turnID, if any).
+func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(eventbus.Event) (send, last bool)) {
 	sse, ok := startSSE(w)
 	if !ok {
 		return
 	}
+	// The connection may serve a next request: lift the write deadline.
+	defer func() { _ = sse.rc.SetWriteDeadline(time.Time{}) }()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
+				if d := sub.Dropped(); d != nil {
+					_ = sse.send(eventbus.Event{Type: api.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
+						Data: api.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
+				}
 				return
 			}
 			send, last := pick(ev)
@@ -352,18 +347,5 @@ func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(e
 
 // health reports whether the daemon works and what it has done.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	lsm, vlog := s.hub.Store().Sizes()
-	status := "ok"
-	if len(errs) > 0 && len(errs) == len(s.cfg.Providers) {
-		status = "degraded"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "provider_errors": errs, "heals": s.hub.Metrics().Heals(),
-		"active_sessions": s.hub.ActiveSessions(), "badger_lsm_bytes": lsm, "badger_vlog_bytes": vlog,
-		"events_dropped": s.hub.Bus().Dropped(),
-	})
+	writeJSON(w, http.StatusOK, s.hub.Health())
 }

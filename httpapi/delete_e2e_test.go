@@ -126,8 +126,8 @@ func TestDeleteChatCancelsItsRunningTurnAndEndsItsWatchers(t *testing.T) {
 			types = append(types, ev)
 		}
 	}
-	if len(types) == 0 || types[len(types)-1] != chat.EventChatDeleted {
-		t.Fatalf("the watcher's last events: %v, want %s last", types, chat.EventChatDeleted)
+	if len(types) == 0 || types[len(types)-1] != api.EventChatDeleted {
+		t.Fatalf("the watcher's last events: %v, want %s last", types, api.EventChatDeleted)
 	}
 	if msgs, _ := d.Hub.Store().Messages(ctx, c.ID, 0, 0); len(msgs) != 0 {
 		t.Errorf("the cancelled turn left %d messages behind", len(msgs))

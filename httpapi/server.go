@@ -1,7 +1,7 @@
 // Package httpapi serves agentd's HTTP API (docs/api.md) and its web
 // console: authentication and per-tenant limits, JSON in and out, and
 // Server-Sent Events for turns and watchers. It talks to the daemon only
-// through the hub.
+// through the Hub interface it declares (hub.go).
 package httpapi
 
 import (
@@ -30,7 +30,7 @@ import (
 
 // Server is the HTTP handler of agentd.
 type Server struct {
-	hub    *hub.Hub
+	hub    Hub
 	cfg    configs.Config
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
@@ -41,7 +41,6 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
-	inFlight map[string]int
 	// turns counts handlers of turns still answering their clients.
 	turns sync.WaitGroup
 }
@@ -61,8 +60,8 @@ func (s *Server) Drain(ctx context.Context) error {
 }
 
 // New builds the handler. tokens maps bearer tokens to tenants.
-func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
-	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}, inFlight: map[string]int{}}
+func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.guard.wrap(s.mux)
 	s.routes()
@@ -108,7 +107,7 @@ func (s *Server) routes() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 func (s *Server) metrics() http.Handler {
-	return promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(s.hub.Gatherer(), promhttp.HandlerOpts{})
 }
 
 // MetricsHandler serves /metrics alone, without a token, behind the Host
@@ -192,23 +191,6 @@ func (s *Server) allow(tenant string) (time.Duration, bool) {
 	return 0, true
 }
 
-// acquireTurn counts a tenant's turns in flight.
-func (s *Server) acquireTurn(tenant string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inFlight[tenant] >= s.cfg.Limits.TurnsPerTenant {
-		return false
-	}
-	s.inFlight[tenant]++
-	return true
-}
-
-func (s *Server) releaseTurn(tenant string) {
-	s.mu.Lock()
-	s.inFlight[tenant]--
-	s.mu.Unlock()
-}
-
 // decode reads a JSON body strictly into v, answering the error itself.
 // Bytes that are not UTF-8 are refused, not replaced: what is stored is what
 // was sent. The body is already bounded by MaxBytesReader.
@@ -262,7 +244,7 @@ func writeHubError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, hub.ErrBusy):
+	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):

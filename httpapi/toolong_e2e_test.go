@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/providers"
@@ -97,7 +98,7 @@ func TestLengthWithNoAnswerHeals(t *testing.T) {
 		res = send(t, d, c.ID, pasteTurn(i))
 	}
 	last := res.Messages[len(res.Messages)-1]
-	if last.Role != chat.RoleAssistant || last.Content != "Rye sold best." {
+	if last.Role != api.RoleAssistant || last.Content != "Rye sold best." {
 		t.Fatalf("last answer %+v: the turn did not heal", last)
 	}
 	v := chatContext(t, d, c.ID)

@@ -27,6 +27,10 @@ type Request struct {
 	// whose server cuts over-long prompts silently (Ollama) compares it with
 	// the count the server reports.
 	EstimatedInput int
+	// MaxAnswerBytes caps what is kept of the answer (text, thinking, tool
+	// calls); past it Stream ends with ErrAnswerTooLarge. 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
 }
 
 // EventKind tells what a streamed Event carries.

@@ -192,6 +192,9 @@ type Limits struct {
 	// tail. The smaller, model-facing cut with a recovery pointer is made by
 	// the caller with HeadTail once it knows where the result is stored.
 	MaxResultBytes int
+	// MaxArgBytes refuses, unread, arguments longer than this; 0 means no
+	// cap. The caller sends the model only ShortArguments of them again.
+	MaxArgBytes int
 }
 
 // PanicError is the Go error Call reports when a tool panicked.
@@ -227,6 +230,10 @@ func (r *Registry) Call(ctx context.Context, call chat.ToolCall, lim Limits) (Re
 	if !ok {
 		return errorResult("There is no tool named %q. %s", call.Name, r.availableHint()),
 			fmt.Errorf("tools: call %q: %w", call.Name, ErrUnknownTool)
+	}
+	if lim.MaxArgBytes > 0 && len(call.Arguments) > lim.MaxArgBytes {
+		return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
+			t.Name, len(call.Arguments), lim.MaxArgBytes), nil
 	}
 	args := strings.TrimSpace(call.Arguments)
 	// Models send "" or null for a tool without parameters; both mean {}.

@@ -22,7 +22,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	t := s.turn
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	reg, index := s.deps.Tools, s.deps.ToolIndex
-	lim := tools.Limits{Timeout: s.deps.ToolTimeout}
+	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
 	turnID := t.id
 	findRoom := int(findToolsShare * float64(t.info.Window))

@@ -33,6 +33,7 @@ type turn struct {
 	userSeq int64
 	ctx     context.Context
 	cancel  context.CancelFunc
+	ended   func() // the SubmitTurn's Ended
 
 	call       int
 	callCancel context.CancelFunc
@@ -75,12 +76,12 @@ func (s *session) startNext(ctx actor.Context) {
 		msg.Role = chat.RoleUser
 		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
 		if err != nil {
-			ctx.Send(p.sender, &Rejected{Err: fmt.Errorf("store message: %w", err)})
+			p.refuse(ctx, fmt.Errorf("store message: %w", err))
 			continue
 		}
 		s.appendMsgs(stored...)
 		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored}
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended}
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
@@ -325,6 +326,9 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	}
 	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
 	switch {
+	case errors.Is(m.err, providers.ErrAnswerTooLarge):
+		problem.Kind = chat.ProblemAnswerTooLarge
+		problem.Message = fmt.Sprintf("the model's answer passed the most kept of one answer (limits.max_answer_bytes); it was cut there and the part before the cut is kept: %v", m.err)
 	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
 		problem.Kind = chat.ProblemTimeout
 	case unreachable(m.err):
@@ -417,6 +421,8 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
 	if err := s.saveSnapshot(); err != nil {
 		s.log.Error().Err(err).Msg("save snapshot")
 	}
+	// Free the tenant's slot before anyone hears the turn is over.
+	t.ended()
 	s.publish(chat.EventTurnCompleted, t.id, res)
 	if s.deps.Metrics != nil {
 		kind := ""

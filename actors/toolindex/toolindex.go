@@ -18,33 +18,33 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/toolsearch"
 )
 
-// Option configures the actor.
-type Option func(*indexActor)
-
-// WithLogger sets the actor's logger. Optional. Defaults to a disabled
-// logger.
-func WithLogger(l zerolog.Logger) Option {
-	return func(a *indexActor) { a.log = l.With().Str("component", "toolindex").Logger() }
+// Config configures the actor.
+type Config struct {
+	// Log receives the actor's warnings. Optional. Defaults to none.
+	Log zerolog.Logger
+	// Source names where the actor's tools come from: it indexes every tool
+	// Source returns when it starts, and so again when its supervisor
+	// restarts it after a panic (a restart builds a new, empty actor). Tools
+	// sent only by Register are not in Source and do not survive a restart.
+	// Optional. Defaults to none: the actor starts empty.
+	Source func() []Tool
 }
 
-// Props returns the props of a tool-index actor with an empty index.
-func Props(opts ...Option) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		a := &indexActor{log: zerolog.Nop()}
-		for _, o := range opts {
-			o(a)
-		}
-		return a
-	})
+// Props returns the props of a tool-index actor, empty unless cfg.Source.
+func Props(cfg Config) *actor.Props {
+	log := cfg.Log.With().Str("component", "toolindex").Logger()
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} })
 }
 
 type indexActor struct {
-	log   zerolog.Logger
-	ix    *toolsearch.Index
-	tools map[string]Tool
+	log    zerolog.Logger
+	source func() []Tool
+	ix     *toolsearch.Index
+	tools  map[string]Tool
 	// pending holds registered tools not yet in ix; they are indexed in one
 	// rebuild when something next reads the index.
 	pending []toolsearch.Doc
@@ -61,6 +61,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.ix = toolsearch.NewIndex(nil)
 		a.tools = map[string]Tool{}
+		if a.source != nil {
+			a.handleRegister(ctx, &Register{Tools: a.source()})
+		}
 	case *Register:
 		a.handleRegister(ctx, m)
 	case *flushPending:
