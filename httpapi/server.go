@@ -240,6 +240,9 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 // writeHubError maps the hub's errors to statuses, once, here.
 func writeHubError(w http.ResponseWriter, err error) {
 	switch {
+	case bodyTimedOut(err):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
 	case errors.Is(err, hub.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):

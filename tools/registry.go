@@ -197,6 +197,17 @@ type Limits struct {
 	MaxArgBytes int
 }
 
+// TooLong is the refusal of a call whose arguments are over MaxArgBytes;
+// over is false when they are within it. Every call goes through it, the
+// ones the caller answers itself (find_tools) too.
+func (lim Limits) TooLong(call chat.ToolCall) (res Result, over bool) {
+	if lim.MaxArgBytes <= 0 || len(call.Arguments) <= lim.MaxArgBytes {
+		return Result{}, false
+	}
+	return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
+		call.Name, len(call.Arguments), lim.MaxArgBytes), true
+}
+
 // PanicError is the Go error Call reports when a tool panicked.
 type PanicError struct {
 	Tool  string
@@ -231,9 +242,8 @@ func (r *Registry) Call(ctx context.Context, call chat.ToolCall, lim Limits) (Re
 		return errorResult("There is no tool named %q. %s", call.Name, r.availableHint()),
 			fmt.Errorf("tools: call %q: %w", call.Name, ErrUnknownTool)
 	}
-	if lim.MaxArgBytes > 0 && len(call.Arguments) > lim.MaxArgBytes {
-		return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
-			t.Name, len(call.Arguments), lim.MaxArgBytes), nil
+	if res, over := lim.TooLong(call); over {
+		return res, nil
 	}
 	args := strings.TrimSpace(call.Arguments)
 	// Models send "" or null for a tool without parameters; both mean {}.

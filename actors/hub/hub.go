@@ -327,7 +327,12 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 		return fmt.Errorf("delete chat %s: unexpected reply %T", id, res)
 	}
 	// Once begun, the deletion is finished even if the caller goes.
-	err = h.store.DeleteChat(context.WithoutCancel(ctx), id, memory.ChatRecords(id)...)
+	ctx = context.WithoutCancel(ctx)
+	records, err := h.attachmentRecords(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
@@ -381,7 +386,7 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 		return "", err
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
-	if err := h.attach(ctx, tenant, &msg, req); err != nil {
+	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
 		return "", err
 	}
 	release, ok := h.turns.take(tenant)
