@@ -13,7 +13,7 @@ import (
 type Error struct {
 	Message string `json:"error"`
 	// Kind is a stable word for programs: bad_request, not_found, too_large,
-	// busy, rate_limited, unauthorized, unavailable, internal.
+	// busy, rate_limited, unauthorized, unavailable, conflict, internal.
 	Kind string `json:"kind"`
 	// Status is the HTTP status (not sent; set by the client).
 	Status int `json:"-"`
@@ -29,6 +29,14 @@ type CreateChatRequest struct {
 	NoAutoRemember bool `json:"no_auto_remember,omitempty"`
 	// Shared marks a chat with other people in it: nothing is learned.
 	Shared bool `json:"shared,omitempty"`
+	// Instructions are the application's system prompt, sent first and
+	// whole in every request.
+	Instructions string    `json:"instructions,omitempty"`
+	Settings     *Settings `json:"settings,omitempty"`
+	// Toolsets name the tenant's toolsets the chat uses; Tools are its own
+	// client-executed tools.
+	Toolsets []string `json:"toolsets,omitempty"`
+	Tools    []Tool   `json:"tools,omitempty"`
 }
 
 // Chat describes a chat.
@@ -38,12 +46,24 @@ type Chat struct {
 	Model     string    `json:"model"`
 	CreatedAt time.Time `json:"created_at"`
 	Messages  int64     `json:"messages"`
+	// Instructions and their version (each change is one).
+	Instructions        string    `json:"instructions,omitempty"`
+	InstructionsVersion int       `json:"instructions_version,omitempty"`
+	Settings            *Settings `json:"settings,omitempty"`
+	Toolsets            []string  `json:"toolsets,omitempty"`
+	Tools               []Tool    `json:"tools,omitempty"`
 }
 
 // PatchChatRequest is the body of PATCH /v1/chats/{id}.
 type PatchChatRequest struct {
 	Model *string `json:"model,omitempty"`
 	Title *string `json:"title,omitempty"`
+	// Instructions, Settings, Toolsets and Tools replace the chat's, from
+	// its next turn.
+	Instructions *string   `json:"instructions,omitempty"`
+	Settings     *Settings `json:"settings,omitempty"`
+	Toolsets     *[]string `json:"toolsets,omitempty"`
+	Tools        *[]Tool   `json:"tools,omitempty"`
 }
 
 // SendMessageRequest is the body of POST /v1/chats/{id}/messages.

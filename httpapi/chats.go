@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
@@ -17,7 +18,12 @@ import (
 )
 
 func toAPIChat(c persistence.Chat, last int64) api.Chat {
-	return api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last}
+	out := api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last,
+		Instructions: c.Instructions, InstructionsVersion: c.InstructionsVersion, Settings: fromSettings(c.Settings), Toolsets: c.Toolsets}
+	if len(c.Tools) > 0 {
+		out.Tools = fromSpecs(c.Tools)
+	}
+	return out
 }
 
 func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -25,7 +31,8 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared})
+	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
+		Instructions: req.Instructions, Settings: toSettings(req.Settings), Toolsets: req.Toolsets, Tools: toSpecs(req.Tools)})
 	if err != nil {
 		writeHubError(w, err)
 		return
@@ -61,7 +68,16 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.hub.Patch(r.Context(), tenant, id, req.Model, req.Title); err != nil {
+	p := hub.ChatPatch{Model: req.Model, Title: req.Title, Instructions: req.Instructions, Toolsets: req.Toolsets}
+	if req.Settings != nil {
+		st := toSettings(req.Settings)
+		p.Settings = &st
+	}
+	if req.Tools != nil {
+		specs := toSpecs(*req.Tools)
+		p.Tools = &specs
+	}
+	if err := s.hub.Patch(r.Context(), tenant, id, p); err != nil {
 		writeHubError(w, err)
 		return
 	}
@@ -147,6 +163,19 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		writeHubError(w, err)
 		return
 	}
+	s.runTurn(w, r, tenant, id, func() (string, error) {
+		acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
+		if err != nil {
+			return "", err
+		}
+		return acc.TurnID, nil
+	})
+}
+
+// runTurn starts a turn with start, within the tenant's limit on turns in
+// flight, and answers with it: SSE when the client accepts
+// text/event-stream, else JSON once the turn completes or pauses.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID string, start func() (turnID string, err error)) {
 	if !s.acquireTurn(tenant) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant has %d turns in flight, the most allowed", s.cfg.Limits.TurnsPerTenant))
@@ -155,18 +184,18 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	defer s.releaseTurn(tenant)
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Bus().Subscribe(chatID, streamBuffer)
 	defer sub.Close()
-	acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
+	turnID, err := start()
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
 	if wantsSSE(r) {
-		s.streamTurn(w, r, sub, acc.TurnID)
+		s.streamTurn(w, r, sub, turnID)
 		return
 	}
-	res, ok := waitTurn(r.Context(), sub, acc.TurnID)
+	res, ok := waitTurn(r.Context(), sub, turnID)
 	if !ok {
 		writeError(w, http.StatusGatewayTimeout, "timeout", "the turn did not finish while the request was open; read it from the transcript")
 		return
@@ -183,7 +212,13 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// waitTurn collects a turn's events until it completes.
+// turnEnds reports whether ev ends what a request waits for of a turn: it
+// completed, or paused for the application's tool results.
+func turnEnds(ev eventbus.Event, turnID string) bool {
+	return ev.TurnID == turnID && (ev.Type == chat.EventTurnCompleted || ev.Type == chat.EventTurnRequiresAction)
+}
+
+// waitTurn collects a turn's events until it completes or pauses.
 func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnResult, bool) {
 	for {
 		select {
@@ -191,7 +226,7 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnR
 			if !ok {
 				return chat.TurnResult{}, false
 			}
-			if ev.TurnID == turnID && ev.Type == chat.EventTurnCompleted {
+			if turnEnds(ev, turnID) {
 				res, ok := ev.Data.(chat.TurnResult)
 				return res, ok
 			}
@@ -250,8 +285,7 @@ func (s *sseWriter) comment(text string) error {
 // goes; the turn goes on without the client, into the transcript.
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
-		mine := ev.TurnID == turnID
-		return mine || ev.Type == chat.EventCompacted, mine && ev.Type == chat.EventTurnCompleted
+		return ev.TurnID == turnID || ev.Type == chat.EventCompacted, turnEnds(ev, turnID)
 	})
 }
 

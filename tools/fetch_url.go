@@ -79,16 +79,7 @@ func newFetcher(opts FetchOptions) *fetcher {
 		// Checked on the resolved address at connect time, so a public name
 		// that resolves to a private address (DNS rebinding) and a redirect
 		// to one are both refused.
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: %s", errBlockedAddress, address)
-			}
-			if !publicAddr(ap.Addr()) {
-				return fmt.Errorf("%w: %s", errBlockedAddress, ap.Addr())
-			}
-			return nil
-		}
+		dialer.Control = publicOnly
 	}
 	transport := &http.Transport{
 		// No proxy from the environment: through a proxy the dialer would
@@ -114,6 +105,19 @@ func newFetcher(opts FetchOptions) *fetcher {
 		},
 	}
 	return &fetcher{opts: opts, client: client}
+}
+
+// publicOnly is a dialer's Control that refuses every address but a public
+// one; it sees the resolved address, after DNS and on every redirect.
+func publicOnly(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: %s", errBlockedAddress, address)
+	}
+	if !publicAddr(ap.Addr()) {
+		return fmt.Errorf("%w: %s", errBlockedAddress, ap.Addr())
+	}
+	return nil
 }
 
 // publicAddr reports whether ip is a globally routable unicast address.

@@ -131,7 +131,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	h.startActors()
-	return nil
+	return h.loadToolsets(ctx)
 }
 
 func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
@@ -163,8 +163,17 @@ func (h *Hub) startActors() {
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration,
 		MustWait: 2 * time.Second, NoProviderHelp: NoProviderHelp,
+		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
 	h.registry = root.Spawn(session.RegistryProps(deps))
+}
+
+func tenantInstructions(ts map[string]configs.Tenant) map[string]string {
+	out := make(map[string]string, len(ts))
+	for name, t := range ts {
+		out[name] = t.Instructions
+	}
+	return out
 }
 
 func indexTools(ts []tools.Tool) []toolindex.Tool {
@@ -203,6 +212,9 @@ func (h *Hub) Close(ctx context.Context) error {
 	h.system.Shutdown()
 	if h.closeMCP != nil {
 		_ = h.closeMCP()
+	}
+	if err := h.tools.CloseToolsets(); err != nil {
+		h.log.Warn().Err(err).Msg("close toolsets")
 	}
 	return h.store.Close()
 }
@@ -250,6 +262,12 @@ func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat)
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
+	if err := h.checkSetup(c); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Instructions != "" {
+		c.InstructionsVersion = 1
+	}
 	if err := h.store.CreateChat(ctx, c); err != nil {
 		return c, err
 	}
@@ -356,12 +374,16 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (*chat.Context
 	return v, nil
 }
 
-// Patch changes a chat's model (between turns) and/or title.
-func (h *Hub) Patch(ctx context.Context, tenant, chatID string, model, title *string) error {
+// ChatPatch is what PATCH /v1/chats/{id} changes; nil fields stay.
+type ChatPatch = session.Patch
+
+// Patch changes a chat's model (between turns), title, instructions,
+// settings or tools, all or nothing.
+func (h *Hub) Patch(ctx context.Context, tenant, chatID string, p ChatPatch) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
 	}
-	_, err := h.ask(ctx, chatID, &session.Patch{Model: model, Title: title}, askTimeout)
+	_, err := h.ask(ctx, chatID, &p, askTimeout)
 	return err
 }
 

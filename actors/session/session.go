@@ -31,6 +31,7 @@ type session struct {
 	// tokens caches each unfolded message's estimate as sent: a stored
 	// message never changes, and every model call plans over all of them.
 	tokens  map[int64]int
+	cost    toolsCost
 	lastSeq int64
 	loadErr error
 
@@ -97,6 +98,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.overdue(ctx, m)
 	case *CancelQueued:
 		s.cancelQueued(ctx, m)
+	case *SubmitToolResults:
+		s.toolResults(ctx, m)
+	case *pauseOverdue:
+		s.overduePause(ctx, m)
 	default:
 		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -116,6 +121,8 @@ func (s *session) start(ctx actor.Context) {
 	if err := s.load(); err != nil {
 		s.loadErr = err
 		s.log.Error().Err(err).Msg("load chat")
+	} else {
+		s.resumePaused(ctx)
 	}
 	s.armIdle(ctx)
 }
@@ -167,6 +174,12 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem) {
 	s.stopping = true
 	if s.stopTick != nil {
 		s.stopTick()
+	}
+	if t := s.turn; t != nil && t.phase == phasePaused {
+		// A paused turn is durable: the next start resumes it.
+		t.timer.Stop()
+		t.cancel()
+		s.turn = nil
 	}
 	if s.turn != nil {
 		// Mark the cut in the log, so the person and the next turn see it.
@@ -264,6 +277,10 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	}
 	if m.Title != nil {
 		meta.Title = *m.Title
+	}
+	if err := s.patchSetup(m, &meta); err != nil {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+		return
 	}
 	bg := context.Background()
 	if err := s.deps.Store.UpdateChat(bg, meta); err != nil {
