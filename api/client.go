@@ -81,6 +81,15 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (Chat, e
 	return out, err
 }
 
+// DeleteChat deletes a chat and everything stored under it.
+func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
+	resp, err := c.do(ctx, http.MethodDelete, "/v1/chats/"+chatID, nil, "")
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 // Transcript reads every message of a chat.
 func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
 	var out struct {

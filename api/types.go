@@ -54,6 +54,13 @@ type Chat struct {
 	Tools               []Tool    `json:"tools,omitempty"`
 }
 
+// ChatList is one page of GET /v1/chats; Next, when set, is the after= of
+// the next page.
+type ChatList struct {
+	Chats []Chat `json:"chats"`
+	Next  string `json:"next,omitempty"`
+}
+
 // PatchChatRequest is the body of PATCH /v1/chats/{id}.
 type PatchChatRequest struct {
 	Model *string `json:"model,omitempty"`

@@ -42,24 +42,46 @@ func putFile(t testing.TB, s *Store, path string) chat.Attachment {
 	return a
 }
 
+// testTenant is the tenant call speaks for; newRegistry lets it hold every
+// stored file.
+const testTenant = "t1"
+
+// ownersFunc adapts a function to Owners.
+type ownersFunc func(tenant, id string) bool
+
+func (f ownersFunc) Owns(_ context.Context, tenant, id string) (bool, error) {
+	return f(tenant, id), nil
+}
+
 func newRegistry(t testing.TB, s *Store) *tools.Registry {
 	t.Helper()
+	return registryOwnedBy(t, s, ownersFunc(func(tenant, _ string) bool { return tenant == testTenant }))
+}
+
+func registryOwnedBy(t testing.TB, s *Store, o Owners) *tools.Registry {
+	t.Helper()
 	r := tools.NewRegistry()
-	if err := RegisterTools(r, s); err != nil {
+	if err := RegisterTools(r, s, o); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
 // call runs a tool the way the session's tool loop does, with the JSON a
-// model would write.
+// model would write, for a chat of testTenant.
 func call(t testing.TB, r *tools.Registry, name string, args map[string]any) tools.Result {
+	t.Helper()
+	return callAs(t, r, testTenant, name, args)
+}
+
+func callAs(t testing.TB, r *tools.Registry, tenant, name string, args map[string]any) tools.Result {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Call(context.Background(), chat.ToolCall{ID: "c1", Name: name, Arguments: string(raw)}, tools.Limits{})
+	ctx := tools.WithCallInfo(context.Background(), tools.CallInfo{Tenant: tenant, ChatID: "chat-of-" + tenant})
+	res, err := r.Call(ctx, chat.ToolCall{ID: "c1", Name: name, Arguments: string(raw)}, tools.Limits{})
 	if err != nil {
 		t.Fatalf("%s %s: %v (%s)", name, raw, err, res.Text)
 	}

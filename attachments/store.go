@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -345,53 +346,104 @@ func (s *Store) rebuildFacts(id string) (Facts, error) {
 	return facts, s.writeFacts(facts)
 }
 
-// PutPath stores the regular file at path, which must lie (after resolving
-// symlinks and "..") under one of allowedDirs. Relative paths are taken from
-// the working directory. An empty allowedDirs allows nothing.
+// PutPath stores the regular file at path, which must lie under one of
+// allowedDirs as written (relative paths are taken from the working
+// directory). The file is opened once, through an os.Root of the allowed
+// directory, so neither ".." nor a symlink (even one swapped in while this
+// runs) reaches outside it; it is opened without blocking and checked on
+// the open descriptor, so a FIFO or a device is refused at once, and the
+// bytes stored are the bytes of the file checked. An empty allowedDirs
+// allows nothing. A refusal is a *PathError.
 func (s *Store) PutPath(ctx context.Context, path string, allowedDirs []string) (chat.Attachment, error) {
-	real, err := resolvePath(path)
+	f, err := openAllowed(path, allowedDirs)
 	if err != nil {
-		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
-	}
-	if !underAny(real, allowedDirs) {
-		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, ErrPathNotAllowed)
-	}
-	f, err := os.Open(real)
-	if err != nil {
-		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
+		return chat.Attachment{}, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, err)
-	}
-	if !info.Mode().IsRegular() {
-		return chat.Attachment{}, fmt.Errorf("attach %s: %w", path, ErrNotRegular)
-	}
 	return s.Put(ctx, f, filepath.Base(path), "") // the name the person gave
 }
 
-func resolvePath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	return filepath.EvalSymlinks(abs)
+// PathError is a refused PutPath. Error tells the caller only what it may
+// know (the path as given and one of ErrPathNotAllowed, ErrPathNotFound or
+// ErrNotRegular), never whether anything exists outside the allowed
+// directories nor where the daemon runs; Detail is the system's reason,
+// for the operator's log.
+type PathError struct {
+	Path   string
+	Err    error
+	Detail error
 }
 
-func underAny(real string, dirs []string) bool {
+func (e *PathError) Error() string { return fmt.Sprintf("attach %q: %v", e.Path, e.Err) }
+
+func (e *PathError) Unwrap() error { return e.Err }
+
+// openAllowed opens path through the first allowed directory that holds it
+// by name, and returns it only if it is a regular file.
+func openAllowed(path string, allowedDirs []string) (*os.File, error) {
+	refuse := func(sentinel, detail error) error { return &PathError{Path: path, Err: sentinel, Detail: detail} }
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, refuse(ErrPathNotAllowed, err)
+	}
+	dir, rel, ok := within(abs, allowedDirs)
+	if !ok {
+		return nil, refuse(ErrPathNotAllowed, errors.New("outside every allowed directory"))
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, refuse(ErrPathNotAllowed, fmt.Errorf("open allowed directory: %w", err))
+	}
+	defer root.Close()
+	// What is not a regular file is refused before any open: a socket
+	// cannot be opened, a device should not be. The check on the open
+	// descriptor below is the one that counts.
+	if info, err := root.Stat(rel); err == nil && !info.Mode().IsRegular() {
+		return nil, refuse(ErrNotRegular, fmt.Errorf("mode %v", info.Mode().Type()))
+	}
+	// O_NONBLOCK: opening a FIFO without a writer would otherwise wait
+	// forever; O_NOCTTY: a terminal never becomes ours. Neither changes how
+	// a regular file reads.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refuse(ErrPathNotFound, err)
+	}
+	if err != nil {
+		// An escape (symlink or "..") and every other failure read the same.
+		return nil, refuse(ErrPathNotAllowed, err)
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = refuse(ErrNotRegular, fmt.Errorf("mode %v", info.Mode().Type()))
+	} else if err != nil {
+		err = refuse(ErrPathNotAllowed, err)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// within finds the allowed directory that holds abs by name (as configured
+// or with its own symlinks resolved) and abs relative to it. Nothing here
+// touches the path itself.
+func within(abs string, dirs []string) (dir, rel string, ok bool) {
 	for _, d := range dirs {
-		rd, err := resolvePath(d)
+		da, err := filepath.Abs(d)
 		if err != nil {
 			continue
 		}
-		rel, err := filepath.Rel(rd, real)
-		if err != nil || rel == "." || filepath.IsAbs(rel) {
-			continue
+		bases := []string{da}
+		if real, err := filepath.EvalSymlinks(da); err == nil && real != da {
+			bases = append(bases, real)
 		}
-		if rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return true
+		for _, b := range bases {
+			r, err := filepath.Rel(b, abs)
+			if err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+				return b, r, true
+			}
 		}
 	}
-	return false
+	return "", "", false
 }

@@ -7,10 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func put(t *testing.T, s *Store, content, name, mediaType string) (string, error) {
@@ -234,6 +239,15 @@ func TestPutPath(t *testing.T) {
 	symlink(filepath.Join(outside, "secret.txt"), filepath.Join(allowed, "link-out.txt"))
 	symlink(filepath.Join(outside), filepath.Join(allowed, "dir-out"))
 	symlink(filepath.Join(allowed, "ok.txt"), filepath.Join(outside, "link-in.txt"))
+	// No writer ever opens the FIFO: an open that waited for one would hang.
+	if err := syscall.Mkfifo(filepath.Join(allowed, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(allowed, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 
 	cases := map[string]struct {
 		path    string
@@ -245,10 +259,15 @@ func TestPutPath(t *testing.T) {
 		"dot-dot out":                      {filepath.Join(allowed, "..", "outside", "secret.txt"), []string{allowed}, ErrPathNotAllowed},
 		"symlink pointing out":             {filepath.Join(allowed, "link-out.txt"), []string{allowed}, ErrPathNotAllowed},
 		"through a symlinked dir":          {filepath.Join(allowed, "dir-out", "secret.txt"), []string{allowed}, ErrPathNotAllowed},
-		"symlink from outside pointing in": {filepath.Join(outside, "link-in.txt"), []string{allowed}, nil},
+		"symlink from outside pointing in": {filepath.Join(outside, "link-in.txt"), []string{allowed}, ErrPathNotAllowed},
+		"absolute path outside":            {filepath.Join(outside, "secret.txt"), []string{allowed}, ErrPathNotAllowed},
+		"nothing there, inside":            {filepath.Join(allowed, "none.txt"), []string{allowed}, ErrPathNotFound},
+		"nothing there, outside":           {filepath.Join(outside, "none.txt"), []string{allowed}, ErrPathNotAllowed},
+		"a FIFO inside":                    {filepath.Join(allowed, "fifo"), []string{allowed}, ErrNotRegular},
+		"a socket inside":                  {filepath.Join(allowed, "sock"), []string{allowed}, ErrNotRegular},
 		"sibling sharing the prefix":       {filepath.Join(evil, "x.txt"), []string{allowed}, ErrPathNotAllowed},
 		"no allowed dirs":                  {filepath.Join(allowed, "ok.txt"), nil, ErrPathNotAllowed},
-		"the allowed dir itself":           {allowed, []string{allowed}, ErrPathNotAllowed},
+		"the allowed dir itself":           {allowed, []string{allowed}, ErrNotRegular},
 		"a directory inside":               {filepath.Join(allowed, "sub"), []string{allowed}, ErrNotRegular},
 		"second allowed dir matches":       {filepath.Join(outside, "secret.txt"), []string{allowed, outside}, nil},
 	}
@@ -262,6 +281,9 @@ func TestPutPath(t *testing.T) {
 				}
 				if len(blobs(t, s)) != 0 {
 					t.Error("a refused path was stored")
+				}
+				if strings.Contains(strings.ReplaceAll(err.Error(), c.path, ""), root) {
+					t.Errorf("the refusal names a path of the daemon's: %v", err)
 				}
 				return
 			}
@@ -280,4 +302,104 @@ func TestPutPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPutPathRefusalsDoNotTellWhatExistsOrWhereTheDaemonRuns(t *testing.T) {
+	root := t.TempDir()
+	allowed, outside := filepath.Join(root, "allowed"), filepath.Join(root, "outside")
+	for _, d := range []string{allowed, outside} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(allowed)
+	s := newStore(t, 0)
+	refusal := func(path string) string {
+		_, err := s.PutPath(context.Background(), path, []string{allowed})
+		if err == nil {
+			t.Fatalf("%s was attached", path)
+		}
+		if strings.Contains(strings.ReplaceAll(err.Error(), path, ""), root) {
+			t.Errorf("the refusal of %s names the working directory: %v", path, err)
+		}
+		return strings.ReplaceAll(err.Error(), path, "PATH")
+	}
+	for _, pair := range [][2]string{
+		{"../outside/secret.txt", "../outside/nothing.txt"},
+		{filepath.Join(outside, "secret.txt"), filepath.Join(outside, "nothing.txt")},
+		{"/etc/passwd", "/etc/no-such-file"},
+	} {
+		if there, none := refusal(pair[0]), refusal(pair[1]); there != none {
+			t.Errorf("an existing and a missing file outside are refused differently:\n %s\n %s", there, none)
+		}
+	}
+}
+
+// TestPutPathSymlinkSwapNeverAttachesTheOutside races PutPath against a
+// goroutine that swaps a regular file under the allowed dir with a symlink
+// to a secret outside it, the check-then-open attack: whatever moment the
+// swap lands, the attachment is the regular file's bytes or a refusal.
+func TestPutPathSymlinkSwapNeverAttachesTheOutside(t *testing.T) {
+	root := t.TempDir()
+	allowed := filepath.Join(root, "allowed")
+	if err := os.MkdirAll(allowed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(root, "secret")
+	if err := os.WriteFile(secret, []byte("TOKEN=outside-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target, link := filepath.Join(allowed, "doc.txt"), filepath.Join(allowed, ".link")
+	if err := os.WriteFile(target, []byte("public\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// One atomic exchange of the two names a call: doc.txt is always
+			// either the regular file or the symlink, and flips as fast as
+			// the kernel allows, so the swap lands between any two steps.
+			if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, target, unix.RENAME_EXCHANGE); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer wg.Wait() // the swapper stops before the temp dir goes, even on Fatal
+	defer close(stop)
+	s := newStore(t, 0)
+	var stored, refused int
+	for range 2000 {
+		a, err := s.PutPath(context.Background(), target, []string{allowed})
+		if err != nil {
+			if !errors.Is(err, ErrPathNotAllowed) && !errors.Is(err, ErrPathNotFound) {
+				t.Errorf("unexpected refusal: %v", err)
+			}
+			refused++
+			continue
+		}
+		f, err := s.Open(a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != "public\n" {
+			t.Fatalf("attached %q through a swapped symlink", got)
+		}
+		stored++
+	}
+	t.Logf("%d attached, %d refused", stored, refused)
 }

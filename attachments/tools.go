@@ -96,9 +96,20 @@ type ImageViewParams struct {
 	AttachmentID string `json:"attachment_id" jsonschema:"description=The id from the attachment note"`
 }
 
-// RegisterTools adds the attachment tools, reading from s, to r.
-func RegisterTools(r *tools.Registry, s *Store) error {
-	t := toolset{s: s}
+// Owners says whether a tenant holds an attachment (uploaded it or attached
+// it by path); the hub keeps those records.
+type Owners interface {
+	Owns(ctx context.Context, tenant, id string) (bool, error)
+}
+
+// RegisterTools adds the attachment tools, reading from s, to r. Each
+// resolves ids within the calling chat's tenant (tools.CallInfoFrom), asking
+// owners; an id the tenant does not hold is answered as one nobody holds.
+func RegisterTools(r *tools.Registry, s *Store, owners Owners) error {
+	if owners == nil {
+		return errors.New("register attachment tools: nil owners")
+	}
+	t := toolset{s: s, owners: owners}
 	errs := []error{
 		tools.Register(r, ToolFileRead, fileReadDescription, t.fileRead),
 		tools.Register(r, ToolFileSearch, fileSearchDescription, t.fileSearch),
@@ -113,18 +124,36 @@ func RegisterTools(r *tools.Registry, s *Store) error {
 	return nil
 }
 
-type toolset struct{ s *Store }
+type toolset struct {
+	s      *Store
+	owners Owners
+}
 
-// open finds the attachment for a tool. A bad or unknown id, or a kind the
-// tool cannot read, is a model-visible Result (ok false, err nil); only a
-// system failure is an error.
-func (t toolset) open(id string, want ...Kind) (f *os.File, facts Facts, res tools.Result, ok bool, err error) {
+// open finds the calling tenant's attachment for a tool. A bad, unknown or
+// foreign id, or a kind the tool cannot read, is a model-visible Result (ok
+// false, err nil); only a system failure is an error. Ownership is checked
+// before the store is asked, so the answer never tells whether another
+// tenant holds a file with this hash.
+func (t toolset) open(ctx context.Context, id string, want ...Kind) (f *os.File, facts Facts, res tools.Result, ok bool, err error) {
+	if !validID(id) {
+		return nil, Facts{}, failed("attachment_id %q is not an attachment id: copy the 64-character id from the attachment note.", id), false, nil
+	}
+	ci, found := tools.CallInfoFrom(ctx)
+	if !found || ci.Tenant == "" {
+		return nil, Facts{}, failed("This tool works only inside a chat; no chat called it."), false, nil
+	}
+	owned, err := t.owners.Owns(ctx, ci.Tenant, id)
+	if err != nil {
+		return nil, Facts{}, tools.Result{}, false, fmt.Errorf("attachment %s: %w", id, err)
+	}
+	notFound := failed("No attachment has id %s.", id)
+	if !owned {
+		return nil, Facts{}, notFound, false, nil
+	}
 	facts, err = t.s.Facts(id)
 	switch {
-	case errors.Is(err, ErrBadID):
-		return nil, Facts{}, failed("attachment_id %q is not an attachment id: copy the 64-character id from the attachment note.", id), false, nil
 	case errors.Is(err, ErrNotFound):
-		return nil, Facts{}, failed("No attachment has id %s.", id), false, nil
+		return nil, Facts{}, notFound, false, nil
 	case err != nil:
 		return nil, Facts{}, tools.Result{}, false, err
 	}
@@ -169,7 +198,7 @@ func textKinds(facts Facts) bool {
 }
 
 func (t toolset) fileRead(ctx context.Context, p FileReadParams) (tools.Result, error) {
-	f, facts, res, ok, err := t.open(p.AttachmentID)
+	f, facts, res, ok, err := t.open(ctx, p.AttachmentID)
 	if !ok {
 		return res, err
 	}
@@ -193,7 +222,7 @@ func (t toolset) fileRead(ctx context.Context, p FileReadParams) (tools.Result, 
 }
 
 func (t toolset) fileSearch(ctx context.Context, p FileSearchParams) (tools.Result, error) {
-	f, facts, res, ok, err := t.open(p.AttachmentID)
+	f, facts, res, ok, err := t.open(ctx, p.AttachmentID)
 	if !ok {
 		return res, err
 	}
@@ -219,8 +248,8 @@ func hitsOr(n int) int {
 	return n
 }
 
-func (t toolset) pdfInfo(_ context.Context, p PDFInfoParams) (tools.Result, error) {
-	f, facts, res, ok, err := t.open(p.AttachmentID, KindPDF)
+func (t toolset) pdfInfo(ctx context.Context, p PDFInfoParams) (tools.Result, error) {
+	f, facts, res, ok, err := t.open(ctx, p.AttachmentID, KindPDF)
 	if !ok {
 		return res, err
 	}
@@ -239,7 +268,7 @@ func pdfProblem(id string, err error) tools.Result {
 }
 
 func (t toolset) pdfSearch(ctx context.Context, p PDFSearchParams) (tools.Result, error) {
-	f, _, res, ok, err := t.open(p.AttachmentID, KindPDF)
+	f, _, res, ok, err := t.open(ctx, p.AttachmentID, KindPDF)
 	if !ok {
 		return res, err
 	}
@@ -253,7 +282,7 @@ func (t toolset) pdfSearch(ctx context.Context, p PDFSearchParams) (tools.Result
 }
 
 func (t toolset) pdfRead(ctx context.Context, p PDFReadParams) (tools.Result, error) {
-	f, _, res, ok, err := t.open(p.AttachmentID, KindPDF)
+	f, _, res, ok, err := t.open(ctx, p.AttachmentID, KindPDF)
 	if !ok {
 		return res, err
 	}
@@ -282,8 +311,8 @@ func pdfAnswer(ctx context.Context, id, text string, err error) (tools.Result, e
 	return tools.Result{Text: text, Untrusted: true}, nil
 }
 
-func (t toolset) imageView(_ context.Context, p ImageViewParams) (tools.Result, error) {
-	f, facts, res, ok, err := t.open(p.AttachmentID, KindImage)
+func (t toolset) imageView(ctx context.Context, p ImageViewParams) (tools.Result, error) {
+	f, facts, res, ok, err := t.open(ctx, p.AttachmentID, KindImage)
 	if !ok {
 		return res, err
 	}

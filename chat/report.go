@@ -19,6 +19,7 @@ const (
 	EventCompactionApplied = "compaction.applied" // data: CompactionApplied
 	EventHealed            = "healed"             // data: Healed
 	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
+	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
 	// EventTurnRequiresAction: the turn paused for tool calls the
 	// application runs (data: TurnResult, status requires_action); POST
 	// .../tool-results resumes it.
@@ -47,6 +48,7 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	ProblemDeleted    = "deleted"
 	// ProblemInstructions: the application's instructions alone take more
 	// than lean mode's share of the window; they are sent whole.
 	ProblemInstructions = "instructions-too-long"

@@ -34,6 +34,10 @@ type Config struct {
 	Auth Auth `yaml:"auth" json:"auth"`
 	// Limits bound what one request, tenant or chat may use.
 	Limits Limits `yaml:"limits" json:"limits"`
+	// HTTP guards and bounds the server's connections (docs/security.md).
+	HTTP HTTP `yaml:"http" json:"http"`
+	// Metrics says where /metrics is served.
+	Metrics Metrics `yaml:"metrics" json:"metrics"`
 	// IdleAfter passivates a chat's actor after this long without use.
 	// Optional. Defaults to 5m.
 	IdleAfter Duration `yaml:"idle_after" json:"idle_after"`
@@ -151,6 +155,47 @@ type Limits struct {
 	// FoldWait is the longest a turn waits for a summary; past it the fold
 	// applies with a digest and the summary follows. Defaults to 20s.
 	FoldWait Duration `yaml:"fold_wait" json:"fold_wait"`
+	// MaxAnswerBytes is the most of one model answer (text, thinking and
+	// tool-call arguments) kept and stored; past it the turn ends with the
+	// problem answer-too-large and the part before the cap kept. Defaults
+	// to 4 MiB.
+	MaxAnswerBytes int `yaml:"max_answer_bytes" json:"max_answer_bytes"`
+	// MaxTitleRunes is the longest chat title, in characters. Defaults to 200.
+	MaxTitleRunes int `yaml:"max_title_runes" json:"max_title_runes"`
+}
+
+// HTTP guards and bounds the server's connections. Zero means the default.
+type HTTP struct {
+	// AllowedHosts are Host names served besides the loopback ones
+	// (localhost, 127.0.0.0/8, ::1). The Host check applies when no
+	// auth.tokens are configured, or whenever this list is set. Optional.
+	// Defaults to none.
+	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
+	// ReadHeaderTimeout bounds reading a request's headers. Defaults to 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
+	// ReadTimeout bounds reading a JSON request's body. Defaults to 60s.
+	ReadTimeout Duration `yaml:"read_timeout" json:"read_timeout"`
+	// UploadTimeout bounds reading an upload's body. Defaults to 15m.
+	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxUnauthenticated is the most connections open at once on which no
+	// request has yet authenticated; a new one beyond it closes the oldest.
+	// Defaults to 128.
+	MaxUnauthenticated int `yaml:"max_unauthenticated" json:"max_unauthenticated"`
+	// ConnsPerTenant is the most connections one tenant holds at once; a
+	// request on one more is answered 429 and its connection closed.
+	// Defaults to 256.
+	ConnsPerTenant int `yaml:"conns_per_tenant" json:"conns_per_tenant"`
+}
+
+// Metrics says where /metrics is served.
+type Metrics struct {
+	// Listen, when set, serves /metrics on this address alone, without a
+	// token, and not on the API's address; a bare ":port" binds loopback.
+	// Optional. Defaults to none: /metrics is on the API's address behind
+	// the API's auth.
+	Listen string `yaml:"listen" json:"listen"`
 }
 
 // MCPServer is one MCP server: stdio when Command is set, streamable HTTP
@@ -161,6 +206,11 @@ type MCPServer struct {
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	URL     string            `yaml:"url" json:"url,omitempty"`
 	Headers map[string]string `yaml:"headers" json:"-"`
+	// BareNames registers the server's tools under their own names, without
+	// the "<name>__" prefix: a small local model calls tools by the names it
+	// was trained on. A name another tool already has is skipped. Optional.
+	// Defaults to false.
+	BareNames bool `yaml:"bare_names" json:"bare_names,omitempty"`
 }
 
 // Attachments configures file storage.
@@ -275,6 +325,18 @@ func (c *Config) ApplyDefaults() {
 	setDur(&l.TurnTimeout, 10*time.Minute)
 	setDur(&l.ModelIdleTimeout, 2*time.Minute)
 	setDur(&l.FoldWait, 20*time.Second)
+	setInt(&l.MaxAnswerBytes, 4<<20)
+	setInt(&l.MaxTitleRunes, 200)
+	h := &c.HTTP
+	setDur(&h.ReadHeaderTimeout, 10*time.Second)
+	setDur(&h.ReadTimeout, time.Minute)
+	setDur(&h.UploadTimeout, 15*time.Minute)
+	setDur(&h.IdleTimeout, 2*time.Minute)
+	setInt(&h.MaxUnauthenticated, 128)
+	setInt(&h.ConnsPerTenant, 256)
+	if host, port, err := net.SplitHostPort(c.Metrics.Listen); err == nil && host == "" {
+		c.Metrics.Listen = net.JoinHostPort("127.0.0.1", port)
+	}
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
 	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
 	if len(c.Providers) == 0 {
@@ -341,6 +403,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("auth.tokens[%d]: tenant and token_env are both required", i)
 		}
 	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			return fmt.Errorf("metrics.listen %q: want host:port: %w", c.Metrics.Listen, err)
+		}
+	}
 	if len(c.Auth.Tokens) == 0 && !IsLoopback(c.Listen) {
 		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
 	}
@@ -361,14 +428,20 @@ func IsLoopback(addr string) bool {
 }
 
 // Tokens resolves auth.tokens from the environment: token → tenant. A
-// token_env that is unset is an error, so a typo never opens the door.
+// token_env that is unset is an error, so a typo never opens the door; so is
+// one value given to two entries, which would let one tenant in as another.
 func (c *Config) Tokens(get func(string) string) (map[string]string, error) {
 	out := map[string]string{}
+	from := map[string]Token{}
 	for _, t := range c.Auth.Tokens {
 		v := get(t.TokenEnv)
 		if v == "" {
 			return nil, fmt.Errorf("auth token for tenant %q: environment variable %s is empty", t.Tenant, t.TokenEnv)
 		}
+		if first, dup := from[v]; dup {
+			return nil, fmt.Errorf("auth tokens: tenant %q (%s) and tenant %q (%s) have the same token; give each entry its own", first.Tenant, first.TokenEnv, t.Tenant, t.TokenEnv)
+		}
+		from[v] = t
 		out[v] = t.Tenant
 	}
 	return out, nil

@@ -86,3 +86,27 @@ func TestTokensNeedTheirEnvironment(t *testing.T) {
 		t.Fatalf("tokens = %v, %v", m, err)
 	}
 }
+
+func TestTwoTenantsWithOneTokenAreRefused(t *testing.T) {
+	c := Config{Auth: Auth{Tokens: []Token{{Tenant: "a", TokenEnv: "TOK_A"}, {Tenant: "b", TokenEnv: "TOK_B"}}}}
+	env := map[string]string{"TOK_A": "same-s3cret", "TOK_B": "same-s3cret"}
+	_, err := c.Tokens(func(k string) string { return env[k] })
+	if err == nil {
+		t.Fatal("two tenants with the same token value were accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `"a"`) || !strings.Contains(msg, `"b"`) || !strings.Contains(msg, "same token") {
+		t.Fatalf("the error does not name both tenants: %v", err)
+	}
+	if strings.Contains(msg, "same-s3cret") {
+		t.Fatalf("the error shows the token: %v", err)
+	}
+}
+
+func TestBareMetricsPortBindsLoopback(t *testing.T) {
+	c := Config{Metrics: Metrics{Listen: ":9464"}}
+	c.ApplyDefaults()
+	if c.Metrics.Listen != "127.0.0.1:9464" {
+		t.Fatalf("metrics.listen = %q, want loopback", c.Metrics.Listen)
+	}
+}

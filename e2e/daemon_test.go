@@ -49,14 +49,24 @@ type daemonConfig struct {
 	Window  int
 	DataDir string
 	Port    int
-	// Extra is yaml appended under limits: (indented two spaces).
+	// Limits is yaml appended under limits: (indented two spaces).
 	Limits map[string]string
+	// Providers, when set, is the yaml of the providers (a providers: list
+	// and default_model) in place of the fake's.
+	Providers string
+	// Extra is top-level yaml appended as it is (mcp_servers: …).
+	Extra string
 }
 
 func (c daemonConfig) yaml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\ndata_dir: %s\ndefault_model: fake/m\nlog_level: warn\n", c.Port, c.DataDir)
-	fmt.Fprintf(&b, "providers:\n  - name: fake\n    kind: openai\n    company: vllm\n    base_url: %s\n    models:\n      - id: m\n        window: %d\n", c.FakeURL, c.Window)
+	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\ndata_dir: %s\nlog_level: warn\n", c.Port, c.DataDir)
+	if c.Providers != "" {
+		b.WriteString(c.Providers)
+	} else {
+		fmt.Fprintf(&b, "default_model: fake/m\nproviders:\n  - name: fake\n    kind: openai\n    company: vllm\n    base_url: %s\n    models:\n      - id: m\n        window: %d\n", c.FakeURL, c.Window)
+	}
+	b.WriteString(c.Extra)
 	b.WriteString("limits:\n")
 	for k, v := range c.Limits {
 		fmt.Fprintf(&b, "  %s: %s\n", k, v)

@@ -13,6 +13,7 @@ import (
 // upload stores the files of a multipart body (field "file", one or more),
 // streaming each straight to the attachment store.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
+	limitBody(w, r, s.cfg.HTTP.UploadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxUploadBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -26,6 +27,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("upload over the limit of %d bytes", tooBig.Limit))
+				return
+			}
+			if bodyTimedOut(err) {
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestTimeout, "timeout", "the upload did not arrive within http.upload_timeout")
 				return
 			}
 			if err.Error() != "EOF" {

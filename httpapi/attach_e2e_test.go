@@ -143,12 +143,22 @@ func pngBytes(t *testing.T) []byte {
 }
 
 func upload(t *testing.T, url, name string, data []byte) chat.Attachment {
+	return uploadAs(t, url, "", name, data)
+}
+
+// uploadAs uploads with a tenant's token ("" for none).
+func uploadAs(t *testing.T, url, token, name string, data []byte) chat.Attachment {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	fw, _ := mw.CreateFormFile("file", name)
 	fw.Write(data)
 	mw.Close()
-	resp, err := http.Post(url+"/v1/attachments", mw.FormDataContentType(), &body)
+	req, _ := http.NewRequest("POST", url+"/v1/attachments", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,18 @@ func toAPIChat(c persistence.Chat, last int64) api.Chat {
 	return out
 }
 
+// Pages of GET /v1/chats.
+const (
+	defaultChatPage = 100
+	maxChatPage     = 1000
+)
+
 func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req api.CreateChatRequest
 	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	if !s.titleFits(w, &req.Title) {
 		return
 	}
 	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
@@ -40,17 +49,44 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	writeJSON(w, http.StatusCreated, toAPIChat(c, 0))
 }
 
+// titleFits answers 400 and reports false when a title is over
+// limits.max_title_runes.
+func (s *Server) titleFits(w http.ResponseWriter, title *string) bool {
+	if title == nil {
+		return true
+	}
+	if n, most := utf8.RuneCountInString(*title), s.cfg.Limits.MaxTitleRunes; n > most {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("title is %d characters; the limit is %d (limits.max_title_runes)", n, most))
+		return false
+	}
+	return true
+}
+
+// listChats answers one page of the tenant's chats, in id order.
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string) {
-	cs, err := s.hub.Chats(r.Context(), tenant)
+	q := r.URL.Query()
+	limit := defaultChatPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxChatPage {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit %q: want a whole number from 1 to %d", clip(v, 20), maxChatPage))
+			return
+		}
+		limit = n
+	}
+	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, q.Get("after"), limit)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	out := make([]api.Chat, 0, len(cs))
+	page := api.ChatList{Chats: make([]api.Chat, 0, len(cs))}
 	for _, c := range cs {
-		out = append(out, toAPIChat(c, -1))
+		page.Chats = append(page.Chats, toAPIChat(c, -1))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"chats": out})
+	if more {
+		page.Next = cs[len(cs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -64,7 +100,7 @@ func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) 
 
 func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req api.PatchChatRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req) || !s.titleFits(w, req.Title) {
 		return
 	}
 	id := r.PathValue("id")
@@ -82,6 +118,14 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	s.getChat(w, r, tenant)
+}
+
+func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, tenant string) {
+	if err := s.hub.DeleteChat(r.Context(), tenant, r.PathValue("id")); err != nil {
+		writeHubError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -159,6 +203,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
 	id := r.PathValue("id")
+	// The chat first: a message to a chat the tenant does not have stores
+	// nothing, not even its attachments.
+	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+		writeHubError(w, err)
+		return
+	}
 	if err := s.attach(r.Context(), tenant, &msg, req); err != nil {
 		writeHubError(w, err)
 		return
@@ -289,7 +339,8 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 	})
 }
 
-// watch streams every event of a chat until the client goes.
+// watch streams every event of a chat until the client goes or the chat
+// is deleted.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
@@ -298,7 +349,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, func(eventbus.Event) (bool, bool) { return true, false })
+	pump(w, r, sub, func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing

@@ -105,10 +105,8 @@ func TestAuthTokens(t *testing.T) {
 		"no token":              {"", "", 401, "unauthorized"},
 		"wrong token":           {"tok-c", "", 401, "unauthorized"},
 		"prefix of a token":     {"tok-", "", 401, "unauthorized"},
-		"token in the query":    {"", "?access_token=tok-a", 200, ""},
-		"wrong token in query":  {"", "?access_token=nope", 401, "unauthorized"},
+		"token in the query":    {"", "?access_token=tok-a", 401, "unauthorized"}, // only event streams take it
 		"right token":           {"tok-a", "", 200, ""},
-		"header beats query":    {"nope", "?access_token=tok-a", 401, "unauthorized"},
 		"other tenant's token":  {"tok-b", "", 200, ""},
 		"token with extra text": {"tok-a tok-b", "", 401, "unauthorized"},
 	}
@@ -121,10 +119,43 @@ func TestAuthTokens(t *testing.T) {
 			}
 		})
 	}
+	// The event stream, which a browser's EventSource opens without
+	// headers, is the one route that takes the token in the query.
+	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := d.Server.URL + "/v1/chats/" + c.ID + "/events"
+	streams := map[string]struct {
+		token, query string
+		status       int
+	}{
+		"token in the query":   {"", "?access_token=tok-a", 200},
+		"wrong token in query": {"", "?access_token=nope", 401},
+		"header beats query":   {"nope", "?access_token=tok-a", 401},
+	}
+	for name, tc := range streams {
+		t.Run("events/"+name, func(t *testing.T) {
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, events+tc.query, nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
 	// A refused request creates nothing.
 	call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats", "tok-c", `{}`).want(t, 401, "unauthorized")
-	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 0 {
-		t.Fatalf("tenant a has %d chats after refused requests", len(cs))
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats after refused requests, want its one", len(cs))
 	}
 }
 

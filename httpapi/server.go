@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -33,6 +35,9 @@ type Server struct {
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
 	mux    *http.ServeMux
+	guard  *webGuard
+	// handler is the mux behind the guard.
+	handler http.Handler
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -58,6 +63,8 @@ func (s *Server) Drain(ctx context.Context) error {
 // New builds the handler. tokens maps bearer tokens to tenants.
 func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}, inFlight: map[string]int{}}
+	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
+	s.handler = s.guard.wrap(s.mux)
 	s.routes()
 	return s
 }
@@ -67,14 +74,17 @@ const DefaultTenant = "default"
 
 func (s *Server) routes() {
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
-		s.mux.Handle(pattern, s.authed(h))
+		s.mux.Handle(pattern, s.authed(h, false))
 	}
 	api("POST /v1/chats", s.createChat)
 	api("GET /v1/chats", s.listChats)
 	api("GET /v1/chats/{id}", s.getChat)
 	api("PATCH /v1/chats/{id}", s.patchChat)
+	api("DELETE /v1/chats/{id}", s.deleteChat)
 	api("POST /v1/chats/{id}/messages", s.sendMessage)
-	api("GET /v1/chats/{id}/events", s.watch)
+	// The one event stream a browser's EventSource opens: it cannot set
+	// headers, so the token may come in the query here, and only here.
+	s.mux.Handle("GET /v1/chats/{id}/events", s.authed(s.watch, true))
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
@@ -88,9 +98,11 @@ func (s *Server) routes() {
 	api("GET /v1/memory-runs", s.listRuns)
 	api("POST /v1/memories/{id}/approve", s.approveMemory)
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
-	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload))
+	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false))
 	s.mux.HandleFunc("GET /healthz", s.health)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{}))
+	if s.cfg.Metrics.Listen == "" {
+		s.mux.Handle("GET /metrics", s.authedRaw(func(w http.ResponseWriter, r *http.Request, _ string) { s.metrics().ServeHTTP(w, r) }, false))
+	}
 	s.mountConsole()
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
@@ -98,16 +110,28 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// tenantOf returns the caller's tenant, or "" when the token is missing or wrong.
-func (s *Server) tenantOf(r *http.Request) string {
+func (s *Server) metrics() http.Handler {
+	return promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{})
+}
+
+// MetricsHandler serves /metrics alone, without a token, behind the Host
+// check: for metrics.listen, the address an operator gives a scraper.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics())
+	return newWebGuard(s.cfg.HTTP.AllowedHosts, false, s.log).wrap(mux)
+}
+
+// tenantOf returns the caller's tenant, or "" when the token is missing or
+// wrong. The query's access_token counts only where inQuery allows it.
+func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 	if len(s.tokens) == 0 {
 		return DefaultTenant
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		// A client that cannot set headers (a browser's EventSource) may pass the token in the query.
+	if !ok && inQuery {
 		tok = r.URL.Query().Get("access_token")
 	}
 	tenant := ""
@@ -119,21 +143,31 @@ func (s *Server) tenantOf(r *http.Request) string {
 	return tenant
 }
 
-func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+// authed authenticates, rate-limits and bounds the body in size and time.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
 	return s.authedRaw(func(w http.ResponseWriter, r *http.Request, tenant string) {
+		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 		h(w, r, tenant)
-	})
+	}, tokenInQuery)
 }
 
 // authedRaw authenticates and rate-limits without bounding the body (the
-// upload route bounds it itself).
-func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+// upload route bounds it itself). A refused request's body is never read:
+// its connection closes after the answer.
+func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant := s.tenantOf(r)
+		tenant := s.tenantOf(r, tokenInQuery)
 		if tenant == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentd"`)
+			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or unknown bearer token")
+			return
+		}
+		if !admitConn(r, tenant) {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant holds %d connections, the most allowed (http.conns_per_tenant); reuse one", s.cfg.HTTP.ConnsPerTenant))
 			return
 		}
 		if wait, ok := s.allow(tenant); !ok {
@@ -181,13 +215,22 @@ func (s *Server) releaseTurn(tenant string) {
 }
 
 // decode reads a JSON body strictly into v, answering the error itself.
+// Bytes that are not UTF-8 are refused, not replaced: what is stored is what
+// was sent. The body is already bounded by MaxBytesReader.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(r.Body)
+	if err == nil && !utf8.Valid(body) {
+		writeError(w, http.StatusBadRequest, "bad_request", "request body is not valid UTF-8")
+		return false
+	}
 	if err == nil {
-		if _, next := dec.Token(); !errors.Is(next, io.EOF) {
-			err = errors.New("the body holds more than one JSON value")
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
+		if err == nil {
+			if _, next := dec.Token(); !errors.Is(next, io.EOF) {
+				err = errors.New("the body holds more than one JSON value")
+			}
 		}
 	}
 	var tooBig *http.MaxBytesError
@@ -196,6 +239,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return true
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
+	case bodyTimedOut(err):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive within http.read_timeout")
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, "bad_request", "request body is empty; send a JSON object")
 	default:

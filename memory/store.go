@@ -71,7 +71,7 @@ type Options struct {
 	// location. Optional. Defaults to time.Now (the daemon's local zone).
 	Now func() time.Time
 	// Mask hides secrets in a memory's text before it is stored (wire
-	// summarizer.Mask). Optional. Defaults to keeping the text as it is.
+	// redact.Mask). Optional. Defaults to keeping the text as it is.
 	Mask func(string) string
 }
 
@@ -316,6 +316,12 @@ func (s *Store) UndoRun(ctx context.Context, tenant, runID string) (Run, error) 
 
 type readUntil struct {
 	Seq int64 `json:"seq"`
+}
+
+// ChatRecords names the records the store keeps for one chat (its
+// read-until mark), for deleting the chat with them.
+func ChatRecords(chatID string) []persistence.RecordKey {
+	return []persistence.RecordKey{{Kind: readUntilKind, ID: chatID}}
 }
 
 // ReadUntil returns the seq through which the chat's words have been read by

@@ -197,9 +197,12 @@ func (c *Catalog) infoLocked(e *entry, model string) providers.ModelInfo {
 		mi = providers.ModelInfo{ID: model, Local: e.company.Local}
 	}
 	mi.Provider = e.cfg.Name
+	// A server on this computer lists the window it runs: a configured
+	// window may lower that figure, never raise it (issue 16).
+	serverBound := listed && e.company.Local && mi.WindowSource == providers.SourceList && mi.Window > 0
 	for _, m := range e.cfg.Models {
 		if m.ID == model {
-			if m.Window > 0 {
+			if m.Window > 0 && (!serverBound || m.Window < mi.Window) {
 				mi.Window, mi.WindowSource = m.Window, providers.SourceConfig
 			}
 			mi.Vision = mi.Vision || m.Vision

@@ -34,6 +34,10 @@ type Options struct {
 	InMemory bool
 	// Logger receives Badger's own log lines; nil silences them.
 	Logger badger.Logger
+
+	// memTable overrides the memtable size, which bounds one transaction;
+	// tests shrink it to reach the batched chat deletion.
+	memTable int64
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -41,9 +45,12 @@ func Open(dir string, o Options) (*Store, error) {
 	// Memory: Badger's defaults (five 64 MB memtables, a 256 MB block
 	// cache) are sized for a database that owns the machine; a daemon that
 	// also hosts thousands of chats keeps them smaller, for a flat footprint.
+	if o.memTable == 0 {
+		o.memTable = 32 << 20
+	}
 	opts := badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(o.Logger).
 		WithNumVersionsToKeep(1).WithCompactL0OnClose(true).
-		WithMemTableSize(32 << 20).WithNumMemtables(3).WithBlockCacheSize(64 << 20)
+		WithMemTableSize(o.memTable).WithNumMemtables(3).WithBlockCacheSize(64 << 20)
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
@@ -51,7 +58,12 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	st := &Store{db: db}
+	if err := st.finishDeletes(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // Close flushes and closes the database.
@@ -91,6 +103,7 @@ func snapKey(id string) []byte           { return []byte("s/" + id) }
 func msgPrefix(id string) []byte         { return []byte("m/" + id + "/") }
 func windowKey(p, m string) []byte       { return []byte("w/" + p + "/" + m) }
 func recordKey(kind, id string) []byte   { return []byte("k/" + kind + "/" + id) }
+func deletingKey(id string) []byte       { return []byte("d/" + id) }
 
 func msgKey(id string, seq int64) []byte {
 	k := msgPrefix(id)
@@ -197,6 +210,40 @@ func (s *Store) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 	return out, nil
 }
 
+// ChatsPage lists up to limit of a tenant's chats in id order, starting
+// after the id after ("" from the first), and whether more follow. It reads
+// only the chats it returns, so a page costs the same however many a tenant
+// has.
+func (s *Store) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error) {
+	var out []Chat
+	more := false
+	err := s.db.View(func(txn *badger.Txn) error {
+		prefix := tenantKey(tenant, "")
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(tenantKey(tenant, after)); it.Valid(); it.Next() {
+			id := string(it.Item().Key()[len(prefix):])
+			if id == after {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				return nil
+			}
+			var c Chat
+			if err := getTxn(txn, chatKey(id), &c); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list chats of %s: %w", tenant, err)
+	}
+	return out, more, nil
+}
+
 // chatsOf reads a tenant's chats through the tenant index.
 func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 	prefix := tenantKey(tenant, "")
@@ -210,6 +257,106 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 		*out = append(*out, c)
 	}
 	return nil
+}
+
+// RecordKey names one generic record, as PutRecord was given it.
+type RecordKey struct{ Kind, ID string }
+
+// DeleteChat removes a chat: its metadata, its tenant index entry, its
+// snapshot, every message of its log, and the given records of other
+// packages that belong to it. ErrNotFound if there is no such chat.
+//
+// A chat whose keys fit in one Badger transaction (a memtable's worth:
+// with the defaults, some hundred thousand messages) goes in that one
+// transaction. A bigger one goes in a crash-safe order: one transaction
+// removes everything but the messages and writes a tombstone, so the chat
+// is gone from every read at once; then the messages go in batches; then
+// the tombstone. Open finishes a deletion a crash interrupted.
+func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
+	var whole bool
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		var c Chat
+		if err := getTxn(txn, chatKey(id), &c); err != nil {
+			return err
+		}
+		keys := [][]byte{chatKey(id), tenantKey(c.Tenant, id), snapKey(id)}
+		for _, r := range records {
+			keys = append(keys, recordKey(r.Kind, r.ID))
+		}
+		for _, k := range keys {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		// The tombstone goes in before the messages fill the transaction.
+		if err := txn.Set(deletingKey(id), nil); err != nil {
+			return err
+		}
+		var err error
+		whole, err = deleteRest(txn, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete chat %s: %w", id, err)
+	}
+	if whole {
+		return nil
+	}
+	return s.finishDelete(ctx, id)
+}
+
+// deleteRest deletes as many of a tombstoned chat's messages as txn takes
+// and, once none is left, the tombstone; whole reports that it got there.
+func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
+	var keys [][]byte
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(id)})
+	for it.Rewind(); it.Valid(); it.Next() {
+		keys = append(keys, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range append(keys, deletingKey(id)) {
+		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// finishDelete deletes what a tombstoned chat has left, a batch a
+// transaction, then its tombstone.
+func (s *Store) finishDelete(ctx context.Context, id string) error {
+	for whole := false; !whole; {
+		err := s.update(ctx, func(txn *badger.Txn) error {
+			var err error
+			whole, err = deleteRest(txn, id)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete chat %s: messages: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// finishDeletes finishes every deletion a crash interrupted.
+func (s *Store) finishDeletes(ctx context.Context) error {
+	var ids []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: deletingKey("")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			ids = append(ids, string(it.Item().Key()[len(deletingKey("")):]))
+		}
+		return nil
+	})
+	for _, id := range ids {
+		if err == nil {
+			err = s.finishDelete(ctx, id)
+		}
+	}
+	return err
 }
 
 // Append stores messages at the end of a chat's log, assigning each the

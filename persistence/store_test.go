@@ -3,8 +3,12 @@ package persistence
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -148,4 +152,132 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("round trip changed the snapshot")
 		}
 	})
+}
+
+// keysUnder lists the keys whose text starts with any of prefixes.
+func keysUnder(t *testing.T, s *Store, prefixes ...string) []string {
+	t.Helper()
+	var out []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := string(it.Item().Key())
+			for _, p := range prefixes {
+				if strings.HasPrefix(k, p) {
+					out = append(out, k)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// chatKeys are the key prefixes of everything stored under chat id.
+func chatKeys(tenant, id string) []string {
+	return []string{"c/" + id, "t/" + tenant + "/" + id, "s/" + id, "m/" + id + "/", "d/" + id, "k/mark/" + id}
+}
+
+func TestDeleteChatRemovesAllOfTheChatAndNothingElse(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	for _, id := range []string{"a", "b"} {
+		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t1", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, id, chat.Message{Role: chat.RoleUser, Content: "hello " + id}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveSnapshot(ctx, id, Snapshot{Summary: "of " + id}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRecord(ctx, "mark", id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteChat(ctx, "a", RecordKey{Kind: "mark", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysUnder(t, s, chatKeys("t1", "a")...); len(left) != 0 {
+		t.Fatalf("left of the deleted chat: %q", left)
+	}
+	if n, _ := s.CountChats(ctx, "t1"); n != 1 {
+		t.Fatalf("the tenant counts %d chats, want 1", n)
+	}
+	if kept := keysUnder(t, s, chatKeys("t1", "b")...); len(kept) != 5 { // all but a tombstone
+		t.Fatalf("the other chat lost data: %q", kept)
+	}
+	if err := s.DeleteChat(ctx, "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleting again: %v, want ErrNotFound", err)
+	}
+}
+
+func TestDeleteOfAChatTooBigForOneTransactionFinishesAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	small := Options{memTable: 8 << 20} // one transaction takes about 14,000 keys
+	s, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"big", "crashed"} {
+		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t1", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			batch := make([]chat.Message, 500)
+			for i := range batch {
+				batch[i] = chat.Message{Role: chat.RoleUser, Content: "a message of some length"}
+			}
+			if _, err := s.Append(ctx, id, batch...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The premise: the log does not fit one transaction.
+	err = s.db.Update(func(txn *badger.Txn) error {
+		whole, err := deleteRest(txn, "big")
+		if err == nil && whole {
+			return errors.New("20,000 messages fit one transaction; the test needs more")
+		}
+		return errors.New("discard")
+	})
+	if err == nil || err.Error() != "discard" {
+		t.Fatal(err)
+	}
+
+	if err := s.DeleteChat(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysUnder(t, s, chatKeys("t1", "big")...); len(left) != 0 {
+		t.Fatalf("%d keys left of the deleted chat, e.g. %q", len(left), left[0])
+	}
+
+	// A crash after the first transaction leaves the tombstone and the log.
+	err = s.db.Update(func(txn *badger.Txn) error {
+		for _, k := range [][]byte{chatKey("crashed"), tenantKey("t1", "crashed")} {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return txn.Set(deletingKey("crashed"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if left := keysUnder(t, s, chatKeys("t1", "crashed")...); len(left) != 0 {
+		t.Fatalf("%d keys left of the chat whose deletion a crash cut, e.g. %q", len(left), left[0])
+	}
 }

@@ -13,10 +13,15 @@ func FuzzDetectTooLong(f *testing.F) {
 	f.Add("openai", 400, `{"error":{"message":"This model's maximum context length is 4097 tokens. However, you requested 4120 tokens (3120 in the messages, 1000 in the completion).","code":"context_length_exceeded"}}`)
 	f.Add("anthropic", 429, `{"type":"rate_limit_error","message":"30,000 input tokens per minute. Please reduce the prompt length"}`)
 	f.Add("", 0, `\\\\u003e\\"\\n`)
+	f.Add("llamacpp", 200, "event: error\ndata: {\"error\":{\"type\":\"exceed_context_size_error\",\"n_ctx\":4096,\"n_prompt_tokens\":5000}}\n\n")
+	f.Add("openrouter", 502, `{"error":{"message":"{\"error\":{\"code\":429,\"message\":\"{\\\"code\\\":\\\"context_length_exceeded\\\"}\"}}"}}`)
 	f.Fuzz(func(t *testing.T, provider string, status int, body string) {
 		v := DetectTooLong(provider, status, body)
 		if v != DetectTooLong(provider, status, body) {
 			t.Fatal("verdict not deterministic")
+		}
+		if e := ExplainTooLong(provider, status, body); e.Verdict != v || (v.TooLong && len(e.Rules) == 0) || (e.Veto != "" && v.TooLong) {
+			t.Fatalf("explanation disagrees with the verdict: %+v vs %+v", e, v)
 		}
 		if !v.TooLong && v != (Verdict{}) {
 			t.Fatalf("figures without a verdict: %+v", v)

@@ -174,3 +174,36 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// LearntWindow is what a "too long" refusal teaches of the window of the
+// model that sent it: the window it names; else an upper bound 5% under what
+// was sent (the refusal's own count, or sent, agentd's corrected estimate of
+// the input, plus answer, its max_tokens, when the refusal counts it), and
+// never above 95% of believed, the window the request was sized to. So a
+// second refusal naming no window lowers the bound the first one taught
+// even when the request was sized exactly to it. 0: nothing to learn.
+func LearntWindow(e *Error, sent, answer, believed int) int {
+	if e == nil || !e.TooLong {
+		return 0
+	}
+	if e.Window > 0 {
+		return e.Window
+	}
+	total := e.Requested
+	if total <= 0 {
+		total = sent
+		if e.CountsOutput {
+			total += answer
+		}
+	}
+	if total <= 0 {
+		return 0
+	}
+	if believed > 0 {
+		total = min(total, believed)
+	}
+	if bound := total * 95 / 100; bound >= minPlausibleWindow && (believed <= 0 || bound < believed) {
+		return bound
+	}
+	return 0
+}

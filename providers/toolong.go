@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -45,30 +46,62 @@ const (
 // companies' bodies; the provider only adds its own weak hints. status 0 means
 // unknown (a body an SDK printed without it).
 func DetectTooLong(provider string, status int, body string) Verdict {
+	return ExplainTooLong(provider, status, body).Verdict
+}
+
+// Explanation is how DetectTooLong reached its verdict, for `agentd debug
+// too-long --explain` and for logs.
+type Explanation struct {
+	Verdict Verdict
+	// Status is set when the HTTP status alone decided (a 429, 401, …).
+	Status string
+	// Veto names the look-alike the body was taken for ("" for none).
+	Veto string
+	// Rules lists the wordings and JSON fields that matched, in order.
+	Rules []string
+	// Input, Output and Total are the other figures the body names (0 when
+	// it names none): what Window is not.
+	Input, Output, Total int
+}
+
+// ExplainTooLong is DetectTooLong with its reasons.
+func ExplainTooLong(provider string, status int, body string) Explanation {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusPaymentRequired,
 		http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		// A rate limit, a bill or a bad key: never about the window, however
 		// the body words it ("Please reduce the prompt length" on a 429).
-		return Verdict{}
+		return Explanation{Status: fmt.Sprintf("HTTP %d is never about the window", status)}
+	}
+	if len(body) > maxScan {
+		body = body[:maxScan]
+	}
+	st := readStructure(body)
+	if st.veto != "" {
+		return Explanation{Veto: st.veto}
 	}
 	text := normalize(body)
-	if vetoed(text) {
-		return Verdict{}
+	if w := vetoed(text); w != "" {
+		return Explanation{Veto: w}
 	}
-	var f facts
+	f := facts{rules: st.rules, hit: st.hit}
+	setOnce(&f.window, st.window)
+	setOnce(&f.input, st.input)
 	for _, r := range sharedRules {
 		r.apply(text, &f)
 	}
 	for _, r := range providerRules[canonicalName(provider)] {
 		r.apply(text, &f)
 	}
-	if !f.hit && status == http.StatusRequestEntityTooLarge {
-		// 413 with no other word: the body was too big in bytes; a shorter
-		// transcript is the cure all the same.
-		f.hit = true
+	// A 413 with no other word is a proxy's limit on bytes (nginx's
+	// client_max_body_size), not the model's window: left alone, so no
+	// window is learned and no chat is folded for it.
+	v := f.verdict()
+	e := Explanation{Verdict: v, Rules: f.rules}
+	if v.TooLong {
+		e.Input, e.Output, e.Total = f.input, f.output, f.total
 	}
-	return f.verdict()
+	return e
 }
 
 // ClassifyHTTPError builds the *Error an adapter returns for a non-2xx answer
@@ -161,6 +194,7 @@ type facts struct {
 	window, total           int
 	input, output           int
 	inputOnly, countsOutput bool
+	rules                   []string // what matched, for Explanation
 }
 
 func (f *facts) verdict() Verdict {
@@ -193,9 +227,6 @@ func setOnce(dst *int, n int) {
 // lower-case line without quotes, so one set of patterns reads them all.
 func normalize(body string) string {
 	s := body
-	if len(s) > maxScan {
-		s = s[:maxScan]
-	}
 	// Each layer of JSON-in-JSON doubles the backslashes; three layers is
 	// more than any body we have seen.
 	for i := 0; i < 3 && strings.Contains(s, `\\`); i++ {
@@ -220,20 +251,20 @@ var (
 		`\"`, "", `\'`, "", `"`, "", "'", "", "`", "", `\`, "")
 )
 
-// vetoed reports bodies that look like "too long" but are a rate limit, a
-// quota, an output cap, a content filter or a field-length check.
-func vetoed(text string) bool {
+// vetoed names the look-alike a body is (a rate limit, a quota, an output
+// cap, a content filter, a field-length check, a payload size), "" for none.
+func vetoed(text string) string {
 	for _, w := range lookAlikeWords {
 		if strings.Contains(text, w) {
-			return true
+			return w
 		}
 	}
 	for _, re := range lookAlikeRes {
 		if re.MatchString(text) {
-			return true
+			return re.String()
 		}
 	}
-	return false
+	return ""
 }
 
 // Plain substrings are checked with strings.Contains: one alternation of
@@ -253,6 +284,12 @@ var lookAlikeWords = []string{
 	"maximum allowed number of output tokens", "maximum tokens you requested exceed",
 	// per-field string checks
 	"string too long", "string_above_max_length", "expected a string with maximum length",
+	// payload sizes in bytes: a proxy's page, Bedrock's 25 MB body limit
+	"request entity too large", "member must have length less than or equal to",
+	// a tokenizer's warning in a server log, not a refusal
+	"token indices sequence length",
+	// TGI's own cap on max_new_tokens, whatever the input
+	"validation error: max_new_tokens must be",
 }
 
 var lookAlikeRes = []*regexp.Regexp{
@@ -280,6 +317,7 @@ func (r rule) apply(text string, f *facts) {
 		for _, l := range r.lits {
 			if strings.Contains(text, l) {
 				f.hit = true
+				f.rules = append(f.rules, "phrase "+strconv.Quote(l))
 				return
 			}
 		}
@@ -289,6 +327,7 @@ func (r rule) apply(text string, f *facts) {
 	if m == nil {
 		return
 	}
+	f.rules = append(f.rules, "wording "+strconv.Quote(strings.ReplaceAll(r.re.String(), num, "{n}")))
 	if r.trigger {
 		f.hit = true
 	}
@@ -408,6 +447,35 @@ var sharedRules = []rule{
 	{re: words(`inputs must have less than {n} tokens\. given: {n}`), trigger: true, set: inputOnly(2, 1)},
 	// Cohere, Bedrock
 	anyOf("too many tokens: size limit exceeded", "input is too long for requested model", "too many input tokens"),
+	// llama-cpp-python, ctransformers, watsonx, vLLM's scheduler
+	{re: words(`requested tokens(?: \({n}\))? exceed context window of {n}`), trigger: true, set: inputOnly(1, 2)},
+	{re: words(`number of tokens \({n}\) exceeded maximum context length \({n}\)`), trigger: true, set: inputOnly(1, 2)},
+	{re: words(`\btoken sequence length is longer than the specified maximum sequence length for this model \({n} > {n}\)`), trigger: true, set: inputOnly(1, 2)},
+	{re: words(`input prompt \({n} tokens\) is too long and exceeds limit of {n}`), trigger: true, set: inputOnly(1, 2)},
+	// Ollama's runner log line
+	{re: words(`input exceeds context length prompt={n} limit={n}`), trigger: true, set: inputOnly(1, 2)},
+	// SGLang
+	{re: words(`maximum context length of {n} tokens\. you requested a total of {n} tokens: {n} tokens from the input messages and {n} tokens for the completion`), trigger: true,
+		set: func(f *facts, n []int) {
+			setOnce(&f.window, n[1])
+			setOnce(&f.total, n[2])
+			setOnce(&f.input, n[3])
+			setOnce(&f.output, n[4])
+		}},
+	{re: words(`the input \({n} tokens\) is longer than the models context length \({n} tokens\)`), trigger: true, set: inputOnly(1, 2)},
+	{re: words(`input length \({n} tokens\) exceeds the maximum allowed length \({n} tokens\)`), trigger: true, set: inputOnly(1, 2)},
+	// vLLM since vllm-project/vllm#36197 (and NVIDIA NIM, which runs it)
+	{re: words(`you passed {n} input tokens and requested {n} output tokens\. however, the models context length is only {n} tokens`), trigger: true,
+		set: func(f *facts, n []int) { setOnce(&f.input, n[1]); setOnce(&f.output, n[2]); setOnce(&f.window, n[3]) }},
+	// Cerebras, SambaNova, Cohere
+	{re: words(`current length is {n} while limit is {n}`), trigger: true,
+		set: func(f *facts, n []int) { setOnce(&f.input, n[1]); setOnce(&f.window, n[2]) }},
+	{re: words(`the maximum context length of \S+ is {n}\. however, answering your request will take {n} tokens`), trigger: true,
+		set: func(f *facts, n []int) { setOnce(&f.window, n[1]); setOnce(&f.total, n[2]); f.countsOutput = true }},
+	{re: words(`total number of tokens \(prompt and prediction\) cannot exceed {n} - received {n}`), trigger: true,
+		set: func(f *facts, n []int) { setOnce(&f.window, n[1]); setOnce(&f.total, n[2]); f.countsOutput = true }},
+	// TGI when the counts are left out
+	{re: words(`inputs tokens \+ max_new_tokens must be <= {n}`), trigger: true, set: func(f *facts, n []int) { setOnce(&f.window, n[1]) }},
 	// vLLM before 0.5 derived max_tokens = window - prompt, negative when
 	// the prompt alone was over (vllm-project/vllm#4667).
 	onlyHit(`max_tokens must be at least 1, got -\d`),

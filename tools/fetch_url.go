@@ -9,15 +9,15 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
+
+	"github.com/agentd/agentd/netguard"
 )
 
 //go:embed fetch_url.md
@@ -50,9 +50,6 @@ const (
 	maxRedirects         = 5
 )
 
-// errBlockedAddress is returned by the dialer for a non-public address.
-var errBlockedAddress = errors.New("address is not public")
-
 // RegisterFetchURL adds the fetch_url tool.
 func RegisterFetchURL(r *Registry, opts FetchOptions) error {
 	f := newFetcher(opts)
@@ -79,7 +76,7 @@ func newFetcher(opts FetchOptions) *fetcher {
 		// Checked on the resolved address at connect time, so a public name
 		// that resolves to a private address (DNS rebinding) and a redirect
 		// to one are both refused.
-		dialer.Control = publicOnly
+		dialer = netguard.Dialer(opts.Timeout)
 	}
 	transport := &http.Transport{
 		// No proxy from the environment: through a proxy the dialer would
@@ -105,34 +102,6 @@ func newFetcher(opts FetchOptions) *fetcher {
 		},
 	}
 	return &fetcher{opts: opts, client: client}
-}
-
-// publicOnly is a dialer's Control that refuses every address but a public
-// one; it sees the resolved address, after DNS and on every redirect.
-func publicOnly(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: %s", errBlockedAddress, address)
-	}
-	if !publicAddr(ap.Addr()) {
-		return fmt.Errorf("%w: %s", errBlockedAddress, ap.Addr())
-	}
-	return nil
-}
-
-// publicAddr reports whether ip is a globally routable unicast address.
-func publicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() ||
-		ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() {
-		return false
-	}
-	// Shared address space (carrier-grade NAT, RFC 6598) is not covered by
-	// IsPrivate but is just as internal.
-	if netip.MustParsePrefix("100.64.0.0/10").Contains(ip) {
-		return false
-	}
-	return true
 }
 
 func (f *fetcher) run(ctx context.Context, p FetchURLParams) (Result, error) {
@@ -202,7 +171,7 @@ func (f *fetcher) run(ctx context.Context, p FetchURLParams) (Result, error) {
 func fetchErrorText(u *url.URL, err error, timeout time.Duration) string {
 	var ne net.Error
 	switch {
-	case errors.Is(err, errBlockedAddress):
+	case errors.Is(err, netguard.ErrNotPublic):
 		return fmt.Sprintf("%s points to a private or local network address, which fetch_url may not reach", u.Redacted())
 	case errors.As(err, &ne) && ne.Timeout():
 		return fmt.Sprintf("%s did not answer within %s", u.Redacted(), timeout)

@@ -39,6 +39,8 @@ type MCPServer struct {
 	// Trusted says the server's output is the operator's own data; otherwise
 	// every result is marked Untrusted, as outside text.
 	Trusted bool
+	// BareNames registers the tools under their own names, unprefixed.
+	BareNames bool
 }
 
 // MCPSeparator joins a server's name and its tool's name.
@@ -201,8 +203,11 @@ func connectMCPServer(ctx context.Context, t mcpTarget, log zerolog.Logger) (*mc
 }
 
 // mcpToolName builds the registry name of an MCP tool.
-func mcpToolName(server, tool string) string {
+func mcpToolName(server, tool string, bare bool) string {
 	name := server + MCPSeparator + sanitizeName(tool)
+	if bare {
+		name = sanitizeName(tool)
+	}
 	if len(name) > maxNameLen {
 		name = name[:maxNameLen]
 	}
@@ -232,7 +237,7 @@ func mcpTool(s MCPServer, session *mcp.ClientSession, mt *mcp.Tool) Tool {
 	}
 	remote := mt.Name
 	untrusted := !s.Trusted
-	name := mcpToolName(s.Name, mt.Name)
+	name := mcpToolName(s.Name, mt.Name, s.BareNames)
 	return Tool{
 		Name:        name,
 		Description: desc,

@@ -271,16 +271,24 @@ func TestConnectMCPConfigErrors(t *testing.T) {
 }
 
 func TestMCPToolName(t *testing.T) {
-	tests := []struct{ server, tool, want string }{
-		{"docs", "search", "docs__search"},
-		{"docs", "files.read", "docs__files_read"},
+	tests := []struct {
+		server, tool string
+		bare         bool
+		want         string
+	}{
+		{"docs", "search", false, "docs__search"},
+		{"docs", "files.read", false, "docs__files_read"},
 		// Each rune outside [A-Za-z0-9_-] becomes one '_'.
-		{"docs", "ünïcode tool", "docs___n_code_tool"},
-		{"srv", strings.Repeat("t", 100), "srv__" + strings.Repeat("t", 64-len("srv__"))},
+		{"docs", "ünïcode tool", false, "docs___n_code_tool"},
+		{"srv", strings.Repeat("t", 100), false, "srv__" + strings.Repeat("t", 64-len("srv__"))},
+		// bare_names: the tool's own name, as a model was trained to call it.
+		{"wx", "get_weather", true, "get_weather"},
+		{"wx", "files.read", true, "files_read"},
+		{"wx", strings.Repeat("t", 100), true, strings.Repeat("t", 64)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool, func(t *testing.T) {
-			got := mcpToolName(tc.server, tc.tool)
+			got := mcpToolName(tc.server, tc.tool, tc.bare)
 			if got != tc.want {
 				t.Errorf("mcpToolName(%q, %q) = %q, want %q", tc.server, tc.tool, got, tc.want)
 			}

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/netguard"
 )
 
 // A webhook tool is run by an application's HTTP endpoint: agentd POSTs
@@ -71,10 +73,12 @@ func CheckWebhookURL(raw string, allowPrivate bool) error {
 		return nil
 	}
 	if strings.EqualFold(u.Hostname(), "localhost") {
-		return fmt.Errorf("webhook url %q: %w (the yaml's toolsets.webhooks_allow_private allows it)", raw, errBlockedAddress)
+		return fmt.Errorf("webhook url %q: %w (the yaml's toolsets.webhooks_allow_private allows it)", raw, netguard.ErrNotPublic)
 	}
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !publicAddr(ip) {
-		return fmt.Errorf("webhook url %q: %w (the yaml's toolsets.webhooks_allow_private allows it)", raw, errBlockedAddress)
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+		if err := netguard.Check(ip); err != nil {
+			return fmt.Errorf("webhook url %q: %w (the yaml's toolsets.webhooks_allow_private allows it)", raw, err)
+		}
 	}
 	return nil
 }
@@ -135,7 +139,7 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 func guardedTransport(timeout time.Duration, allowPrivate bool) *http.Transport {
 	dialer := &net.Dialer{Timeout: timeout}
 	if !allowPrivate {
-		dialer.Control = publicOnly
+		dialer = netguard.Dialer(timeout)
 	}
 	// No proxy: through one the dialer would check the proxy's address.
 	return &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
@@ -146,7 +150,7 @@ func webhookFailure(name string, w Webhook, err error) Result {
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		return errorResult("The tool %s did not answer within %s and was given up. Tell the person it is not answering.", name, w.Timeout)
 	}
-	if errors.Is(err, errBlockedAddress) {
+	if errors.Is(err, netguard.ErrNotPublic) {
 		return errorResult("The tool %s is at a private or local network address, which agentd may not reach.", name)
 	}
 	return errorResult("The tool %s could not be reached: %v", name, err)

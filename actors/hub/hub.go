@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/prompts"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/recall"
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -111,14 +112,14 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := recall.Register(h.tools, h.store); err != nil {
 		return fmt.Errorf("recall tools: %w", err)
 	}
-	h.memory = memory.New(h.store, memory.Options{Mask: summarizer.Mask})
+	h.memory = memory.New(h.store, memory.Options{Mask: redact.Mask})
 	if err := memory.RegisterTools(h.tools, h.memory); err != nil {
 		return fmt.Errorf("memory tools: %w", err)
 	}
 	if h.files, err = attachments.NewStore(h.cfg.DataDir+"/attachments", h.cfg.Attachments.MaxBytes); err != nil {
 		return err
 	}
-	if err := attachments.RegisterTools(h.tools, h.files); err != nil {
+	if err := attachments.RegisterTools(h.tools, h.files, owners{h.store}); err != nil {
 		return fmt.Errorf("attachment tools: %w", err)
 	}
 	if opts.Tools != nil {
@@ -137,7 +138,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
 	out := make([]tools.MCPServer, len(cs))
 	for i, c := range cs {
-		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers}
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames}
 	}
 	return out
 }
@@ -279,6 +280,12 @@ func (h *Hub) Chats(ctx context.Context, tenant string) ([]persistence.Chat, err
 	return h.store.Chats(ctx, tenant)
 }
 
+// ChatsPage lists a page of a tenant's chats in id order after the id
+// after, and whether more follow.
+func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error) {
+	return h.store.ChatsPage(ctx, tenant, after, limit)
+}
+
 // Chat returns one chat and its last seq.
 func (h *Hub) Chat(ctx context.Context, tenant, id string) (persistence.Chat, int64, error) {
 	c, err := h.chatOf(ctx, tenant, id)
@@ -287,6 +294,39 @@ func (h *Hub) Chat(ctx context.Context, tenant, id string) (persistence.Chat, in
 	}
 	last, err := h.store.LastSeq(ctx, id)
 	return c, last, err
+}
+
+// DeleteChat deletes a tenant's chat. Its session is stopped first (a
+// running turn is cancelled, waiting ones refused) and refuses every message
+// until the deletion is over; then its log, snapshot and records go
+// (persistence.DeleteChat); then its watchers hear chat.deleted. The chat
+// no longer counts against the tenant's limit.
+func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
+	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+		return err
+	}
+	root := h.system.Root
+	defer root.Send(h.registry, &session.Retired{ChatID: id})
+	res, err := root.RequestFuture(h.registry, &session.Retire{ChatID: id}, askTimeout).Result()
+	if errors.Is(err, actor.ErrTimeout) {
+		return fmt.Errorf("delete chat %s: its session did not stop: %w", id, ErrTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("delete chat %s: %w", id, err)
+	}
+	if _, ok := res.(*session.RetireDone); !ok {
+		return fmt.Errorf("delete chat %s: unexpected reply %T", id, res)
+	}
+	// Once begun, the deletion is finished even if the caller goes.
+	err = h.store.DeleteChat(context.WithoutCancel(ctx), id, memory.ChatRecords(id)...)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	h.bus.PublishMust(eventbus.Event{Type: chat.EventChatDeleted, ChatID: id, Data: map[string]string{"chat_id": id}}, time.Second)
+	return nil
 }
 
 // Transcript returns every stored message of a chat, untouched.

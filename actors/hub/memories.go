@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/memory"
+	"github.com/agentd/agentd/persistence"
 )
 
 // ErrConflict: the request does not fit the record's state (e.g. approving
@@ -68,10 +70,29 @@ func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, medi
 // AttachPath stores a local file under an allowed directory.
 func (h *Hub) AttachPath(ctx context.Context, tenant, path string) (chat.Attachment, error) {
 	a, err := h.files.PutPath(ctx, path, h.cfg.Attachments.AllowedDirs)
+	var refused *attachments.PathError
+	if errors.As(err, &refused) {
+		// The caller hears only the refusal; why it was refused (which may
+		// say what exists outside the allowed dirs) is for the operator.
+		h.log.Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
+	}
 	if err != nil {
 		return a, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return a, h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
+}
+
+// owners answers the attachment tools from the ownership records, so a
+// model resolves ids only within its chat's tenant.
+type owners struct{ store *persistence.Store }
+
+func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
+	var a chat.Attachment
+	err := o.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Attachment returns a tenant's uploaded attachment by id.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/window"
 )
 
 // Instructions is the extraction model's system prompt.
@@ -14,7 +16,7 @@ const Instructions = `You read what a person wrote in a chat with an assistant a
 - durable facts the person states about themselves (name, family, work, home, health, skills, equipment they use),
 - lasting preferences (how they like things done, what they like or avoid),
 - standing instructions they give the assistant ("always answer in French").
-Leave out passing details of the current task, questions, what other people or documents say, guesses, and anything secret (passwords, keys, tokens, or text masked like [secret:...]).
+Leave out passing details of the current task, questions, what other people or documents say, guesses, and anything secret (passwords, PINs, keys, tokens, or text masked like [secret-1]).
 Write each item as one short self-contained sentence in the third person, for example "The person is vegetarian.".
 Answer with a JSON array of strings and nothing else; answer [] when there is nothing worth remembering.`
 
@@ -45,33 +47,42 @@ type piece struct {
 }
 
 // pieces renders words as masked "Person:" lines and cuts them into pieces
-// of at most limit bytes (a single longer line is a piece by itself, cut to
-// the limit), so a small model reads each whole.
-func pieces(words []chat.Message, limit int) []piece {
-	lines := summarizer.Lines(words)
+// of at most limit bytes and room estimated tokens (a single longer line is
+// a piece by itself, cut to fit), so a small model reads each whole.
+func pieces(words []chat.Message, limit, room int) []piece {
+	lines := summarizer.Lines(words, redact.NewMasker())
 	var out []piece
 	var cur piece
-	size := 0
+	size, tokens := 0, 0
 	for i, l := range lines {
-		if len(l) > limit {
-			cut := limit
-			for cut > 0 && !utf8.RuneStart(l[cut]) {
-				cut--
-			}
-			l = l[:cut]
-		}
-		if size+len(l) > limit && len(cur.lines) > 0 {
+		l = cutTo(l, limit, room)
+		n := window.EstimateText(l) + 1
+		if (size+len(l) > limit || tokens+n > room) && len(cur.lines) > 0 {
 			out = append(out, cur)
-			cur, size = piece{}, 0
+			cur, size, tokens = piece{}, 0, 0
 		}
 		cur.lines = append(cur.lines, l)
 		cur.lastSeq = words[i].Seq
 		size += len(l) + 1
+		tokens += n
 	}
 	if len(cur.lines) > 0 {
 		out = append(out, cur)
 	}
 	return out
+}
+
+// cutTo shortens a line to at most limit bytes and room estimated tokens,
+// on a rune boundary.
+func cutTo(l string, limit, room int) string {
+	cut := min(len(l), limit)
+	for n := window.EstimateText(l[:cut]); n > room && cut > 0; n = window.EstimateText(l[:cut]) {
+		cut = cut * room / (n + 1)
+	}
+	for cut > 0 && cut < len(l) && !utf8.RuneStart(l[cut]) {
+		cut--
+	}
+	return l[:cut]
 }
 
 // userPrompt is the one user message of an extraction request.

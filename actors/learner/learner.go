@@ -35,6 +35,7 @@ import (
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/window"
 )
 
 // Catalog is what the learner needs of the model catalog.
@@ -43,6 +44,9 @@ type Catalog interface {
 	// SummaryModels lists the models to summarise (and learn) with for a
 	// chat's model, cheapest first.
 	SummaryModels(ref string) []string
+	// Learn records the window a refusal taught for ref (persisted, shared
+	// with every chat on that model) and returns the window now believed.
+	Learn(ctx context.Context, ref string, window int) (int, error)
 }
 
 // Chats is what the sweep needs of persistence (*persistence.Store).
@@ -68,8 +72,9 @@ type Config struct {
 	MaxRuns int
 	// CallTimeout bounds one extraction request. Optional. Defaults to 2m.
 	CallTimeout time.Duration
-	// PieceBytes bounds the words sent in one extraction request. Optional.
-	// Defaults to 24000 (the seed's piece a small model reads whole).
+	// PieceBytes bounds the words sent in one extraction request, besides
+	// the window of the model it goes to. Optional. Defaults to 24000 (the
+	// seed's piece a small model reads whole).
 	PieceBytes int
 	// StopWait bounds how long stopping waits for runs in flight. Optional.
 	// Defaults to 10s.
@@ -366,17 +371,9 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 		out.Err = fmt.Errorf("%w: %s: %w", ErrNoModel, refs[0], err)
 		return out
 	}
-	var facts []string
-	readTo := int64(0)
-	for _, p := range pieces(words, cfg.PieceBytes) {
-		out.ModelCalls++
-		got, err := extract(ctx, cfg, client, info.ID, p)
-		if err != nil {
-			out.Err = fmt.Errorf("learn from chat %s with %s: %w", l.ChatID, refs[0], err)
-			break
-		}
-		facts = append(facts, got...)
-		readTo = p.lastSeq
+	facts, readTo, err := extractAll(ctx, cfg, client, refs[0], info, l, words, &out.ModelCalls)
+	if err != nil {
+		out.Err = fmt.Errorf("learn from chat %s with %s: %w", l.ChatID, refs[0], err)
 	}
 	if readTo == 0 {
 		return out
@@ -408,13 +405,76 @@ func raise(ctx context.Context, cfg Config, out Outcome, to int64) Outcome {
 	return out
 }
 
+// extractAll reads words piece by piece, each sized to the window of the
+// model (info) with the chat's estimate corrections, and returns the facts
+// found and the last seq read. A refusal for length heals once: the window
+// it teaches is learned for ref (every chat on that model gains), the piece
+// is cut smaller and asked again. calls counts the requests made.
+func extractAll(ctx context.Context, cfg Config, client providers.Client, ref string, info providers.ModelInfo,
+	l *Learn, words []chat.Message, calls *int) ([]string, int64, error) {
+	cal := window.Calibration{Factor: l.Factor}
+	var facts []string
+	readTo := int64(0)
+	healed := false
+	answer := window.OneShotAnswer(info.Window, answerRoom)
+	ps := pieces(words, cfg.PieceBytes, pieceRoom(info.Window, answer, cal))
+	for len(ps) > 0 {
+		p := ps[0]
+		*calls++
+		got, err := extract(ctx, cfg, client, info, p, answer, cal)
+		var pe *providers.Error
+		if errors.As(err, &pe) && pe.TooLong && !healed {
+			healed = true
+			sent := window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(userPrompt(p)), cal)
+			info.Window = shrunk(ctx, cfg, ref, info.Window, pe, sent, answer)
+			answer = window.OneShotAnswer(info.Window, answerRoom)
+			rest := slices.DeleteFunc(slices.Clone(words), func(m chat.Message) bool { return m.Seq <= readTo })
+			ps = pieces(rest, cfg.PieceBytes, pieceRoom(info.Window, answer, cal))
+			continue
+		}
+		if err != nil {
+			return facts, readTo, err
+		}
+		facts = append(facts, got...)
+		readTo = p.lastSeq
+		ps = ps[1:]
+	}
+	return facts, readTo, nil
+}
+
+// shrunk learns what a refusal teaches of ref's window and returns the
+// window to size the retry to: the learned one, or 5% less when the refusal
+// teaches nothing (the retry must still be smaller).
+func shrunk(ctx context.Context, cfg Config, ref string, believed int, pe *providers.Error, sent, answer int) int {
+	w := providers.LearntWindow(pe, sent, answer, believed)
+	if w <= 0 {
+		return believed * 95 / 100
+	}
+	kept, err := cfg.Catalog.Learn(ctx, ref, w)
+	if err != nil {
+		cfg.Log.Warn().Err(err).Str("model", ref).Msg("learner: learn window")
+		return w
+	}
+	return kept
+}
+
+// pieceRoom is the estimated tokens of words one extraction request may
+// carry on a window, besides its instructions and framing.
+func pieceRoom(windowTokens, answer int, cal window.Calibration) int {
+	fixed := window.EstimateText(Instructions) + window.EstimateText(userPrompt(piece{})) + 16
+	return max(window.InputRoom(windowTokens, answer, cal)-fixed, 64)
+}
+
 // extract asks the model for the facts in one piece.
-func extract(ctx context.Context, cfg Config, client providers.Client, model string, p piece) ([]string, error) {
+func extract(ctx context.Context, cfg Config, client providers.Client, info providers.ModelInfo, p piece, answer int, cal window.Calibration) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
+	prompt := userPrompt(p)
 	resp, err := client.Stream(cctx, providers.Request{
-		Model: model, System: Instructions, MaxTokens: answerRoom,
-		Messages: []chat.Message{{Role: chat.RoleUser, Content: userPrompt(p)}},
+		Model: info.ID, System: Instructions, MaxTokens: answer,
+		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		NumCtx:         info.Window,
+		EstimatedInput: window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(prompt), cal),
 	}, func(providers.Event) {})
 	if err != nil {
 		return nil, err
@@ -480,7 +540,7 @@ func sweepChat(ctx context.Context, cfg Config, c persistence.Chat) (*Learn, err
 		model = c.Model
 	}
 	return &Learn{ChatID: c.ID, Tenant: c.Tenant, Words: personWords(msgs, mark),
-		ThroughSeq: msgs[len(msgs)-1].Seq, Model: model,
+		ThroughSeq: msgs[len(msgs)-1].Seq, Model: model, Factor: snap.Factor,
 		Untrusted: snap.Untrusted || slices.ContainsFunc(msgs, func(m chat.Message) bool { return m.Untrusted }),
 		NoAuto:    c.NoAutoRemember, Source: memory.SourceSweep}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/window"
 )
 
 // fakeModel is a scripted providers.Client. By default it answers each
@@ -28,6 +29,7 @@ type fakeModel struct {
 	mu      sync.Mutex
 	calls   int
 	prompts []string
+	reqs    []providers.Request
 	// answer overrides the default answer when set.
 	answer func(call int, prompt string) (providers.Response, error)
 	// gate, when set, holds every call until it is closed (or the call's
@@ -45,6 +47,7 @@ func (f *fakeModel) Stream(ctx context.Context, req providers.Request, emit func
 	f.calls++
 	call := f.calls
 	f.prompts = append(f.prompts, prompt)
+	f.reqs = append(f.reqs, req)
 	f.inFlight++
 	f.maxIn = max(f.maxIn, f.inFlight)
 	gate, answer := f.gate, f.answer
@@ -92,6 +95,19 @@ type fakeCatalog struct {
 	err      error
 	noModels bool
 	resolved []string
+	window   int            // the window Resolve reports; 0: 32,000
+	learned  map[string]int // what Learn was told
+}
+
+func (c *fakeCatalog) Learn(_ context.Context, ref string, w int) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.learned == nil {
+		c.learned = map[string]int{}
+	}
+	c.learned[ref] = w
+	c.window = w
+	return w, nil
 }
 
 func (c *fakeCatalog) Resolve(ref string) (providers.Client, providers.ModelInfo, error) {
@@ -102,7 +118,11 @@ func (c *fakeCatalog) Resolve(ref string) (providers.Client, providers.ModelInfo
 		return nil, providers.ModelInfo{}, c.err
 	}
 	_, id, _ := strings.Cut(ref, "/")
-	return c.model, providers.ModelInfo{ID: id, Window: 32_000}, nil
+	w := c.window
+	if w == 0 {
+		w = 32_000
+	}
+	return c.model, providers.ModelInfo{ID: id, Window: w}, nil
 }
 
 func (c *fakeCatalog) SummaryModels(ref string) []string {
@@ -604,12 +624,115 @@ func TestParseFacts(t *testing.T) {
 
 func TestPromptMasksSecrets(t *testing.T) {
 	e := newEnv(t, nil)
-	w := person("My OpenAI key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it.")
+	w := person("My OpenAI key is sk-proj-abcdefghijklmnopqrstuvwxyz123456, keep it. Mein Passwort lautet Sommer2024, meine PIN ist 4711.")
 	w.Seq = 1
 	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: []chat.Message{w}, ThroughSeq: 1, Model: "fake/big"})
 	e.next(t)
 	_, prompts, _ := e.model.stats()
-	if strings.Contains(prompts[0], "abcdefghijklmnop") {
-		t.Fatalf("a secret reached the model:\n%s", prompts[0])
+	for _, secret := range []string{"abcdefghijklmnop", "Sommer2024", "4711"} {
+		if strings.Contains(prompts[0], secret) {
+			t.Fatalf("a secret reached the model:\n%s", prompts[0])
+		}
+	}
+	if !strings.Contains(prompts[0], "[secret-3]") {
+		t.Fatalf("the secrets are not numbered placeholders:\n%s", prompts[0])
+	}
+}
+
+// csvWords is a long paste: rows of a CSV the person shared, the kind of
+// text that fills a small window fastest.
+func csvWords(n int) []chat.Message {
+	var out []chat.Message
+	for i := range n {
+		var b strings.Builder
+		b.WriteString("Here is my data, I am a beekeeper:\nid,date,hive,weight_kg,notes\n")
+		for r := range 40 {
+			fmt.Fprintf(&b, "%d,2026-%02d-%02d,H%03d,%d.%d,checked frames\n", i*40+r, r%12+1, r%28+1, r%17, 30+r%9, r%10)
+		}
+		out = append(out, person(b.String()))
+	}
+	return out
+}
+
+// TestPiecesFitTheModelsWindow: every extraction request, corrected the way
+// the chat's turns are and with its own max_tokens, fits the window of the
+// model it goes to (issue 19: the learner cut at 24,000 bytes whatever the
+// window).
+func TestPiecesFitTheModelsWindow(t *testing.T) {
+	for _, win := range []int{2048, 4096, 8192} {
+		t.Run(fmt.Sprint(win), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.catalog.window = win
+			msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, csvWords(6)...)
+			factor := 1.3
+			e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: msgs, ThroughSeq: msgs[len(msgs)-1].Seq, Model: "fake/big", Factor: factor})
+			if o := e.next(t); o.Err != nil || !o.Marked {
+				t.Fatalf("outcome %+v", o)
+			}
+			e.model.mu.Lock()
+			reqs := append([]providers.Request(nil), e.model.reqs...)
+			e.model.mu.Unlock()
+			if len(reqs) < 2 {
+				t.Fatalf("%d requests: the paste should not fit one piece on %d", len(reqs), win)
+			}
+			cal := window.Calibration{Factor: factor}
+			for i, r := range reqs {
+				raw := window.EstimateText(r.System) + window.EstimateText(r.Messages[0].Content)
+				if got := window.OneShotEstimate(raw, cal) + r.MaxTokens; got > win {
+					t.Errorf("request %d: %d tokens with its answer room on a %d window", i, got, win)
+				}
+				if r.NumCtx != win || r.EstimatedInput != window.OneShotEstimate(raw, cal) {
+					t.Errorf("request %d: NumCtx %d EstimatedInput %d", i, r.NumCtx, r.EstimatedInput)
+				}
+			}
+		})
+	}
+}
+
+// TestRefusalHealsOnceAndTeachesTheWindow: a refusal for length teaches the
+// window it names (for every chat on that model), the piece is cut to it and
+// asked again, and the run reads everything.
+func TestRefusalHealsOnceAndTeachesTheWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, csvWords(4)...)
+	const real = 2048
+	e.model.setAnswer(func(call int, prompt string) (providers.Response, error) {
+		if window.EstimateText(prompt) > real/2 {
+			body := `{"error":{"message":"request (9000 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_ctx":2048}}`
+			return providers.Response{}, providers.ClassifyHTTPError("llamacpp", 400, body, nil)
+		}
+		return reply(`["The person keeps bees."]`), nil
+	})
+	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: msgs, ThroughSeq: msgs[len(msgs)-1].Seq, Model: "fake/big"})
+	o := e.next(t)
+	if o.Err != nil || !o.Marked || o.Mark != msgs[len(msgs)-1].Seq {
+		t.Fatalf("outcome %+v: want every word read after one heal", o)
+	}
+	e.catalog.mu.Lock()
+	learned := e.catalog.learned["fake/cheap"]
+	e.catalog.mu.Unlock()
+	if learned != real {
+		t.Fatalf("learned %d, want %d for the model the request went to", learned, real)
+	}
+	_, prompts, _ := e.model.stats()
+	for i, p := range prompts[1:] {
+		if window.EstimateText(p) > real/2 {
+			t.Errorf("request %d after the heal is still %d tokens", i+2, window.EstimateText(p))
+		}
+	}
+}
+
+// TestSecondRefusalIsAnError: the heal is tried once; a second refusal ends
+// the run with the words left unread.
+func TestSecondRefusalIsAnError(t *testing.T) {
+	e := newEnv(t, nil)
+	msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, person("I keep bees."))
+	e.model.setAnswer(func(int, string) (providers.Response, error) {
+		return providers.Response{}, providers.ClassifyHTTPError("ollama", 400, `{"error":"the input length exceeds the context length"}`, nil)
+	})
+	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: msgs, ThroughSeq: 1, Model: "fake/big"})
+	o := e.next(t)
+	if o.Err == nil || o.Marked || o.ModelCalls != 2 {
+		t.Fatalf("outcome %+v: want two calls, an error and nothing marked", o)
 	}
 }

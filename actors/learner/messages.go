@@ -10,9 +10,12 @@ type Learn struct {
 	Words      []chat.Message // the person's own messages, in seq order
 	ThroughSeq int64          // the fold's last seq
 	Model      string         // the chat's model, for learning
-	Untrusted  bool           // the chat read outside text: wait for an OK
-	NoAuto     bool           // remembering automatically is off: wait
-	Shared     bool           // other people are in the chat: learn nothing
+	// Factor is the chat's estimate correction (window.Calibration), so a
+	// learning request is sized the way the chat's turns are.
+	Factor    float64
+	Untrusted bool // the chat read outside text: wait for an OK
+	NoAuto    bool // remembering automatically is off: wait
+	Shared    bool // other people are in the chat: learn nothing
 	// Source names what asked: memory.SourceFold (the default when empty)
 	// or memory.SourceSweep.
 	Source string

@@ -45,7 +45,7 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	}
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
-	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus}
+	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor}
 	if s.deps.Summarizer == nil || time.Now().Before(s.snap.FoldPaused) {
 		// Not asking: fold with the digest alone, now.
 		s.folded(ctx, &summarizer.Folded{ReqID: f.reqID, ChatID: s.id, Digest: summarizer.Digest(s.snap.Digest, folded), Err: "summariser paused after repeated failures"})

@@ -85,9 +85,26 @@ type Compact struct{ Focus string }
 // Compacted answers Compact.
 type Compacted struct{ View chat.Compacted }
 
+// Retire stops a chat's session for good, before the chat is deleted: a
+// running turn is cancelled, waiting ones are refused, and until Retired
+// every message for the chat is answered *Rejected (ErrNotFound). Send it
+// to the registry itself, not in an Envelope. Reply: *RetireDone once no
+// session of the chat runs.
+type Retire struct{ ChatID string }
+
+// RetireDone answers Retire.
+type RetireDone struct{}
+
+// Retired ends a Retire once the chat is deleted (or its deletion failed);
+// a later message meets a fresh session, which loads the chat or answers
+// ErrNotFound. No reply.
+type Retired struct{ ChatID string }
+
 // internal messages
 type (
 	idle struct{ chatID string }
+	// retire: the registry's Retire, to the session.
+	retire struct{}
 	// idleTick re-checks idleness; its timer is owned by the session.
 	idleTick  struct{}
 	modelDone struct {

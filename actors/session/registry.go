@@ -15,6 +15,9 @@ type registry struct {
 	byPID    map[string]string // pid id → chat id
 	// passivating chats buffer their messages until Terminated.
 	passivating map[string][]buffered
+	// retiring chats refuse every message until Retired; the callers of
+	// Retire wait here for their session to stop.
+	retiring map[string][]*actor.PID
 }
 
 type buffered struct {
@@ -25,7 +28,7 @@ type buffered struct {
 // RegistryProps returns the props of the session registry.
 func RegistryProps(deps *Deps) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{}}
+		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{}, retiring: map[string][]*actor.PID{}}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 }
 
@@ -43,6 +46,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.passivate(ctx, m.chatID)
 	case *actor.Terminated:
 		r.terminated(ctx, m.Who)
+	case *Retire:
+		r.retire(ctx, m.ChatID, ctx.Sender())
+	case *Retired:
+		delete(r.retiring, m.ChatID)
 	case *CountActive:
 		ctx.Respond(&ActiveCount{N: len(r.children)})
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
@@ -52,6 +59,10 @@ func (r *registry) Receive(ctx actor.Context) {
 }
 
 func (r *registry) route(ctx actor.Context, chatID string, msg any, sender *actor.PID) {
+	if _, ok := r.retiring[chatID]; ok {
+		refuse(ctx, sender)
+		return
+	}
 	if buf, ok := r.passivating[chatID]; ok {
 		r.passivating[chatID] = append(buf, buffered{msg, sender})
 		return
@@ -61,6 +72,36 @@ func (r *registry) route(ctx actor.Context, chatID string, msg any, sender *acto
 		pid = r.spawn(ctx, chatID)
 	}
 	ctx.RequestWithCustomSender(pid, msg, sender)
+}
+
+func refuse(ctx actor.Context, sender *actor.PID) {
+	if sender != nil {
+		ctx.Send(sender, &Rejected{Err: ErrNotFound})
+	}
+}
+
+// retire stops a chat's session (if one runs) and answers once it has.
+// Messages held for a passivating session are refused: the chat is going.
+func (r *registry) retire(ctx actor.Context, chatID string, sender *actor.PID) {
+	waiting, already := r.retiring[chatID]
+	for _, b := range r.passivating[chatID] {
+		refuse(ctx, b.sender)
+	}
+	if _, ok := r.passivating[chatID]; ok {
+		r.passivating[chatID] = nil
+	}
+	pid, live := r.children[chatID]
+	if !live {
+		r.retiring[chatID] = waiting
+		if sender != nil {
+			ctx.Send(sender, &RetireDone{})
+		}
+		return
+	}
+	r.retiring[chatID] = append(waiting, sender)
+	if !already {
+		ctx.Send(pid, &retire{})
+	}
 }
 
 func (r *registry) spawn(ctx actor.Context, chatID string) *actor.PID {
@@ -96,6 +137,14 @@ func (r *registry) terminated(ctx actor.Context, who *actor.PID) {
 	delete(r.children, chatID)
 	if r.deps.Metrics != nil {
 		r.deps.Metrics.ActiveSessions(-1)
+	}
+	for _, p := range r.retiring[chatID] {
+		if p != nil {
+			ctx.Send(p, &RetireDone{})
+		}
+	}
+	if _, ok := r.retiring[chatID]; ok {
+		r.retiring[chatID] = nil
 	}
 	waiting := r.passivating[chatID]
 	delete(r.passivating, chatID)

@@ -66,11 +66,14 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.start(ctx)
 	case *actor.Stopping:
-		s.stop(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"})
+		s.stop(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"}, ErrStopping)
 	case *actor.Restarting:
 		// This instance panicked: end what it owns so no caller waits on it;
 		// the new instance reloads the chat from Badger.
-		s.stop(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "an internal error ended this turn; send the message again to continue"})
+		s.stop(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "an internal error ended this turn; send the message again to continue"}, ErrStopping)
+	case *retire:
+		s.stop(ctx, &chat.Problem{Kind: chat.ProblemDeleted, Message: "this chat was deleted"}, ErrNotFound)
+		ctx.Stop(ctx.Self())
 	case *actor.Stopped:
 	case *idleTick:
 		s.checkIdle(ctx)
@@ -170,7 +173,8 @@ func (s *session) load() error {
 	return nil
 }
 
-func (s *session) stop(ctx actor.Context, why *chat.Problem) {
+// stop ends the running turn with why and refuses waiting ones with refuse.
+func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.stopping = true
 	if s.stopTick != nil {
 		s.stopTick()
@@ -191,7 +195,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem) {
 		s.endTurn(ctx, why)
 	}
 	for _, p := range s.queue {
-		ctx.Send(p.sender, &Rejected{Err: ErrStopping})
+		ctx.Send(p.sender, &Rejected{Err: refuse})
 	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-len(s.queue))

@@ -345,7 +345,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 // this turn and shorten the turn harder; a second refusal is a problem.
 func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 	t := s.turn
-	if learnt := learntWindow(pe, t); learnt > 0 {
+	if learnt := providers.LearntWindow(pe, t.estimate, t.maxTokens, t.info.Window); learnt > 0 {
 		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, learnt); err != nil {
 			s.log.Warn().Err(err).Msg("learn window")
 		} else {
@@ -370,26 +370,6 @@ func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 		return
 	}
 	s.prepare(ctx)
-}
-
-// learntWindow is what a refusal teaches of the window: the figure it
-// names, else an upper bound from what was sent (many providers never name
-// one), when that is below what agentd believed.
-func learntWindow(pe *providers.Error, t *turn) int {
-	if pe.Window > 0 {
-		return pe.Window
-	}
-	sent := pe.Requested
-	if sent <= 0 {
-		sent = t.estimate
-		if pe.CountsOutput {
-			sent += t.maxTokens
-		}
-	}
-	if bound := sent * 95 / 100; bound > 0 && bound < t.info.Window {
-		return bound
-	}
-	return 0
 }
 
 func (s *session) tooLongProblem(t *turn) *chat.Problem {
@@ -467,7 +447,7 @@ func (s *session) learnFrom(ctx actor.Context, folded []chat.Message) {
 	}
 	ctx.Send(s.deps.Learner, &learner.Learn{
 		ChatID: s.id, Tenant: s.meta.Tenant, Words: words,
-		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model,
+		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model, Factor: s.snap.Factor,
 		Untrusted: s.snap.Untrusted, NoAuto: s.meta.NoAutoRemember, Shared: s.meta.Shared,
 	})
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/window"
 )
 
 // CondenseInstructions asks for the state of a long-running turn. Exact ids
@@ -39,7 +42,9 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 }
 
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []chan struct{}) *Condensed {
-	o := job{models: models, sems: sems, lines: Lines(m.Turn), system: CondenseInstructions, start: m.Prior,
+	mk := redact.NewMasker()
+	prior := mk.Mask(m.Prior)
+	o := job{models: models, sems: sems, lines: Lines(m.Turn, mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},
 		prompt: func(state string, p Piece) string {
 			return "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
 		},

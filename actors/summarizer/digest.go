@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/redact"
 )
 
 // DigestMaxChars bounds a chat's digest, however many folds fed it.
@@ -30,23 +31,27 @@ func Digest(prev string, msgs []chat.Message) string {
 			facts[kind] = append(facts[kind], v)
 		}
 	}
+	mk := redact.NewMasker(prev)
 	for _, m := range msgs {
-		text := Mask(m.Content)
+		text := mk.Mask(m.Content)
 		if m.Role == chat.RoleUser {
 			requests = append(requests, clipWords(oneLine(text), 160))
 		}
-		for _, l := range reLink.FindAllString(text, -1) {
+		// Facts come from the words around the placeholders, never from a
+		// placeholder's number.
+		bare := redact.Drop(text)
+		for _, l := range reLink.FindAllString(bare, -1) {
 			add("links", l)
 		}
-		for _, p := range rePath.FindAllStringSubmatch(text, -1) {
+		for _, p := range rePath.FindAllStringSubmatch(bare, -1) {
 			if !strings.Contains(p[1], "://") && !strings.HasPrefix(p[1], "//") {
 				add("paths", p[1])
 			}
 		}
-		for _, n := range reNumber.FindAllString(reLink.ReplaceAllString(text, ""), -1) {
+		for _, n := range reNumber.FindAllString(reLink.ReplaceAllString(bare, ""), -1) {
 			add("numbers", n)
 		}
-		for _, n := range reName.FindAllString(text, -1) {
+		for _, n := range reName.FindAllString(bare, -1) {
 			add("names", n)
 		}
 	}

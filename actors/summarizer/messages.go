@@ -13,6 +13,9 @@ type Fold struct {
 	Digest  string // the digest so far (folds that got no summary)
 	Turns   []chat.Message
 	Focus   string // what the person asked to keep (/compact focus)
+	// Factor is the chat's estimate correction (window.Calibration), so a
+	// summarising request is sized the way the chat's turns are.
+	Factor float64
 }
 
 // Folded answers Fold. With OK false, Summary is empty and the chat keeps
@@ -38,6 +41,7 @@ type Condense struct {
 	Model  string
 	Prior  string         // the turn's previous structured state, if any
 	Turn   []chat.Message // the turn's saved originals
+	Factor float64        // the chat's estimate correction, as Fold's
 }
 
 // Condensed answers Condense.

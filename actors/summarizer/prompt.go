@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/window"
 )
 
@@ -19,7 +20,7 @@ Decided or done:
 Facts to keep: (names, numbers, files, paths, links, ids; copy them exactly)
 Still open:
 Standing instructions: (the person's standing instructions, word for word)
-Never write a secret (passwords, keys, tokens); [secret:…] placeholders stay as they are.
+Never write a secret (passwords, PINs, keys, tokens); [secret-N] placeholders stay as they are.
 Answer with the summary only: no preamble, no questions, no tool calls.`
 
 // SummaryTarget is the size a summary is asked to stay under on a window
@@ -40,11 +41,13 @@ type Piece struct{ Lines []string }
 
 // Pieces splits lines into pieces that each fit the summarising model's
 // window together with the instructions, the summary so far (at most its
-// target size) and the answer. A single line bigger than a piece is cut,
-// head and tail kept.
+// target size) and the answer, estimated as a turn is before the provider
+// has counted (window.InputRoom). A single line bigger than a piece is cut,
+// head and tail kept. The summariser splits a piece further when the chat's
+// own correction says it would not fit.
 func Pieces(lines []string, windowTokens int, focus string) []Piece {
-	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + answerRoom(windowTokens) + 64
-	room := max(windowTokens*9/10-fixed, 256)
+	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + 64
+	room := max(window.InputRoom(windowTokens, answerRoom(windowTokens), window.Calibration{})-fixed, 256)
 	var out []Piece
 	var cur []string
 	used := 0
@@ -120,5 +123,5 @@ func Accept(text string, toolCalls int) (string, bool) {
 	if window.EstimateText(t) > 3*SummaryTarget {
 		return "", false
 	}
-	return Mask(t), true
+	return redact.Mask(t), true
 }

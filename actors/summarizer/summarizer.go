@@ -18,12 +18,17 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/window"
 )
 
 // Catalog is what the summariser needs of the model catalog.
 type Catalog interface {
 	Resolve(ref string) (providers.Client, providers.ModelInfo, error)
 	SummaryModels(ref string) []string
+	// Learn records the window a refusal taught for ref (persisted, shared
+	// with every chat on that model) and returns the window now believed.
+	Learn(ctx context.Context, ref string, window int) (int, error)
 }
 
 // Config tunes the summariser.
@@ -122,6 +127,8 @@ type job struct {
 	start  string
 	prompt func(state string, p Piece) string
 	valid  func(text string) bool
+	// cal corrects estimates the way the chat's turns are corrected.
+	cal window.Calibration
 }
 
 // outcome is what a job produced.
@@ -144,22 +151,7 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 			o.errs = append(o.errs, err.Error())
 			continue
 		}
-		state, ok := j.start, true
-		for _, p := range Pieces(j.lines, info.Window, j.focus) {
-			text, usage, err := callWith(ctx, cfg, j.sems[i], client, info.ID, j.system, j.prompt(state, p), answerRoom(info.Window))
-			o.usage = o.usage.Add(usage)
-			o.requests++
-			if err == nil && j.valid != nil && !j.valid(text) {
-				err = errNotSummary
-			}
-			if err != nil {
-				o.errs = append(o.errs, fmt.Sprintf("%s: %v", ref, err))
-				ok = false
-				break
-			}
-			state = text
-		}
-		if ok {
+		if state, ok := j.fold(ctx, cfg, j.sems[i], client, ref, info, &o); ok {
 			o.ok, o.state, o.model = true, state, ref
 			return o
 		}
@@ -171,16 +163,112 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 	return o
 }
 
+// fold runs every piece through one model. Each request is fitted to the
+// model's window with its own answer room and the chat's estimate
+// correction; a refusal for length heals once: the window it teaches is
+// learned for ref, what is left is cut again and the piece asked again.
+func (j job) fold(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, ref string, info providers.ModelInfo, o *outcome) (string, bool) {
+	state, healed := j.start, false
+	queue := Pieces(j.lines, info.Window, j.focus)
+	for len(queue) > 0 {
+		p := queue[0]
+		room := answerRoom(info.Window)
+		prompt := j.prompt(state, p)
+		if !fits(j.system, prompt, room, info.Window, j.cal) {
+			if len(p.Lines) > 1 {
+				half := len(p.Lines) / 2
+				queue = append([]Piece{{Lines: p.Lines[:half]}, {Lines: p.Lines[half:]}}, queue[1:]...)
+				continue
+			}
+			state, p = j.squeeze(state, p, room, info.Window)
+			prompt = j.prompt(state, p)
+		}
+		text, usage, err := callWith(ctx, cfg, sem, client, info, j.system, prompt, room, j.cal)
+		o.usage = o.usage.Add(usage)
+		o.requests++
+		var pe *providers.Error
+		if errors.As(err, &pe) && pe.TooLong && !healed {
+			healed = true
+			sent := window.OneShotEstimate(window.EstimateText(j.system)+window.EstimateText(prompt), j.cal)
+			info.Window = learnWindow(ctx, cfg, ref, info.Window, pe, sent, room)
+			var rest []string
+			for _, q := range queue {
+				rest = append(rest, q.Lines...)
+			}
+			queue = Pieces(rest, info.Window, j.focus)
+			continue
+		}
+		if err == nil && j.valid != nil && !j.valid(text) {
+			err = errNotSummary
+		}
+		if err != nil {
+			o.errs = append(o.errs, fmt.Sprintf("%s: %v", ref, err))
+			return "", false
+		}
+		state = text
+		queue = queue[1:]
+	}
+	return state, true
+}
+
+// squeeze cuts a one-line piece, and the state when it alone leaves too
+// little room, until the request fits the window.
+func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, Piece) {
+	total := window.InputRoom(windowTokens, answer, j.cal)
+	for range 8 {
+		lineRoom := total - window.EstimateText(j.system) - window.EstimateText(j.prompt(state, Piece{}))
+		if lineRoom < total/4 {
+			state = cutMiddle(state, max(total/4, 64))
+			continue
+		}
+		if len(p.Lines) == 1 {
+			p = Piece{Lines: []string{cutMiddle(p.Lines[0], lineRoom)}}
+		}
+		if fits(j.system, j.prompt(state, p), answer, windowTokens, j.cal) {
+			break
+		}
+		total = total * 3 / 4
+	}
+	return state, p
+}
+
+// fits reports whether a request of system and prompt, corrected, and its
+// answer room fit the window.
+func fits(system, prompt string, answer, windowTokens int, cal window.Calibration) bool {
+	raw := window.EstimateText(system) + window.EstimateText(prompt)
+	return raw <= window.InputRoom(windowTokens, answer, cal)
+}
+
+// learnWindow learns what a refusal teaches of ref's window and returns the
+// window to size the retry to: the learned one, or 5% less when the refusal
+// teaches nothing (the retry must still be smaller).
+func learnWindow(ctx context.Context, cfg Config, ref string, believed int, pe *providers.Error, sent, answer int) int {
+	w := providers.LearntWindow(pe, sent, answer, believed)
+	if w <= 0 {
+		return believed * 95 / 100
+	}
+	kept, err := cfg.Catalog.Learn(ctx, ref, w)
+	if err != nil {
+		cfg.Log.Warn().Err(err).Str("model", ref).Msg("summarizer: learn window")
+		return w
+	}
+	return kept
+}
+
 // run folds a chat's turns into its summary. With no model succeeding, the
 // old summary stays and the digest grows.
 func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
 	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
-	start := m.Summary
+	// One masker for all the model reads, in the prompt's order: summary,
+	// focus, lines. Earlier placeholders keep their numbers.
+	mk := redact.NewMasker()
+	start := mk.Mask(m.Summary)
 	if m.Digest != "" {
-		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + m.Digest)
+		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + mk.Mask(m.Digest))
 	}
-	o := job{models: models, sems: sems, lines: Lines(m.Turns), focus: m.Focus, system: Instructions, start: start,
-		prompt: func(state string, p Piece) string { return UserPrompt(state, p, m.Focus) }}.do(ctx, cfg)
+	focus := mk.Mask(m.Focus)
+	o := job{models: models, sems: sems, lines: Lines(m.Turns, mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
+		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
 		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
@@ -193,7 +281,7 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 var errNotSummary = errors.New("the reply was not a summary")
 
 // callWith makes one summarising request with the given instructions.
-func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, model, system, prompt string, room int) (string, chat.Usage, error) {
+func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, system, prompt string, room int, cal window.Calibration) (string, chat.Usage, error) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -203,8 +291,10 @@ func callWith(ctx context.Context, cfg Config, sem chan struct{}, client provide
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	resp, err := client.Stream(cctx, providers.Request{
-		Model: model, System: system, MaxTokens: room,
-		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		Model: info.ID, System: system, MaxTokens: room,
+		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		NumCtx:         info.Window,
+		EstimatedInput: window.OneShotEstimate(window.EstimateText(system)+window.EstimateText(prompt), cal),
 	}, func(providers.Event) {})
 	if err != nil {
 		return "", resp.Usage, err

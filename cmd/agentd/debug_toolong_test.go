@@ -80,3 +80,49 @@ func TestDebugTooLongIsRegistered(t *testing.T) {
 		t.Error("`agentd debug too-long` is not registered")
 	}
 }
+
+// TestDebugTooLongExplain: --explain says what decided and which figure is
+// which, on one JSON line.
+func TestDebugTooLongExplain(t *testing.T) {
+	cases := map[string]struct {
+		args     []string
+		body     string
+		contains []string
+	}{
+		"the rule and the figures": {
+			[]string{"--provider", "llamacpp", "--status", "400", "--explain"},
+			`{"error":{"code":400,"message":"request (3030 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3030,"n_ctx":2048}}`,
+			[]string{`{"too_long":true,"window":2048,"explain":{`, `"field n_ctx"`, `"field type=exceed_context_size_error"`, `exceeds the available context size`, `"requested":3030`, `"input":3030`},
+		},
+		"the look-alike": {
+			[]string{"--provider", "groq", "--status", "413", "--explain"},
+			`Request too large on tokens per minute (TPM)`,
+			[]string{`{"too_long":false,"window":null,"explain":{"look_alike":"per (?:minute|min|hour|day)\\b","rules":[]}}`},
+		},
+		"the status": {
+			[]string{"--provider", "openai", "--status", "429", "--explain"},
+			`prompt is too long`,
+			[]string{`"status":"HTTP 429 is never about the window"`},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := newDebugTooLongCmd()
+			var out bytes.Buffer
+			cmd.SetIn(strings.NewReader(c.body))
+			cmd.SetOut(&out)
+			cmd.SetArgs(c.args)
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Count(out.String(), "\n") != 1 {
+				t.Errorf("want one line, got %q", out.String())
+			}
+			for _, w := range c.contains {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output %s lacks %s", out.String(), w)
+				}
+			}
+		})
+	}
+}

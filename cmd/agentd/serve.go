@@ -101,18 +101,28 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	api := httpapi.New(h, cfg, tokens, log)
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	srv := api.HTTPServer()
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(api.Listener(ln)) }()
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
+	metrics, err := serveMetrics(api, cfg, log, served)
+	if err != nil {
+		_ = srv.Close()
+		_ = h.Close(context.Background())
+		return err
+	}
 
 	select {
 	case err = <-served:
+		_ = srv.Close()
 	case <-ctx.Done():
 		log.Info().Msg("shutting down: finishing in-flight turns")
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		err = srv.Shutdown(sctx)
 		cancel()
+	}
+	if metrics != nil {
+		_ = metrics.Close()
 	}
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil
@@ -127,6 +137,25 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	cancel()
 	log.Info().Msg("agentd stopped")
 	return err
+}
+
+// serveMetrics serves /metrics on metrics.listen when it is set; the
+// server's end is sent on served.
+func serveMetrics(api *httpapi.Server, cfg configs.Config, log zerolog.Logger, served chan<- error) (*http.Server, error) {
+	if cfg.Metrics.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
+	}
+	srv := &http.Server{Handler: api.MetricsHandler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.Duration, IdleTimeout: cfg.HTTP.IdleTimeout.Duration}
+	go func() { served <- srv.Serve(ln) }()
+	if !configs.IsLoopback(cfg.Metrics.Listen) {
+		log.Warn().Str("metrics_listen", cfg.Metrics.Listen).Msg("/metrics is served without a token on a non-loopback address")
+	}
+	log.Info().Str("metrics", "http://"+ln.Addr().String()+"/metrics").Msg("metrics are served on their own address, without a token")
+	return srv, nil
 }
 
 // logConfig logs the effective configuration once, secrets left out.

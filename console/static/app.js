@@ -86,6 +86,17 @@ function saveToken(tok) {
   }
 }
 
+// allChats reads every page of the chat list.
+async function allChats() {
+  const all = [];
+  for (let after = ''; ;) {
+    const { chats, next } = await api('GET', '/v1/chats?limit=1000' + (after ? '&after=' + encodeURIComponent(after) : ''));
+    all.push(...chats);
+    if (!next) return all;
+    after = next;
+  }
+}
+
 // api calls the daemon. A 401 asks for a token and tries again with it; any
 // other failure is an APIError carrying the daemon's own message.
 async function api(method, path, body, opts = {}) {
@@ -181,7 +192,7 @@ class ChatsView {
     main.replaceChildren(h('h1', { tabindex: '-1' }, 'Chats'), form, h('h2', {}, 'Your chats'), list);
     main.querySelector('h1').focus();
     try {
-      const { chats } = await api('GET', '/v1/chats');
+      const chats = await allChats();
       chats.sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
       if (!chats.length) list.append(h('li', { class: 'empty' }, 'No chats yet.'));
       for (const c of chats) {
@@ -722,7 +733,7 @@ class MemoriesView {
     if (state.focusTab) { document.getElementById('tab-' + state.focusTab)?.focus(); state.focusTab = null; }
     else main.querySelector('h1').focus();
     try {
-      const { chats } = await api('GET', '/v1/chats');
+      const chats = await allChats();
       for (const c of chats) this.titles.set(c.id, c.title || 'Untitled chat');
     } catch { /* titles are a nicety; ids still link */ }
     await this.load();

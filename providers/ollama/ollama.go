@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -145,6 +146,9 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	acc := newAccumulator(req, emit)
 	if err := c.api.Chat(ctx, creq, acc.add); err != nil {
+		if terr := c.overWindow(ctx, req, numCtx, err); terr != nil {
+			return acc.response(), terr
+		}
 		return acc.response(), c.wrap(ctx, "chat", err)
 	}
 	if !acc.done {
@@ -170,17 +174,40 @@ func (c *Client) effectiveWindow(ctx context.Context, req providers.Request, num
 	if req.EstimatedInput <= 0 || reported*100 >= req.EstimatedInput*reportedSharePct {
 		return numCtx
 	}
-	running, err := c.api.ListRunning(ctx)
-	if err != nil {
-		return numCtx
-	}
-	key := canonical(req.Model)
-	for _, m := range running.Models {
-		if (canonical(m.Name) == key || canonical(m.Model) == key) && m.ContextLength > 0 {
-			return min(numCtx, m.ContextLength)
-		}
+	if running := c.runningWindow(ctx, req.Model); running > 0 {
+		return min(numCtx, running)
 	}
 	return numCtx
+}
+
+// psTimeout bounds the /api/ps question asked after a failed request.
+const psTimeout = 5 * time.Second
+
+// overWindow turns the failure of a request agentd estimated longer than
+// the window the server runs into a "too long" refusal. Ollama cuts such a
+// prompt, and the cut prompt can then hang the runner and end in a 500
+// (seen on 0.17.4 with window 65536 configured for a model run at 32768):
+// that is the server refusing for length, and every later, longer turn
+// would fail the same way unless the window is learned. It asks /api/ps on
+// a context of its own, since ctx may be the one a hang ended.
+func (c *Client) overWindow(ctx context.Context, req providers.Request, numCtx int, cause error) *providers.Error {
+	if req.EstimatedInput <= 0 {
+		return nil
+	}
+	psCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), psTimeout)
+	defer cancel()
+	w := numCtx
+	if running := c.runningWindow(psCtx, req.Model); running > 0 && (w <= 0 || running < w) {
+		w = running
+	}
+	if w <= 0 || req.EstimatedInput <= w {
+		return nil
+	}
+	pe := c.wrap(ctx, "chat", cause)
+	pe.TooLong, pe.Retryable, pe.Window, pe.Requested = true, false, w, req.EstimatedInput
+	pe.Body = fmt.Sprintf("about %d input tokens sent to a model the server runs with a window of %d, and the request failed: %v",
+		req.EstimatedInput, w, cause)
+	return pe
 }
 
 // chatRequest translates a provider-neutral request into Ollama's.
@@ -232,7 +259,7 @@ func (c *Client) CheckSettings(s chat.Settings) error {
 
 // wrap turns an api client failure into a *providers.Error, classifying
 // Ollama's error bodies (an HTTP status, or an {"error"} line mid-stream).
-func (c *Client) wrap(ctx context.Context, op string, err error) error {
+func (c *Client) wrap(ctx context.Context, op string, err error) *providers.Error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &providers.Error{Provider: c.name, Err: fmt.Errorf("%s: %w", op, ctxErr)}
 	}

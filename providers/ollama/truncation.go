@@ -23,22 +23,27 @@ import (
 //     reportedShare of it). A server that really read it all, because it
 //     ignored num_ctx or the estimate was far off, reports about the
 //     estimate and is believed.
+//
+// And one that needs no estimate: a count of exactly num_ctx. Ollama keeps
+// num_ctx tokens of a prompt it cuts (0.17.4: "truncating input prompt
+// limit=2048 prompt=3009 … new=2048", prompt_eval_count 2048), while a
+// prompt that fits leaves room for the answer. This catches a cut that an
+// estimate too low never suspected.
 const (
 	estimateSlackPct = 10 // % over num_ctx before the estimate is trusted
 	reportedSharePct = 90 // % of the estimate a full read reports at least
 )
 
+// overAndUnread is the two conditions above.
+func overAndUnread(estimated, numCtx, reported int) bool {
+	return estimated > 0 && estimated*100 > numCtx*(100+estimateSlackPct) && reported*100 < estimated*reportedSharePct
+}
+
 // silentTruncation returns the refusal for a prompt Ollama cut silently, or
 // nil. estimated is agentd's estimate of the input (0: unknown), numCtx the
 // window asked for, reported the prompt_eval_count Ollama gave.
 func silentTruncation(provider string, estimated, numCtx, reported int) *providers.Error {
-	if estimated <= 0 || numCtx <= 0 {
-		return nil
-	}
-	if estimated*100 <= numCtx*(100+estimateSlackPct) {
-		return nil
-	}
-	if reported*100 >= estimated*reportedSharePct {
+	if numCtx <= 0 || !(reported == numCtx || overAndUnread(estimated, numCtx, reported)) {
 		return nil
 	}
 	return &providers.Error{

@@ -22,7 +22,11 @@ func TestSilentTruncation(t *testing.T) {
 		// cut (num_ctx ignored, or the estimate is off). Believe it.
 		"server read it all": {20000, 8192, 19000, false},
 		"no estimate":        {0, 8192, 100, false},
-		"no window":          {20000, 0, 100, false},
+		// Ollama 0.17.4 cut a 3009-token prompt to exactly num_ctx 2048 and
+		// reported 2048: a cut even where the estimate said it fits.
+		"count is num_ctx, estimate under": {1900, 2048, 2048, true},
+		"count is num_ctx, no estimate":    {0, 2048, 2048, true},
+		"no window":                        {20000, 0, 100, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -56,11 +56,24 @@ func (c *Client) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 // windowFor is the num_ctx for a model and where it came from. weights is
 // the model's size from /api/tags, or -1 when the caller has not listed it.
 func (c *Client) windowFor(ctx context.Context, model string, weights int64) (int, string) {
-	if n := c.fixed[canonical(model)]; n > 0 {
-		return n, providers.SourceConfig
-	}
 	f, _ := c.factsFor(ctx, model, weights)
 	return f.window, f.source
+}
+
+// runningWindow is the context_length /api/ps reports for model, 0 when it
+// is not loaded or the server does not say.
+func (c *Client) runningWindow(ctx context.Context, model string) int {
+	running, err := c.api.ListRunning(ctx)
+	if err != nil {
+		return 0
+	}
+	key := canonical(model)
+	for _, m := range running.Models {
+		if (canonical(m.Name) == key || canonical(m.Model) == key) && m.ContextLength > 0 {
+			return m.ContextLength
+		}
+	}
+	return 0
 }
 
 // factsFor learns a model's window once and then answers from memory, so a
@@ -93,6 +106,12 @@ func (c *Client) factsFor(ctx context.Context, model string, weights int64) (mod
 	f = modelFacts{window: SizeWindow(facts, c.mem), source: providers.SourceList}
 	if fixed > 0 {
 		f.window, f.source = fixed, providers.SourceConfig
+		if facts.ContextLength > 0 && fixed > facts.ContextLength {
+			// Ollama never runs a model past its trained length: it lowers
+			// num_ctx without a word, and a longer prompt is then cut (and on
+			// 0.17.4 can hang and fail with 500). The server's figure wins.
+			f.window, f.source = facts.ContextLength, providers.SourceList
+		}
 	}
 	for _, capability := range show.Capabilities {
 		if string(capability) == "vision" {

@@ -56,7 +56,12 @@ func Start(t testing.TB, cfg configs.Config, tokens map[string]string, opts ...h
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(h, cfg, tokens, log))
+	// The server as agentd serve runs it: its timeouts and connection bounds.
+	handler := httpapi.New(h, cfg, tokens, log)
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Config = handler.HTTPServer()
+	srv.Listener = handler.Listener(srv.Listener)
+	srv.Start()
 	d := &Daemon{T: t, Cfg: cfg, Hub: h, Server: srv, Client: &api.Client{BaseURL: srv.URL}, Tokens: tokens, opts: o}
 	t.Cleanup(d.Close)
 	return d

@@ -160,6 +160,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !testkit.Sleep(r.Context(), s.opts.Latency, nil) {
 		return
 	}
+	// Ollama loads the model before it runs anything, so /api/ps shows it
+	// even when the request then hangs or fails.
+	window := s.window(entry, rec.NumCtx)
+	s.load(req.Model, window)
 	if reply.Hang {
 		<-r.Context().Done()
 		return
@@ -168,8 +172,6 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, reply.Status, reply.Body)
 		return
 	}
-	window := s.window(entry, rec.NumCtx)
-	s.load(req.Model, window)
 	kept := keptTokens(&req, window)
 	if kept < rec.InputTokens && req.Truncate != nil && !*req.Truncate {
 		writeJSON(w, http.StatusBadRequest, bodyTooLong)

@@ -1,0 +1,124 @@
+package summarizer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/window"
+)
+
+// fitModel answers every request with a short summary, recording it; a
+// request whose input (by the project's estimate) is over refuseOver is
+// refused the way llama-server refuses.
+type fitModel struct {
+	mu         sync.Mutex
+	reqs       []providers.Request
+	refuseOver int
+}
+
+func (f *fitModel) Stream(_ context.Context, req providers.Request, _ func(providers.Event)) (providers.Response, error) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	over := f.refuseOver
+	f.mu.Unlock()
+	if in := window.EstimateText(req.System) + window.EstimateText(req.Messages[0].Content); over > 0 && in > over {
+		body := fmt.Sprintf(`{"error":{"code":400,"message":"request (%d tokens) exceeds the available context size (%d tokens), try increasing it","type":"exceed_context_size_error"}}`, in, over)
+		return providers.Response{}, providers.ClassifyHTTPError("llamacpp", 400, body, nil)
+	}
+	return providers.Response{Message: chat.Message{Role: chat.RoleAssistant, Content: "REMAINING: none. What the person wants: bees."}}, nil
+}
+
+func (f *fitModel) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+type fitCatalog struct {
+	model   *fitModel
+	window  int
+	learned map[string]int
+}
+
+func (c *fitCatalog) Resolve(ref string) (providers.Client, providers.ModelInfo, error) {
+	_, id, _ := strings.Cut(ref, "/")
+	return c.model, providers.ModelInfo{ID: id, Window: c.window}, nil
+}
+func (c *fitCatalog) SummaryModels(ref string) []string { return []string{ref} }
+func (c *fitCatalog) Learn(_ context.Context, ref string, w int) (int, error) {
+	c.learned[ref] = w
+	c.window = w
+	return w, nil
+}
+
+// pastedTurns is a chat with large pasted CSV and code.
+func pastedTurns(n int) []chat.Message {
+	var out []chat.Message
+	for i := range n {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Turn %d, my sales:\nsku,qty,price\n", i)
+		for r := range 60 {
+			fmt.Fprintf(&b, "SKU-%05d,%d,%d.%02d\n", i*60+r, r%13, r%90, r%100)
+		}
+		b.WriteString("```go\nfunc total(xs []int) (s int) {\n\tfor _, x := range xs {\n\t\ts += x\n\t}\n\treturn s\n}\n```\n")
+		out = append(out, chat.Message{Role: chat.RoleUser, Content: b.String()}, chat.Message{Role: chat.RoleAssistant, Content: "Noted."})
+	}
+	return out
+}
+
+// TestSummariesFitTheWindow: every summarising and condensing request,
+// corrected by the chat's factor and with its own max_tokens, fits the
+// window of the model it goes to.
+func TestSummariesFitTheWindow(t *testing.T) {
+	for _, win := range []int{4096, 8192} {
+		for _, factor := range []float64{1, 1.6} {
+			t.Run(fmt.Sprintf("%d/%v", win, factor), func(t *testing.T) {
+				m := &fitModel{}
+				cfg := Config{Catalog: &fitCatalog{model: m, window: win, learned: map[string]int{}}, Log: zerolog.Nop()}
+				sems := []chan struct{}{make(chan struct{}, 1)}
+				res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12), Factor: factor}, []string{"p/m"}, sems)
+				if !res.OK {
+					t.Fatalf("fold failed: %s", res.Err)
+				}
+				con := runCondense(context.Background(), cfg, &Condense{ChatID: "c", Model: "p/m", Turn: pastedTurns(6), Factor: factor}, []string{"p/m"}, sems)
+				if !con.OK {
+					t.Fatalf("condense failed: %s", con.Err)
+				}
+				cal := window.Calibration{Factor: factor}
+				for i, r := range m.reqs {
+					raw := window.EstimateText(r.System) + window.EstimateText(r.Messages[0].Content)
+					if got := window.OneShotEstimate(raw, cal) + r.MaxTokens; got > win || r.NumCtx != win {
+						t.Errorf("request %d: %d tokens with its answer on a %d window (NumCtx %d)", i, got, win, r.NumCtx)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSummaryRefusalHeals: a refusal for length teaches the window, and the
+// fold goes on with smaller pieces instead of failing.
+func TestSummaryRefusalHeals(t *testing.T) {
+	m := &fitModel{refuseOver: 1500}
+	cat := &fitCatalog{model: m, window: 32_000, learned: map[string]int{}}
+	cfg := Config{Catalog: cat, Log: zerolog.Nop()}
+	res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12)}, []string{"p/m"}, []chan struct{}{make(chan struct{}, 1)})
+	if !res.OK {
+		t.Fatalf("fold failed: %s", res.Err)
+	}
+	if cat.learned["p/m"] != 1500 {
+		t.Fatalf("learned %v, want the 1500 the refusal named", cat.learned)
+	}
+	refused := 0
+	for _, r := range m.reqs {
+		if window.EstimateText(r.System)+window.EstimateText(r.Messages[0].Content) > 1500 {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d requests over the window; want only the one that taught it", refused)
+	}
+}

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// toolKit is an MCP server (streamable HTTP, in the test process) with 150
+// tools, which records the calls it runs.
+type toolKit struct {
+	URL   string
+	mu    sync.Mutex
+	calls []string
+}
+
+const kitTools = 150
+
+func newToolKit(t *testing.T) *toolKit {
+	t.Helper()
+	k := &toolKit{}
+	s := mcp.NewServer(&mcp.Implementation{Name: "kit", Version: "1"}, nil)
+	type in struct {
+		City string `json:"city,omitempty" jsonschema:"the city"`
+	}
+	for i := range kitTools {
+		name := fmt.Sprintf("tool_%03d", i)
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: fmt.Sprintf("Report reading number %d for a city", i)},
+			func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+				k.mu.Lock()
+				k.calls = append(k.calls, name)
+				k.mu.Unlock()
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " reads 42 for " + a.City}}}, nil, nil
+			})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	k.URL = srv.URL
+	return k
+}
+
+func (k *toolKit) ran(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Contains(k.calls, name)
+}
+
+func (k *toolKit) yaml() string {
+	return "mcp_servers:\n  - name: kit\n    url: " + k.URL + "\n"
+}
+
+// requestTools names the tools a chat request offered (OpenAI and Ollama
+// shapes alike: tools[].function.name).
+func requestTools(t *testing.T, body []byte) []string {
+	t.Helper()
+	var req struct {
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("request body: %v", err)
+	}
+	var names []string
+	for _, tl := range req.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	return names
+}
+
+// loopDone checks a tool turn's shape: every call has a result with its id
+// right after it, and the turn ends answered.
+func loopDone(t *testing.T, rt realTurn) {
+	t.Helper()
+	answered(t, "tool turn", rt)
+	if len(rt.calls) == 0 {
+		t.Fatalf("no tool call in the turn: %+v", rt.res.Messages)
+	}
+	for _, c := range rt.calls {
+		if !json.Valid([]byte(c.Arguments)) {
+			t.Errorf("call %s has arguments that are not JSON: %q", c.Name, c.Arguments)
+		}
+		found := false
+		for _, r := range rt.results {
+			found = found || r.ToolCallID == c.ID
+		}
+		if !found {
+			t.Errorf("call %s (%s) got no result", c.ID, c.Name)
+		}
+	}
+}
+
+// TestRealLeanToolLoop: on a 2K llama-server with 150 tools the chat is
+// lean: a request offers find_tools and the tool the person names, never
+// the 150; llama-server's grammar makes the tiny model call one of the
+// offered tools, natively; the call runs, its result goes back, and the
+// model answers. A call to the named tool completes by its name.
+func TestRealLeanToolLoop(t *testing.T) {
+	url := realURL(t, envLlama)
+	tp := newTap(t, url)
+	kit := newToolKit(t)
+	ref := "llama/" + realModel
+	d := startReal(t, daemonConfig{Providers: realYAML(ref, llamaProvider("llama", tp.URL)), Extra: kit.yaml()})
+	d.waitModel(t, ref)
+	const named = "kit__tool_042"
+	byName := false
+	// The grammar picks among the offered tools at random, and once a
+	// chat holds a tool result the tiny model only talks: a fresh chat each try.
+	for try := 0; try < 10 && !byName; try++ {
+		before := tp.count()
+		id := d.newChat(t, ref)
+		rt := d.send(t, id, "Please use "+named+" to get the reading for Paris.")
+		loopDone(t, rt)
+		for _, c := range tp.since(before) {
+			if c.Kind != "turn" {
+				continue
+			}
+			offered := requestTools(t, c.Request)
+			if !slices.Contains(offered, "find_tools") || len(offered) > 4 {
+				t.Fatalf("a lean request offered %v, want find_tools and the named tools only", offered)
+			}
+		}
+		for _, c := range rt.calls {
+			if c.Name != "find_tools" && c.Name != named {
+				t.Errorf("the model called %s, which was not offered", c.Name)
+			}
+			byName = byName || c.Name == named
+		}
+	}
+	if !byName {
+		t.Fatalf("10 chats and the named tool was never called")
+	}
+	if !kit.ran("tool_042") {
+		t.Fatal("the call by name never reached the MCP server")
+	}
+}
+
+// TestRealToolsInWords: a model configured to call tools in words gets no
+// native tools; the tiny model, seeing tools mentioned, writes its call as
+// <tool_call>{…}</tool_call> text; agentd reads it, runs it (get_weather is
+// no tool of this daemon: a clear error result), sends the result back in
+// words, and the model answers. On llama-server and on Ollama.
+func TestRealToolsInWords(t *testing.T) {
+	for _, tg := range []struct{ name, env, kind string }{{"llama-server", envLlama, "openai"}, {"ollama", envOllama, "ollama"}} {
+		t.Run(tg.name, func(t *testing.T) {
+			url := realURL(t, tg.env)
+			tp := newTap(t, url)
+			words := realModelCfg{ID: realModel, Window: 2048, Tools: "words"}
+			prov := llamaProvider("real", tp.URL, words)
+			if tg.kind == "ollama" {
+				prov = ollamaProvider("real", tp.URL, words)
+			}
+			ref := "real/" + realModel
+			d := startReal(t, daemonConfig{Providers: realYAML(ref, prov)})
+			d.waitModel(t, ref)
+			id := d.newChat(t, ref)
+			// "tools" as a word of its own is what the tiny model reacts to.
+			rt := d.send(t, id, "tools: what is the weather in Paris?")
+			loopDone(t, rt)
+			if rt.calls[0].Name != "get_weather" {
+				t.Errorf("the words call is %+v, want the tiny model's get_weather", rt.calls[0])
+			}
+			if !rt.results[0].IsError {
+				t.Errorf("a call to a tool this daemon lacks must come back as an error result: %+v", rt.results[0])
+			}
+			for _, c := range tp.since(0) {
+				if c.Kind == "turn" && len(requestTools(t, c.Request)) > 0 {
+					t.Errorf("a words model was offered native tools: %v", requestTools(t, c.Request))
+				}
+			}
+			var last chat.Message
+			for _, m := range rt.res.Messages {
+				last = m
+			}
+			if last.Role != chat.RoleAssistant || len(last.ToolCalls) > 0 {
+				t.Errorf("the turn does not end with an answer: %+v", last)
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package httpapi_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// fileReadScript has the model call file_read on whatever id the test
+// names, then answer with what the tool said.
+type fileReadScript struct {
+	mu sync.Mutex
+	id string
+}
+
+func (s *fileReadScript) target(id string) {
+	s.mu.Lock()
+	s.id = id
+	s.mu.Unlock()
+}
+
+func (s *fileReadScript) reply(r testkit.Received) testkit.Reply {
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role == chat.RoleTool {
+		return testkit.Reply{Text: "TOOL SAID: " + last.Content}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "r", Name: "file_read", Arguments: fmt.Sprintf(`{"attachment_id":%q}`, s.id)}}}
+}
+
+func TestAModelCannotReadAnotherTenantsAttachment(t *testing.T) {
+	script := &fileReadScript{}
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script.reply})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "alice", "tok-b": "bob"})
+	ctx := context.Background()
+	secret := uploadAs(t, d.Server.URL, "tok-a", "secret.txt", []byte("alice-secret-42\n"))
+
+	answer := func(token, id string) string {
+		t.Helper()
+		c := &api.Client{BaseURL: d.Server.URL, Token: token}
+		ch, err := c.CreateChat(ctx, api.CreateChatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		script.target(id)
+		res, err := c.Send(ctx, ch.ID, api.SendMessageRequest{Content: "read the file " + id}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Messages[len(res.Messages)-1].Content
+	}
+	if got := answer("tok-a", secret.ID); !strings.Contains(got, "alice-secret-42") {
+		t.Fatalf("the owner's model cannot read her own file: %s", got)
+	}
+	foreign := answer("tok-b", secret.ID)
+	if strings.Contains(foreign, "alice-secret-42") {
+		t.Fatalf("bob's model read alice's file: %s", foreign)
+	}
+	unknown := strings.Repeat("0", 64)
+	if none := answer("tok-b", unknown); strings.ReplaceAll(none, unknown, "ID") != strings.ReplaceAll(foreign, secret.ID, "ID") {
+		t.Fatalf("a foreign id is answered unlike an unknown one, which tells that someone holds the file:\n foreign: %s\n unknown: %s", foreign, none)
+	}
+}
+
+func TestAMessageToAnUnknownChatStoresNoAttachment(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	dir := t.TempDir()
+	content := []byte("never stored\n")
+	path := filepath.Join(dir, "note.txt")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemontest.Config(filepath.Join(dir, "data"), fake.URL(), 32000)
+	cfg.Attachments = configs.Attachments{AllowedDirs: []string{dir}}
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	_, err := d.Client.Send(ctx, "no-such-chat", api.SendMessageRequest{Content: "see the file", Paths: []string{path}}, nil)
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("err = %v, want a 404", err)
+	}
+	sum := sha256.Sum256(content)
+	id := hex.EncodeToString(sum[:])
+	if _, err := d.Hub.Attachment(ctx, "default", id); !errors.Is(err, hub.ErrNotFound) {
+		t.Fatalf("the tenant holds the attachment of a refused message: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "attachments", id[:2], id[2:])); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the file of a refused message was stored: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// connLimiter bounds the connections of a listener so that clients who
+// never authenticate cannot crowd out those who do: at most maxUnauth
+// connections on which no request has authenticated yet (a new one beyond
+// that closes the oldest such, so a flood of silent or slow connections
+// costs a real client at most one retry), and at most perTenant per tenant
+// once a request on them has.
+type connLimiter struct {
+	net.Listener
+	maxUnauth, perTenant int
+
+	mu      sync.Mutex
+	unauth  *list.List // of *trackedConn, oldest first
+	tenants map[string]int
+}
+
+// trackedConn is one accepted connection and what the limiter counts it as.
+type trackedConn struct {
+	net.Conn
+	l *connLimiter
+
+	// Guarded by l.mu.
+	elem     *list.Element // in l.unauth while no request has authenticated
+	tenant   string        // the tenant it is counted for, once one has
+	released bool
+}
+
+func newConnLimiter(ln net.Listener, maxUnauth, perTenant int) *connLimiter {
+	return &connLimiter{Listener: ln, maxUnauth: maxUnauth, perTenant: perTenant, unauth: list.New(), tenants: map[string]int{}}
+}
+
+// Accept returns the next connection, counted as unauthenticated.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	var evicted *trackedConn
+	l.mu.Lock()
+	if l.unauth.Len() >= max(l.maxUnauth, 1) {
+		evicted = l.unauth.Remove(l.unauth.Front()).(*trackedConn)
+		evicted.elem = nil
+	}
+	tc.elem = l.unauth.PushBack(tc)
+	l.mu.Unlock()
+	if evicted != nil {
+		_ = evicted.Close()
+	}
+	return tc, nil
+}
+
+// admit counts the connection for tenant when its first request has
+// authenticated; false: the tenant holds as many as it may.
+func (c *trackedConn) admit(tenant string) bool {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.tenant != "" || c.released {
+		return !c.released
+	}
+	if c.elem != nil {
+		l.unauth.Remove(c.elem)
+		c.elem = nil
+	}
+	if l.tenants[tenant] >= l.perTenant {
+		return false
+	}
+	l.tenants[tenant]++
+	c.tenant = tenant
+	return true
+}
+
+// Close closes the connection and frees what it was counted as.
+func (c *trackedConn) Close() error {
+	l := c.l
+	l.mu.Lock()
+	if !c.released {
+		c.released = true
+		if c.elem != nil {
+			l.unauth.Remove(c.elem)
+			c.elem = nil
+		}
+		if c.tenant != "" {
+			if l.tenants[c.tenant]--; l.tenants[c.tenant] == 0 {
+				delete(l.tenants, c.tenant)
+			}
+		}
+	}
+	l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+type connKey struct{}
+
+// withConn puts the limiter's connection in each request's context.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+	return ctx
+}
+
+// admitConn counts r's connection for tenant; true when it may go on (also
+// when the server counts no connections, as in a test's plain server).
+func admitConn(r *http.Request, tenant string) bool {
+	tc, ok := r.Context().Value(connKey{}).(*trackedConn)
+	return !ok || tc.admit(tenant)
+}
+
+// Listener wraps ln with the connection bounds of http.max_unauthenticated
+// and http.conns_per_tenant; serve it with HTTPServer.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return newConnLimiter(ln, s.cfg.HTTP.MaxUnauthenticated, s.cfg.HTTP.ConnsPerTenant)
+}
+
+// HTTPServer is the http.Server for s, with the header and idle timeouts of
+// the configuration. It sets no ReadTimeout or WriteTimeout: those would cut
+// long event streams; bodies get their own deadline (limitBody).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.HTTP.ReadHeaderTimeout.Duration,
+		IdleTimeout:       s.cfg.HTTP.IdleTimeout.Duration,
+		ConnContext:       withConn,
+	}
+}
+
+// limitBody gives r's body a read deadline of d from now, lifted once the
+// body is read to its end so that the answer — an event stream may last a
+// whole turn — is not cut by it.
+func limitBody(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return // a writer without deadlines (a test's recorder)
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// bodyTimedOut reports whether err is a body read cut by limitBody.
+func bodyTimedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

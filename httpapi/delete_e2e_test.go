@@ -1,0 +1,135 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+func statusOf(err error) int {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+func TestDeleteChatRemovesItEverywhereAndFreesItsSlot(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "hello back"} }})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Limits.ChatsPerTenant = 1
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "alice", "tok-b": "bob"})
+	ctx := context.Background()
+	alice := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	bob := &api.Client{BaseURL: d.Server.URL, Token: "tok-b"}
+	c, err := alice.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CreateChat(ctx, api.CreateChatRequest{}); statusOf(err) != http.StatusTooManyRequests {
+		t.Fatalf("a second chat over the limit: %v", err)
+	}
+
+	if err := bob.DeleteChat(ctx, c.ID); statusOf(err) != http.StatusNotFound {
+		t.Fatalf("bob deleting alice's chat: %v, want 404", err)
+	}
+	if msgs, err := alice.Transcript(ctx, c.ID); err != nil || len(msgs) != 2 {
+		t.Fatalf("bob's attempt changed alice's chat: %d messages, %v", len(msgs), err)
+	}
+
+	if err := alice.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"", "/transcript", "/context", "/events"} {
+		if code, body := callAs(t, "GET", d.Server.URL+"/v1/chats/"+c.ID+path, "tok-a"); code != http.StatusNotFound {
+			t.Errorf("GET %s after delete: %d %s", path, code, body)
+		}
+	}
+	if _, err := alice.Send(ctx, c.ID, api.SendMessageRequest{Content: "again"}, nil); statusOf(err) != http.StatusNotFound {
+		t.Errorf("a message to the deleted chat: %v, want 404", err)
+	}
+	if err := alice.DeleteChat(ctx, c.ID); statusOf(err) != http.StatusNotFound {
+		t.Errorf("deleting twice: %v, want 404", err)
+	}
+	if code, body := callAs(t, "GET", d.Server.URL+"/v1/chats", "tok-a"); code != 200 || strings.Contains(body, c.ID) {
+		t.Errorf("the list still shows the deleted chat: %d %s", code, body)
+	}
+	if msgs, _ := d.Hub.Store().Messages(ctx, c.ID, 0, 0); len(msgs) != 0 {
+		t.Errorf("%d messages of the deleted chat are still stored", len(msgs))
+	}
+	if _, ok, _ := d.Hub.Store().LoadSnapshot(ctx, c.ID); ok {
+		t.Error("the deleted chat's snapshot is still stored")
+	}
+	if _, err := alice.CreateChat(ctx, api.CreateChatRequest{}); err != nil {
+		t.Fatalf("the deletion did not free the tenant's slot: %v", err)
+	}
+}
+
+func TestDeleteChatCancelsItsRunningTurnAndEndsItsWatchers(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Hang: true} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", d.Server.URL+"/v1/chats/"+c.ID+"/events", nil)
+	watch, err := http.DefaultClient.Do(req)
+	if err != nil || watch.StatusCode != 200 {
+		t.Fatalf("watch: %v", err)
+	}
+	defer watch.Body.Close()
+
+	started := make(chan struct{})
+	type sent struct {
+		res api.TurnResult
+		err error
+	}
+	done := make(chan sent, 1)
+	go func() {
+		var once bool
+		res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "think forever"}, func(ev api.Event) {
+			if ev.Type == chat.EventTurnStarted && !once {
+				once = true
+				close(started)
+			}
+		})
+		done <- sent{res, err}
+	}()
+	<-started
+	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil || got.res.Problem == nil || got.res.Problem.Kind != chat.ProblemDeleted {
+		t.Fatalf("the running turn did not end as deleted: %+v %v", got.res, got.err)
+	}
+	// The watcher's stream says so and ends (a read to EOF returns).
+	var types []string
+	sc := bufio.NewScanner(watch.Body)
+	for sc.Scan() {
+		if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			types = append(types, ev)
+		}
+	}
+	if len(types) == 0 || types[len(types)-1] != chat.EventChatDeleted {
+		t.Fatalf("the watcher's last events: %v, want %s last", types, chat.EventChatDeleted)
+	}
+	if msgs, _ := d.Hub.Store().Messages(ctx, c.ID, 0, 0); len(msgs) != 0 {
+		t.Errorf("the cancelled turn left %d messages behind", len(msgs))
+	}
+}
