@@ -85,9 +85,12 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 	}
 	r.mu.Lock()
 	for n := range seen {
-		if other := r.ownerLocked(tenant, n); other != "" && other != name {
+		if owner := r.ownerLocked(tenant, n); owner != "" && owner != name {
 			r.mu.Unlock()
-			return fmt.Errorf("toolset %s: tool %s is already %s", name, n, other)
+			if owner == daemonOwner {
+				return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
+			}
+			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
 		}
 	}
 	if r.sets == nil {
@@ -103,11 +106,14 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 	return nil
 }
 
-// ownerLocked names what holds a tool name for a tenant: "a built-in
-// tool", "in toolset X", or "".
+// daemonOwner is ownerLocked's word for the daemon's own tools.
+const daemonOwner = "\x00daemon"
+
+// ownerLocked names what holds a tool name for a tenant: daemonOwner, the
+// toolset's name, or "".
 func (r *Registry) ownerLocked(tenant, name string) string {
 	if _, ok := r.tools[name]; ok {
-		return "a daemon tool"
+		return daemonOwner
 	}
 	for key, set := range r.sets {
 		t, n, _ := strings.Cut(key, "\x00")
@@ -116,7 +122,7 @@ func (r *Registry) ownerLocked(tenant, name string) string {
 		}
 		for _, tool := range set.tools {
 			if tool.Name == name {
-				return "in toolset " + n
+				return n
 			}
 		}
 	}

@@ -263,7 +263,9 @@ func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat)
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
-	if err := h.checkSetup(c); err != nil {
+	if err := h.checkSetup(c); errors.Is(err, tools.ErrUnknownToolset) {
+		return c, fmt.Errorf("%w: %v", ErrNotFound, err)
+	} else if err != nil {
 		return c, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.Instructions != "" {
@@ -352,6 +354,9 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 	if r, ok := res.(*session.Rejected); ok {
 		if errors.Is(r.Err, session.ErrNotFound) {
 			return nil, fmt.Errorf("chat %s: %w", chatID, ErrNotFound)
+		}
+		if errors.Is(r.Err, tools.ErrUnknownToolset) {
+			return nil, fmt.Errorf("%w: %v", ErrNotFound, r.Err)
 		}
 		if errors.Is(r.Err, session.ErrInvalid) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, r.Err)

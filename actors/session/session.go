@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/tools"
 )
 
 // maxRequestLog is how many recent requests the context view keeps.
@@ -282,7 +283,10 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	if m.Title != nil {
 		meta.Title = *m.Title
 	}
-	if err := s.patchSetup(m, &meta); err != nil {
+	if err := s.patchSetup(m, &meta); errors.Is(err, tools.ErrUnknownToolset) {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	} else if err != nil {
 		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
 		return
 	}
