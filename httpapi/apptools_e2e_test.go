@@ -363,3 +363,245 @@ func TestToolsetsAreTenantScoped(t *testing.T) {
 		t.Fatalf("a bad name: %d", st)
 	}
 }
+
+const patInstructions = "You are Pat, the front desk of Acme Dental. Answer in two sentences at most. Never give medical advice."
+
+func TestAChatsInstructionsAreEveryProtocolsSystemPromptByteStable(t *testing.T) {
+	for _, kind := range daemontest.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			fake := startFake(t, kind, fakeOptions{Script: func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }, Models: []fakeModel{{ID: "m", Window: 32000, Loaded: true}}})
+			cfg, err := daemontest.ConfigFor(kind, t.TempDir(), fake.URL(), 32000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := daemontest.Start(t, cfg, nil)
+			ctx := context.Background()
+			temp := 0.2
+			settings := &api.Settings{Temperature: &temp, Stop: []string{"END"}, ReasoningEffort: "high"}
+			var refused api.Error
+			st := askJSON(t, d, "", "POST", "/v1/chats", api.CreateChatRequest{Instructions: patInstructions, Settings: settings}, &refused)
+			if kind == "anthropic" {
+				// The Messages API of this SDK has no temperature: refused clearly.
+				if st != 400 || !strings.Contains(refused.Message, "temperature") {
+					t.Fatalf("anthropic with a temperature: %d %q", st, refused.Message)
+				}
+				settings.Temperature = nil
+			}
+			c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{Instructions: patInstructions, Settings: settings})
+			if err != nil || c.InstructionsVersion != 1 || c.Settings == nil {
+				t.Fatalf("create: %v %+v", err, c)
+			}
+			for _, text := range []string{"hello", "when are you open?", "thanks"} {
+				if res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil || res.Problem != nil {
+					t.Fatalf("send: %v %+v", err, res.Problem)
+				}
+			}
+			var systems []string
+			var raws []string
+			for _, r := range fake.Requests() {
+				if requestKind(r) == kindTurn {
+					systems = append(systems, r.System)
+					raws = append(raws, string(r.Raw))
+				}
+			}
+			if len(systems) != 3 || !strings.HasPrefix(systems[0], patInstructions+"\n\n") {
+				t.Fatalf("%d turns; the first system prompt starts %.120q", len(systems), systems[0])
+			}
+			if systems[1] != systems[0] || systems[2] != systems[0] {
+				t.Fatal("the system prompt changed between turns")
+			}
+			want := map[string][]string{
+				"openai":    {`"temperature":0.2`, `"stop":["END"]`, `"reasoning_effort":"high"`},
+				"anthropic": {`"stop_sequences":["END"]`, `"effort":"high"`},
+				"ollama":    {`"temperature":0.2`, `"stop":["END"]`, `"think":"high"`},
+			}[kind]
+			for _, w := range want {
+				if !strings.Contains(raws[0], w) {
+					t.Errorf("the %s request lacks %s", kind, w)
+				}
+			}
+			bad := api.Settings{ReasoningEffort: "turbo"}
+			if st := askJSON(t, d, "", "PATCH", "/v1/chats/"+c.ID, api.PatchChatRequest{Settings: &bad}, &refused); st != 400 || !strings.Contains(refused.Message, "reasoning_effort") {
+				t.Fatalf("an effort the protocol has no word for: %d %q", st, refused.Message)
+			}
+		})
+	}
+}
+
+func TestInstructionsPatchedMidChatApplyFromTheNextTurn(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{Instructions: patInstructions})
+	_, _ = d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello"}, nil)
+	changed := "You are Sam, the night nurse line of Acme Dental."
+	var after api.Chat
+	if st := askJSON(t, d, "", "PATCH", "/v1/chats/"+c.ID, api.PatchChatRequest{Instructions: &changed}, &after); st != 200 || after.InstructionsVersion != 2 || after.Instructions != changed {
+		t.Fatalf("PATCH: %d %+v", st, after)
+	}
+	_, _ = d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hello again"}, nil)
+	turns := requestsOf(fake, kindTurn)
+	if len(turns) != 2 || !strings.HasPrefix(turns[0].System, patInstructions) || !strings.HasPrefix(turns[1].System, changed+"\n\n") {
+		t.Fatalf("systems: %.60q / %.60q", turns[0].System, turns[1].System)
+	}
+	// Nothing else of the chat was lost with the change.
+	if msgs, _ := d.Client.Transcript(ctx, c.ID); len(msgs) != 4 {
+		t.Fatalf("transcript has %d messages, want 4", len(msgs))
+	}
+}
+
+func TestInstructionsOverTheLeanShareAreSentWholeAndSaidSo(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 8192), nil)
+	ctx := context.Background()
+	long := strings.Repeat("Always greet the caller by name and confirm the appointment date twice. ", 200)
+	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{Instructions: long})
+	var events []api.Event
+	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "hi"}, func(ev api.Event) { events = append(events, ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := slices.ContainsFunc(events, func(ev api.Event) bool {
+		return ev.Type == chat.EventTurnProblem && strings.Contains(string(ev.Data), chat.ProblemInstructions)
+	})
+	if !warned || res.Problem != nil {
+		t.Fatalf("warned %v, problem %+v", warned, res.Problem)
+	}
+	if sys := requestsOf(fake, kindTurn)[0].System; !strings.HasPrefix(sys, long) {
+		t.Fatal("lean mode cut the application's instructions")
+	}
+	v, err := d.Client.Context(ctx, c.ID)
+	if err != nil || len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "instructions") || v.InstructionsTokens == 0 {
+		t.Fatalf("context: %v %+v %d", err, v.Warnings, v.InstructionsTokens)
+	}
+}
+
+func TestTenantDefaultInstructionsReachChatsWithoutTheirOwn(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Tenants = map[string]configs.Tenant{"default": {Instructions: "You work for Acme."}}
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	plain, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	own, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{Instructions: patInstructions})
+	_, _ = d.Client.Send(ctx, plain.ID, api.SendMessageRequest{Content: "a"}, nil)
+	_, _ = d.Client.Send(ctx, own.ID, api.SendMessageRequest{Content: "b"}, nil)
+	turns := requestsOf(fake, kindTurn)
+	if !strings.HasPrefix(turns[0].System, "You work for Acme.\n\n") || !strings.HasPrefix(turns[1].System, patInstructions) || strings.Contains(turns[1].System, "Acme.\n\n") {
+		t.Fatalf("systems: %.40q / %.40q", turns[0].System, turns[1].System)
+	}
+}
+
+// erpTools is a registry of 5,000 application tools: 20 verbs on 25
+// things in 10 regions.
+func erpTools() []api.Tool {
+	verbs := []string{"refund", "issue", "void", "approve", "audit", "export", "merge", "split", "archive", "restore",
+		"price", "tag", "assign", "close", "reopen", "escalate", "forecast", "reconcile", "notify", "sync"}
+	things := []string{"invoice", "order", "shipment", "contract", "ticket", "lead", "quote", "payment", "refundable", "subscription",
+		"vendor", "asset", "budget", "expense", "timesheet", "project", "campaign", "warranty", "license", "coupon",
+		"pallet", "recipe", "survey", "booking", "claim"}
+	regions := []string{"emea", "apac", "latam", "nordics", "iberia", "benelux", "dach", "anz", "gulf", "africa"}
+	params := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}`)
+	var out []api.Tool
+	for _, v := range verbs {
+		for _, th := range things {
+			for _, r := range regions {
+				out = append(out, api.Tool{Name: v + "_" + th + "_" + r, Description: fmt.Sprintf("%s a %s of the %s region's ledger.", v, th, strings.ToUpper(r)), Parameters: params})
+			}
+		}
+	}
+	return out
+}
+
+func TestFiveThousandApplicationToolsOnAnEightKWindowSendOneToolUntilTheModelAsks(t *testing.T) {
+	var mu sync.Mutex
+	var toolLists [][]string
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if requestKind(r) != kindTurn {
+			return testkit.Reply{Text: "[]"}
+		}
+		mu.Lock()
+		toolLists = append(toolLists, r.Tools)
+		mu.Unlock()
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case last.Role == chat.RoleTool && last.ToolCallID == "k1" && slices.Contains(r.Tools, "refund_invoice_emea"):
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "k2", Name: "refund_invoice_emea", Arguments: `{"id":"INV-4242"}`}}}
+		case last.Role == chat.RoleTool:
+			return testkit.Reply{Text: "done: " + last.Content}
+		case last.Content == "thanks":
+			return testkit.Reply{Text: "you're welcome"}
+		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "k1", Name: "find_tools", Arguments: `{"query":"refund an invoice in the EMEA region"}`}}}
+	}})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 8192)
+	cfg.Providers[0].Models = append(cfg.Providers[0].Models, configs.Model{ID: "big", Window: 200_000})
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"})
+	if st := askJSON(t, d, "tok-a", "PUT", "/v1/toolsets/erp", api.PutToolsetRequest{Tools: erpTools(), Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
+		t.Fatalf("PUT 5000 tools: %d", st)
+	}
+	// Another tenant's tool that would match the search better must not come back.
+	secret := []api.Tool{{Name: "refund_invoice_emea_fast", Description: "Refund an invoice in the EMEA region, fast.", Parameters: crmTools[0].Parameters}}
+	if st := askJSON(t, d, "tok-b", "PUT", "/v1/toolsets/erp", api.PutToolsetRequest{Tools: secret, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
+		t.Fatalf("PUT as b: %d", st)
+	}
+	client := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	ctx := context.Background()
+	c, err := client.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"erp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found string
+	res, err := client.Send(ctx, c.ID, api.SendMessageRequest{Content: "Please give Ada her money back for INV-4242, the Paris office."}, func(ev api.Event) {
+		if ev.Type == chat.EventToolResult && strings.Contains(string(ev.Data), "find_tools") {
+			found = string(ev.Data)
+		}
+	})
+	if err != nil || res.Status != "requires_action" || res.ToolCalls[0].Name != "refund_invoice_emea" {
+		t.Fatalf("turn: %v %+v", err, res)
+	}
+	if strings.Contains(found, "refund_invoice_emea_fast") {
+		t.Fatal("find_tools returned another tenant's tool")
+	}
+	mu.Lock()
+	first, second := toolLists[0], toolLists[1]
+	mu.Unlock()
+	if !slices.Equal(first, []string{"find_tools"}) {
+		t.Fatalf("the first request carried %d tools: %v", len(first), first[:min(len(first), 5)])
+	}
+	if len(second) > 1+5 || !slices.Contains(second, "refund_invoice_emea") {
+		t.Fatalf("after find_tools the request carried %v", second)
+	}
+	res, err = client.SendToolResults(ctx, c.ID, api.ToolResultsRequest{Results: []api.ToolResult{{CallID: "k2", Output: "refunded"}}}, nil)
+	if err != nil || res.Status != "completed" {
+		t.Fatalf("resume: %v %+v", err, res)
+	}
+	if _, err := client.Send(ctx, c.ID, api.SendMessageRequest{Content: "thanks"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	lists := slices.Clone(toolLists)
+	mu.Unlock()
+	// The loaded tools keep their order from one request to the next.
+	if a, b := lists[len(lists)-2], lists[len(lists)-1]; !slices.Equal(a, b) || a[0] != "find_tools" {
+		t.Fatalf("tool order changed between turns: %v then %v", a, b)
+	}
+
+	// A big window defers a registry that would take more than a tenth of it.
+	big, _ := client.CreateChat(ctx, api.CreateChatRequest{Model: "fake/big", Toolsets: []string{"erp"}})
+	_, _ = client.Send(ctx, big.ID, api.SendMessageRequest{Content: "thanks"}, nil)
+	mu.Lock()
+	last := toolLists[len(toolLists)-1]
+	mu.Unlock()
+	if len(last) > 1+maxPreloaded || last[0] != "find_tools" {
+		t.Fatalf("a 200K window was sent %d tools", len(last))
+	}
+}
+
+// maxPreloaded bounds the tools a first lean request may carry besides
+// find_tools: those the message names.
+const maxPreloaded = 3

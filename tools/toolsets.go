@@ -84,12 +84,14 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 		seen[t.Name] = true
 	}
 	r.mu.Lock()
+	owners := r.ownersLocked(tenant)
 	for n := range seen {
-		if owner := r.ownerLocked(tenant, n); owner != "" && owner != name {
+		if _, ok := r.tools[n]; ok {
 			r.mu.Unlock()
-			if owner == daemonOwner {
-				return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
-			}
+			return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
+		}
+		if owner, ok := owners[n]; ok && owner != name {
+			r.mu.Unlock()
 			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
 		}
 	}
@@ -106,27 +108,17 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 	return nil
 }
 
-// daemonOwner is ownerLocked's word for the daemon's own tools.
-const daemonOwner = "\x00daemon"
-
-// ownerLocked names what holds a tool name for a tenant: daemonOwner, the
-// toolset's name, or "".
-func (r *Registry) ownerLocked(tenant, name string) string {
-	if _, ok := r.tools[name]; ok {
-		return daemonOwner
-	}
+// ownersLocked maps each tool name of a tenant's toolsets to its toolset.
+func (r *Registry) ownersLocked(tenant string) map[string]string {
+	out := map[string]string{}
 	for key, set := range r.sets {
-		t, n, _ := strings.Cut(key, "\x00")
-		if t != tenant {
-			continue
-		}
-		for _, tool := range set.tools {
-			if tool.Name == name {
-				return n
+		if t, n, _ := strings.Cut(key, "\x00"); t == tenant {
+			for _, tool := range set.tools {
+				out[tool.Name] = n
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // RemoveToolset drops a tenant's toolset; it reports whether it was there.
