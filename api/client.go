@@ -133,20 +133,27 @@ func (c *Client) streamTurn(ctx context.Context, path string, body any, onEvent 
 	}
 	defer resp.Body.Close()
 	var res TurnResult
+	var dropped chat.StreamDropped
 	err = ReadSSE(resp.Body, func(ev Event) bool {
 		if onEvent != nil {
 			onEvent(ev)
 		}
-		if ev.Type == chat.EventTurnCompleted || ev.Type == chat.EventTurnRequiresAction {
+		switch ev.Type {
+		case chat.EventTurnCompleted, chat.EventTurnRequiresAction:
 			_ = json.Unmarshal(ev.Data, &res)
+			return false
+		case chat.EventStreamDropped:
+			_ = json.Unmarshal(ev.Data, &dropped)
 			return false
 		}
 		return true
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return res, err
-	}
-	if res.TurnID == "" {
+	case dropped.Reason != "":
+		return res, fmt.Errorf("the stream was dropped (%s); the turn goes on: read the transcript after seq %d", dropped.Reason, dropped.LastSeq)
+	case res.TurnID == "":
 		return res, fmt.Errorf("the stream ended before the turn completed")
 	}
 	return res, nil

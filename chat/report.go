@@ -20,11 +20,21 @@ const (
 	EventHealed            = "healed"             // data: Healed
 	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
 	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
+	// EventStreamDropped is a stream's last event when it fell behind and
+	// was dropped; the session is not told (data: StreamDropped).
+	EventStreamDropped = "stream.dropped"
 	// EventTurnRequiresAction: the turn paused for tool calls the
 	// application runs (data: TurnResult, status requires_action); POST
 	// .../tool-results resumes it.
 	EventTurnRequiresAction = "turn.requires_action"
 )
+
+// StreamDropped says why a stream was dropped, and the last stored message
+// it was told of: read the transcript after LastSeq to catch up.
+type StreamDropped struct {
+	Reason  string `json:"reason"`
+	LastSeq int64  `json:"last_seq"`
+}
 
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {
@@ -49,6 +59,9 @@ const (
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
 	ProblemDeleted    = "deleted"
+	// ProblemAnswerTooLarge: the model's answer passed
+	// limits.max_answer_bytes; the part before the cap is kept.
+	ProblemAnswerTooLarge = "answer-too-large"
 	// ProblemInstructions: the application's instructions alone take more
 	// than lean mode's share of the window; they are sent whole.
 	ProblemInstructions = "instructions-too-long"

@@ -148,6 +148,14 @@ type Limits struct {
 	ToolTimeout Duration `yaml:"tool_timeout" json:"tool_timeout"`
 	// ToolResultBytes sent to the model per result (stored whole). Defaults to 32 KiB.
 	ToolResultBytes int `yaml:"tool_result_bytes" json:"tool_result_bytes"`
+	// MaxToolResultBytes is the most a tool call may return at all, stored
+	// (a longer text keeps its head and tail; an MCP server's larger answer
+	// is refused, and the server stays usable). Defaults to 8 MiB.
+	MaxToolResultBytes int `yaml:"max_tool_result_bytes" json:"max_tool_result_bytes"`
+	// ToolArgumentBytes is the most of a tool call's arguments a tool reads;
+	// longer ones are refused unread (and kept in the log) and the model is
+	// sent only their head again. Defaults to 256 KiB.
+	ToolArgumentBytes int `yaml:"tool_argument_bytes" json:"tool_argument_bytes"`
 	// TurnTimeout bounds a whole turn, retries included. Defaults to 10m.
 	TurnTimeout Duration `yaml:"turn_timeout" json:"turn_timeout"`
 	// ModelIdleTimeout ends a model call that sends nothing for this long. Defaults to 120s.
@@ -179,9 +187,10 @@ type HTTP struct {
 	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
-	// MaxUnauthenticated is the most connections open at once on which no
-	// request has yet authenticated; a new one beyond it closes the oldest.
-	// Defaults to 128.
+	// MaxUnauthenticated is how many connections may be open at once on
+	// which no request has yet authenticated; a new one beyond it closes the
+	// oldest such once that one has had a second to send a request (at
+	// once past twice the number). Defaults to 256.
 	MaxUnauthenticated int `yaml:"max_unauthenticated" json:"max_unauthenticated"`
 	// ConnsPerTenant is the most connections one tenant holds at once; a
 	// request on one more is answered 429 and its connection closed.
@@ -205,6 +214,8 @@ type MCPServer struct {
 	Command []string          `yaml:"command" json:"command,omitempty"`
 	Env     map[string]string `yaml:"env" json:"env,omitempty"`
 	URL     string            `yaml:"url" json:"url,omitempty"`
+	// Headers go with every HTTP request; ${VAR} in a value is taken from
+	// agentd's environment when connecting.
 	Headers map[string]string `yaml:"headers" json:"-"`
 	// BareNames registers the server's tools under their own names, without
 	// the "<name>__" prefix: a small local model calls tools by the names it
@@ -322,6 +333,8 @@ func (c *Config) ApplyDefaults() {
 	}
 	setDur(&l.ToolTimeout, time.Minute)
 	setInt(&l.ToolResultBytes, 32<<10)
+	setInt(&l.MaxToolResultBytes, 8<<20)
+	setInt(&l.ToolArgumentBytes, 256<<10)
 	setDur(&l.TurnTimeout, 10*time.Minute)
 	setDur(&l.ModelIdleTimeout, 2*time.Minute)
 	setDur(&l.FoldWait, 20*time.Second)
@@ -332,7 +345,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&h.ReadTimeout, time.Minute)
 	setDur(&h.UploadTimeout, 15*time.Minute)
 	setDur(&h.IdleTimeout, 2*time.Minute)
-	setInt(&h.MaxUnauthenticated, 128)
+	setInt(&h.MaxUnauthenticated, 256)
 	setInt(&h.ConnsPerTenant, 256)
 	if host, port, err := net.SplitHostPort(c.Metrics.Listen); err == nil && host == "" {
 		c.Metrics.Listen = net.JoinHostPort("127.0.0.1", port)

@@ -36,16 +36,25 @@ func newToolKit(t *testing.T) *toolKit {
 		name := fmt.Sprintf("tool_%03d", i)
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: fmt.Sprintf("Report reading number %d for a city", i)},
 			func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
-				k.mu.Lock()
-				k.calls = append(k.calls, name)
-				k.mu.Unlock()
+				k.record(name)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " reads 42 for " + a.City}}}, nil, nil
 			})
 	}
+	k.serve(t, s)
+	return k
+}
+
+// serve runs s over streamable HTTP for the test's life.
+func (k *toolKit) serve(t *testing.T, s *mcp.Server) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)
 	k.URL = srv.URL
-	return k
+}
+
+func (k *toolKit) record(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls = append(k.calls, name)
 }
 
 func (k *toolKit) ran(name string) bool {
@@ -188,4 +197,55 @@ func TestRealToolsInWords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRealOllamaLeanToolByName: Ollama has no grammar, so the tiny model
+// writes a call to get_weather whatever it is offered, and Ollama passes on
+// only a call to an offered tool. With 150 tools on a 2K window the chat is
+// lean; the person names get_weather (an MCP tool kept under its own name
+// by bare_names), agentd loads it beside find_tools, and the call completes
+// natively: call, result from the MCP server, answer.
+func TestRealOllamaLeanToolByName(t *testing.T) {
+	url := realURL(t, envOllama)
+	tp := newTap(t, url)
+	kit := newToolKit(t)
+	wx := newWeatherServer(t)
+	ref := "ollama/" + realModel
+	d := startReal(t, daemonConfig{
+		Providers: realYAML(ref, ollamaProvider("ollama", tp.URL, realModelCfg{ID: realModel, Window: 2048})),
+		Extra:     kit.yaml() + "  - name: wx\n    url: " + wx.URL + "\n    bare_names: true\n",
+	})
+	d.waitModel(t, ref)
+	id := d.newChat(t, ref)
+	rt := d.send(t, id, "Use get_weather: is it raining in Paris?")
+	loopDone(t, rt)
+	if rt.calls[0].Name != "get_weather" || rt.results[0].IsError {
+		t.Fatalf("call %+v, result %+v: want get_weather run", rt.calls[0], rt.results[0])
+	}
+	if !wx.ran("get_weather") {
+		t.Fatal("the call never reached the MCP server")
+	}
+	for _, c := range tp.since(0) {
+		if c.Kind != "turn" {
+			continue
+		}
+		if offered := requestTools(t, c.Request); !slices.Contains(offered, "find_tools") || len(offered) > 4 {
+			t.Errorf("a lean request offered %v, want find_tools and the named tools only", offered)
+		}
+	}
+}
+
+// newWeatherServer is an MCP server with the one tool the tiny model calls
+// without a grammar.
+func newWeatherServer(t *testing.T) *toolKit {
+	t.Helper()
+	k := &toolKit{}
+	s := mcp.NewServer(&mcp.Implementation{Name: "wx", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "get_weather", Description: "Get the weather for a city"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			k.record("get_weather")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "18C, light rain"}}}, nil, nil
+		})
+	k.serve(t, s)
+	return k
 }

@@ -1,48 +1,165 @@
 package eventbus
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
 
-func TestDeltasDropForLaggingWatchersButMustEventsWait(t *testing.T) {
-	b := New()
-	s := b.Subscribe("c", 1)
-	defer s.Close()
-	b.Publish(Event{Type: "message.delta", ChatID: "c"})
-	b.Publish(Event{Type: "message.delta", ChatID: "c"}) // no room: dropped
-	if b.Dropped() != 1 {
-		t.Fatalf("dropped = %d, want 1", b.Dropped())
-	}
-	done := make(chan struct{})
-	go func() {
-		b.PublishMust(Event{Type: "turn.completed", ChatID: "c"}, time.Minute)
-		close(done)
-	}()
-	if ev := <-s.C; ev.Type != "message.delta" {
-		t.Fatalf("first = %s", ev.Type)
-	}
-	<-done
-	if ev := <-s.C; ev.Type != "turn.completed" {
-		t.Fatalf("second = %s", ev.Type)
+func ev(typ string, seq int64) Event { return Event{Type: typ, ChatID: "c", Seq: seq} }
+
+// drain reads what a subscription holds until C is closed or empty.
+func drain(s *Sub) (got []Event, closed bool) {
+	for {
+		select {
+		case e, ok := <-s.C:
+			if !ok {
+				return got, true
+			}
+			got = append(got, e)
+		default:
+			return got, false
+		}
 	}
 }
 
+func TestDeltasDropPastTheMarkMustEventsUseTheRest(t *testing.T) {
+	b := New(time.Hour)
+	s := b.Subscribe("c", 4) // the mark is 3
+	defer s.Close()
+	for i := range 5 {
+		b.Publish(ev("message.delta", int64(i)))
+	}
+	if b.Dropped() != 2 {
+		t.Fatalf("dropped = %d, want 2 (deltas past the mark of 3)", b.Dropped())
+	}
+	b.PublishMust(ev("turn.completed", 9))
+	got, closed := drain(s)
+	if closed || len(got) != 4 || got[3].Type != "turn.completed" {
+		t.Fatalf("got %v (closed %v); want three deltas and turn.completed", got, closed)
+	}
+	if s.Dropped() != nil || b.Watchers("c") != 1 {
+		t.Fatalf("a watcher that caught up was dropped: %+v", s.Dropped())
+	}
+}
+
+// The structural property of issue 15: a publish never waits for a full
+// subscriber; that subscriber alone ends, with the events it holds, a
+// reason and the last seq it was told of, and the others get everything.
+func TestAFullWatcherIsDroppedAndNobodyWaits(t *testing.T) {
+	b := New(time.Hour)
+	stuck := b.Subscribe("c", 2)
+	reader := b.Subscribe("c", 16)
+	defer reader.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(1); i <= 5; i++ {
+			b.PublishMust(ev("message", i))
+		}
+	}()
+	<-done // a publisher that waited for stuck would never get here
+	got, closed := drain(stuck)
+	if !closed || len(got) != 2 || got[1].Seq != 2 {
+		t.Fatalf("the full watcher got %v (closed %v); want seqs 1, 2 then the end", got, closed)
+	}
+	d := stuck.Dropped()
+	if d == nil || d.Reason == "" || d.LastSeq != 2 {
+		t.Fatalf("drop = %+v; want a reason and last seq 2", d)
+	}
+	if all, _ := drain(reader); len(all) != 5 {
+		t.Fatalf("the reading watcher got %d of 5 events", len(all))
+	}
+	if b.Watchers("c") != 1 || b.DroppedWatchers() != 1 {
+		t.Fatalf("watchers %d, dropped watchers %d; want 1 and 1", b.Watchers("c"), b.DroppedWatchers())
+	}
+	stuck.Close() // after a drop, Close is harmless
+	if stuck.Dropped() == nil {
+		t.Fatal("Close forgot why the watcher was dropped")
+	}
+}
+
+// Each subscription keeps its own clock: one that stays past the mark for
+// longer than the patience is dropped at the next event, another that
+// keeps up is not.
+func TestPatienceIsPerSubscription(t *testing.T) {
+	b := New(time.Second)
+	behind := b.Subscribe("c", 4)
+	fresh := b.Subscribe("c", 4)
+	t0 := time.Now()
+	cases := []struct {
+		at   time.Duration
+		must bool
+		read bool // fresh reads everything before this event
+		gone bool // behind is dropped by this event
+	}{
+		{0, true, false, false},
+		{0, true, false, false},
+		{0, true, false, false}, // behind reaches the mark
+		{100 * time.Millisecond, false, true, false},
+		{900 * time.Millisecond, false, true, false},
+		{1200 * time.Millisecond, false, true, true}, // behind for over a second
+	}
+	for i, c := range cases {
+		if c.read {
+			drain(fresh)
+		}
+		ended := behind.offer(ev("e", int64(i)), c.must, t0.Add(c.at))
+		fresh.offer(ev("e", int64(i)), c.must, t0.Add(c.at))
+		if ended != c.gone {
+			t.Fatalf("event %d at %s: dropped %v, want %v", i, c.at, ended, c.gone)
+		}
+	}
+	if d := behind.Dropped(); d == nil || d.LastSeq != 2 {
+		t.Fatalf("drop = %+v; want last seq 2", d)
+	}
+	if fresh.Dropped() != nil {
+		t.Fatal("the watcher that kept up was dropped")
+	}
+	fresh.Close()
+}
+
 func TestEventsReachOnlyTheirChat(t *testing.T) {
-	b := New()
+	b := New(time.Second)
 	a, other := b.Subscribe("a", 4), b.Subscribe("b", 4)
-	b.PublishMust(Event{Type: "x", ChatID: "a"}, time.Second)
+	b.PublishMust(Event{Type: "x", ChatID: "a"})
 	a.Close()
 	if _, ok := <-a.C; !ok {
 		t.Fatal("chat a's event was lost")
 	}
 	select {
-	case ev := <-other.C:
-		t.Fatalf("chat b got %+v", ev)
+	case e := <-other.C:
+		t.Fatalf("chat b got %+v", e)
 	default:
 	}
 	other.Close()
 	if b.Watchers("a")+b.Watchers("b") != 0 {
 		t.Fatal("closed subscriptions still counted")
 	}
+}
+
+// Publishing, dropping and closing at once: no send on a closed channel,
+// no race (go test -race).
+func TestPublishDropAndCloseConcurrently(t *testing.T) {
+	b := New(time.Millisecond)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				if i%3 == 0 {
+					b.PublishMust(ev("m", int64(i)))
+				} else {
+					b.Publish(ev("d", int64(i)))
+				}
+			}
+		}()
+	}
+	for range 50 {
+		s := b.Subscribe("c", 2)
+		drain(s)
+		s.Close()
+	}
+	wg.Wait()
 }

@@ -213,7 +213,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		writeHubError(w, err)
 		return
 	}
-	s.runTurn(w, r, tenant, id, func() (string, error) {
+	s.runTurn(w, r, id, func() (string, error) {
 		acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
 		if err != nil {
 			return "", err
@@ -222,16 +222,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	})
 }
 
-// runTurn starts a turn with start, within the tenant's limit on turns in
-// flight, and answers with it: SSE when the client accepts
-// text/event-stream, else JSON once the turn completes or pauses.
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID string, start func() (turnID string, err error)) {
-	if !s.acquireTurn(tenant) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant has %d turns in flight, the most allowed", s.cfg.Limits.TurnsPerTenant))
-		return
-	}
-	defer s.releaseTurn(tenant)
+// runTurn starts a turn with start and answers with it: SSE when the
+// client accepts text/event-stream, else JSON once the turn completes or
+// pauses.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
 	sub := s.hub.Bus().Subscribe(chatID, streamBuffer)
@@ -247,16 +241,26 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID 
 	}
 	res, ok := waitTurn(r.Context(), sub, turnID)
 	if !ok {
-		writeError(w, http.StatusGatewayTimeout, "timeout", "the turn did not finish while the request was open; read it from the transcript")
+		why := "the turn did not finish while the request was open"
+		if d := sub.Dropped(); d != nil {
+			why = "this request fell behind its turn's events (" + d.Reason + ")"
+		}
+		writeError(w, http.StatusGatewayTimeout, "timeout", why+"; the turn goes on: read it from the transcript")
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
-// streamBuffer is each stream's event buffer: deltas past it are dropped
-// for a lagging client (the stored message is whole), everything else
-// waits for room. A thousand streams at once hold about 20 MB.
+// streamBuffer is each stream's event buffer: deltas past three quarters of
+// it are dropped for a lagging client (the stored message is whole); a
+// client that lets it fill is dropped (eventbus). A thousand streams at
+// once hold about 20 MB.
 const streamBuffer = 256
+
+// sseWriteWait bounds one write to a stream's client: a client that takes
+// nothing for that long is cut, so its handler does not hold a connection
+// for a reader that is gone.
+const sseWriteWait = 30 * time.Second
 
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
@@ -286,10 +290,12 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnR
 	}
 }
 
-// sseWriter writes Server-Sent Events with explicit flushes.
+// sseWriter writes Server-Sent Events with explicit flushes, each write
+// bounded by sseWriteWait.
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w  http.ResponseWriter
+	f  http.Flusher
+	rc *http.ResponseController
 }
 
 func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
@@ -304,7 +310,13 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
-	return &sseWriter{w: w, f: f}, true
+	return &sseWriter{w: w, f: f, rc: http.NewResponseController(w)}, true
+}
+
+// deadline bounds the next write; a writer without deadlines (a test's
+// recorder) is written to unbounded.
+func (s *sseWriter) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
 }
 
 func (s *sseWriter) send(ev eventbus.Event) error {
@@ -316,6 +328,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 	if err != nil {
 		return err
 	}
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); err != nil {
 		return err
 	}
@@ -324,6 +337,7 @@ func (s *sseWriter) send(ev eventbus.Event) error {
 }
 
 func (s *sseWriter) comment(text string) error {
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
@@ -332,9 +346,11 @@ func (s *sseWriter) comment(text string) error {
 }
 
 // streamTurn sends one turn's events until it completes or the client
-// goes; the turn goes on without the client, into the transcript.
+// goes; the turn goes on without the client, into the transcript. A client
+// too slow for the turn's events is dropped like any watcher: the turn is
+// never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, sub, func(ev eventbus.Event) (send, last bool) {
+	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
 		return ev.TurnID == turnID || ev.Type == chat.EventCompacted, turnEnds(ev, turnID)
 	})
 }
@@ -349,22 +365,29 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Bus().Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
+	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
-// with pick which to send and after which to stop.
-func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, pick func(eventbus.Event) (send, last bool)) {
+// with pick which to send and after which to stop. When the bus drops the
+// subscription the stream ends with stream.dropped (of turnID, if any).
+func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(eventbus.Event) (send, last bool)) {
 	sse, ok := startSSE(w)
 	if !ok {
 		return
 	}
+	// The connection may serve a next request: lift the write deadline.
+	defer func() { _ = sse.rc.SetWriteDeadline(time.Time{}) }()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
+				if d := sub.Dropped(); d != nil {
+					_ = sse.send(eventbus.Event{Type: chat.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
+						Data: chat.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
+				}
 				return
 			}
 			send, last := pick(ev)
@@ -398,6 +421,6 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status": status, "provider_errors": errs, "heals": s.hub.Metrics().Heals(),
 		"active_sessions": s.hub.ActiveSessions(), "badger_lsm_bytes": lsm, "badger_vlog_bytes": vlog,
-		"events_dropped": s.hub.Bus().Dropped(),
+		"events_dropped": s.hub.Bus().Dropped(), "watchers_dropped": s.hub.Bus().DroppedWatchers(),
 	})
 }

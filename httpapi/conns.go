@@ -13,11 +13,13 @@ import (
 )
 
 // connLimiter bounds the connections of a listener so that clients who
-// never authenticate cannot crowd out those who do: at most maxUnauth
-// connections on which no request has authenticated yet (a new one beyond
-// that closes the oldest such, so a flood of silent or slow connections
-// costs a real client at most one retry), and at most perTenant per tenant
-// once a request on them has.
+// never authenticate cannot crowd out those who do: about maxUnauth
+// connections on which no request has authenticated yet — a new one beyond
+// that closes the oldest such once it has had unauthGrace to send a
+// request, or at once past twice maxUnauth — and at most perTenant per
+// tenant once a request on them has. A flood of silent or slow connections
+// so costs a real client at most one retry, and a burst of real ones is not
+// cut before the server has read their first request.
 type connLimiter struct {
 	net.Listener
 	maxUnauth, perTenant int
@@ -32,11 +34,17 @@ type trackedConn struct {
 	net.Conn
 	l *connLimiter
 
+	since time.Time // accepted at
+
 	// Guarded by l.mu.
 	elem     *list.Element // in l.unauth while no request has authenticated
 	tenant   string        // the tenant it is counted for, once one has
 	released bool
 }
+
+// unauthGrace is how long a new connection may take to send a request that
+// authenticates before a newer one may close it.
+const unauthGrace = time.Second
 
 func newConnLimiter(ln net.Listener, maxUnauth, perTenant int) *connLimiter {
 	return &connLimiter{Listener: ln, maxUnauth: maxUnauth, perTenant: perTenant, unauth: list.New(), tenants: map[string]int{}}
@@ -48,12 +56,15 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, l: l}
+	tc := &trackedConn{Conn: c, l: l, since: time.Now()}
 	var evicted *trackedConn
 	l.mu.Lock()
-	if l.unauth.Len() >= max(l.maxUnauth, 1) {
-		evicted = l.unauth.Remove(l.unauth.Front()).(*trackedConn)
-		evicted.elem = nil
+	if n := l.unauth.Len(); n >= max(l.maxUnauth, 1) {
+		oldest := l.unauth.Front().Value.(*trackedConn)
+		if n >= 2*l.maxUnauth || time.Since(oldest.since) >= unauthGrace {
+			l.unauth.Remove(oldest.elem)
+			oldest.elem, evicted = nil, oldest
+		}
 	}
 	tc.elem = l.unauth.PushBack(tc)
 	l.mu.Unlock()

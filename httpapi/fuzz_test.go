@@ -48,6 +48,7 @@ func serve(t testing.TB, d *ownDaemon, method, path string, body []byte, sse boo
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req := httptest.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
+	req.Host = "127.0.0.1" // the no-token daemon serves loopback names only
 	req.Header.Set("Content-Type", "application/json")
 	if sse {
 		req.Header.Set("Accept", "text/event-stream")

@@ -41,7 +41,6 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
-	inFlight map[string]int
 	// turns counts handlers of turns still answering their clients.
 	turns sync.WaitGroup
 }
@@ -62,7 +61,7 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // New builds the handler. tokens maps bearer tokens to tenants.
 func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
-	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}, inFlight: map[string]int{}}
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.guard.wrap(s.mux)
 	s.routes()
@@ -197,23 +196,6 @@ func (s *Server) allow(tenant string) (time.Duration, bool) {
 	return 0, true
 }
 
-// acquireTurn counts a tenant's turns in flight.
-func (s *Server) acquireTurn(tenant string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inFlight[tenant] >= s.cfg.Limits.TurnsPerTenant {
-		return false
-	}
-	s.inFlight[tenant]++
-	return true
-}
-
-func (s *Server) releaseTurn(tenant string) {
-	s.mu.Lock()
-	s.inFlight[tenant]--
-	s.mu.Unlock()
-}
-
 // decode reads a JSON body strictly into v, answering the error itself.
 // Bytes that are not UTF-8 are refused, not replaced: what is stored is what
 // was sent. The body is already bounded by MaxBytesReader.
@@ -267,7 +249,7 @@ func writeHubError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, hub.ErrBusy):
+	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):

@@ -131,7 +131,7 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request, tenant stri
 		results[i] = hub.ToolResult{CallID: res.CallID, Output: res.Output, IsError: res.IsError}
 	}
 	id := r.PathValue("id")
-	s.runTurn(w, r, tenant, id, func() (string, error) {
+	s.runTurn(w, r, id, func() (string, error) {
 		acc, err := s.hub.SubmitToolResults(r.Context(), tenant, id, results)
 		if err != nil {
 			return "", err

@@ -28,6 +28,10 @@ type Request struct {
 	// whose server cuts over-long prompts silently (Ollama) compares it with
 	// the count the server reports.
 	EstimatedInput int
+	// MaxAnswerBytes caps what is kept of the answer (text, thinking, tool
+	// calls); past it Stream ends with ErrAnswerTooLarge. 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
 	// Settings are the chat's sampling settings, passed through as the
 	// protocol names them (MaxOutputTokens is already in MaxTokens).
 	Settings chat.Settings
@@ -206,4 +210,21 @@ func LearntWindow(e *Error, sent, answer, believed int) int {
 		return bound
 	}
 	return 0
+}
+
+// RetryWindow is the window to size the one retry of a refused request to:
+// what LearntWindow teaches, recorded through learn (which persists it and
+// returns the window now believed), or 5% under believed when the refusal
+// teaches nothing, so the retry is smaller all the same. A failure to
+// record is returned beside the window learned, for the caller to log.
+func RetryWindow(ctx context.Context, e *Error, sent, answer, believed int, learn func(ctx context.Context, window int) (int, error)) (int, error) {
+	w := LearntWindow(e, sent, answer, believed)
+	if w <= 0 {
+		return believed * 95 / 100, nil
+	}
+	kept, err := learn(ctx, w)
+	if err != nil {
+		return w, fmt.Errorf("learn window %d: %w", w, err)
+	}
+	return kept, nil
 }

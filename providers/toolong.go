@@ -93,6 +93,12 @@ func ExplainTooLong(provider string, status int, body string) Explanation {
 	for _, r := range providerRules[canonicalName(provider)] {
 		r.apply(text, &f)
 	}
+	for _, r := range windowShapes {
+		if !f.hit || f.window > 0 {
+			break
+		}
+		r.apply(text, &f)
+	}
 	// A 413 with no other word is a proxy's limit on bytes (nginx's
 	// client_max_body_size), not the model's window: left alone, so no
 	// window is learned and no chat is folded for it.
@@ -484,6 +490,22 @@ var sharedRules = []rule{
 		"input is too long", "input too long", "too many tokens", "reduce the length of the messages", "maximum context length"),
 	onlyHit(`exceed[a-z ,]{0,40}context (?:length|window|size|limit)`),
 	onlyHit(`context (?:length|window|size|limit)[a-z ,]{0,20}exceed`),
+}
+
+// windowShapes read the window of a refusal no specific wording knew, in
+// the shapes windows are named in; they run only once the body is known to
+// be about the window and no rule read its window, most telling first.
+var windowShapes = []rule{
+	{re: words(`context (?:length|window|size|limit) (?:is |of )?(?:only )?\(?{n}(?: tokens)?`), set: setWindow(1)},
+	{re: words(`{n} tokens? > {n}`), set: setWindow(2)},
+	{re: words(`\bn_ctx(?:_slot)?[:= ]+{n}`), set: setWindow(1)},
+	{re: words(`(?:token )?limit (?:is |of ){n}(?: tokens)?`), set: setWindow(1)},
+	{re: words(`exceeds? (?:the )?(?:maximum |max )?(?:context |input )?(?:length|limit|window|size) (?:of )?\(?{n}`), set: setWindow(1)},
+	{re: words(`maximum (?:context |input |prompt )?(?:length |tokens? )?(?:is |of )?{n}(?: tokens)?`), set: setWindow(1)},
+}
+
+func setWindow(group int) func(f *facts, n []int) {
+	return func(f *facts, n []int) { setOnce(&f.window, n[group]) }
 }
 
 // inputOnly records an input-only limit: the input figure is group in, the

@@ -2,7 +2,9 @@ package providers
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -404,5 +406,44 @@ func TestLearntWindow(t *testing.T) {
 		if got := LearntWindow(c.e, c.sent, c.answer, c.believed); got != c.want {
 			t.Errorf("%s: got %d, want %d", name, got, c.want)
 		}
+	}
+}
+
+// TestWindowShapes: a refusal no specific wording knows still gives its
+// window in the shapes windows are named in, and the window rather than the
+// request size or the answer room when it names several numbers.
+func TestWindowShapes(t *testing.T) {
+	cases := map[string]struct {
+		body   string
+		window int
+	}{
+		"limit is N":             {"Prompt too long: 9000 tokens requested, limit is 8192.", 8192},
+		"limit of N tokens":      {"context_length_exceeded: 5000 input + 1000 output tokens; limit of 4096 tokens", 4096},
+		"context length (N)":     {"Input too long for the model's context length (32768 tokens): 40000 given, max_tokens 2048.", 32768},
+		"N tokens > M":           {"input is too long: 9100 tokens > 8000", 8000},
+		"exceeds the limit of N": {"The prompt (70000 tokens) is too long: it exceeds the context limit of 65536 with 4096 for the answer.", 65536},
+		"maximum of N":           {"Prompt is too long. The maximum is 131072 tokens; you sent 140000 and asked for 8192 more.", 131072},
+		"n_ctx_slot":             {"the request exceeds the available context size, n_ctx_slot = 2048, n_prompt_tokens = 2059", 2048},
+	}
+	for name, c := range cases {
+		if got := DetectTooLong("", 400, c.body); !got.TooLong || got.Window != c.window {
+			t.Errorf("%s: got %+v, want window %d", name, got, c.window)
+		}
+	}
+}
+
+func TestRetryWindow(t *testing.T) {
+	var told int
+	learn := func(_ context.Context, w int) (int, error) { told = w; return w - 1, nil }
+	if got, err := RetryWindow(context.Background(), &Error{TooLong: true, Window: 4096}, 0, 0, 8192, learn); err != nil || got != 4095 || told != 4096 {
+		t.Errorf("named window: got %d (told %d, err %v)", got, told, err)
+	}
+	told = 0
+	if got, _ := RetryWindow(context.Background(), &Error{TooLong: true}, 0, 0, 8000, learn); got != 7600 || told != 0 {
+		t.Errorf("nothing taught: got %d, told %d; want 5%% less and nothing recorded", got, told)
+	}
+	fail := func(context.Context, int) (int, error) { return 0, errors.New("disk full") }
+	if got, err := RetryWindow(context.Background(), &Error{TooLong: true, Window: 4096}, 0, 0, 8192, fail); got != 4096 || err == nil {
+		t.Errorf("failed record: got %d, err %v; want the window learned and the error", got, err)
 	}
 }

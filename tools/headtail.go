@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -46,6 +47,24 @@ func marker(cut int, recovery string) string {
 		return "\n[… " + strconv.Itoa(cut) + " bytes cut …]\n"
 	}
 	return "\n[… " + strconv.Itoa(cut) + " bytes cut; read them whole with " + recovery + " …]\n"
+}
+
+// argsHead is how much of oversize arguments the model is shown again.
+const argsHead = 1 << 10
+
+// ShortArguments is what the model is sent again of a call's arguments
+// over max bytes: a JSON object (every protocol wants one) with their head
+// and a note saying they were cut. The log keeps them whole; Call refuses
+// them, so nothing ran on what the model no longer sees.
+func ShortArguments(args string, max int) string {
+	if max <= 0 || len(args) <= max {
+		return args
+	}
+	b, _ := json.Marshal(map[string]string{
+		"cut_arguments_head": args[:runeStart(args, min(argsHead, max/2))],
+		"note":               fmt.Sprintf("agentd cut these arguments: they were %d bytes, over the limit of %d, and the call was refused unread", len(args), max),
+	})
+	return string(b)
 }
 
 // runeStart moves i back to the start of the rune it falls in, so text[:i]

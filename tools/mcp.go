@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,8 +35,14 @@ type MCPServer struct {
 	// Env is added to the daemon's own environment for the command.
 	Env map[string]string
 	URL string
-	// Headers are sent with every HTTP request (for example Authorization).
+	// Headers are sent with every HTTP request (for example Authorization);
+	// ${VAR} in a value is replaced by the variable from agentd's
+	// environment, so a token need not sit in the configuration file.
 	Headers map[string]string
+	// MaxResultBytes bounds one message from the server. A larger answer
+	// fails that call only: it is dropped unread and the model is told, and
+	// the connection stays up. Optional. Defaults to 8 MiB.
+	MaxResultBytes int
 	// Trusted says the server's output is the operator's own data; otherwise
 	// every result is marked Untrusted, as outside text.
 	Trusted bool
@@ -56,8 +63,11 @@ const mcpConnectTimeout = 30 * time.Second
 // server that fails to start or to list its tools is logged and skipped; a
 // tool whose name collides is logged and skipped. The error is non-nil only
 // for a configuration mistake (no name, both or neither of Command and URL,
-// a repeated name), and then nothing is connected. close ends every session
-// and removes the tools it added.
+// a repeated name), and then nothing is connected. Each answer is bounded
+// by the server's MaxResultBytes: a larger one fails that call only. A
+// server that dies later is reconnected by the next call to one of its
+// tools (see mcpConn). close ends every session and removes the tools it
+// added.
 func ConnectMCP(ctx context.Context, servers []MCPServer, r *Registry, log zerolog.Logger) (close func() error, err error) {
 	if err := validateMCPServers(servers); err != nil {
 		return func() error { return nil }, err
@@ -90,32 +100,141 @@ func validateMCPServers(servers []MCPServer) error {
 	return errors.Join(errs...)
 }
 
-// mcpTarget is a server with the transport to reach it; tests use the SDK's
+// mcpTarget is a server with the way to reach it: a new transport for each
+// connection (a stdio server is started again); tests use the SDK's
 // in-memory transport here.
 type mcpTarget struct {
 	server    MCPServer
-	transport mcp.Transport
+	transport func() (mcp.Transport, error)
 }
 
-func mcpTransport(s MCPServer, log zerolog.Logger) mcp.Transport {
+func mcpTransport(s MCPServer, log zerolog.Logger) func() (mcp.Transport, error) {
+	limit := limitOrDefault(s.MaxResultBytes)
+	log = log.With().Str("mcp_server", s.Name).Logger()
 	if len(s.Command) > 0 {
-		// Not CommandContext: the process must outlive the connect context.
-		cmd := exec.Command(s.Command[0], s.Command[1:]...)
-		cmd.Env = os.Environ()
-		for k, v := range s.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.Stderr = &logLines{log: log.With().Str("mcp_server", s.Name).Logger()}
-		return &mcp.CommandTransport{Command: cmd}
+		return func() (mcp.Transport, error) { return &stdioTransport{server: s, limit: limit, log: log}, nil }
 	}
+	return func() (mcp.Transport, error) {
+		headers, err := expandHeaders(s.Headers)
+		if err != nil {
+			return nil, err
+		}
+		return streamableTransport(s.URL, http.DefaultTransport, headers, limit, log), nil
+	}
+}
+
+// streamableTransport reaches a streamable-HTTP server through base, with
+// headers on every request and each answer bounded by limit.
+func streamableTransport(url string, base http.RoundTripper, headers map[string]string, limit int, log zerolog.Logger) *mcp.StreamableClientTransport {
 	return &mcp.StreamableClientTransport{
-		Endpoint:   s.URL,
-		HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.Headers}},
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: httpGuard{base: headerTransport{base: base, headers: headers}, limit: limit, log: log}},
 		// agentd lists tools once at connect and does not act on server
 		// notifications, so the standing GET stream would only cost a
 		// connection per server.
 		DisableStandaloneSSE: true,
+		// httpGuard bounds each event; this only must not bite first.
+		MaxEventSize: 2*limit + headKeep,
 	}
+}
+
+// envRef is a ${VAR} reference in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandHeaders replaces ${VAR} in header values from the environment; a
+// variable that is not set is an error, not an empty token.
+func expandHeaders(h map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(h))
+	var missing []string
+	for k, v := range h {
+		out[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				missing = append(missing, k+": ${"+name+"}")
+			}
+			return val
+		})
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("header %s: the variable is not set in agentd's environment", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// stdioTransport starts the server's command for each connection and reads
+// its output through a stdioGuard. The SDK's own command transport reads
+// with its frame limit, past which it closes the whole connection.
+type stdioTransport struct {
+	server MCPServer
+	limit  int
+	log    zerolog.Logger
+}
+
+// mcpStopWait is how long a stopping server gets after its stdin closes,
+// and again after SIGTERM, before it is killed.
+const mcpStopWait = 5 * time.Second
+
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	s := t.server
+	// Not CommandContext: the process must outlive the connect context.
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	cmd.Env = os.Environ()
+	for k, v := range s.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = &logLines{log: t.log}
+	cmd.WaitDelay = mcpStopWait
+	// Our own pipe, not StdoutPipe: Wait runs beside the reads, and must not
+	// close the pipe before everything the server wrote is read.
+	out, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = w
+	stdin, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	_ = w.Close()
+	if err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	p := &childProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	go p.wait()
+	// MaxLineLength -1: the guard already bounds every line.
+	return (&mcp.IOTransport{Reader: newStdioGuard(out, t.limit, t.log), Writer: p, MaxLineLength: -1}).Connect(ctx)
+}
+
+// childProcess is a running stdio server: writes go to its stdin; Close
+// stops it (stdin closed, then SIGTERM, then kill) and reaps it.
+type childProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	exited chan struct{}
+}
+
+func (p *childProcess) wait() {
+	_ = p.cmd.Wait()
+	close(p.exited)
+}
+
+func (p *childProcess) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+
+func (p *childProcess) Close() error {
+	_ = p.stdin.Close()
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Kill} {
+		select {
+		case <-p.exited:
+			return nil
+		case <-time.After(mcpStopWait):
+		}
+		_ = p.cmd.Process.Signal(sig)
+	}
+	<-p.exited
+	return nil
 }
 
 // connectMCPTargets connects all targets in parallel (one slow server does
@@ -123,33 +242,35 @@ func mcpTransport(s MCPServer, log zerolog.Logger) mcp.Transport {
 // outcome of a name collision does not depend on timing.
 func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, log zerolog.Logger) func() error {
 	type connected struct {
-		session *mcp.ClientSession
-		tools   []*mcp.Tool
-		err     error
+		conn  *mcpConn
+		tools []*mcp.Tool
+		err   error
 	}
 	results := make([]connected, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Go(func() {
-			s, tl, err := connectMCPServer(ctx, t, log)
-			results[i] = connected{session: s, tools: tl, err: err}
+			conn := newMCPConn(t.server.Name, t.transport, log.With().Str("mcp_server", t.server.Name).Logger())
+			tl, err := listMCPTools(ctx, conn)
+			results[i] = connected{conn: conn, tools: tl, err: err}
 		})
 	}
 	wg.Wait()
 
-	var sessions []*mcp.ClientSession
+	var conns []*mcpConn
 	var added []string
 	for i, t := range targets {
 		res := results[i]
 		slog := log.With().Str("mcp_server", t.server.Name).Logger()
 		if res.err != nil {
+			_ = res.conn.close()
 			slog.Error().Err(res.err).Msg("mcp server skipped: it did not start or list its tools")
 			continue
 		}
-		sessions = append(sessions, res.session)
+		conns = append(conns, res.conn)
 		n := 0
 		for _, mt := range res.tools {
-			tool := mcpTool(t.server, res.session, mt)
+			tool := mcpTool(t.server, res.conn, mt)
 			if err := r.Add(tool); err != nil {
 				slog.Warn().Err(err).Str("mcp_tool", mt.Name).Msg("mcp tool skipped")
 				continue
@@ -168,8 +289,8 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 				r.Remove(name)
 			}
 			var errs []error
-			for _, s := range sessions {
-				if err := s.Close(); err != nil {
+			for _, c := range conns {
+				if err := c.close(); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -179,27 +300,23 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 	}
 }
 
-func connectMCPServer(ctx context.Context, t mcpTarget, log zerolog.Logger) (*mcp.ClientSession, []*mcp.Tool, error) {
+// listMCPTools connects and lists the server's tools, sorted by name.
+func listMCPTools(ctx context.Context, conn *mcpConn) ([]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
 	defer cancel()
-	sdkLog := log.With().Str("component", "mcp").Str("mcp_server", t.server.Name).Logger().Level(zerolog.WarnLevel)
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentd", Version: "1"}, &mcp.ClientOptions{
-		Logger: slog.New(zerolog.NewSlogHandler(sdkLog)),
-	})
-	session, err := client.Connect(ctx, t.transport, nil)
+	session, err := conn.get(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
+		return nil, err
 	}
 	var list []*mcp.Tool
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
-			_ = session.Close()
-			return nil, nil, fmt.Errorf("list tools: %w", err)
+			return nil, fmt.Errorf("list tools: %w", err)
 		}
 		list = append(list, tool)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	return session, list, nil
+	return list, nil
 }
 
 // mcpToolName builds the registry name of an MCP tool.
@@ -224,7 +341,7 @@ func sanitizeName(s string) string {
 	}, s)
 }
 
-func mcpTool(s MCPServer, session *mcp.ClientSession, mt *mcp.Tool) Tool {
+func mcpTool(s MCPServer, conn *mcpConn, mt *mcp.Tool) Tool {
 	params := json.RawMessage(`{"type":"object","properties":{}}`)
 	if mt.InputSchema != nil {
 		if b, err := json.Marshal(mt.InputSchema); err == nil && len(b) > 0 && b[0] == '{' {
@@ -244,13 +361,17 @@ func mcpTool(s MCPServer, session *mcp.ClientSession, mt *mcp.Tool) Tool {
 		Parameters:  params,
 		Source:      "mcp:" + s.Name,
 		Run: func(ctx context.Context, args json.RawMessage) (Result, error) {
-			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: remote, Arguments: args})
+			res, err := conn.call(ctx, &mcp.CallToolParams{Name: remote, Arguments: args})
 			if err != nil {
 				// A JSON-RPC error is the server refusing this call (bad
-				// arguments, unknown tool): the model can act on it. Anything
-				// else is the connection failing, a system error.
+				// arguments, unknown tool) or agentd refusing its oversize
+				// answer: the model can act on it. Anything else is the
+				// connection failing, a system error.
 				var we *jsonrpc.Error
-				if errors.As(err, &we) {
+				switch {
+				case errors.As(err, &we) && we.Code == codeTooLarge:
+					return Result{Text: tooLargeText(s.Name, remote, we), IsError: true, Untrusted: untrusted}, nil
+				case errors.As(err, &we):
 					return Result{Text: fmt.Sprintf("The MCP server %s refused the call to %s: %s", s.Name, remote, we.Message), IsError: true, Untrusted: untrusted}, nil
 				}
 				return Result{}, fmt.Errorf("mcp %s: call %s: %w", s.Name, remote, err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,14 +60,26 @@ func newTestMCPServer() *mcp.Server {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: os.Getenv("AGENTD_TEST_GREETING")}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with that many bytes"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("b", in.Bytes)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Says the server's process id"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
+		})
 	return s
+}
+
+type bigIn struct {
+	Bytes int `json:"bytes"`
 }
 
 // wantTestTools are the registry names of newTestMCPServer's tools for a
 // server named prefix; the dot of "greeting.env" is not allowed in a
 // provider tool name and becomes '_'.
 func wantTestTools(prefix string) []string {
-	return []string{prefix + "__echo", prefix + "__fail", prefix + "__greeting_env", prefix + "__picture"}
+	return []string{prefix + "__big", prefix + "__echo", prefix + "__fail", prefix + "__greeting_env", prefix + "__picture", prefix + "__pid"}
 }
 
 // testLogger returns a logger and what it wrote; the buffer is locked
@@ -166,7 +179,7 @@ func TestMCPInMemory(t *testing.T) {
 
 	r := NewRegistry()
 	log, _ := testLogger(t)
-	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: clientT}}, r, log)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
 	checkMCPTools(t, r, "mem", "", false)
 
 	if err := closeAll(); err != nil {
@@ -190,10 +203,13 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
+	t.Setenv("AGENTD_TEST_MCP_TOKEN", "s3cret")
 	r := NewRegistry()
 	log, buf := testLogger(t)
 	closeAll, err := ConnectMCP(context.Background(), []MCPServer{
-		{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}, Trusted: true},
+		{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer ${AGENTD_TEST_MCP_TOKEN}"}, Trusted: true},
+		// A header naming a variable that is not set: refused before connecting.
+		{Name: "unset", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer ${AGENTD_TEST_MCP_UNSET}"}},
 		// Same server without the header: refused, so skipped.
 		{Name: "nokey", URL: srv.URL},
 	}, r, log)
@@ -210,6 +226,9 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `"mcp_server":"nokey"`) || !strings.Contains(buf.String(), "skipped") {
 		t.Errorf("the failing server was not logged as skipped: %s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "AGENTD_TEST_MCP_UNSET") {
+		t.Errorf("the unset header variable was not named: %s", buf.String())
 	}
 }
 

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -10,24 +9,27 @@ import (
 
 // ConnectMCPToolset connects an application's streamable-HTTP MCP server
 // registered at runtime and returns its tools, named as the yaml's servers'
-// ("<toolset>__<tool>"), and the close of its session. The server is
+// ("<toolset>__<tool>"), and the close of its connection. The server is
 // reached under the webhooks' address rules; its output is untrusted.
+// s.Headers are sent as they are (the caller resolved them).
 func ConnectMCPToolset(ctx context.Context, s MCPServer, allowPrivate bool, log zerolog.Logger) ([]Tool, func() error, error) {
 	if err := CheckWebhookURL(s.URL, allowPrivate); err != nil {
 		return nil, nil, err
 	}
-	transport := &mcp.StreamableClientTransport{
-		Endpoint:             s.URL,
-		HTTPClient:           &http.Client{Transport: headerTransport{base: guardedTransport(mcpConnectTimeout, allowPrivate), headers: s.Headers}},
-		DisableStandaloneSSE: true,
+	limit := limitOrDefault(s.MaxResultBytes)
+	log = log.With().Str("mcp_server", s.Name).Logger()
+	dial := func() (mcp.Transport, error) {
+		return streamableTransport(s.URL, guardedTransport(mcpConnectTimeout, allowPrivate), s.Headers, limit, log), nil
 	}
-	session, list, err := connectMCPServer(ctx, mcpTarget{server: s, transport: transport}, log)
+	conn := newMCPConn(s.Name, dial, log)
+	list, err := listMCPTools(ctx, conn)
 	if err != nil {
+		_ = conn.close()
 		return nil, nil, err
 	}
 	out := make([]Tool, len(list))
 	for i, mt := range list {
-		out[i] = mcpTool(s, session, mt)
+		out[i] = mcpTool(s, conn, mt)
 	}
-	return out, session.Close, nil
+	return out, conn.close, nil
 }

@@ -205,6 +205,9 @@ type Limits struct {
 	// tail. The smaller, model-facing cut with a recovery pointer is made by
 	// the caller with HeadTail once it knows where the result is stored.
 	MaxResultBytes int
+	// MaxArgBytes refuses, unread, arguments longer than this; 0 means no
+	// cap. The caller sends the model only ShortArguments of them again.
+	MaxArgBytes int
 }
 
 // PanicError is the Go error Call reports when a tool panicked.
@@ -249,6 +252,10 @@ func (r *Registry) call(ctx context.Context, get func(string) (Tool, bool), call
 	}
 	if t.Client {
 		return errorResult("The tool %s runs in the application, not here.", t.Name), fmt.Errorf("tools: call %q: a client tool", t.Name)
+	}
+	if lim.MaxArgBytes > 0 && len(call.Arguments) > lim.MaxArgBytes {
+		return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
+			t.Name, len(call.Arguments), lim.MaxArgBytes), nil
 	}
 	args := strings.TrimSpace(call.Arguments)
 	// Models send "" or null for a tool without parameters; both mean {}.

@@ -1,6 +1,11 @@
 package toolsearch
 
-import "sort"
+import (
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+)
 
 // genericNameWords are words of tool names that say how, not what: "get",
 // "list", "search". A message that says "get" has not named get_weather.
@@ -30,6 +35,10 @@ const namedSynonymWeight = 0.5
 func (ix *Index) NamedIn(message string, limit int) []string {
 	if limit <= 0 || len(ix.docs) == 0 {
 		return nil
+	}
+	exact := ix.exactNames(message)
+	if len(exact) >= limit {
+		return exact[:limit]
 	}
 	weights := map[string]float64{}
 	put := func(t string, w float64) {
@@ -66,9 +75,34 @@ func (ix *Index) NamedIn(message string, limit int) []string {
 		hits = append(hits, Hit{Name: ix.docs[d].name, Score: have / all})
 	}
 	sort.Slice(hits, func(i, j int) bool { return less(hits[i], hits[j]) })
-	out := make([]string, 0, min(limit, len(hits)))
-	for _, h := range hits[:min(limit, len(hits))] {
-		out = append(out, h.Name)
+	out := exact
+	for _, h := range hits {
+		if len(out) == limit {
+			break
+		}
+		if !slices.Contains(exact, h.Name) {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// exactNames are the tools a message names by their whole registry name,
+// in its order. Words cannot tell kit__tool_042 from kit__tool_001 (numbers
+// are no terms), so a name copied whole comes first. Only identifiers count
+// (a name with '_', '-', '.' or a digit): a plain word such as "calculate"
+// is left to the word rules.
+func (ix *Index) exactNames(message string) []string {
+	var out []string
+	words := strings.FieldsFunc(message, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-' && r != '.'
+	})
+	for _, w := range words {
+		w = strings.TrimRight(w, ".-")
+		if !ix.has(w) || !strings.ContainsAny(w, "_-.0123456789") || slices.Contains(out, w) {
+			continue
+		}
+		out = append(out, w)
 	}
 	return out
 }

@@ -49,6 +49,11 @@ var (
 // askTimeout bounds a question to a session (not a turn).
 const askTimeout = 30 * time.Second
 
+// watcherPatience is how long a watcher may stay behind its chat's events
+// (token deltas dropped for it) before the bus drops it; one whose buffer
+// is full is dropped at once. Nobody waits for a watcher (docs/design.md).
+const watcherPatience = 10 * time.Second
+
 // Hub is safe for concurrent use.
 type Hub struct {
 	cfg     configs.Config
@@ -57,6 +62,7 @@ type Hub struct {
 	catalog *modelcatalog.Catalog
 	tools   *tools.Registry
 	bus     *eventbus.Bus
+	turns   *turnSlots
 	metrics *Metrics
 	memory  *memory.Store
 	files   *attachments.Store
@@ -86,7 +92,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(), metrics: newMetrics()}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
 	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
@@ -127,7 +133,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("application tools: %w", err)
 		}
 	}
-	h.closeMCP, err = tools.ConnectMCP(ctx, mcpServers(h.cfg.MCPServers), h.tools, h.log.With().Str("component", "mcp").Logger())
+	h.closeMCP, err = tools.ConnectMCP(ctx, mcpServers(h.cfg.MCPServers, h.cfg.Limits.MaxToolResultBytes), h.tools, h.log.With().Str("component", "mcp").Logger())
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -135,10 +141,12 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	return h.loadToolsets(ctx)
 }
 
-func mcpServers(cs []configs.MCPServer) []tools.MCPServer {
+// mcpServers are the configured servers; each answer is bounded like any
+// tool's result.
+func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 	out := make([]tools.MCPServer, len(cs))
 	for i, c := range cs {
-		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames}
+		out[i] = tools.MCPServer{Name: c.Name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, BareNames: c.BareNames, MaxResultBytes: maxResult}
 	}
 	return out
 }
@@ -152,8 +160,8 @@ func (h *Hub) startActors() {
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log.With().Str("component", "summarizer").Logger()}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
-	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log)))
-	root.Send(h.toolIndex, &toolindex.Register{Tools: indexTools(h.tools.List())})
+	// The index loads the registry when it starts, and again after a restart.
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log), toolindex.WithSource(func() []toolindex.Tool { return indexTools(h.tools.List()) })))
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
@@ -161,9 +169,10 @@ func (h *Hub) startActors() {
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
+		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
-		FoldWait: h.cfg.Limits.FoldWait.Duration,
-		MustWait: 2 * time.Second, NoProviderHelp: NoProviderHelp,
+		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
+		NoProviderHelp:     NoProviderHelp,
 		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
 	h.registry = root.Spawn(session.RegistryProps(deps))
@@ -327,7 +336,7 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	h.bus.PublishMust(eventbus.Event{Type: chat.EventChatDeleted, ChatID: id, Data: map[string]string{"chat_id": id}}, time.Second)
+	h.bus.PublishMust(eventbus.Event{Type: chat.EventChatDeleted, ChatID: id, Data: map[string]string{"chat_id": id}})
 	return nil
 }
 
@@ -368,10 +377,16 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 
 // Submit hands a person's message to its chat. It returns once the message
 // is durable and its turn has started; the turn's events follow on the bus
-// (subscribe before calling, to miss none).
+// (subscribe before calling, to miss none). The turn holds one of the
+// tenant's limits.turns_per_tenant slots until it ends, whether or not the
+// caller stays.
 func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Message) (*session.TurnAccepted, error) {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return nil, err
+	}
+	release, ok := h.turns.take(tenant)
+	if !ok {
+		return nil, fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
 	}
 	turnID := NewID()
 	type answer struct {
@@ -382,7 +397,10 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Messag
 	go func() {
 		// A queued message waits for the turns before it; the wait ends
 		// with the caller (below), not only with the timeout.
-		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: release}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+		if err != nil {
+			release() // refused, or the session never answered
+		}
 		done <- answer{res, err}
 	}()
 	var res any

@@ -426,7 +426,13 @@ func extractAll(ctx context.Context, cfg Config, client providers.Client, ref st
 		if errors.As(err, &pe) && pe.TooLong && !healed {
 			healed = true
 			sent := window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(userPrompt(p)), cal)
-			info.Window = shrunk(ctx, cfg, ref, info.Window, pe, sent, answer)
+			var lerr error
+			info.Window, lerr = providers.RetryWindow(ctx, pe, sent, answer, info.Window, func(ctx context.Context, w int) (int, error) {
+				return cfg.Catalog.Learn(ctx, ref, w)
+			})
+			if lerr != nil {
+				cfg.Log.Warn().Err(lerr).Str("model", ref).Msg("learner: learn window")
+			}
 			answer = window.OneShotAnswer(info.Window, answerRoom)
 			rest := slices.DeleteFunc(slices.Clone(words), func(m chat.Message) bool { return m.Seq <= readTo })
 			ps = pieces(rest, cfg.PieceBytes, pieceRoom(info.Window, answer, cal))
@@ -440,22 +446,6 @@ func extractAll(ctx context.Context, cfg Config, client providers.Client, ref st
 		ps = ps[1:]
 	}
 	return facts, readTo, nil
-}
-
-// shrunk learns what a refusal teaches of ref's window and returns the
-// window to size the retry to: the learned one, or 5% less when the refusal
-// teaches nothing (the retry must still be smaller).
-func shrunk(ctx context.Context, cfg Config, ref string, believed int, pe *providers.Error, sent, answer int) int {
-	w := providers.LearntWindow(pe, sent, answer, believed)
-	if w <= 0 {
-		return believed * 95 / 100
-	}
-	kept, err := cfg.Catalog.Learn(ctx, ref, w)
-	if err != nil {
-		cfg.Log.Warn().Err(err).Str("model", ref).Msg("learner: learn window")
-		return w
-	}
-	return kept
 }
 
 // pieceRoom is the estimated tokens of words one extraction request may

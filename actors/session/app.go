@@ -148,7 +148,8 @@ func (s *session) resumePaused(ctx actor.Context) {
 		return
 	}
 	tctx, cancel := context.WithCancel(context.Background())
-	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup()}
+	// No caller counts this turn any more: its slot went with the restart.
+	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup(), ended: func() {}}
 	t.phase, t.awaiting = phasePaused, slices.Clone(p.Calls)
 	for _, m := range s.msgs {
 		if m.Seq >= p.UserSeq {

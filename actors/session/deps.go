@@ -66,14 +66,19 @@ type Deps struct {
 	TurnsPerChat    int
 	ToolTimeout     time.Duration
 	ToolResultBytes int
-	TurnTimeout     time.Duration
-	ModelIdle       time.Duration
+	// MaxToolResultBytes caps what a call may return at all (stored).
+	MaxToolResultBytes int
+	// ToolArgBytes refuses longer tool arguments unread; the model is
+	// sent only their head again.
+	ToolArgBytes int
+	TurnTimeout  time.Duration
+	ModelIdle    time.Duration
+	// MaxAnswerBytes caps what is kept of one model answer.
+	MaxAnswerBytes int
 	// FoldWait bounds how long a turn waits for the summariser (busy with
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.
 	FoldWait time.Duration
-	// MustWait bounds how long a lagging watcher may hold a must-deliver event.
-	MustWait time.Duration
 	// NoProviderHelp is said in each turn's error when no provider answers.
 	NoProviderHelp string
 	// TenantInstructions are each tenant's default instructions, for its

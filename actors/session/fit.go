@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -52,7 +53,10 @@ func (s *session) windowMsgs() []window.Msg {
 		wm := window.Msg{Seq: m.Seq, Role: window.Role(m.Role), Text: text, Thinking: m.Thinking,
 			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Bytes: len(m.Content) + len(m.Thinking)}
 		for _, c := range m.ToolCalls {
-			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			// Oversize arguments were refused unread; the model is not sent
+			// them again, only their head and why.
+			args := tools.ShortArguments(c.Arguments, s.deps.ToolArgBytes)
+			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 		}
 		if n, ok := s.tokens[m.Seq]; ok {
 			wm.Tokens = n
@@ -81,7 +85,7 @@ type planned struct {
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *planned {
 	lean := s.isLean(info, su)
-	system, specs := s.systemAndTools(lean, info.Vision, su)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window, su)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
@@ -140,7 +144,8 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
-		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, Settings: t.setup.settings,
+		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
+		Settings: t.setup.settings,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil
@@ -164,7 +169,30 @@ func (s *session) fromWindow(sent []window.Msg) []chat.Message {
 		}
 		m.Seq, m.Role, m.Content = w.Seq, chat.Role(w.Role), w.Text
 		m.ToolCallID, m.ToolName, m.IsError = w.ToolCallID, w.ToolName, w.IsError
+		m.ToolCalls = sentCalls(m.ToolCalls, w.ToolCalls)
 		out = append(out, m)
+	}
+	return out
+}
+
+// sentCalls is stored with the arguments the window sends (shortened where
+// they were oversize), without touching the stored slice.
+func sentCalls(stored []chat.ToolCall, sent []window.ToolCall) []chat.ToolCall {
+	if len(stored) != len(sent) {
+		return stored
+	}
+	var out []chat.ToolCall
+	for i, c := range stored {
+		if c.Arguments == sent[i].Arguments {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(stored)
+		}
+		out[i].Arguments = sent[i].Arguments
+	}
+	if out == nil {
+		return stored
 	}
 	return out
 }

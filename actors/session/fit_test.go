@@ -1,6 +1,8 @@
 package session
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/chat"
@@ -19,5 +21,33 @@ func TestMergeUserRunsJoinsAnUnansweredMessageWithTheNext(t *testing.T) {
 	}
 	if in[0].Content != "first" || len(in) != 4 {
 		t.Fatal("the input was changed")
+	}
+}
+
+// TestNewestThatFit: loaded tools beyond their share of a small window are
+// left out oldest first, and what is kept stays in order.
+func TestNewestThatFit(t *testing.T) {
+	spec := func(name string, words int) chat.ToolSpec {
+		return chat.ToolSpec{Name: name, Description: strings.Repeat("word ", words), Parameters: json.RawMessage(`{"type":"object"}`)}
+	}
+	specs := []chat.ToolSpec{spec("old", 200), spec("mid", 200), spec("new", 200)}
+	one := toolTokens(specs[2:])
+	cases := map[string]struct {
+		room int
+		want []string
+	}{
+		"all fit":        {10 * one, []string{"old", "mid", "new"}},
+		"two fit":        {2*one + 1, []string{"mid", "new"}},
+		"none fits":      {one - 1, nil},
+		"no room at all": {0, nil},
+	}
+	for name, c := range cases {
+		var got []string
+		for _, sp := range newestThatFit(specs, c.room) {
+			got = append(got, sp.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%s: got %v, want %v", name, got, c.want)
+		}
 	}
 }

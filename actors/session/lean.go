@@ -21,6 +21,11 @@ const (
 	leanShare      = 0.30     // the full prompt and tools past this share of the window
 	toolListShare  = 0.10     // the tool list alone past this share of the window
 	maxLoadedTools = 10
+	// findToolsShare bounds find_tools' answer and loadedShare the loaded
+	// tools' schemas, as shares of the window: on a 4K model ten schemas
+	// would leave no room for the chat.
+	findToolsShare = 0.10
+	loadedShare    = 0.15
 	findToolsK     = 5
 	namedToolsMax  = 3
 	findToolsName  = "find_tools"
@@ -82,11 +87,12 @@ func (s *session) allSpecs(vision bool, su setup) []chat.ToolSpec {
 	return specs
 }
 
-// systemAndTools returns the system prompt and tools a request carries:
-// the application's instructions first, whole, then agentd's prompt; lean
-// shortens only agentd's part. A lean request carries find_tools, the
-// chat's own tools, and the tools loaded, in the order they were loaded.
-func (s *session) systemAndTools(lean, vision bool, su setup) (string, []chat.ToolSpec) {
+// systemAndTools returns the system prompt and tools a request carries on
+// a window: the application's instructions first, whole, then agentd's
+// prompt; lean shortens only agentd's part. A lean request carries
+// find_tools, the chat's own tools, and the newest loaded tools that fit
+// loadedShare of the window, in the order they were loaded.
+func (s *session) systemAndTools(lean, vision bool, windowTokens int, su setup) (string, []chat.ToolSpec) {
 	if !lean {
 		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false)), s.allSpecs(vision, su)
 	}
@@ -94,12 +100,13 @@ func (s *session) systemAndTools(lean, vision bool, su setup) (string, []chat.To
 	if len(s.snap.LoadedTools) == 0 {
 		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), specs
 	}
+	var loaded []chat.ToolSpec
 	for _, sp := range s.toolsOf(su).Specs(s.snap.LoadedTools...) {
 		if (vision || !visionTools[sp.Name]) && !slices.ContainsFunc(su.scope.Inline, func(in chat.ToolSpec) bool { return in.Name == sp.Name }) {
-			specs = append(specs, sp)
+			loaded = append(loaded, sp)
 		}
 	}
-	return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), specs
+	return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
 }
 
 // loadTools adds tools to the chat's loaded set, at the end: a tool loaded
@@ -150,9 +157,25 @@ func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 	s.prepare(ctx)
 }
 
-// findTools answers a find_tools call: the best matches are loaded and
-// their descriptions and schemas returned.
-func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specsOf func(...string) []chat.ToolSpec, args string) (string, []string, bool) {
+// newestThatFit keeps the last of specs (the newest loaded) whose schemas
+// fit room tokens together, in their order.
+func newestThatFit(specs []chat.ToolSpec, room int) []chat.ToolSpec {
+	used, from := 0, len(specs)
+	for from > 0 {
+		n := toolTokens(specs[from-1 : from])
+		if used+n > room {
+			break
+		}
+		used += n
+		from--
+	}
+	return specs[from:]
+}
+
+// findTools answers a find_tools call: the best matches that fit room
+// tokens (at least the best one) are loaded and their descriptions and
+// schemas returned.
+func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
 	var a struct {
 		Query string `json:"query"`
 	}
@@ -174,5 +197,17 @@ func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specs
 	if len(names) == 0 {
 		return "No tool matches that; try other words.", nil, false
 	}
-	return "Loaded these tools; call them from your next step:\n" + specJSON(specsOf(names...)), names, false
+	specs := specsOf(names...)
+	if len(specs) == 0 {
+		return "No tool matches that; try other words.", nil, false
+	}
+	kept := specs[:1]
+	for i := 2; i <= len(specs) && toolTokens(specs[:i]) <= room; i++ {
+		kept = specs[:i]
+	}
+	names = names[:0]
+	for _, sp := range kept {
+		names = append(names, sp.Name)
+	}
+	return "Loaded these tools; call them from your next step:\n" + specJSON(kept), names, false
 }

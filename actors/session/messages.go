@@ -29,6 +29,17 @@ type Envelope struct {
 type SubmitTurn struct {
 	TurnID  string
 	Message chat.Message
+	// Ended, when set, is called once the turn has ended, or as soon as it
+	// is known never to run (refused, cancelled while queued, cut by a
+	// stop); the hub counts a tenant's turns with it. It must not block.
+	Ended func()
+}
+
+// ended tells m's sender's counter that m's turn is over or will not run.
+func (m *SubmitTurn) ended() {
+	if m.Ended != nil {
+		m.Ended()
+	}
 }
 
 // TurnAccepted: the person's message is stored as UserSeq; events of the

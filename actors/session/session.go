@@ -51,6 +51,12 @@ type pending struct {
 	sender *actor.PID
 }
 
+// refuse answers a turn that will not run.
+func (p pending) refuse(ctx actor.Context, err error) {
+	ctx.Send(p.sender, &Rejected{Err: err})
+	p.msg.ended()
+}
+
 var _ actor.Actor = (*session)(nil)
 
 func props(deps *Deps, chatID string) *actor.Props {
@@ -184,6 +190,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 		// A paused turn is durable: the next start resumes it.
 		t.timer.Stop()
 		t.cancel()
+		t.ended()
 		s.turn = nil
 	}
 	if s.turn != nil {
@@ -196,7 +203,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 		s.endTurn(ctx, why)
 	}
 	for _, p := range s.queue {
-		ctx.Send(p.sender, &Rejected{Err: refuse})
+		p.refuse(ctx, refuse)
 	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-len(s.queue))
@@ -214,32 +221,32 @@ func (s *session) checkIdle(ctx actor.Context) {
 }
 
 func (s *session) publish(ev string, turnID string, data any) {
-	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Data: data}
+	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
 	if ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta {
 		s.deps.Bus.Publish(e)
 		return
 	}
-	s.deps.Bus.PublishMust(e, s.deps.MustWait)
+	s.deps.Bus.PublishMust(e)
 }
 
 func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
-	if s.loadErr != nil {
-		ctx.Respond(&Rejected{Err: s.loadErr})
-		return
-	}
-	if s.stopping {
-		ctx.Respond(&Rejected{Err: ErrStopping})
-		return
-	}
+	p := pending{msg: m, sender: ctx.Sender()}
 	waiting := len(s.queue)
 	if s.turn != nil {
 		waiting++
 	}
-	if waiting >= s.deps.TurnsPerChat {
-		ctx.Respond(&Rejected{Err: fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat)})
+	switch {
+	case s.loadErr != nil:
+		p.refuse(ctx, s.loadErr)
+		return
+	case s.stopping:
+		p.refuse(ctx, ErrStopping)
+		return
+	case waiting >= s.deps.TurnsPerChat:
+		p.refuse(ctx, fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat))
 		return
 	}
-	s.queue = append(s.queue, pending{msg: m, sender: ctx.Sender()})
+	s.queue = append(s.queue, p)
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(1)
 	}
@@ -253,7 +260,7 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 func (s *session) cancelQueued(ctx actor.Context, m *CancelQueued) {
 	for i, p := range s.queue {
 		if p.msg.TurnID == m.TurnID {
-			ctx.Send(p.sender, &Rejected{Err: ErrCancelled})
+			p.refuse(ctx, ErrCancelled)
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
 			if s.deps.Metrics != nil {
 				s.deps.Metrics.TurnsWaiting(-1)

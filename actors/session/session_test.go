@@ -145,7 +145,7 @@ type harness struct {
 
 func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
 	t.Helper()
-	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(), model: &scripted{replies: replies}}
+	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second), model: &scripted{replies: replies}}
 	if reg == nil {
 		reg = tools.NewRegistry()
 	}
@@ -153,7 +153,7 @@ func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...provid
 		Store: h.store, Catalog: oneModel{client: h.model, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: window}},
 		Tools: reg, Bus: h.bus, Prompts: fixedPrompt("You help."), Log: zerolog.Nop(),
 		DefaultModel: "fake/m", IdleAfter: time.Hour, TurnsPerChat: 4, ToolTimeout: time.Minute, ToolResultBytes: 16 << 10,
-		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute, MustWait: time.Minute,
+		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute,
 	}
 	h.registry = h.system.Root.Spawn(RegistryProps(deps))
 	t.Cleanup(func() { h.system.Root.Stop(h.registry) })

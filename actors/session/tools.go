@@ -22,9 +22,10 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	t := s.turn
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
-	lim := tools.Limits{Timeout: s.deps.ToolTimeout}
+	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
 	turnCtx, turnID := t.ctx, t.id
+	findRoom := int(findToolsShare * float64(t.info.Window))
 	t.phase = phaseTools
 	go func() {
 		out := make([]toolOutcome, len(calls))
@@ -32,7 +33,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 		for i, c := range calls {
 			wg.Go(func() {
 				if c.Name == findToolsName {
-					text, load, isErr := findTools(root, index, scopes, view.Specs, c.Arguments)
+					text, load, isErr := findTools(root, index, scopes, view.Specs, c.Arguments, findRoom)
 					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}
 					return
 				}

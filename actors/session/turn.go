@@ -34,6 +34,7 @@ type turn struct {
 	userSeq int64
 	ctx     context.Context
 	cancel  context.CancelFunc
+	ended   func() // the SubmitTurn's Ended
 
 	call       int
 	callCancel context.CancelFunc
@@ -79,12 +80,12 @@ func (s *session) startNext(ctx actor.Context) {
 		msg.Role = chat.RoleUser
 		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
 		if err != nil {
-			ctx.Send(p.sender, &Rejected{Err: fmt.Errorf("store message: %w", err)})
+			p.refuse(ctx, fmt.Errorf("store message: %w", err))
 			continue
 		}
 		s.appendMsgs(stored...)
 		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, setup: s.currentSetup()}
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended, setup: s.currentSetup()}
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
@@ -223,6 +224,15 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	t.lastReported = u.InputTokens
 	s.calibrate(t.raw, u.InputTokens)
 	s.publish(chat.EventUsage, t.id, u)
+	if lengthWithoutAnswer(m) && (s.contextFull(t, u) || (u.OutputTokens == 0 && u.InputTokens > 0)) {
+		// The prompt filled the window and nothing came back (LM Studio,
+		// llama.cpp with context shift off): a refusal for length in all
+		// but name. No output at all says the server's window was full
+		// even when it is smaller than the one believed.
+		s.tooLong(ctx, &providers.Error{Provider: t.info.Provider, Status: 200, TooLong: true, Requested: u.InputTokens,
+			Body: fmt.Sprintf("finish_reason length with no answer; %d input tokens on a window of %d", u.InputTokens, t.info.Window)})
+		return
+	}
 	if t.heal.pending() {
 		t.heal = t.heal.answered()
 		if s.deps.Metrics != nil {
@@ -266,6 +276,14 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	default:
 		s.endTurn(ctx, nil)
 	}
+}
+
+// lengthWithoutAnswer: the answer stopped for length before a word, a
+// thought or a tool call.
+func lengthWithoutAnswer(m *modelDone) bool {
+	r := m.resp.Message
+	return m.resp.FinishReason == providers.FinishLength && strings.TrimSpace(r.Content+m.partial) == "" &&
+		r.Thinking == "" && len(r.ToolCalls) == 0
 }
 
 // contextFull is the context-full guard: when the input already fills the
@@ -325,6 +343,9 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	}
 	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
 	switch {
+	case errors.Is(m.err, providers.ErrAnswerTooLarge):
+		problem.Kind = chat.ProblemAnswerTooLarge
+		problem.Message = fmt.Sprintf("the model's answer passed the most kept of one answer (limits.max_answer_bytes); it was cut there and the part before the cut is kept: %v", m.err)
 	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
 		problem.Kind = chat.ProblemTimeout
 	case unreachable(m.err):
@@ -418,6 +439,8 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
 	if err := s.saveSnapshot(); err != nil {
 		s.log.Error().Err(err).Msg("save snapshot")
 	}
+	// Free the tenant's slot before anyone hears the turn is over.
+	t.ended()
 	s.publish(chat.EventTurnCompleted, t.id, res)
 	if s.deps.Metrics != nil {
 		kind := ""

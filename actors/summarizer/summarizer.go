@@ -190,7 +190,13 @@ func (j job) fold(ctx context.Context, cfg Config, sem chan struct{}, client pro
 		if errors.As(err, &pe) && pe.TooLong && !healed {
 			healed = true
 			sent := window.OneShotEstimate(window.EstimateText(j.system)+window.EstimateText(prompt), j.cal)
-			info.Window = learnWindow(ctx, cfg, ref, info.Window, pe, sent, room)
+			var lerr error
+			info.Window, lerr = providers.RetryWindow(ctx, pe, sent, room, info.Window, func(ctx context.Context, w int) (int, error) {
+				return cfg.Catalog.Learn(ctx, ref, w)
+			})
+			if lerr != nil {
+				cfg.Log.Warn().Err(lerr).Str("model", ref).Msg("summarizer: learn window")
+			}
 			var rest []string
 			for _, q := range queue {
 				rest = append(rest, q.Lines...)
@@ -237,22 +243,6 @@ func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, P
 func fits(system, prompt string, answer, windowTokens int, cal window.Calibration) bool {
 	raw := window.EstimateText(system) + window.EstimateText(prompt)
 	return raw <= window.InputRoom(windowTokens, answer, cal)
-}
-
-// learnWindow learns what a refusal teaches of ref's window and returns the
-// window to size the retry to: the learned one, or 5% less when the refusal
-// teaches nothing (the retry must still be smaller).
-func learnWindow(ctx context.Context, cfg Config, ref string, believed int, pe *providers.Error, sent, answer int) int {
-	w := providers.LearntWindow(pe, sent, answer, believed)
-	if w <= 0 {
-		return believed * 95 / 100
-	}
-	kept, err := cfg.Catalog.Learn(ctx, ref, w)
-	if err != nil {
-		cfg.Log.Warn().Err(err).Str("model", ref).Msg("summarizer: learn window")
-		return w
-	}
-	return kept
 }
 
 // run folds a chat's turns into its summary. With no model succeeding, the

@@ -32,7 +32,16 @@ func WithLogger(l zerolog.Logger) Option {
 	return func(a *indexActor) { a.log = l.With().Str("component", "toolindex").Logger() }
 }
 
-// Props returns the props of a tool-index actor with an empty index.
+// WithSource names where the actor's tools come from: it indexes every tool
+// src returns when it starts, and so again when its supervisor restarts it
+// after a panic (a restart builds a new, empty actor). Tools sent only by
+// Register are not in src and do not survive a restart. Optional. Defaults
+// to none: the actor starts empty.
+func WithSource(src func() []Tool) Option {
+	return func(a *indexActor) { a.source = src }
+}
+
+// Props returns the props of a tool-index actor, empty unless WithSource.
 func Props(opts ...Option) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &indexActor{log: zerolog.Nop()}
@@ -44,7 +53,8 @@ func Props(opts ...Option) *actor.Props {
 }
 
 type indexActor struct {
-	log zerolog.Logger
+	log    zerolog.Logger
+	source func() []Tool
 	// scopes holds one index per scope: "" for the daemon's own tools, one
 	// per toolset of a tenant; a search reads the scopes it names.
 	scopes map[string]*scoped
@@ -69,6 +79,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.scopes = map[string]*scoped{}
+		if a.source != nil {
+			a.handleRegister(ctx, &Register{Tools: a.source()})
+		}
 	case *Register:
 		a.handleRegister(ctx, m)
 	case *flushPending:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,8 +64,8 @@ func TestRegisterSearchNamedIn(t *testing.T) {
 	}
 }
 
-// Register sent without a sender (as the hub does) is still seen by the
-// next search; the actor does not answer it.
+// Register sent without a sender is still seen by the next search; the
+// actor does not answer it.
 func TestRegisterBySendThenSearch(t *testing.T) {
 	sys, pid := spawn(t)
 	sys.Root.Send(pid, &Register{Tools: daemonTools[:1]})
@@ -159,5 +160,43 @@ func TestParams(t *testing.T) {
 	}
 	if _, err := params(json.RawMessage(`{`)); err == nil {
 		t.Error("bad JSON: want an error")
+	}
+}
+
+// crash is turned into a panic by the test's middleware, as a bug in
+// Receive would panic.
+type crash struct{}
+
+func panicsOnCrash(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(*crash); ok {
+			panic("a bug in Receive")
+		}
+		next(c, env)
+	}
+}
+
+// Issue 15: a restarted index came back empty for the rest of the process.
+func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
+	sys := actor.NewActorSystem()
+	var loads atomic.Int64
+	src := func() []Tool { loads.Add(1); return daemonTools }
+	pid := sys.Root.Spawn(Props(WithSource(src)).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	names := []string{"remember", "web_fetch", "tide_table"}
+	for _, when := range []string{"before", "after"} {
+		sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: when, Query: "harbour", K: 5})
+		if len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
+			t.Fatalf("%s the restart: hits %v, want tide_table first", when, sr.Hits)
+		}
+		if got := ask[*GetResult](t, sys, pid, &Get{ReqID: when, Names: names}); len(got.Tools) != len(names) {
+			t.Fatalf("%s the restart: %d of %d tools", when, len(got.Tools), len(names))
+		}
+		if when == "before" {
+			sys.Root.Send(pid, &crash{})
+		}
+	}
+	if loads.Load() < 2 {
+		t.Fatalf("the source was read %d times; the actor did not restart", loads.Load())
 	}
 }

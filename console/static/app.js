@@ -279,9 +279,11 @@ class ChatView {
     this.modelSlot.replaceChildren(h('label', { for: 'chat-model' }, 'Model '), sel);
   }
 
-  async loadTranscript() {
+  // loadTranscript renders the stored messages, all or those after seq after.
+  async loadTranscript(after) {
+    const from = after ? `?from_seq=${after + 1}` : '';
     try {
-      const { messages } = await api('GET', `/v1/chats/${esc(this.id)}/transcript`, undefined, { signal: this.abort.signal });
+      const { messages } = await api('GET', `/v1/chats/${esc(this.id)}/transcript${from}`, undefined, { signal: this.abort.signal });
       for (const m of messages) this.renderMessage(m);
       if (!messages.length && !this.transcript.querySelector('.msg')) {
         this.transcript.append(h('p', { class: 'empty', id: 'empty-note' }, 'No messages yet. Say something below.'));
@@ -291,23 +293,31 @@ class ChatView {
     }
   }
 
-  // watch follows every event of the chat, reconnecting after a drop; a
-  // reconnect reloads the transcript, since events in the gap are gone.
+  // watch follows every event of the chat, reconnecting after a break; a
+  // reconnect reloads the transcript, since events in the gap are gone. The
+  // daemon ends a stream that fell behind with stream.dropped: then it
+  // reconnects at once and reads only what came after the last seq it was told.
   async watch() {
     let delay = 500;
     let again = false;
+    let dropped = null;
     while (!this.abort.signal.aborted) {
       try {
         const resp = await api('GET', `/v1/chats/${esc(this.id)}/events`, undefined, { accept: 'text/event-stream', raw: true, signal: this.abort.signal });
         this.setLive(true);
-        if (again) await this.loadTranscript();
+        if (again) await this.loadTranscript(dropped && dropped.last_seq);
         again = true;
+        dropped = null;
         delay = 500;
-        await readSSE(resp, (ev) => this.handle(ev, 'watch'));
+        await readSSE(resp, (ev) => {
+          if (ev.type === 'stream.dropped') dropped = ev.data || {};
+          else this.handle(ev, 'watch');
+        });
       } catch (e) {
         if (this.abort.signal.aborted) return;
       }
       this.setLive(false);
+      if (dropped) continue;
       await sleep(delay);
       delay = Math.min(delay * 2, 10000);
     }
@@ -569,15 +579,18 @@ class ChatView {
     try {
       const resp = await api('POST', `/v1/chats/${esc(this.id)}/messages`, { content: text }, { accept: 'text/event-stream', raw: true, signal: this.abort.signal });
       let done = false;
+      let dropped = null;
       await readSSE(resp, (ev) => {
         done = done || ev.type === 'turn.completed';
-        this.handle(ev, 'post');
+        if (ev.type === 'stream.dropped') dropped = ev.data || {};
+        else this.handle(ev, 'post');
       });
-      // The stream broke before the turn ended: the turn goes on in the
-      // daemon, so hand it to the watch and read what was stored so far.
+      // The stream broke (or was dropped for falling behind) before the
+      // turn ended: the turn goes on in the daemon, so hand it to the watch
+      // and read what was stored so far.
       if (!done) {
         for (const [turn, src] of this.owner) if (src === 'post') this.owner.set(turn, 'watch');
-        await this.loadTranscript();
+        await this.loadTranscript(dropped && dropped.last_seq);
       }
     } catch (e) {
       if (this.abort.signal.aborted) return;

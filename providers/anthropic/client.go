@@ -144,7 +144,7 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	stream := c.sdk.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
-	res, err := consume(stream, emit)
+	res, err := consume(stream, providers.NewAnswerBudget(req), emit)
 	if err != nil {
 		return res, c.wrap(ctx, req.Model, err)
 	}

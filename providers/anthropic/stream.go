@@ -46,15 +46,19 @@ type assembler struct {
 	finished bool
 	texts    int             // text blocks that produced text, for the separator
 	content  strings.Builder // the text exactly as emitted
+	budget   *providers.AnswerBudget
 }
 
-// consume reads the stream to its end. On error the Response holds what
-// arrived, marked Partial.
-func consume(s events, emit func(providers.Event)) (providers.Response, error) {
-	a := &assembler{emit: emit, parts: map[int64]*part{}}
+// consume reads the stream to its end, or until the answer outgrows its
+// budget. On error the Response holds what arrived, marked Partial.
+func consume(s events, budget *providers.AnswerBudget, emit func(providers.Event)) (providers.Response, error) {
+	a := &assembler{emit: emit, parts: map[int64]*part{}, budget: budget}
 	var err error
 	for err == nil && s.Next() {
 		err = a.handle(s.Current())
+		if err == nil && budget.Over() {
+			err = budget.Err(DefaultName)
+		}
 	}
 	if err == nil {
 		err = readErr(s.Err())
@@ -113,7 +117,7 @@ func (a *assembler) start(i int64, cb anthropic.ContentBlockStartEventContentBlo
 	case "tool_use":
 		p.id, p.name = cb.ID, cb.Name
 		if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
-			p.initial = raw
+			p.initial, _ = a.budget.Take(raw)
 		}
 	}
 	return nil
@@ -130,9 +134,11 @@ func (a *assembler) delta(i int64, d anthropic.MessageStreamEventUnionDelta) err
 	case "thinking_delta":
 		a.thinking(p, d.Thinking)
 	case "signature_delta":
-		p.signature.WriteString(d.Signature)
+		sig, _ := a.budget.Take(d.Signature)
+		p.signature.WriteString(sig)
 	case "input_json_delta":
-		p.input.WriteString(d.PartialJSON)
+		in, _ := a.budget.Take(d.PartialJSON)
+		p.input.WriteString(in)
 	}
 	return nil
 }
@@ -150,17 +156,16 @@ func (a *assembler) text(p *part, s string) {
 			s = "\n\n" + s
 		}
 	}
+	if s, _ = a.budget.Take(s); s == "" {
+		return
+	}
 	p.text.WriteString(s)
 	a.content.WriteString(s)
 	a.emit(providers.Event{Kind: providers.EventText, Text: s})
 }
 
 func (a *assembler) thinking(p *part, s string) {
-	if s == "" {
-		return
-	}
-	p.text.WriteString(s)
-	a.emit(providers.Event{Kind: providers.EventThinking, Text: s})
+	a.budget.Keep(&p.text, providers.EventThinking, s, a.emit)
 }
 
 func (a *assembler) stopBlock(i int64) error {

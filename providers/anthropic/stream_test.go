@@ -35,7 +35,7 @@ func consumeSSE(body []byte, emit func(providers.Event)) (providers.Response, er
 	}
 	s := ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(res), nil)
 	defer s.Close()
-	return consume(s, emit)
+	return consume(s, providers.NewAnswerBudget(providers.Request{}), emit)
 }
 
 func sse(events ...string) []byte {

@@ -146,6 +146,11 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	acc := newAccumulator(req, emit)
 	if err := c.api.Chat(ctx, creq, acc.add); err != nil {
+		if acc.budget.Over() {
+			resp := acc.response()
+			resp.Message.Partial = true
+			return resp, acc.budget.Err(c.name)
+		}
 		if terr := c.overWindow(ctx, req, numCtx, err); terr != nil {
 			return acc.response(), terr
 		}
@@ -323,29 +328,27 @@ type accumulator struct {
 	usage          chat.Usage
 	doneReason     string
 	done           bool
+	budget         *providers.AnswerBudget
 }
 
 func newAccumulator(req providers.Request, emit func(providers.Event)) *accumulator {
 	if emit == nil {
 		emit = func(providers.Event) {}
 	}
-	return &accumulator{model: req.Model, nMessages: len(req.Messages), emit: emit}
+	return &accumulator{model: req.Model, nMessages: len(req.Messages), emit: emit, budget: providers.NewAnswerBudget(req)}
 }
 
 func (a *accumulator) add(r api.ChatResponse) error {
 	if a.done {
 		return errors.New("chunk after the final chunk")
 	}
-	if t := r.Message.Thinking; t != "" {
-		a.thinking.WriteString(t)
-		a.emit(providers.Event{Kind: providers.EventThinking, Text: t})
-	}
-	if t := r.Message.Content; t != "" {
-		a.text.WriteString(t)
-		a.emit(providers.Event{Kind: providers.EventText, Text: t})
-	}
+	a.budget.Keep(&a.thinking, providers.EventThinking, r.Message.Thinking, a.emit)
+	a.budget.Keep(&a.text, providers.EventText, r.Message.Content, a.emit)
 	for _, tc := range r.Message.ToolCalls {
-		args := tc.Function.Arguments.String()
+		args, fits := a.budget.Take(tc.Function.Arguments.String())
+		if !fits {
+			break
+		}
 		id := tc.ID
 		if id == "" {
 			id = stableCallID(a.model, a.nMessages, len(a.calls), tc.Function.Name, args)
@@ -353,6 +356,9 @@ func (a *accumulator) add(r api.ChatResponse) error {
 		call := chat.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args}
 		a.calls = append(a.calls, call)
 		a.emit(providers.Event{Kind: providers.EventToolCall, ToolCall: &call})
+	}
+	if a.budget.Over() {
+		return providers.ErrAnswerTooLarge
 	}
 	if r.Done {
 		a.done = true

@@ -38,10 +38,13 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	stream := c.chat.NewStreaming(ctx, p, opts...)
 	defer stream.Close()
 
-	a := newAssembler()
+	a := newAssembler(providers.NewAnswerBudget(req))
 	for stream.Next() {
 		if err := a.add(stream.Current(), emit); err != nil {
 			return a.partial(req, c), c.streamEventError(err.Error())
+		}
+		if a.budget.Over() {
+			return a.partial(req, c), a.budget.Err(c.co.name)
 		}
 	}
 	if err := stream.Err(); err != nil {
@@ -228,9 +231,12 @@ type assembler struct {
 	usage          chat.Usage
 	sawUsage       bool
 	chunks         int
+	budget         *providers.AnswerBudget
 }
 
-func newAssembler() *assembler { return &assembler{byIndex: map[int64]*chat.ToolCall{}} }
+func newAssembler(b *providers.AnswerBudget) *assembler {
+	return &assembler{byIndex: map[int64]*chat.ToolCall{}, budget: b}
+}
 
 // add folds one chunk in. It returns a non-nil error only for an error the
 // server put in the stream (a finish_reason of "error").
@@ -245,16 +251,13 @@ func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event
 			continue // agentd asks for one choice
 		}
 		d := choice.Delta
-		if t := reasoning(d); t != "" {
-			a.thinking.WriteString(t)
-			emit(providers.Event{Kind: providers.EventThinking, Text: t})
-		}
-		if d.Content != "" {
-			a.text.WriteString(d.Content)
-			emit(providers.Event{Kind: providers.EventText, Text: d.Content})
-		}
+		a.budget.Keep(&a.thinking, providers.EventThinking, reasoning(d), emit)
+		a.budget.Keep(&a.text, providers.EventText, d.Content, emit)
 		for _, tc := range d.ToolCalls {
 			a.toolDelta(tc)
+		}
+		if a.budget.Over() {
+			return nil
 		}
 		if choice.FinishReason != "" && !a.finished {
 			if strings.EqualFold(choice.FinishReason, "error") {
@@ -290,10 +293,10 @@ func (a *assembler) toolDelta(tc openai.ChatCompletionChunkChoiceDeltaToolCall) 
 	if tc.ID != "" {
 		call.ID = tc.ID
 	}
-	if tc.Function.Name != "" {
-		call.Name += tc.Function.Name
-	}
-	call.Arguments += tc.Function.Arguments
+	name, _ := a.budget.Take(tc.Function.Name)
+	args, _ := a.budget.Take(tc.Function.Arguments)
+	call.Name += name
+	call.Arguments += args
 }
 
 // flushCalls emits each finished tool call once.

@@ -1,0 +1,79 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/httpapi"
+	"github.com/agentd/agentd/testkit"
+)
+
+// Issue 15: turns_per_tenant counted open handlers, so a client that hung
+// up freed its slot while its turn ran on. A slot is now held from
+// acceptance until the turn really ends.
+func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	fake := newFake(t, func(r testkit.Received) testkit.Reply {
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "hold") {
+			<-gate
+		}
+		return echoScript(r)
+	})
+	t.Cleanup(open) // before the fake closes
+	cfg := baseConfig(t, fake.URL())
+	cfg.Limits.TurnsPerTenant = 1
+	d := startDaemon(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"}, nil)
+	ctx := context.Background()
+	a := &api.Client{BaseURL: d.URL, Token: "tok-a"}
+	held, _ := a.CreateChat(ctx, api.CreateChatRequest{})
+	other, _ := a.CreateChat(ctx, api.CreateChatRequest{})
+	send := func(token, chatID string) answer {
+		return call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+chatID+"/messages", token, `{"content":"next"}`)
+	}
+
+	// The turn starts, then its client hangs up, and its handler returns.
+	hangUp, cancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	go func() { waitStarted(t, d.Hub, held.ID, 1); close(started) }()
+	first := post(t, hangUp, d.URL+"/v1/chats/"+held.ID+"/messages", "tok-a", "hold on")
+	<-started
+	cancel()
+	<-first
+	drained, stop := context.WithTimeout(ctx, liveness)
+	defer stop()
+	if err := d.Handler.(*httpapi.Server).Drain(drained); err != nil {
+		t.Fatalf("the hung-up turn's handler did not return: %v", err)
+	}
+
+	// The turn runs on and holds the tenant's one slot; tenant b is free.
+	send("tok-a", other.ID).want(t, http.StatusTooManyRequests, "busy")
+	b := &api.Client{BaseURL: d.URL, Token: "tok-b"}
+	cb, _ := b.CreateChat(ctx, api.CreateChatRequest{})
+	if got := send("tok-b", cb.ID); got.status != http.StatusOK {
+		t.Fatalf("tenant b: %d %s", got.status, got.body)
+	}
+
+	// The turn ends: the slot is free again.
+	sub := d.Hub.Bus().Subscribe(held.ID, 64)
+	defer sub.Close()
+	open()
+	for done := false; !done; {
+		select {
+		case ev := <-sub.C:
+			done = ev.Type == chat.EventTurnCompleted
+		case <-time.After(liveness):
+			t.Fatal("the held turn did not end")
+		}
+	}
+	if got := send("tok-a", other.ID); got.status != http.StatusOK {
+		t.Fatalf("after the turn ended: %d %s", got.status, got.body)
+	}
+}
