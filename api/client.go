@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // Client talks to a running agentd.
@@ -91,9 +89,9 @@ func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
 }
 
 // Transcript reads every message of a chat.
-func (c *Client) Transcript(ctx context.Context, chatID string) ([]chat.Message, error) {
+func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
 	var out struct {
-		Messages []chat.Message `json:"messages"`
+		Messages []Message `json:"messages"`
 	}
 	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
 	return out.Messages, err
@@ -133,16 +131,16 @@ func (c *Client) streamTurn(ctx context.Context, path string, body any, onEvent 
 	}
 	defer resp.Body.Close()
 	var res TurnResult
-	var dropped chat.StreamDropped
+	var dropped StreamDropped
 	err = ReadSSE(resp.Body, func(ev Event) bool {
 		if onEvent != nil {
 			onEvent(ev)
 		}
 		switch ev.Type {
-		case chat.EventTurnCompleted, chat.EventTurnRequiresAction:
+		case EventTurnCompleted, EventTurnRequiresAction:
 			_ = json.Unmarshal(ev.Data, &res)
 			return false
-		case chat.EventStreamDropped:
+		case EventStreamDropped:
 			_ = json.Unmarshal(ev.Data, &dropped)
 			return false
 		}

@@ -1,12 +1,12 @@
 // Package api is agentd's HTTP surface as Go types, plus a small client. It
-// imports nothing of the daemon, so an application can use it alone.
+// imports nothing of the daemon, so an application can use it alone: these
+// are the wire types, kept apart from the daemon's storage records so that
+// either can change without the other (the daemon converts at its edge).
 package api
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // Error is the one JSON error shape: {"error": "...", "kind": "..."}.
@@ -45,7 +45,8 @@ type Chat struct {
 	Title     string    `json:"title,omitempty"`
 	Model     string    `json:"model"`
 	CreatedAt time.Time `json:"created_at"`
-	Messages  int64     `json:"messages"`
+	// Messages is the chat's last seq (-1 in lists, where it is not read).
+	Messages int64 `json:"messages"`
 	// Instructions and their version (each change is one).
 	Instructions        string    `json:"instructions,omitempty"`
 	InstructionsVersion int       `json:"instructions_version,omitempty"`
@@ -73,6 +74,13 @@ type PatchChatRequest struct {
 	Tools        *[]Tool   `json:"tools,omitempty"`
 }
 
+// Origins of a sent message: empty for a person's own words.
+const (
+	OriginPerson   = ""
+	OriginSchedule = "schedule"
+	OriginApp      = "app"
+)
+
 // SendMessageRequest is the body of POST /v1/chats/{id}/messages.
 type SendMessageRequest struct {
 	Content string `json:"content"`
@@ -84,22 +92,217 @@ type SendMessageRequest struct {
 	Origin string `json:"origin,omitempty"`
 }
 
-// Records the daemon reports about a chat; defined with the message model
-// so the daemon and its clients share one definition.
-type (
-	TurnResult        = chat.TurnResult
-	Problem           = chat.Problem
-	NextStep          = chat.NextStep
-	Compacted         = chat.Compacted
-	CompactionApplied = chat.CompactionApplied
-	Healed            = chat.Healed
-	Context           = chat.ContextView
-	Budget            = chat.Budget
-	RequestLog        = chat.RequestLog
+// CompactRequest is the body of POST /v1/chats/{id}/compact.
+type CompactRequest struct {
+	Focus string `json:"focus,omitempty"`
+}
+
+// Role says who wrote a message.
+type Role string
+
+// The roles of a transcript's messages.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
 )
 
-// Event is one Server-Sent Event of a chat, as a client reads it. Type is
-// the SSE event name (chat.Event* constants).
+// Message is one message of a chat's transcript.
+type Message struct {
+	Seq               int64        `json:"seq"`
+	Role              Role         `json:"role"`
+	Content           string       `json:"content,omitempty"`
+	CreatedAt         time.Time    `json:"created_at"`
+	Thinking          string       `json:"thinking,omitempty"`
+	ThinkingSignature string       `json:"thinking_signature,omitempty"`
+	ToolCalls         []ToolCall   `json:"tool_calls,omitempty"`
+	ToolCallID        string       `json:"tool_call_id,omitempty"`
+	ToolName          string       `json:"tool_name,omitempty"`
+	IsError           bool         `json:"is_error,omitempty"`
+	Untrusted         bool         `json:"untrusted,omitempty"`
+	Images            []Image      `json:"images,omitempty"`
+	Attachments       []Attachment `json:"attachments,omitempty"`
+	Origin            string       `json:"origin,omitempty"`
+	// Partial marks an answer cut short by a fault; Problem says why.
+	Partial bool   `json:"partial,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	Model   string `json:"model,omitempty"`
+}
+
+// ToolCall is one call an assistant asked for; Arguments is JSON text as
+// the model wrote it.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Image is a picture carried by a message.
+type Image struct {
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"`
+}
+
+// Attachment is a stored file a message refers to.
+type Attachment struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	MediaType string `json:"media_type"`
+	Size      int64  `json:"size"`
+	Note      string `json:"note"`
+}
+
+// Usage is what providers reported, in tokens.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens,omitempty"`
+}
+
+// TurnResult is what a finished turn stored and used.
+type TurnResult struct {
+	TurnID string `json:"turn_id"`
+	// Status is "completed", or "requires_action" for a turn paused on
+	// ToolCalls the application runs (POST .../tool-results resumes it).
+	Status       string     `json:"status"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	Messages     []Message  `json:"messages"`
+	Usage        Usage      `json:"usage"`
+	SummaryUsage Usage      `json:"summary_usage,omitzero"`
+	Problem      *Problem   `json:"problem,omitempty"`
+}
+
+// Problem kinds.
+const (
+	ProblemTooLong    = "too-long"
+	ProblemProvider   = "provider"
+	ProblemTimeout    = "timeout"
+	ProblemNoProvider = "no-provider"
+	ProblemShutdown   = "shutdown"
+	ProblemInternal   = "internal"
+	// ProblemInstructions is a notice: the application's instructions
+	// alone pass lean mode's share of the window, and are sent whole.
+	ProblemInstructions = "instructions-too-long"
+	// ProblemToolResults: the application sent no results for its calls
+	// within toolsets.results_wait.
+	ProblemToolResults = "tool-results-timeout"
+)
+
+// Problem is why a turn ended without a full answer.
+type Problem struct {
+	Kind     string    `json:"kind"`
+	Message  string    `json:"message"`
+	NextStep *NextStep `json:"next_step,omitempty"`
+}
+
+// NextStep is the one thing the person can do after a too-long problem.
+type NextStep struct {
+	Action  string `json:"action"` // "switch-model" or "new-chat"
+	Model   string `json:"model,omitempty"`
+	Window  int    `json:"window,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Compacted says where the model's word-for-word memory now starts.
+type Compacted struct {
+	FirstKeptSeq int64  `json:"first_kept_seq"`
+	Summary      string `json:"summary"`
+	Model        string `json:"model"`
+	Digest       string `json:"digest,omitempty"`
+}
+
+// CompactionApplied reports an in-turn compaction of a live turn.
+type CompactionApplied struct {
+	Targets      int   `json:"targets"`
+	TokensBefore int   `json:"tokens_before"`
+	TokensAfter  int   `json:"tokens_after"`
+	TokensSaved  int   `json:"tokens_saved"`
+	DurationMS   int64 `json:"duration_ms"`
+}
+
+// Healed reports a "too long" refusal healed without the person seeing it.
+type Healed struct {
+	Model        string `json:"model"`
+	WindowLearnt int    `json:"window_learnt,omitempty"`
+	FirstKeptSeq int64  `json:"first_kept_seq"`
+}
+
+// Context is what a chat's model is sent now (GET /v1/chats/{id}/context).
+type Context struct {
+	Model          string       `json:"model"`
+	Window         int          `json:"window"`
+	WindowSource   string       `json:"window_source"`
+	Budget         Budget       `json:"budget"`
+	Estimate       int          `json:"estimate"`
+	Factor         float64      `json:"factor"`
+	FirstKeptSeq   int64        `json:"first_kept_seq"`
+	Summary        string       `json:"summary,omitempty"`
+	SummaryModel   string       `json:"summary_model,omitempty"`
+	Digest         string       `json:"digest,omitempty"`
+	StubbedSeqs    []int64      `json:"stubbed_seqs"`
+	Lean           bool         `json:"lean"`
+	LoadedTools    []string     `json:"loaded_tools"`
+	RecentRequests []RequestLog `json:"recent_requests"`
+	LastSeq        int64        `json:"last_seq"`
+	// The application's instructions as sent, and what the chat's setup
+	// costs that its application should know.
+	InstructionsVersion int      `json:"instructions_version,omitempty"`
+	InstructionsTokens  int      `json:"instructions_tokens,omitempty"`
+	Warnings            []string `json:"warnings,omitempty"`
+}
+
+// Budget shows how a window is shared.
+type Budget struct {
+	Window     int `json:"window"`
+	AnswerRoom int `json:"answer_room"`
+	System     int `json:"system"`
+	Tools      int `json:"tools"`
+	Transcript int `json:"transcript"`
+}
+
+// RequestLog is one sent request's size against its budget.
+type RequestLog struct {
+	At       time.Time `json:"at"`
+	Estimate int       `json:"estimate"`
+	Reported int       `json:"reported"`
+	Budget   int       `json:"budget"`
+	Window   int       `json:"window"`
+	Kind     string    `json:"kind,omitempty"` // "turn", "heal", "summary"
+}
+
+// Event names: each is the SSE event name and Event.Type.
+const (
+	EventTurnStarted       = "turn.started"       // data: {"user_seq": N}
+	EventMessage           = "message"            // data: Message
+	EventMessageDelta      = "message.delta"      // data: {"text": "..."}
+	EventThinkingDelta     = "thinking.delta"     // data: {"text": "..."}
+	EventToolCall          = "tool.call"          // data: ToolCall
+	EventToolResult        = "tool.result"        // data: Message
+	EventUsage             = "usage"              // data: Usage
+	EventTurnCompleted     = "turn.completed"     // data: TurnResult
+	EventTurnProblem       = "turn.problem"       // data: Problem
+	EventCompacted         = "compacted"          // data: Compacted
+	EventCompactionStarted = "compaction.started" // data: {"targets": N}
+	EventCompactionApplied = "compaction.applied" // data: CompactionApplied
+	EventHealed            = "healed"             // data: Healed
+	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
+	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
+	// EventTurnRequiresAction ends a turn's step when it pauses for calls
+	// the application runs (data: TurnResult, status requires_action).
+	EventTurnRequiresAction = "turn.requires_action"
+	// EventStreamDropped is a stream's last event when it fell behind and
+	// was dropped (data: StreamDropped).
+	EventStreamDropped = "stream.dropped"
+)
+
+// StreamDropped says why a stream was dropped, and the last stored message
+// it was told of: read the transcript after LastSeq to catch up.
+type StreamDropped struct {
+	Reason  string `json:"reason"`
+	LastSeq int64  `json:"last_seq"`
+}
+
+// Event is one Server-Sent Event of a chat, as a client reads it.
 type Event struct {
 	Type   string          `json:"type"`
 	ChatID string          `json:"chat_id"`
@@ -118,7 +321,50 @@ type Model struct {
 	Loaded       bool   `json:"loaded,omitempty"`
 }
 
-// CompactRequest is the body of POST /v1/chats/{id}/compact.
-type CompactRequest struct {
-	Focus string `json:"focus,omitempty"`
+// Models is the answer of GET /v1/models.
+type Models struct {
+	Models []Model `json:"models"`
+	// ProviderErrors says which providers did not answer their model list.
+	ProviderErrors map[string]string `json:"provider_errors"`
+}
+
+// Memory states.
+const (
+	MemoryActive  = "active"
+	MemoryWaiting = "waiting"
+	MemoryUndone  = "undone"
+)
+
+// Memory is one thing learned about the person.
+type Memory struct {
+	ID        string    `json:"id"`
+	Text      string    `json:"text"`
+	ChatID    string    `json:"chat_id,omitempty"`
+	FromSeq   int64     `json:"from_seq,omitempty"`
+	ToSeq     int64     `json:"to_seq,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	State     string    `json:"state"`
+	RunID     string    `json:"run_id"`
+}
+
+// MemoryRun is one learning run: what it added, and whether it was undone.
+type MemoryRun struct {
+	ID     string    `json:"id"`
+	ChatID string    `json:"chat_id,omitempty"`
+	At     time.Time `json:"at"`
+	Source string    `json:"source"`
+	Added  []string  `json:"added"`
+	Undone bool      `json:"undone,omitempty"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status          string            `json:"status"` // "ok" or "degraded" (no provider answers)
+	ProviderErrors  map[string]string `json:"provider_errors"`
+	Heals           float64           `json:"heals"`
+	ActiveSessions  int               `json:"active_sessions"`
+	BadgerLSMBytes  int64             `json:"badger_lsm_bytes"`
+	BadgerVlogBytes int64             `json:"badger_vlog_bytes"`
+	EventsDropped   int64             `json:"events_dropped"`   // deltas skipped for lagging clients
+	WatchersDropped int64             `json:"watchers_dropped"` // streams ended by stream.dropped
 }

@@ -5,7 +5,7 @@
 // LangChain.js peer (bench/peer), and measures per-turn overhead, many
 // chats at once, waking a passivated chat and find_tools latency. Token
 // counts always come from the fake (testkit.CountTokens), one neutral count
-// for every side. `agentd bench` is its command.
+// for every side. `agentd-bench` (cmd/agentd-bench) is its command.
 package bench
 
 import (

@@ -13,10 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/eventbus"
-	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/tools"
 )
@@ -95,7 +95,7 @@ func (d *daemon) close() error {
 }
 
 func (d *daemon) newChat(ctx context.Context, model string) (string, error) {
-	c, err := d.hub.CreateChat(ctx, tenant, persistence.Chat{Model: model})
+	c, err := d.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model})
 	if err != nil {
 		return "", fmt.Errorf("create chat: %w", err)
 	}
@@ -103,7 +103,7 @@ func (d *daemon) newChat(ctx context.Context, model string) (string, error) {
 }
 
 func (d *daemon) newChatFor(ctx context.Context, tenant string) (string, error) {
-	c, err := d.hub.CreateChat(ctx, tenant, persistence.Chat{})
+	c, err := d.hub.CreateChat(ctx, tenant, api.CreateChatRequest{})
 	if err != nil {
 		return "", fmt.Errorf("create chat: %w", err)
 	}
@@ -112,7 +112,7 @@ func (d *daemon) newChatFor(ctx context.Context, tenant string) (string, error) 
 
 // turnOutcome is one finished turn as the bench sees it.
 type turnOutcome struct {
-	result chat.TurnResult
+	result api.TurnResult
 	wall   time.Duration
 }
 
@@ -122,25 +122,25 @@ type chatDriver struct {
 	d      *daemon
 	chatID string
 	sub    *eventbus.Sub
-	done   chan chat.TurnResult
+	done   chan api.TurnResult
 	folds  atomic.Int64
 	heals  atomic.Int64
 	wg     sync.WaitGroup
 }
 
 func (d *daemon) drive(chatID string) *chatDriver {
-	c := &chatDriver{d: d, chatID: chatID, sub: d.hub.Bus().Subscribe(chatID, 1<<14), done: make(chan chat.TurnResult, 4)}
+	c := &chatDriver{d: d, chatID: chatID, sub: d.hub.Subscribe(chatID, 1<<14), done: make(chan api.TurnResult, 4)}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		for ev := range c.sub.C {
 			switch ev.Type {
-			case chat.EventCompacted:
+			case api.EventCompacted:
 				c.folds.Add(1)
-			case chat.EventHealed:
+			case api.EventHealed:
 				c.heals.Add(1)
-			case chat.EventTurnCompleted:
-				if res, ok := ev.Data.(chat.TurnResult); ok {
+			case api.EventTurnCompleted:
+				if res, ok := ev.Data.(api.TurnResult); ok {
 					c.done <- res
 				}
 			}
@@ -157,44 +157,44 @@ func (c *chatDriver) close() {
 // send submits one person's message and waits for its turn to complete.
 func (c *chatDriver) send(ctx context.Context, text string) (turnOutcome, error) {
 	start := time.Now()
-	acc, err := c.d.hub.Submit(ctx, tenant, c.chatID, chat.Message{Role: chat.RoleUser, Content: text})
+	turnID, err := c.d.hub.Submit(ctx, tenant, c.chatID, api.SendMessageRequest{Content: text})
 	if err != nil {
 		return turnOutcome{}, fmt.Errorf("submit: %w", err)
 	}
 	for {
 		select {
 		case res := <-c.done:
-			if res.TurnID != acc.TurnID {
+			if res.TurnID != turnID {
 				continue
 			}
 			return turnOutcome{result: res, wall: time.Since(start)}, nil
 		case <-ctx.Done():
-			return turnOutcome{}, fmt.Errorf("turn %s: %w", acc.TurnID, ctx.Err())
+			return turnOutcome{}, fmt.Errorf("turn %s: %w", turnID, ctx.Err())
 		}
 	}
 }
 
 // sendOnce submits a message on a short-lived subscription (many chats at
 // once) and waits for its turn.
-func (d *daemon) sendOnce(ctx context.Context, tenant, chatID, text string) (chat.TurnResult, error) {
-	sub := d.hub.Bus().Subscribe(chatID, 1024)
+func (d *daemon) sendOnce(ctx context.Context, tenant, chatID, text string) (api.TurnResult, error) {
+	sub := d.hub.Subscribe(chatID, 1024)
 	defer sub.Close()
-	acc, err := d.hub.Submit(ctx, tenant, chatID, chat.Message{Role: chat.RoleUser, Content: text})
+	turnID, err := d.hub.Submit(ctx, tenant, chatID, api.SendMessageRequest{Content: text})
 	if err != nil {
-		return chat.TurnResult{}, fmt.Errorf("submit: %w", err)
+		return api.TurnResult{}, fmt.Errorf("submit: %w", err)
 	}
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				return chat.TurnResult{}, fmt.Errorf("chat %s: subscription closed", chatID)
+				return api.TurnResult{}, fmt.Errorf("chat %s: subscription closed", chatID)
 			}
-			if ev.TurnID == acc.TurnID && ev.Type == chat.EventTurnCompleted {
-				res, _ := ev.Data.(chat.TurnResult)
+			if ev.TurnID == turnID && ev.Type == api.EventTurnCompleted {
+				res, _ := ev.Data.(api.TurnResult)
 				return res, nil
 			}
 		case <-ctx.Done():
-			return chat.TurnResult{}, ctx.Err()
+			return api.TurnResult{}, ctx.Err()
 		}
 	}
 }

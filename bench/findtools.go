@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/toolindex"
 )
 
@@ -83,16 +82,14 @@ func FindTools(ctx context.Context, toolsPath, queriesPath string, sizes []int) 
 	for i, l := range lines {
 		base[i] = toolindex.Tool{Name: l.Name, Description: l.Description, Parameters: l.Parameters}
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
+	sys := actors.NewSystem(zerolog.Nop())
 	defer sys.Shutdown()
 	var out []FindToolsResult
 	for _, n := range sizes {
 		if n <= 0 {
 			n = len(base)
 		}
-		pid := sys.Root.Spawn(toolindex.Props())
+		pid := sys.Root.Spawn(toolindex.Props(toolindex.Config{}))
 		t0 := time.Now()
 		if _, err := sys.Root.RequestFuture(pid, &toolindex.Register{ReqID: "bench", Tools: padTools(base, n)}, 5*time.Minute).Result(); err != nil {
 			return nil, fmt.Errorf("register %d tools: %w", n, err)

@@ -43,7 +43,7 @@ func TestBrowserChatsListAndNewChatWithAModel(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#new-chat button[type=submit]")))
 	r.until("the new chat", `location.hash.startsWith("#/chats/") && document.querySelector("#chat-title").textContent === "Big thoughts"`)
 	id := strings.TrimPrefix(eval[string](r, `location.hash`), "#/chats/")
-	c, _, err := r.d.Hub.Chat(ctx, "default", id)
+	c, err := r.d.Hub.Chat(ctx, "default", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestBrowserTooLongOffersANewChatOrTheBiggerModel(t *testing.T) {
 	r.do("take the next step", chromedp.Click(chromedp.CSS(".card.problem.too-long button.next-step")))
 	r.until("the new chat", `location.hash !== "#/chats/`+c.ID+`" && document.querySelector("#composer-input") !== null && document.querySelector("#composer-input").value === `+js(words))
 	id := strings.TrimPrefix(eval[string](r, `location.hash`), "#/chats/")
-	if _, _, err := r.d.Hub.Chat(ctx, "default", id); err != nil {
+	if _, err := r.d.Hub.Chat(ctx, "default", id); err != nil {
 		t.Fatalf("the new chat %s: %v", id, err)
 	}
 
@@ -133,7 +133,7 @@ func TestBrowserTooLongOffersANewChatOrTheBiggerModel(t *testing.T) {
 	r.until("the switch button", `[...document.querySelectorAll(".card.problem.too-long button.next-step")].some(b => b.textContent === "Switch to fake/big (128,000 tokens)")`)
 	r.do("switch", chromedp.Click(chromedp.CSS(".card.problem.too-long button.next-step")))
 	r.until("the model switch", `document.querySelector("#chat-model").value === "fake/big"`)
-	got, _, err := r.d.Hub.Chat(ctx, "default", c.ID)
+	got, err := r.d.Hub.Chat(ctx, "default", c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

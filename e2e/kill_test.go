@@ -230,7 +230,7 @@ func verify(t *testing.T, d *daemon, logs []*chatLog) (lost, folded int) {
 		}
 		where := map[string][]int64{}
 		for _, m := range msgs {
-			if m.Role == chat.RoleUser {
+			if m.Role == api.RoleUser {
 				if !cl.attempts[m.Content] {
 					t.Errorf("chat %d: stored user message %q was never sent", i, m.Content)
 				}
@@ -263,7 +263,7 @@ func verify(t *testing.T, d *daemon, logs []*chatLog) (lost, folded int) {
 		switch fk := view.FirstKeptSeq; {
 		case fk < 1 || fk > last+1:
 			t.Errorf("chat %d: first_kept_seq %d outside 1..%d", i, fk, last+1)
-		case fk <= last && msgs[fk-1].Role != chat.RoleUser:
+		case fk <= last && msgs[fk-1].Role != api.RoleUser:
 			t.Errorf("chat %d: first_kept_seq %d is a %s message, not the person's", i, fk, msgs[fk-1].Role)
 		}
 		if view.FirstKeptSeq > 1 {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 )
 
@@ -153,7 +154,7 @@ func TestRealServerKilledMidStream(t *testing.T) {
 		t.Fatalf("the server died mid-answer and the turn reports no problem: %+v", rt.res.Messages)
 	}
 	for _, m := range rt.res.Messages {
-		if m.Role == chat.RoleAssistant && !m.Partial {
+		if m.Role == api.RoleAssistant && !m.Partial {
 			t.Errorf("an answer cut by a dead server is stored as whole: %+v", m)
 		}
 	}
@@ -170,7 +171,7 @@ func TestRealServerKilledMidStream(t *testing.T) {
 	}
 	users := 0
 	for _, m := range msgs {
-		if m.Role == chat.RoleUser {
+		if m.Role == api.RoleUser {
 			if m.Content != pasted(users) {
 				t.Errorf("user message %d changed", users)
 			}

@@ -59,8 +59,8 @@ func ollamaProvider(name, url string, models ...realModelCfg) realProvider {
 	return realProvider{Name: name, Kind: "ollama", BaseURL: url, Models: models}
 }
 
-// realYAML is the providers section; the first provider's first model (or
-// its listed model) is the default.
+// realYAML is the providers section of a daemon's yaml, with def
+// ("provider/model") as the default model.
 func realYAML(def string, ps ...realProvider) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "default_model: %s\nproviders:\n", def)
@@ -269,7 +269,7 @@ func answered(t *testing.T, what string, rt realTurn) {
 		t.Fatalf("%s: turn failed: %+v", what, *rt.res.Problem)
 	}
 	for _, m := range rt.res.Messages {
-		if m.Role == chat.RoleAssistant && len(m.ToolCalls) == 0 {
+		if m.Role == api.RoleAssistant && len(m.ToolCalls) == 0 {
 			return
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/api"
 )
 
 // toolKit is an MCP server (streamable HTTP, in the test process) with 150
@@ -188,11 +188,11 @@ func TestRealToolsInWords(t *testing.T) {
 					t.Errorf("a words model was offered native tools: %v", requestTools(t, c.Request))
 				}
 			}
-			var last chat.Message
+			var last api.Message
 			for _, m := range rt.res.Messages {
 				last = m
 			}
-			if last.Role != chat.RoleAssistant || len(last.ToolCalls) > 0 {
+			if last.Role != api.RoleAssistant || len(last.ToolCalls) > 0 {
 				t.Errorf("the turn does not end with an answer: %+v", last)
 			}
 		})

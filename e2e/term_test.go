@@ -109,16 +109,16 @@ func TestSIGTERMFinishesOrMarksInFlightTurns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(msgs) < int(want.userSeq) || msgs[want.userSeq-1].Role != chat.RoleUser {
+		if len(msgs) < int(want.userSeq) || msgs[want.userSeq-1].Role != api.RoleUser {
 			t.Errorf("chat %d: the acknowledged message at seq %d is gone after the restart: %d messages", i, want.userSeq, len(msgs))
 		}
-		if i == 0 && (len(msgs) != 2 || msgs[1].Role != chat.RoleAssistant || msgs[1].Partial) {
+		if i == 0 && (len(msgs) != 2 || msgs[1].Role != api.RoleAssistant || msgs[1].Partial) {
 			t.Errorf("the finished turn's answer is not stored whole: %s", describe(msgs))
 		}
 	}
 }
 
-func describe(msgs []chat.Message) string {
+func describe(msgs []api.Message) string {
 	out := ""
 	for _, m := range msgs {
 		out += fmt.Sprintf("[%d %s partial=%v %.40q] ", m.Seq, m.Role, m.Partial, m.Content)

@@ -45,12 +45,15 @@ type Bus struct {
 	subs     map[string]map[*Sub]struct{}
 	dropped  atomic.Int64 // deltas not delivered
 	ended    atomic.Int64 // subscriptions dropped
+	convert  func(any) any
 }
 
 // New returns an empty bus whose subscriptions may stay behind (their
 // buffer past the delta mark) for at most patience before they are dropped.
-func New(patience time.Duration) *Bus {
-	return &Bus{patience: patience, subs: map[string]map[*Sub]struct{}{}}
+// convert, if not nil, turns each event's Data into what watchers read (the
+// API's wire form), once per published event that has a watcher.
+func New(patience time.Duration, convert func(any) any) *Bus {
+	return &Bus{patience: patience, subs: map[string]map[*Sub]struct{}{}, convert: convert}
 }
 
 // Sub is one watcher of one chat. Read C until it is closed; then Dropped
@@ -160,7 +163,11 @@ func (b *Bus) publish(ev Event, must bool) {
 	now := time.Now()
 	var gone []*Sub
 	b.mu.RLock()
-	for s := range b.subs[ev.ChatID] {
+	subs := b.subs[ev.ChatID]
+	if len(subs) > 0 && b.convert != nil {
+		ev.Data = b.convert(ev.Data)
+	}
+	for s := range subs {
 		if s.offer(ev, must, now) {
 			gone = append(gone, s)
 		}

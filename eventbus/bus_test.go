@@ -24,7 +24,7 @@ func drain(s *Sub) (got []Event, closed bool) {
 }
 
 func TestDeltasDropPastTheMarkMustEventsUseTheRest(t *testing.T) {
-	b := New(time.Hour)
+	b := New(time.Hour, nil)
 	s := b.Subscribe("c", 4) // the mark is 3
 	defer s.Close()
 	for i := range 5 {
@@ -47,7 +47,7 @@ func TestDeltasDropPastTheMarkMustEventsUseTheRest(t *testing.T) {
 // subscriber; that subscriber alone ends, with the events it holds, a
 // reason and the last seq it was told of, and the others get everything.
 func TestAFullWatcherIsDroppedAndNobodyWaits(t *testing.T) {
-	b := New(time.Hour)
+	b := New(time.Hour, nil)
 	stuck := b.Subscribe("c", 2)
 	reader := b.Subscribe("c", 16)
 	defer reader.Close()
@@ -83,7 +83,7 @@ func TestAFullWatcherIsDroppedAndNobodyWaits(t *testing.T) {
 // longer than the patience is dropped at the next event, another that
 // keeps up is not.
 func TestPatienceIsPerSubscription(t *testing.T) {
-	b := New(time.Second)
+	b := New(time.Second, nil)
 	behind := b.Subscribe("c", 4)
 	fresh := b.Subscribe("c", 4)
 	t0 := time.Now()
@@ -120,7 +120,7 @@ func TestPatienceIsPerSubscription(t *testing.T) {
 }
 
 func TestEventsReachOnlyTheirChat(t *testing.T) {
-	b := New(time.Second)
+	b := New(time.Second, nil)
 	a, other := b.Subscribe("a", 4), b.Subscribe("b", 4)
 	b.PublishMust(Event{Type: "x", ChatID: "a"})
 	a.Close()
@@ -141,7 +141,7 @@ func TestEventsReachOnlyTheirChat(t *testing.T) {
 // Publishing, dropping and closing at once: no send on a closed channel,
 // no race (go test -race).
 func TestPublishDropAndCloseConcurrently(t *testing.T) {
-	b := New(time.Millisecond)
+	b := New(time.Millisecond, nil)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -162,4 +162,22 @@ func TestPublishDropAndCloseConcurrently(t *testing.T) {
 		s.Close()
 	}
 	wg.Wait()
+}
+
+func TestWatchersReadConvertedData(t *testing.T) {
+	calls := 0
+	b := New(time.Second, func(d any) any { calls++; return d.(int) * 2 })
+	b.Publish(Event{Type: "x", ChatID: "c", Data: 1}) // no watcher: not converted
+	s1, s2 := b.Subscribe("c", 2), b.Subscribe("c", 2)
+	defer s1.Close()
+	defer s2.Close()
+	b.PublishMust(Event{Type: "x", ChatID: "c", Data: 21})
+	for _, s := range []*Sub{s1, s2} {
+		if ev := <-s.C; ev.Data != 42 {
+			t.Fatalf("data = %v, want 42", ev.Data)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("converted %d times, want once per event with watchers", calls)
+	}
 }

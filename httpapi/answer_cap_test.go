@@ -58,7 +58,7 @@ func TestAnAnswerOverTheCapEndsTheTurnAndKeepsItsHead(t *testing.T) {
 				}
 				if tc.kept > 0 {
 					last := msgs[len(msgs)-1]
-					if last.Role != chat.RoleAssistant || !last.Partial || len(last.Content) != tc.kept || !strings.HasPrefix(huge, last.Content) {
+					if last.Role != api.RoleAssistant || !last.Partial || len(last.Content) != tc.kept || !strings.HasPrefix(huge, last.Content) {
 						t.Fatalf("kept %d bytes (partial %v) of the answer; want its first %d", len(last.Content), last.Partial, tc.kept)
 					}
 				} else if len(msgs) != 1 {

@@ -121,7 +121,7 @@ func TestAClientToolPausesTheTurnAndItsResultResumesIt(t *testing.T) {
 	// SSE: the stream ends its step with turn.requires_action.
 	var types []string
 	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "And Ada's notes?"}, func(ev api.Event) { types = append(types, ev.Type) })
-	if err != nil || res.Status != "requires_action" || types[len(types)-1] != chat.EventTurnRequiresAction || !slices.Contains(types, chat.EventToolCall) {
+	if err != nil || res.Status != "requires_action" || types[len(types)-1] != api.EventTurnRequiresAction || !slices.Contains(types, api.EventToolCall) {
 		t.Fatalf("stream: %v %+v %v", err, res, types)
 	}
 	var bad api.Error
@@ -156,18 +156,18 @@ func TestAPausedTurnSurvivesARestart(t *testing.T) {
 
 func TestATurnLeftPausedEndsWithAProblemAndTheNextMessageGoesOn(t *testing.T) {
 	d, fake, c := startCRM(t, func(cfg *configs.Config) { cfg.Toolsets.ResultsWait.Duration = 100 * time.Millisecond })
-	sub := d.Hub.Bus().Subscribe(c.ID, 64)
+	sub := d.Hub.Subscribe(c.ID, 64)
 	defer sub.Close()
 	var paused api.TurnResult
 	askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/messages", api.SendMessageRequest{Content: "How is Ada doing?"}, &paused)
-	var ended chat.TurnResult
+	var ended api.TurnResult
 	for ev := range sub.C {
-		if ev.Type == chat.EventTurnCompleted {
-			ended = ev.Data.(chat.TurnResult)
+		if ev.Type == api.EventTurnCompleted {
+			ended = ev.Data.(api.TurnResult)
 			break
 		}
 	}
-	if ended.Problem == nil || ended.Problem.Kind != chat.ProblemToolResults || !strings.Contains(ended.Problem.Message, paused.ToolCalls[0].ID) {
+	if ended.Problem == nil || ended.Problem.Kind != api.ProblemToolResults || !strings.Contains(ended.Problem.Message, paused.ToolCalls[0].ID) {
 		t.Fatalf("ended = %+v", ended)
 	}
 	res, err := d.Client.Send(context.Background(), c.ID, api.SendMessageRequest{Content: "never mind"}, nil)
@@ -248,9 +248,9 @@ func TestAWebhookToolsetIsSignedAndItsFailuresAreResults(t *testing.T) {
 	if err != nil || res.Problem != nil || res.Status != "completed" {
 		t.Fatalf("turn: %v %+v", err, res)
 	}
-	got := map[string]chat.Message{}
+	got := map[string]api.Message{}
 	for _, m := range res.Messages {
-		if m.Role == chat.RoleTool {
+		if m.Role == api.RoleTool {
 			got[m.ToolCallID] = m
 		}
 	}
@@ -464,7 +464,7 @@ func TestInstructionsOverTheLeanShareAreSentWholeAndSaidSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	warned := slices.ContainsFunc(events, func(ev api.Event) bool {
-		return ev.Type == chat.EventTurnProblem && strings.Contains(string(ev.Data), chat.ProblemInstructions)
+		return ev.Type == api.EventTurnProblem && strings.Contains(string(ev.Data), api.ProblemInstructions)
 	})
 	if !warned || res.Problem != nil {
 		t.Fatalf("warned %v, problem %+v", warned, res.Problem)
@@ -557,7 +557,7 @@ func TestFiveThousandApplicationToolsOnAnEightKWindowSendOneToolUntilTheModelAsk
 	}
 	var found string
 	res, err := client.Send(ctx, c.ID, api.SendMessageRequest{Content: "Please give Ada her money back for INV-4242, the Paris office."}, func(ev api.Event) {
-		if ev.Type == chat.EventToolResult && strings.Contains(string(ev.Data), "find_tools") {
+		if ev.Type == api.EventToolResult && strings.Contains(string(ev.Data), "find_tools") {
 			found = string(ev.Data)
 		}
 	})

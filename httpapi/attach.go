@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 )
 
 // upload stores the files of a multipart body (field "file", one or more),
@@ -20,7 +18,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeError(w, http.StatusBadRequest, "bad_request", "send the files as multipart/form-data in a field named \"file\": "+err.Error())
 		return
 	}
-	var out []chat.Attachment
+	var out []api.Attachment
 	for {
 		part, err := mr.NextPart()
 		if err != nil {
@@ -55,24 +53,4 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"attachments": out})
-}
-
-// attach resolves a message's attachments into reference notes: uploaded
-// ids the tenant owns, and paths under the allowed directories.
-func (s *Server) attach(ctx context.Context, tenant string, msg *chat.Message, req api.SendMessageRequest) error {
-	for _, id := range req.AttachmentIDs {
-		a, err := s.hub.Attachment(ctx, tenant, id)
-		if err != nil {
-			return err
-		}
-		msg.Attachments = append(msg.Attachments, a)
-	}
-	for _, p := range req.Paths {
-		a, err := s.hub.AttachPath(ctx, tenant, p)
-		if err != nil {
-			return err
-		}
-		msg.Attachments = append(msg.Attachments, a)
-	}
-	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -99,7 +98,11 @@ func TestAMessageToAnUnknownChatStoresNoAttachment(t *testing.T) {
 	}
 	sum := sha256.Sum256(content)
 	id := hex.EncodeToString(sum[:])
-	if _, err := d.Hub.Attachment(ctx, "default", id); !errors.Is(err, hub.ErrNotFound) {
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "again", AttachmentIDs: []string{id}}, nil); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("the tenant holds the attachment of a refused message: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "attachments", id[:2], id[2:])); !errors.Is(err, os.ErrNotExist) {

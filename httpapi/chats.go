@@ -10,21 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
-	"github.com/agentd/agentd/persistence"
 )
-
-func toAPIChat(c persistence.Chat, last int64) api.Chat {
-	out := api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last,
-		Instructions: c.Instructions, InstructionsVersion: c.InstructionsVersion, Settings: fromSettings(c.Settings), Toolsets: c.Toolsets}
-	if len(c.Tools) > 0 {
-		out.Tools = fromSpecs(c.Tools)
-	}
-	return out
-}
 
 // Pages of GET /v1/chats.
 const (
@@ -40,13 +28,12 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	if !s.titleFits(w, &req.Title) {
 		return
 	}
-	c, err := s.hub.CreateChat(r.Context(), tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
-		Instructions: req.Instructions, Settings: toSettings(req.Settings), Toolsets: req.Toolsets, Tools: toSpecs(req.Tools)})
+	c, err := s.hub.CreateChat(r.Context(), tenant, req)
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPIChat(c, 0))
+	writeJSON(w, http.StatusCreated, c)
 }
 
 // titleFits answers 400 and reports false when a title is over
@@ -79,9 +66,9 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 		writeHubError(w, err)
 		return
 	}
-	page := api.ChatList{Chats: make([]api.Chat, 0, len(cs))}
-	for _, c := range cs {
-		page.Chats = append(page.Chats, toAPIChat(c, -1))
+	page := api.ChatList{Chats: cs}
+	if page.Chats == nil {
+		page.Chats = []api.Chat{}
 	}
 	if more {
 		page.Next = cs[len(cs)-1].ID
@@ -90,12 +77,12 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 }
 
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
-	c, last, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
+	c, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		writeHubError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIChat(c, last))
+	writeJSON(w, http.StatusOK, c)
 }
 
 func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -104,16 +91,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	id := r.PathValue("id")
-	p := hub.ChatPatch{Model: req.Model, Title: req.Title, Instructions: req.Instructions, Toolsets: req.Toolsets}
-	if req.Settings != nil {
-		st := toSettings(req.Settings)
-		p.Settings = &st
-	}
-	if req.Tools != nil {
-		specs := toSpecs(*req.Tools)
-		p.Tools = &specs
-	}
-	if err := s.hub.Patch(r.Context(), tenant, id, p); err != nil {
+	if err := s.hub.Patch(r.Context(), tenant, id, req); err != nil {
 		writeHubError(w, err)
 		return
 	}
@@ -135,9 +113,6 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		writeHubError(w, err)
 		return
-	}
-	if msgs == nil {
-		msgs = []chat.Message{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
@@ -165,15 +140,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
-	out := []api.Model{}
-	for _, m := range s.hub.Models() {
-		out = append(out, api.Model{ID: m.Provider + "/" + m.ID, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource, Vision: m.Vision, Local: m.Local, Loaded: m.Loaded})
-	}
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": out, "provider_errors": errs})
+	writeJSON(w, http.StatusOK, s.hub.Models())
 }
 
 // sendMessage stores the person's message and runs its turn, streaming its
@@ -196,30 +163,13 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	switch req.Origin {
-	case chat.OriginPerson, chat.OriginSchedule, chat.OriginApp:
+	case api.OriginPerson, api.OriginSchedule, api.OriginApp:
 	default:
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("origin %q: use \"\", \"schedule\" or \"app\"", req.Origin))
 		return
 	}
-	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
 	id := r.PathValue("id")
-	// The chat first: a message to a chat the tenant does not have stores
-	// nothing, not even its attachments.
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
-		writeHubError(w, err)
-		return
-	}
-	if err := s.attach(r.Context(), tenant, &msg, req); err != nil {
-		writeHubError(w, err)
-		return
-	}
-	s.runTurn(w, r, id, func() (string, error) {
-		acc, err := s.hub.Submit(r.Context(), tenant, id, msg)
-		if err != nil {
-			return "", err
-		}
-		return acc.TurnID, nil
-	})
+	s.runTurn(w, r, id, func() (string, error) { return s.hub.Submit(r.Context(), tenant, id, req) })
 }
 
 // runTurn starts a turn with start and answers with it: SSE when the
@@ -228,7 +178,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Bus().Subscribe(chatID, streamBuffer)
+	sub := s.hub.Subscribe(chatID, streamBuffer)
 	defer sub.Close()
 	turnID, err := start()
 	if err != nil {
@@ -269,23 +219,23 @@ func wantsSSE(r *http.Request) bool {
 // turnEnds reports whether ev ends what a request waits for of a turn: it
 // completed, or paused for the application's tool results.
 func turnEnds(ev eventbus.Event, turnID string) bool {
-	return ev.TurnID == turnID && (ev.Type == chat.EventTurnCompleted || ev.Type == chat.EventTurnRequiresAction)
+	return ev.TurnID == turnID && (ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction)
 }
 
 // waitTurn collects a turn's events until it completes or pauses.
-func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (chat.TurnResult, bool) {
+func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				return chat.TurnResult{}, false
+				return api.TurnResult{}, false
 			}
 			if turnEnds(ev, turnID) {
-				res, ok := ev.Data.(chat.TurnResult)
+				res, ok := ev.Data.(api.TurnResult)
 				return res, ok
 			}
 		case <-ctx.Done():
-			return chat.TurnResult{}, false
+			return api.TurnResult{}, false
 		}
 	}
 }
@@ -351,7 +301,7 @@ func (s *sseWriter) comment(text string) error {
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
-		return ev.TurnID == turnID || ev.Type == chat.EventCompacted, turnEnds(ev, turnID)
+		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
 
@@ -359,13 +309,13 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 // is deleted.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
-	if _, _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
+	if _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
 		writeHubError(w, err)
 		return
 	}
-	sub := s.hub.Bus().Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == chat.EventChatDeleted })
+	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
@@ -385,8 +335,8 @@ func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID stri
 		case ev, ok := <-sub.C:
 			if !ok {
 				if d := sub.Dropped(); d != nil {
-					_ = sse.send(eventbus.Event{Type: chat.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
-						Data: chat.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
+					_ = sse.send(eventbus.Event{Type: api.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
+						Data: api.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
 				}
 				return
 			}
@@ -409,18 +359,5 @@ func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID stri
 
 // health reports whether the daemon works and what it has done.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	errs := map[string]string{}
-	for p, err := range s.hub.ProviderErrors() {
-		errs[p] = err.Error()
-	}
-	lsm, vlog := s.hub.Store().Sizes()
-	status := "ok"
-	if len(errs) > 0 && len(errs) == len(s.cfg.Providers) {
-		status = "degraded"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"status": status, "provider_errors": errs, "heals": s.hub.Metrics().Heals(),
-		"active_sessions": s.hub.ActiveSessions(), "badger_lsm_bytes": lsm, "badger_vlog_bytes": vlog,
-		"events_dropped": s.hub.Bus().Dropped(), "watchers_dropped": s.hub.Bus().DroppedWatchers(),
-	})
+	writeJSON(w, http.StatusOK, s.hub.Health())
 }

@@ -126,10 +126,41 @@ func TestDeleteChatCancelsItsRunningTurnAndEndsItsWatchers(t *testing.T) {
 			types = append(types, ev)
 		}
 	}
-	if len(types) == 0 || types[len(types)-1] != chat.EventChatDeleted {
-		t.Fatalf("the watcher's last events: %v, want %s last", types, chat.EventChatDeleted)
+	if len(types) == 0 || types[len(types)-1] != api.EventChatDeleted {
+		t.Fatalf("the watcher's last events: %v, want %s last", types, api.EventChatDeleted)
 	}
 	if msgs, _ := d.Hub.Store().Messages(ctx, c.ID, 0, 0); len(msgs) != 0 {
 		t.Errorf("the cancelled turn left %d messages behind", len(msgs))
+	}
+}
+
+func TestDeleteChatDropsTheOwnershipOfFilesNoOtherChatWasSent(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	shared := upload(t, d.Server.URL, "shared.txt", []byte("in both chats\n"))
+	only := upload(t, d.Server.URL, "only.txt", []byte("only in the deleted chat\n"))
+	unsent := upload(t, d.Server.URL, "unsent.txt", []byte("never sent\n"))
+	gone, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	kept, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	send := func(chatID string, ids ...string) error {
+		_, err := d.Client.Send(ctx, chatID, api.SendMessageRequest{Content: "see", AttachmentIDs: ids}, nil)
+		return err
+	}
+	if err := send(gone.ID, shared.ID, only.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(kept.ID, shared.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Client.DeleteChat(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(kept.ID, only.ID); statusOf(err) != http.StatusNotFound {
+		t.Errorf("the file only the deleted chat was sent is still the tenant's: %v", err)
+	}
+	if err := send(kept.ID, shared.ID, unsent.ID); err != nil {
+		t.Errorf("a file another chat was sent, or one never sent, was lost with the chat: %v", err)
 	}
 }

@@ -71,8 +71,8 @@ func TestChatSurvivesRestartWithItsTranscriptExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	// user, assistant ×3 turns, plus the tool call and its result.
-	wantRoles := []chat.Role{"user", "assistant", "user", "assistant", "tool", "assistant", "user", "assistant"}
-	var roles []chat.Role
+	wantRoles := []api.Role{"user", "assistant", "user", "assistant", "tool", "assistant", "user", "assistant"}
+	var roles []api.Role
 	for i, m := range before {
 		roles = append(roles, m.Role)
 		if m.Seq != int64(i+1) {

@@ -173,7 +173,7 @@ func newChat(t *testing.T, d *daemontest.Daemon, model string) api.Chat {
 	return c
 }
 
-func chatContext(t *testing.T, d *daemontest.Daemon, chatID string) chat.ContextView {
+func chatContext(t *testing.T, d *daemontest.Daemon, chatID string) api.Context {
 	t.Helper()
 	v, err := d.Client.Context(context.Background(), chatID)
 	if err != nil {
@@ -524,7 +524,7 @@ func TestStaleToolResultIsStubbedAndConversationReadReturnsIt(t *testing.T) {
 	}
 	var resultSeq int64
 	for _, m := range msgs {
-		if m.Role == chat.RoleTool && m.ToolName == "big_report" {
+		if m.Role == api.RoleTool && m.ToolName == "big_report" {
 			resultSeq = m.Seq
 		}
 	}

@@ -233,13 +233,13 @@ func FuzzPatchChatDecode(f *testing.F) {
 	}
 	path := "/v1/chats/" + c.ID
 	f.Fuzz(func(t *testing.T, body []byte) {
-		before, _, err := d.Hub.Chat(ctx, daemontestTenant, c.ID)
+		before, err := d.Hub.Chat(ctx, daemontestTenant, c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := serve(t, d, http.MethodPatch, path, body, false)
 		checkAnswer(t, rec, body)
-		after, _, err := d.Hub.Chat(ctx, daemontestTenant, c.ID)
+		after, err := d.Hub.Chat(ctx, daemontestTenant, c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

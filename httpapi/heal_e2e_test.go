@@ -183,9 +183,9 @@ func TestTooLongHealsSilentlyAndTheWindowIsLearned(t *testing.T) {
 			if retry.InputTokens > tc.real || (tc.kind == "openai" && retry.InputTokens+retry.MaxTokens > tc.real) {
 				t.Fatalf("the retry sent %d tokens (+%d answer room) to a real window of %d", retry.InputTokens, retry.MaxTokens, tc.real)
 			}
-			var answer *chat.Message
+			var answer *api.Message
 			for i := range res.Messages {
-				if m := res.Messages[i]; m.Role == chat.RoleAssistant {
+				if m := res.Messages[i]; m.Role == api.RoleAssistant {
 					answer = &res.Messages[i]
 				}
 			}
@@ -242,7 +242,7 @@ func TestTooLongHealsSilentlyAndTheWindowIsLearned(t *testing.T) {
 	}
 }
 
-func hasHealRequest(rs []chat.RequestLog) bool {
+func hasHealRequest(rs []api.RequestLog) bool {
 	for _, r := range rs {
 		if r.Kind == "heal" {
 			return true
@@ -302,9 +302,9 @@ func TestRefusedTwiceEndsWithTheTooLongProblemAndOneNextStep(t *testing.T) {
 				if pr == nil || pr.Kind != chat.ProblemTooLong || pr.NextStep == nil {
 					t.Fatalf("problem %+v, want too-long with a next step", pr)
 				}
-				want := chat.NextStep{Action: "new-chat", Message: trigger}
+				want := api.NextStep{Action: "new-chat", Message: trigger}
 				if bigger {
-					want = chat.NextStep{Action: "switch-model", Model: "fake/big", Window: bigWindow}
+					want = api.NextStep{Action: "switch-model", Model: "fake/big", Window: bigWindow}
 				}
 				if *pr.NextStep != want {
 					got, _ := json.Marshal(pr.NextStep)
@@ -312,7 +312,7 @@ func TestRefusedTwiceEndsWithTheTooLongProblemAndOneNextStep(t *testing.T) {
 				}
 				// The person's message is kept; no half answer is stored.
 				msgs, _ := d.Client.Transcript(ctx, c.ID)
-				if last := msgs[len(msgs)-1]; last.Role != chat.RoleUser || last.Content != trigger {
+				if last := msgs[len(msgs)-1]; last.Role != api.RoleUser || last.Content != trigger {
 					t.Fatalf("last stored message %+v", last)
 				}
 			})
@@ -375,7 +375,7 @@ func TestHealMidTurnGoesThroughInTurnCompaction(t *testing.T) {
 	msgs, _ := d.Client.Transcript(ctx, c.ID)
 	results := 0
 	for _, m := range msgs {
-		if m.Role == chat.RoleTool {
+		if m.Role == api.RoleTool {
 			if m.Content != mailBody(results) {
 				t.Fatalf("stored result %d is not the tool's output byte for byte", results)
 			}

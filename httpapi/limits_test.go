@@ -204,7 +204,7 @@ func TestTenantCannotReachAnotherTenantsChat(t *testing.T) {
 		t.Fatal("the Go client read another tenant's transcript")
 	}
 	after, _ := a.Transcript(ctx, c.ID)
-	got, _, _ := d.Hub.Chat(ctx, "a", c.ID)
+	got, _ := d.Hub.Chat(ctx, "a", c.ID)
 	if len(after) != len(before) || got.Title != "a's secret" {
 		t.Fatalf("tenant b's requests changed a's chat: %d → %d messages, title %q", len(before), len(after), got.Title)
 	}
@@ -336,7 +336,7 @@ func merge(cs ...<-chan answer) <-chan answer {
 	return out
 }
 
-func contents(msgs []chat.Message) string {
+func contents(msgs []api.Message) string {
 	var s []string
 	for _, m := range msgs {
 		s = append(s, fmt.Sprintf("%d:%s:%q", m.Seq, m.Role, m.Content))
@@ -520,9 +520,9 @@ func TestHugeToolResultIsStoredWholeAndSentHeadAndTail(t *testing.T) {
 		t.Fatalf("turn: %v %+v", err, res.Problem)
 	}
 	msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
-	var stored *chat.Message
+	var stored *api.Message
 	for i := range msgs {
-		if msgs[i].Role == chat.RoleTool {
+		if msgs[i].Role == api.RoleTool {
 			stored = &msgs[i]
 		}
 	}
@@ -564,9 +564,9 @@ func TestPanickingToolDoesNotTakeTheDaemonDown(t *testing.T) {
 		if err != nil || res.Problem != nil {
 			t.Fatalf("turn %d: %v %+v", i, err, res.Problem)
 		}
-		var result *chat.Message
+		var result *api.Message
 		for j := range res.Messages {
-			if res.Messages[j].Role == chat.RoleTool {
+			if res.Messages[j].Role == api.RoleTool {
 				result = &res.Messages[j]
 			}
 		}
@@ -637,7 +637,7 @@ func TestProviderFaultsEndAsProblems(t *testing.T) {
 			msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
 			last := msgs[len(msgs)-1]
 			if tc.partial {
-				if last.Role != chat.RoleAssistant || !last.Partial || last.Problem == "" || last.Content == "" || !strings.HasPrefix(text, last.Content) {
+				if last.Role != api.RoleAssistant || !last.Partial || last.Problem == "" || last.Content == "" || !strings.HasPrefix(text, last.Content) {
 					t.Fatalf("the cut answer is not kept marked partial: %+v", last)
 				}
 			} else if len(msgs) != 1 {
@@ -787,7 +787,7 @@ func TestProviderStopsMidStream(t *testing.T) {
 			}
 			msgs, _ := d.Hub.Transcript(ctx, "default", c.ID, 0, 0)
 			last := msgs[len(msgs)-1]
-			if last.Role != chat.RoleAssistant || !last.Partial || last.Content != "half an answer" {
+			if last.Role != api.RoleAssistant || !last.Partial || last.Content != "half an answer" {
 				t.Fatalf("the part said is not kept marked partial: %s", contents(msgs))
 			}
 			// Text was streamed to the person, so the turn is not retried

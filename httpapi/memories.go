@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/agentd/agentd/actors/hub"
-	"github.com/agentd/agentd/memory"
 )
 
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -13,9 +12,6 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, tenant str
 	if err != nil {
 		writeHubError(w, err)
 		return
-	}
-	if ms == nil {
-		ms = []memory.Memory{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"memories": ms})
 }
@@ -25,9 +21,6 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		writeHubError(w, err)
 		return
-	}
-	if rs == nil {
-		rs = []memory.Run{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": rs})
 }

@@ -219,7 +219,7 @@ func TestChatRunsThroughEachProtocolStreamingWithATool(t *testing.T) {
 				if res.Problem != nil {
 					t.Fatalf("send %q: problem %+v", text, res.Problem)
 				}
-				usage = usage.Add(res.Usage)
+				usage = usage.Add(chat.Usage(res.Usage))
 			}
 			// The answers arrive in pieces: the fakes split text into deltas of
 			// four characters, so more than one delta per answer.

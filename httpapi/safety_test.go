@@ -99,7 +99,7 @@ func TestMonsterTurnCompletesOnAnSmallWindowAndKeepsEveryResult(t *testing.T) {
 	msgs, _ := d.Client.Transcript(ctx, c.ID)
 	results := 0
 	for _, m := range msgs {
-		if m.Role == chat.RoleTool {
+		if m.Role == api.RoleTool {
 			var a mailArgs
 			for _, prev := range msgs {
 				for _, call := range prev.ToolCalls {

@@ -1,7 +1,7 @@
 // Package httpapi serves agentd's HTTP API (docs/api.md) and its web
 // console: authentication and per-tenant limits, JSON in and out, and
 // Server-Sent Events for turns and watchers. It talks to the daemon only
-// through the hub.
+// through the Hub interface it declares (hub.go).
 package httpapi
 
 import (
@@ -30,7 +30,7 @@ import (
 
 // Server is the HTTP handler of agentd.
 type Server struct {
-	hub    *hub.Hub
+	hub    Hub
 	cfg    configs.Config
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
@@ -60,7 +60,7 @@ func (s *Server) Drain(ctx context.Context) error {
 }
 
 // New builds the handler. tokens maps bearer tokens to tenants.
-func New(h *hub.Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
+func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.guard.wrap(s.mux)
@@ -112,7 +112,7 @@ func (s *Server) routes() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 func (s *Server) metrics() http.Handler {
-	return promhttp.HandlerFor(s.hub.Metrics().Registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(s.hub.Gatherer(), promhttp.HandlerOpts{})
 }
 
 // MetricsHandler serves /metrics alone, without a token, behind the Host
@@ -245,6 +245,9 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 // writeHubError maps the hub's errors to statuses, once, here.
 func writeHubError(w http.ResponseWriter, err error) {
 	switch {
+	case bodyTimedOut(err):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
 	case errors.Is(err, hub.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):

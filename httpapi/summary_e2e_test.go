@@ -59,7 +59,7 @@ func checkNoSecret(t *testing.T, reqs []testkit.Received) {
 // summarising model's window as the summariser's own Pieces does.
 func expectedPieces(t *testing.T, d *daemontest.Daemon, chatID string, folds []chat.Compacted, win int) int {
 	t.Helper()
-	msgs, err := d.Client.Transcript(context.Background(), chatID)
+	msgs, err := d.Hub.Store().Messages(context.Background(), chatID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +247,9 @@ func TestFailingSummariserLeavesADigestAndNoFoldStorm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var lastFolded chat.Message
+			var lastFolded api.Message
 			for _, m := range msgs {
-				if m.Role == chat.RoleUser && m.Seq < v.FirstKeptSeq {
+				if m.Role == api.RoleUser && m.Seq < v.FirstKeptSeq {
 					lastFolded = m
 				}
 			}
@@ -322,7 +322,7 @@ func TestASlowSummariserNeverHoldsATurnPastTheFoldWait(t *testing.T) {
 	}
 	letGo() // the summary comes at last
 	for ev := range sub.C {
-		if ev.Type == chat.EventCompacted && strings.Contains(ev.Data.(chat.Compacted).Summary, "late summary") {
+		if ev.Type == chat.EventCompacted && strings.Contains(ev.Data.(api.Compacted).Summary, "late summary") {
 			break
 		}
 	}

@@ -63,7 +63,7 @@ func TestOversizeToolArgumentsAreStoredButNotSentAgain(t *testing.T) {
 		for _, tc := range m.ToolCalls {
 			stored = stored || strings.Contains(tc.Arguments, pad)
 		}
-		if m.Role == chat.RoleTool && m.IsError && strings.Contains(m.Content, "over the limit") {
+		if m.Role == api.RoleTool && m.IsError && strings.Contains(m.Content, "over the limit") {
 			refusal = true
 		}
 	}

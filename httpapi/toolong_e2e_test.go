@@ -7,9 +7,11 @@ package httpapi_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/providers"
@@ -75,13 +77,11 @@ func TestNoRequestOfAnyKindExceedsTheWindow(t *testing.T) {
 // length: the window is learned from it and the turn heals.
 func TestLengthWithNoAnswerHeals(t *testing.T) {
 	const listed, loaded = 8192, 4096
-	calls := 0
 	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
 		if requestKind(r) != kindTurn {
 			script, _ := summaryScript()
 			return script(r)
 		}
-		calls++
 		if r.InputTokens+r.MaxTokens > loaded {
 			// What a server with context shift off does: it stops at once.
 			return testkit.Reply{Finish: "length", Usage: &chat.Usage{InputTokens: loaded, OutputTokens: 0}}
@@ -96,7 +96,7 @@ func TestLengthWithNoAnswerHeals(t *testing.T) {
 		res = send(t, d, c.ID, pasteTurn(i))
 	}
 	last := res.Messages[len(res.Messages)-1]
-	if last.Role != chat.RoleAssistant || last.Content != "Rye sold best." {
+	if last.Role != api.RoleAssistant || last.Content != "Rye sold best." {
 		t.Fatalf("last answer %+v: the turn did not heal", last)
 	}
 	v := chatContext(t, d, c.ID)
@@ -165,5 +165,50 @@ func TestBackgroundRequestsFitTheirOwnModel(t *testing.T) {
 	t.Logf("requests: %v", seen)
 	if seen[kindLearner+" on small"] == 0 || seen[kindSummary+" on small"] == 0 {
 		t.Errorf("no learning or summarising request went to the small model (%v): nothing was checked", seen)
+	}
+}
+
+// A provider that never names its window (Groq's real body): a refusal
+// teaches an upper bound; when the server is then reloaded with a smaller
+// window (LM Studio, llama.cpp), the next refusal lowers the bound again, not
+// only a refusal that names a number; no turn is lost on the way.
+func TestBoundFromRefusalsNamingNoWindowIsLoweredAgain(t *testing.T) {
+	const listed = 8192
+	const groq = `{"error":{"message":"Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	script, _ := summaryScript()
+	var mu sync.Mutex
+	real := 6000
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		mu.Lock()
+		over := r.InputTokens+r.MaxTokens > real
+		mu.Unlock()
+		if over {
+			return testkit.Reply{Status: 400, Body: groq}
+		}
+		return script(r)
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), listed), nil, hub.Options{InMemory: true})
+	c := newChat(t, d, "")
+	var learned []int
+	for i := range 24 {
+		if i == 12 {
+			mu.Lock()
+			real = 3000 // the server is reloaded with a smaller context
+			mu.Unlock()
+		}
+		send(t, d, c.ID, pasteTurn(i))
+		if v := chatContext(t, d, c.ID); v.WindowSource == providers.SourceRefusal && (len(learned) == 0 || v.Window != learned[len(learned)-1]) {
+			learned = append(learned, v.Window)
+		}
+	}
+	t.Logf("windows learned, turn by turn: %v", learned)
+	if len(learned) < 2 || learned[len(learned)-1] >= 6000 {
+		t.Fatalf("windows learned %v: want a bound, then lower ones once the server shrank", learned)
+	}
+	for i := 1; i < len(learned); i++ {
+		if learned[i] >= learned[i-1] {
+			t.Errorf("window went %d → %d: a bound is only ever lowered", learned[i-1], learned[i])
+		}
 	}
 }

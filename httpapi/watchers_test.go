@@ -1,11 +1,10 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,41 +13,75 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // Issue 15, found item 1: watchers that never read must not freeze the
 // daemon. Each test drives a whole daemon over HTTP.
 
-// longScript answers with 12 KB in 256-rune deltas: a turn's events are
-// about 30 KB of SSE, so a watcher that never reads fills every buffer
-// between it and the session within a few turns.
+// longScript answers with 2 KB in 64-rune deltas: about 40 events a turn,
+// so a watcher that never reads fills its buffer within a few turns.
 func longScript(r testkit.Received) testkit.Reply {
 	last := r.Messages[len(r.Messages)-1].Content
-	return testkit.Reply{Text: strings.Repeat(last+" and so on. ", 12_000/(len(last)+12)), ChunkRunes: 256}
+	return testkit.Reply{Text: strings.Repeat(last+" and so on. ", 2_000/(len(last)+12)), ChunkRunes: 64}
 }
 
-// stuckWatcher opens GET /v1/chats/{id}/events on a raw connection with a
-// small receive buffer, reads the response head (so the stream is
-// subscribed) and then never reads again. The connection closes when the
-// test ends.
-func stuckWatcher(t *testing.T, base, token, chatID string) {
+// bigWindow starts a daemon for tenants a and b on a model that reads
+// 128K tokens, so fifty turns never fold: what is timed is the turns.
+func bigWindow(t *testing.T, script testkit.Script) *daemontest.Daemon {
+	const window = 1 << 17
+	fake := openaifake.New(openaifake.Options{Window: window, Script: script})
+	t.Cleanup(fake.Close)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), window)
+	cfg.Limits.RequestsPerSecond = 1e6
+	return daemontest.Start(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"})
+}
+
+// stuckClient is a client that never reads, its socket buffers already
+// full: the stream's first write blocks until the request ends. (A real
+// loopback connection that never reads takes about 4 MB before a write
+// blocks; this is that client, without the wait.)
+type stuckClient struct {
+	header http.Header
+	status chan int
+	ctx    context.Context
+}
+
+func (c *stuckClient) Header() http.Header  { return c.header }
+func (c *stuckClient) WriteHeader(code int) { c.status <- code }
+func (c *stuckClient) Flush()               {}
+func (c *stuckClient) Write([]byte) (int, error) {
+	<-c.ctx.Done()
+	return 0, c.ctx.Err()
+}
+
+// stuckWatcher opens GET /v1/chats/{id}/events from a client that never
+// reads, once the stream is subscribed; it hangs up when the test ends.
+func stuckWatcher(t *testing.T, d *daemontest.Daemon, token, chatID string) {
 	t.Helper()
-	addr := strings.TrimPrefix(base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "GET /v1/chats/%s/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", chatID, addr, token)
-	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("watch: status %d", resp.StatusCode)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/v1/chats/"+chatID+"/events", nil)
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Accept", "text/event-stream")
+	c := &stuckClient{header: http.Header{}, status: make(chan int, 1), ctx: ctx}
+	served := make(chan struct{})
+	go func() { defer close(served); d.Server.Config.Handler.ServeHTTP(c, r) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(liveness):
+			t.Error("a watch's handler did not return after its client hung up")
+		}
+	})
+	select {
+	case code := <-c.status:
+		if code != http.StatusOK {
+			t.Fatalf("watch: status %d", code)
+		}
+	case <-time.After(liveness):
+		t.Fatal("the watch was not answered: the daemon is frozen")
 	}
 }
 
@@ -69,8 +102,7 @@ func sendWithin(t *testing.T, c *api.Client, chatID, content string) api.TurnRes
 }
 
 func TestWatchersThatNeverReadFreezeNoOne(t *testing.T) {
-	fake := newFake(t, longScript)
-	d := daemontest.Start(t, baseConfig(t, fake.URL()), map[string]string{"tok-a": "a", "tok-b": "b"})
+	d := bigWindow(t, longScript)
 	a := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
 	b := &api.Client{BaseURL: d.Server.URL, Token: "tok-b"}
 	ctx := context.Background()
@@ -82,8 +114,8 @@ func TestWatchersThatNeverReadFreezeNoOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuckWatcher(t, d.Server.URL, "tok-a", ca.ID)
-	stuckWatcher(t, d.Server.URL, "tok-a", ca.ID)
+	stuckWatcher(t, d, "tok-a", ca.ID)
+	stuckWatcher(t, d, "tok-a", ca.ID)
 	for i := range 50 {
 		sendWithin(t, a, ca.ID, fmt.Sprintf("turn %d", i))
 	}
@@ -138,8 +170,7 @@ func medianTurn(t *testing.T, c *api.Client, chatID string, n int, before func()
 // 25 ms beside the 2× absorb scheduler noise on turns of a few
 // milliseconds. On the old bus b's turns took seconds.
 func TestLaggingWatchersOnOneChatDoNotSlowAnotherTenant(t *testing.T) {
-	fake := newFake(t, soakScript)
-	d := daemontest.Start(t, baseConfig(t, fake.URL()), map[string]string{"tok-a": "a", "tok-b": "b"})
+	d := bigWindow(t, soakScript)
 	a := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
 	b := &api.Client{BaseURL: d.Server.URL, Token: "tok-b"}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -164,8 +195,8 @@ func TestLaggingWatchersOnOneChatDoNotSlowAnotherTenant(t *testing.T) {
 	const n = 15
 	unloaded := medianTurn(t, b, cb.ID, n, func() {})
 	loaded := medianTurn(t, b, cb.ID, n, func() {
-		stuckWatcher(t, d.Server.URL, "tok-a", ca.ID)
-		stuckWatcher(t, d.Server.URL, "tok-a", ca.ID)
+		stuckWatcher(t, d, "tok-a", ca.ID)
+		stuckWatcher(t, d, "tok-a", ca.ID)
 	})
 	t.Logf("tenant b's median turn: %s without watchers on a's chat, %s with two that never read", unloaded, loaded)
 	if loaded > 2*unloaded+25*time.Millisecond {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -49,7 +48,7 @@ func TestAModelThatCallsToolsInWordsGetsTheLoadedToolsInItsPrompt(t *testing.T) 
 	if !strings.Contains(systems[1], "- remember:") {
 		t.Fatal("the plan was not read again after find_tools loaded remember")
 	}
-	var stored []chat.ToolCall
+	var stored []api.ToolCall
 	for _, m := range res.Messages {
 		stored = append(stored, m.ToolCalls...)
 	}

@@ -39,7 +39,7 @@ func FuzzDetectTooLong(f *testing.F) {
 			t.Fatal("a 429 called too long")
 		}
 		e := ClassifyHTTPError(provider, status, body, nil)
-		if e.TooLong != v.TooLong || e.Window != v.Window || e.Requested != v.Requested || e.CountsOutput != v.CountsOutput {
+		if e.TooLong != v.TooLong || e.Window != v.Window || e.Requested != v.Requested || e.CountsOutput != v.CountsOutput || e.InputOnly != v.InputOnly {
 			t.Fatalf("ClassifyHTTPError disagrees with DetectTooLong: %+v vs %+v", e, v)
 		}
 		if e.TooLong && e.Retryable {

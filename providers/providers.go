@@ -153,6 +153,9 @@ type Error struct {
 	// CountsOutput: the refusal counts the requested answer room in the
 	// total, so shrinking MaxTokens first may be enough.
 	CountsOutput bool
+	// InputOnly: the refusal's limit is on input alone (or the input alone
+	// was over); the answer room played no part.
+	InputOnly bool
 	// Retryable: a rate limit or a server fault worth another try.
 	Retryable  bool
 	RetryAfter time.Duration
@@ -182,10 +185,11 @@ func clip(s string, n int) string {
 // LearntWindow is what a "too long" refusal teaches of the window of the
 // model that sent it: the window it names; else an upper bound 5% under what
 // was sent (the refusal's own count, or sent, agentd's corrected estimate of
-// the input, plus answer, its max_tokens, when the refusal counts it), and
-// never above 95% of believed, the window the request was sized to. So a
-// second refusal naming no window lowers the bound the first one taught
-// even when the request was sized exactly to it. 0: nothing to learn.
+// the input, plus answer, its max_tokens, unless the refusal is about input
+// alone: most servers check input and max_tokens together), and never above
+// 95% of believed, the window the request was sized to. So a second refusal
+// naming no window lowers the bound the first one taught even when the
+// request was sized exactly to it. 0: nothing to learn.
 func LearntWindow(e *Error, sent, answer, believed int) int {
 	if e == nil || !e.TooLong {
 		return 0
@@ -196,7 +200,7 @@ func LearntWindow(e *Error, sent, answer, believed int) int {
 	total := e.Requested
 	if total <= 0 {
 		total = sent
-		if e.CountsOutput {
+		if !e.InputOnly {
 			total += answer
 		}
 	}

@@ -99,9 +99,9 @@ func ExplainTooLong(provider string, status int, body string) Explanation {
 		}
 		r.apply(text, &f)
 	}
-	// A 413 with no other word is a proxy's limit on bytes (nginx's
-	// client_max_body_size), not the model's window: left alone, so no
-	// window is learned and no chat is folded for it.
+	// No status makes a body too long by itself: a 413 with no other word
+	// is a proxy's limit on bytes (nginx's client_max_body_size), not the
+	// model's window; left alone, no window is learned and no chat folded.
 	v := f.verdict()
 	e := Explanation{Verdict: v, Rules: f.rules}
 	if v.TooLong {
@@ -125,6 +125,7 @@ func ClassifyHTTPError(provider string, status int, body string, header http.Hea
 		Window:       v.Window,
 		Requested:    v.Requested,
 		CountsOutput: v.CountsOutput,
+		InputOnly:    v.InputOnly,
 	}
 	if !v.TooLong {
 		e.Retryable = retryable(status, normalize(body))

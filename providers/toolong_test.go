@@ -392,15 +392,15 @@ func TestLearntWindow(t *testing.T) {
 	}{
 		"named window wins":           {&Error{TooLong: true, Window: 4096, Requested: 5000}, 3000, 500, 8192, 4096},
 		"the refusal's count":         {&Error{TooLong: true, Requested: 6000}, 3000, 500, 8192, 5700},
-		"the estimate when uncounted": {&Error{TooLong: true}, 3000, 500, 8192, 2850},
-		"answer room when counted":    {&Error{TooLong: true, CountsOutput: true}, 3000, 1000, 8192, 3800},
+		"input and answer room":       {&Error{TooLong: true}, 3000, 500, 8192, 3325},
+		"input alone when input-only": {&Error{TooLong: true, InputOnly: true}, 3000, 1000, 8192, 2850},
 		// The second refusal of a request sized to the bound the first
 		// taught still lowers it (issue 19).
 		"lowered again at the bound": {&Error{TooLong: true}, 4000, 0, 3800, 3610},
 		"a count over the belief":    {&Error{TooLong: true, Requested: 9000}, 3000, 0, 8192, 7782},
 		"not too long":               {&Error{Status: 429}, 3000, 0, 8192, 0},
 		"nothing sent":               {&Error{TooLong: true}, 0, 0, 8192, 0},
-		"implausibly small":          {&Error{TooLong: true}, 100, 0, 8192, 0},
+		"implausibly small":          {&Error{TooLong: true, InputOnly: true}, 100, 500, 8192, 0},
 	}
 	for name, c := range cases {
 		if got := LearntWindow(c.e, c.sent, c.answer, c.believed); got != c.want {

@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Masker masks a run of texts that a model reads together (a prompt's
@@ -97,8 +99,13 @@ type span struct{ start, end int }
 // leaving out anything that touches a placeholder.
 func secretSpans(s string) []span {
 	var found []span
+	lower := asciiLower(s)
 	for _, r := range rules {
-		found = append(found, r.find(s)...)
+		if r.hints == nil {
+			found = append(found, r.find(s)...)
+			continue
+		}
+		found = append(found, nearHints(s, lower, r)...)
 	}
 	for _, loc := range legacyRe.FindAllStringIndex(s, -1) {
 		found = append(found, span{loc[0], loc[1]})
@@ -130,3 +137,105 @@ func secretSpans(s string) []span {
 // Drop returns s without its placeholders, for code that reads facts out
 // of masked text and must not take a placeholder's number for one.
 func Drop(s string) string { return placeholderRe.ReplaceAllString(s, "") }
+
+// How far a match may reach past a hint: a name, a few words of what it is
+// for, and a value.
+const (
+	windowBack  = 256
+	windowAhead = 600
+)
+
+// nearHints runs r where its hints are. A named rule is tried anchored at
+// the start of the word holding the hint, right before the hint, and at it
+// in scripts without spaces; any
+// other rule searches the stretch from that word's start.
+func nearHints(s, lower string, r rule) []span {
+	var out []span
+	add := func(from int, sps ...span) {
+		for _, sp := range sps {
+			out = append(out, span{from + sp.start, from + sp.end})
+		}
+	}
+	lastWord := -1
+	for _, h := range hintsAt(lower, r.hints) {
+		p := h.at
+		end := runeAt(s, min(len(s), p+windowAhead))
+		word := wordStart(s, p)
+		if r.prefix == nil {
+			if word != lastWord {
+				add(word, r.find(s[word:end])...)
+			}
+			lastWord = word
+			continue
+		}
+		froms := []int{word, runeAt(s, max(0, p-1))}
+		if h.spaceless {
+			froms = append(froms, p)
+		}
+		for _, from := range froms {
+			if sp, ok := r.prefix(s[from:end]); ok {
+				add(from, sp)
+			}
+		}
+	}
+	return out
+}
+
+// hit is where a hint occurs; spaceless hints are of scripts written
+// without spaces, so a name may start right at them.
+type hit struct {
+	at        int
+	spaceless bool
+}
+
+// hintsAt is where the hints occur in lower, in order.
+func hintsAt(lower string, hints []string) []hit {
+	var at []hit
+	for _, h := range hints {
+		r, _ := utf8.DecodeRuneInString(h)
+		spaceless := unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+		for i := 0; ; {
+			j := strings.Index(lower[i:], h)
+			if j < 0 {
+				break
+			}
+			at = append(at, hit{i + j, spaceless})
+			i += j + len(h)
+		}
+	}
+	slices.SortFunc(at, func(a, b hit) int { return a.at - b.at })
+	return at
+}
+
+// wordStart is where the word holding s[p] starts (letters, digits, '_',
+// '.', '-' count as word), less one rune, at most windowBack bytes back.
+func wordStart(s string, p int) int {
+	floor := max(0, p-windowBack)
+	for p > floor {
+		r, n := utf8.DecodeLastRuneInString(s[:p])
+		p -= n
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '.' || r == '-') {
+			break
+		}
+	}
+	return runeAt(s, p)
+}
+
+// runeAt moves i back to the start of the rune it falls in.
+func runeAt(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// asciiLower lowers ASCII letters only, so offsets into it are offsets into s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

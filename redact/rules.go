@@ -6,8 +6,23 @@ import (
 	"unicode"
 )
 
-// rule finds one kind of secret.
-type rule struct{ find func(s string) []span }
+// rule finds one kind of secret. A rule with hints runs only near them (see
+// hintWindows): Go's regexp engine is slow on long texts (and on big
+// expressions), and a tool result of a megabyte is an ordinary fold.
+type rule struct {
+	find func(s string) []span // every match in s
+	// prefix, for rules that start with a name, is the match at the very
+	// start of s: tried only where a hint says a name may start, it fails
+	// within a few bytes where there is none.
+	prefix func(s string) (span, bool)
+	hints  []string // ASCII lower-case (or exact, for other scripts); nil: the whole text
+}
+
+// near returns r run only near the hints.
+func (r rule) near(hints ...string) rule {
+	r.hints = hints
+	return r
+}
 
 // re is a rule from a regexp: the secret is the first of groups that
 // matched (the whole match when groups is empty), kept when ok accepts it.
@@ -16,19 +31,39 @@ func re(expr string, ok func(string) bool, groups ...int) rule {
 	return rule{find: func(s string) []span {
 		var out []span
 		for _, m := range x.FindAllStringSubmatchIndex(s, -1) {
-			sp := span{m[0], m[1]}
-			for _, g := range groups {
-				if m[2*g] >= 0 {
-					sp = span{m[2*g], m[2*g+1]}
-					break
-				}
-			}
-			if ok == nil || ok(s[sp.start:sp.end]) {
+			if sp := pick(m, groups); ok == nil || ok(s[sp.start:sp.end]) {
 				out = append(out, sp)
 			}
 		}
 		return out
 	}}
+}
+
+// named is a rule whose matches start with lead and a name: re, plus the
+// match anchored at the start of a text.
+func named(expr string, ok func(string) bool, groups ...int) rule {
+	r := re(expr, ok, groups...)
+	x := regexp.MustCompile(`^(?:` + expr + `)`)
+	r.prefix = func(s string) (span, bool) {
+		m := x.FindStringSubmatchIndex(s)
+		if m == nil {
+			return span{}, false
+		}
+		sp := pick(m, groups)
+		return sp, ok == nil || ok(s[sp.start:sp.end])
+	}
+	return r
+}
+
+// pick is the secret's span in a match: the first of groups that matched,
+// or the whole match.
+func pick(m []int, groups []int) span {
+	for _, g := range groups {
+		if m[2*g] >= 0 {
+			return span{m[2*g], m[2*g+1]}
+		}
+	}
+	return span{m[0], m[1]}
 }
 
 // Building blocks of the prose and key=value rules.
@@ -68,84 +103,84 @@ var rules = []rule{
 
 	// Tokens with a vendor's shape.
 	re( // openai/anthropic key
-		`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}`, nil),
+		`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}`, nil).near("sk-"),
 	re( // stripe key
-		`\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}`, nil),
+		`\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}`, nil).near("k_live_", "k_test_"),
 	re( // stripe webhook secret
-		`\bwhsec_[A-Za-z0-9+/=]{16,}`, nil),
+		`\bwhsec_[A-Za-z0-9+/=]{16,}`, nil).near("whsec_"),
 	re( // aws access key id
-		`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil),
+		`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil).near("akia", "asia"),
 	{find: awsSecrets}, // a standalone AWS secret access key
 	re( // google api key
-		`\bAIza[0-9A-Za-z_\-]{30,}`, nil),
+		`\bAIza[0-9A-Za-z_\-]{30,}`, nil).near("aiza"),
 	re( // google oauth token
-		`\bya29\.[0-9A-Za-z_\-]{20,}`, nil),
+		`\bya29\.[0-9A-Za-z_\-]{20,}`, nil).near("ya29."),
 	re( // github token
-		`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`, nil),
+		`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`, nil).near("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
 	re( // gitlab token
-		`\bgl(?:pat|dt|rt|ptt|soat|cbt|imt|ft|oas|agent)-[A-Za-z0-9_\-]{20,}`, nil),
+		`\bgl(?:pat|dt|rt|ptt|soat|cbt|imt|ft|oas|agent)-[A-Za-z0-9_\-]{20,}`, nil).near("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glcbt-", "glimt-", "glft-", "gloas-", "glagent-"),
 	re( // slack token
-		`\b(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})`, nil),
+		`\b(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})`, nil).near("xox", "xapp-"),
 	re( // slack webhook
-		`hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9/_\-]+)`, nil, 1),
+		`hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9/_\-]+)`, nil, 1).near("hooks.slack.com"),
 	re( // jwt
-		`\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`, nil),
+		`\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`, nil).near("eyj"),
 	re( // hugging face token
-		`\bhf_[A-Za-z0-9]{30,}`, nil),
+		`\bhf_[A-Za-z0-9]{30,}`, nil).near("hf_"),
 	re( // npm token
-		`\bnpm_[A-Za-z0-9]{30,}`, nil),
+		`\bnpm_[A-Za-z0-9]{30,}`, nil).near("npm_"),
 	re( // pypi token
-		`\bpypi-[A-Za-z0-9_\-]{50,}`, nil),
+		`\bpypi-[A-Za-z0-9_\-]{50,}`, nil).near("pypi-"),
 	re( // sendgrid key
-		`\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`, nil),
+		`\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`, nil).near("sg."),
 	re( // digitalocean token
-		`\bdo[opr]_v1_[a-f0-9]{64}`, nil),
+		`\bdo[opr]_v1_[a-f0-9]{64}`, nil).near("_v1_"),
 	re( // shopify token
-		`\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}`, nil),
+		`\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}`, nil).near("shp"),
 	re( // telegram bot token
-		`\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}\b`, nil),
+		`\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}\b`, nil).near(":aa"),
 	re( // signed url
-		`[?&](?:sig|signature|X-Amz-Signature|X-Goog-Signature|access_token|token|key|api_key|apikey)=([^&\s"'#]{8,})`, notTemplate, 1),
+		`[?&](?:sig|signature|X-Amz-Signature|X-Goog-Signature|access_token|token|key|api_key|apikey)=([^&\s"'#]{8,})`, notTemplate, 1).near("sig", "token=", "key="),
 
 	// Headers and connection strings.
 	re( // authorization header
-		`(?i)\b(?:proxy-)?authorization\s*["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest|bot|apikey|sso-key)\s+)?([^\s"',;]{6,})`, notTemplate, 1),
+		`(?i)\b(?:proxy-)?authorization\s*["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest|bot|apikey|sso-key)\s+)?([^\s"',;]{6,})`, notTemplate, 1).near("authorization"),
 	re( // bearer
-		`(?i)\b(?:bearer|basic)\s+([A-Za-z0-9_\-.~+/]{16,}=*)`, nil, 1),
+		`(?i)\b(?:bearer|basic)\s+([A-Za-z0-9_\-.~+/]{16,}=*)`, nil, 1).near("bearer", "basic"),
 	re( // cookie
-		`(?i)\b(?:set-)?cookie\s*:\s*([^\r\n]+)`, secretValue, 1),
+		`(?i)\b(?:set-)?cookie\s*:\s*([^\r\n]+)`, secretValue, 1).near("cookie"),
 	re( // url credential
-		`\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:([^@\s/]+)@`, notTemplate, 1),
+		`\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:([^@\s/]+)@`, notTemplate, 1).near("://"),
 
 	// key = value, key: value, "key": "value" (config files, env, JSON).
-	re( // key=value
-		lead+`(?:`+keyName+`)["']?\s*(?::=|=>|[:=])\s*`+value, secretValue, valueGroups...),
+	named( // key=value
+		lead+`(?:`+keyName+`)["']?\s*(?::=|=>|[:=])\s*`+value, secretValue, valueGroups...).near("pass", "pwd", "secret", "token", "key", "auth", "credential", "kennwort"),
 
 	// Prose: "the password for X is …", "Passwort lautet …", "密码是 …".
-	re( // password is
-		`(?i)(?:`+lead+`(?:`+passwordWords+`)|密码|密碼|パスワード|비밀번호)`+ofWhat+isWord+value, secretValue, valueGroups...),
+	named( // password is
+		`(?i)(?:`+lead+`(?:`+passwordWords+`)|密码|密碼|パスワード|비밀번호)`+ofWhat+isWord+value, secretValue, valueGroups...).near("pass", "pw", "mdp", "mot de passe", "contrase", "clave", "senha", "wachtwoord", "has", "salasana", "lösenord", "Lösenord", "passord", "adgangskode", "heslo", "şifre", "Şifre", "sifre", "parola", "jelsz", "lozinka", "api", "access", "auth", "secret", "client", "private", "kennwort", "пароль", "Пароль", "ПАРОЛЬ", "密码", "密碼", "パスワード", "비밀번호"),
 	// "pw hunter2", "password Summer2024!": no joining word, so only a value
 	// that looks made up (a digit or a sign in it) counts.
-	re( // password value
-		`(?i)`+lead+`(?:pw|pwd|mdp|password|passwort|kennwort|contraseña|senha|пароль)\s+([^\s"'<>]{4,200})`, madeUp, 1),
+	named( // password value
+		`(?i)`+lead+`(?:pw|pwd|mdp|password|passwort|kennwort|contraseña|senha|пароль)\s+([^\s"'<>]{4,200})`, madeUp, 1).near("pw", "mdp", "passw", "kennwort", "contrase", "senha", "пароль", "Пароль"),
 	// PINs and codes: "PIN 4711", "my pin is 1234", "PIN-Code lautet 0815".
-	re( // pin
-		`(?i)`+lead+`(?:pin(?:[- ]?(?:code|nummer|number))?|code pin|puk|geheimzahl|cvv2?|cvc|csc|(?:door|alarm|gate|safe|lock|access|entry|security|unlock)\s+code|t(?:ü|u)rcode|zugangscode|sicherheitscode|code d'acc(?:è|e)s|code secret)`+ofWhat+`(?:\s*(?:is|was|lautet|ist|est|es|é|è|:|=|-|#|no\.?)\s*|\s+)(\d{3,12})\b`, nil, 1),
+	named( // pin
+		`(?i)`+lead+`(?:pin(?:[- ]?(?:code|nummer|number))?|code pin|puk|geheimzahl|cvv2?|cvc|csc|(?:door|alarm|gate|safe|lock|access|entry|security|unlock)\s+code|t(?:ü|u)rcode|zugangscode|sicherheitscode|code d'acc(?:è|e)s|code secret)`+ofWhat+`(?:\s*(?:is|was|lautet|ist|est|es|é|è|:|=|-|#|no\.?)\s*|\s+)(\d{3,12})\b`, nil, 1).near("pin", "puk", "geheimzahl", "cvv", "cvc", "csc", "code", "door", "alarm", "gate", "safe", "lock", "access", "entry", "security", "unlock"),
 	// "login: bob / hunter2", "credentials bob:hunter2": the password part.
-	re( // login
-		`(?i)`+lead+loginWords+`(?:\s+(?:with|as|mit|als|avec|con))?\s*(?:[:=]\s*)?`+userPass, loginSecret, 1),
+	named( // login
+		`(?i)`+lead+loginWords+`(?:\s+(?:with|as|mit|als|avec|con))?\s*(?:[:=]\s*)?`+userPass, loginSecret, 1).near("log", "sign", "cred", "zugangsdaten", "anmeldedaten", "identifiants", "user", "benutzer"),
 	// "the login is bob / hunter22": with a verb between, only a made-up
 	// password counts, so "login is slow / broken" stays.
-	re( // login is
+	named( // login is
 		`(?i)`+lead+loginWords+`\s+(?:is|are|ist|sind|lautet|lauten|est|sont|es|son)\s+`+userPass,
-		func(v string) bool { return loginSecret(v) && madeUp(v) }, 1),
+		func(v string) bool { return loginSecret(v) && madeUp(v) }, 1).near("log", "sign", "cred", "zugangsdaten", "anmeldedaten", "identifiants", "user", "benutzer"),
 }
 
 // awsSecrets finds the secret half of an AWS key pair: the value after an
 // aws_secret_access_key-like name is the key=value rule's; this one takes a
 // standalone 40-character key in a text that also holds an access key id.
 func awsSecrets(s string) []span {
-	if !awsIDRe.MatchString(s) {
+	if !strings.Contains(s, "AKIA") && !strings.Contains(s, "ASIA") || !awsIDRe.MatchString(s) {
 		return nil
 	}
 	var out []span

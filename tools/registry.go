@@ -210,6 +210,17 @@ type Limits struct {
 	MaxArgBytes int
 }
 
+// TooLong is the refusal of a call whose arguments are over MaxArgBytes;
+// over is false when they are within it. Every call goes through it, the
+// ones the caller answers itself (find_tools) too.
+func (lim Limits) TooLong(call chat.ToolCall) (res Result, over bool) {
+	if lim.MaxArgBytes <= 0 || len(call.Arguments) <= lim.MaxArgBytes {
+		return Result{}, false
+	}
+	return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
+		call.Name, len(call.Arguments), lim.MaxArgBytes), true
+}
+
 // PanicError is the Go error Call reports when a tool panicked.
 type PanicError struct {
 	Tool  string
@@ -253,9 +264,8 @@ func (r *Registry) call(ctx context.Context, get func(string) (Tool, bool), call
 	if t.Client {
 		return errorResult("The tool %s runs in the application, not here.", t.Name), fmt.Errorf("tools: call %q: a client tool", t.Name)
 	}
-	if lim.MaxArgBytes > 0 && len(call.Arguments) > lim.MaxArgBytes {
-		return errorResult("The arguments for %s are %d bytes, over the limit of %d bytes, so the call was refused unread. Send smaller arguments: split the work into several calls, or write less at once.",
-			t.Name, len(call.Arguments), lim.MaxArgBytes), nil
+	if res, over := lim.TooLong(call); over {
+		return res, nil
 	}
 	args := strings.TrimSpace(call.Arguments)
 	// Models send "" or null for a tool without parameters; both mean {}.

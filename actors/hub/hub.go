@@ -11,17 +11,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -30,7 +32,6 @@ import (
 	"github.com/agentd/agentd/modelcatalog"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/prompts"
-	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/recall"
 	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/tools"
@@ -92,7 +93,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
 	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
@@ -152,16 +153,13 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 }
 
 func (h *Hub) startActors() {
-	base := h.log
-	h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(s *actor.ActorSystem) *slog.Logger {
-		return slog.New(zerolog.NewSlogHandler(base.With().Str("component", "protoactor").Logger().Level(zerolog.WarnLevel)))
-	}))
+	h.system = actors.NewSystem(h.log)
 	root := h.system.Root
-	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log.With().Str("component", "summarizer").Logger()}))
+	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
 	// The index loads the registry when it starts, and again after a restart.
-	h.toolIndex = root.Spawn(toolindex.Props(toolindex.WithLogger(h.log), toolindex.WithSource(func() []toolindex.Tool { return indexTools(h.tools.List()) })))
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: func() []toolindex.Tool { return indexTools(h.tools.List()) }}))
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
@@ -175,7 +173,7 @@ func (h *Hub) startActors() {
 		NoProviderHelp:     NoProviderHelp,
 		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
-	h.registry = root.Spawn(session.RegistryProps(deps))
+	h.registry = root.Spawn(session.Props(deps))
 }
 
 func tenantInstructions(ts map[string]configs.Tenant) map[string]string {
@@ -232,10 +230,15 @@ func (h *Hub) Close(ctx context.Context) error {
 // Tools returns the tool registry (an embedding application adds its own).
 func (h *Hub) Tools() *tools.Registry { return h.tools }
 
-// Bus returns the event bus to watch chats on.
+// Bus returns the event bus (an embedding application or a test publishes
+// on it; watchers read the API's wire types).
 func (h *Hub) Bus() *eventbus.Bus { return h.bus }
 
-// Store returns the store (health and metrics read its sizes).
+// Subscribe watches a chat's events, in the API's wire types; buf is the
+// subscription's capacity. Close the subscription when done.
+func (h *Hub) Subscribe(chatID string, buf int) *eventbus.Sub { return h.bus.Subscribe(chatID, buf) }
+
+// Store returns the store (tests and the bench read it directly).
 func (h *Hub) Store() *persistence.Store { return h.store }
 
 // NewID returns a random id.
@@ -255,7 +258,13 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 }
 
 // CreateChat makes a chat for tenant.
-func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
+func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
+	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)})
+	return wireChat(c, 0), err
+}
+
+func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
 	if c.Model == "" {
 		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
@@ -286,25 +295,35 @@ func (h *Hub) CreateChat(ctx context.Context, tenant string, c persistence.Chat)
 	return c, nil
 }
 
-// Chats lists a tenant's chats.
-func (h *Hub) Chats(ctx context.Context, tenant string) ([]persistence.Chat, error) {
-	return h.store.Chats(ctx, tenant)
+// Chats lists a tenant's chats (their Messages is -1: not read).
+func (h *Hub) Chats(ctx context.Context, tenant string) ([]api.Chat, error) {
+	cs, err := h.store.Chats(ctx, tenant)
+	out := make([]api.Chat, len(cs))
+	for i, c := range cs {
+		out[i] = wireChat(c, -1)
+	}
+	return out, err
 }
 
 // ChatsPage lists a page of a tenant's chats in id order after the id
-// after, and whether more follow.
-func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error) {
-	return h.store.ChatsPage(ctx, tenant, after, limit)
+// after, and whether more follow (their Messages is -1: not read).
+func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]api.Chat, bool, error) {
+	cs, more, err := h.store.ChatsPage(ctx, tenant, after, limit)
+	out := make([]api.Chat, len(cs))
+	for i, c := range cs {
+		out[i] = wireChat(c, -1)
+	}
+	return out, more, err
 }
 
-// Chat returns one chat and its last seq.
-func (h *Hub) Chat(ctx context.Context, tenant, id string) (persistence.Chat, int64, error) {
+// Chat returns one chat with its last seq.
+func (h *Hub) Chat(ctx context.Context, tenant, id string) (api.Chat, error) {
 	c, err := h.chatOf(ctx, tenant, id)
 	if err != nil {
-		return c, 0, err
+		return api.Chat{}, err
 	}
 	last, err := h.store.LastSeq(ctx, id)
-	return c, last, err
+	return wireChat(c, last), err
 }
 
 // DeleteChat deletes a tenant's chat. Its session is stopped first (a
@@ -329,23 +348,30 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 		return fmt.Errorf("delete chat %s: unexpected reply %T", id, res)
 	}
 	// Once begun, the deletion is finished even if the caller goes.
-	err = h.store.DeleteChat(context.WithoutCancel(ctx), id, memory.ChatRecords(id)...)
+	ctx = context.WithoutCancel(ctx)
+	records, err := h.attachmentRecords(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	h.bus.PublishMust(eventbus.Event{Type: chat.EventChatDeleted, ChatID: id, Data: map[string]string{"chat_id": id}})
+	h.bus.PublishMust(eventbus.Event{Type: api.EventChatDeleted, ChatID: id, Data: map[string]string{"chat_id": id}})
 	return nil
 }
 
-// Transcript returns every stored message of a chat, untouched.
-func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64) ([]chat.Message, error) {
+// Transcript returns the stored messages of a chat from seq from to seq to
+// (0: no bound), untouched.
+func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error) {
 	if _, err := h.chatOf(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	return h.store.Messages(ctx, id, from, to)
+	ms, err := h.store.Messages(ctx, id, from, to)
+	return wireMessages(ms), err
 }
 
 // ask sends msg to a chat's session and waits for the reply.
@@ -375,19 +401,32 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 	return res, nil
 }
 
-// Submit hands a person's message to its chat. It returns once the message
-// is durable and its turn has started; the turn's events follow on the bus
-// (subscribe before calling, to miss none). The turn holds one of the
-// tenant's limits.turns_per_tenant slots until it ends, whether or not the
-// caller stays.
-func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Message) (*session.TurnAccepted, error) {
+// Submit hands a person's message, with its attachments resolved inside
+// the tenant, to its chat. It returns the turn's id once the message is
+// durable and its turn has started; the turn's events follow (Subscribe
+// before calling, to miss none).
+func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
-		return nil, err
+		return "", err
+	}
+	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
+	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
+		return "", err
 	}
 	release, ok := h.turns.take(tenant)
 	if !ok {
-		return nil, fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
+		return "", fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
 	}
+	acc, err := h.submit(ctx, chatID, msg, release)
+	if err != nil {
+		return "", err
+	}
+	return acc.TurnID, nil
+}
+
+// submit asks the chat's session to take msg; release frees the tenant's
+// turn slot when the turn ends (or at once if it never starts).
+func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func()) (*session.TurnAccepted, error) {
 	turnID := NewID()
 	type answer struct {
 		res any
@@ -422,52 +461,68 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, msg chat.Messag
 }
 
 // Context returns what a chat's model is sent now.
-func (h *Hub) Context(ctx context.Context, tenant, chatID string) (*chat.ContextView, error) {
+func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, error) {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
-		return nil, err
+		return api.Context{}, err
 	}
 	res, err := h.ask(ctx, chatID, &session.GetContext{}, askTimeout)
 	if err != nil {
-		return nil, err
+		return api.Context{}, err
 	}
 	v, ok := res.(*chat.ContextView)
 	if !ok {
-		return nil, fmt.Errorf("context: unexpected reply %T", res)
+		return api.Context{}, fmt.Errorf("context: unexpected reply %T", res)
 	}
-	return v, nil
+	return wireContext(v), nil
 }
-
-// ChatPatch is what PATCH /v1/chats/{id} changes; nil fields stay.
-type ChatPatch = session.Patch
 
 // Patch changes a chat's model (between turns), title, instructions,
 // settings or tools, all or nothing.
-func (h *Hub) Patch(ctx context.Context, tenant, chatID string, p ChatPatch) error {
+func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
 	}
-	_, err := h.ask(ctx, chatID, &p, askTimeout)
+	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)
 	return err
 }
 
 // Compact folds all but the newest turn of a chat now.
-func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (*chat.Compacted, error) {
+func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Compacted, error) {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
-		return nil, err
+		return api.Compacted{}, err
 	}
 	res, err := h.ask(ctx, chatID, &session.Compact{Focus: focus}, 5*time.Minute)
 	if err != nil {
-		return nil, err
+		return api.Compacted{}, err
 	}
 	c, ok := res.(*session.Compacted)
 	if !ok {
-		return nil, fmt.Errorf("compact: unexpected reply %T", res)
+		return api.Compacted{}, fmt.Errorf("compact: unexpected reply %T", res)
 	}
-	return &c.View, nil
+	return api.Compacted(c.View), nil
 }
 
-// Models lists what the catalog knows.
-func (h *Hub) Models() []providers.ModelInfo { return h.catalog.Models() }
+// Models lists what the catalog knows, and which providers did not answer.
+func (h *Hub) Models() api.Models {
+	out := api.Models{Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
+	for _, m := range h.catalog.Models() {
+		out.Models = append(out.Models, wireModel(m))
+	}
+	return out
+}
+
+// Health reports whether the daemon works and what it has done: degraded
+// when no configured provider answers.
+func (h *Hub) Health() api.Health {
+	errs := wireErrors(h.catalog.ProviderErrors())
+	lsm, vlog := h.store.Sizes()
+	status := "ok"
+	if len(errs) > 0 && len(errs) == len(h.cfg.Providers) {
+		status = "degraded"
+	}
+	return api.Health{Status: status, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
+		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
+}
 
 // ActiveSessions counts live session actors.
 func (h *Hub) ActiveSessions() int {
@@ -483,6 +538,9 @@ func (h *Hub) ActiveSessions() int {
 
 // Metrics returns the Prometheus metrics.
 func (h *Hub) Metrics() *Metrics { return h.metrics }
+
+// Gatherer returns the registry /metrics serves.
+func (h *Hub) Gatherer() prometheus.Gatherer { return h.metrics.Registry }
 
 // ProviderErrors says which providers did not answer their model list.
 func (h *Hub) ProviderErrors() map[string]error { return h.catalog.ProviderErrors() }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/memory"
@@ -27,48 +30,57 @@ func memErr(err error) error {
 }
 
 // Memories lists a tenant's memories in a state ("" for all).
-func (h *Hub) Memories(ctx context.Context, tenant, state string) ([]memory.Memory, error) {
+func (h *Hub) Memories(ctx context.Context, tenant, state string) ([]api.Memory, error) {
 	switch state {
 	case "", memory.StateActive, memory.StateWaiting, memory.StateUndone:
 	default:
 		return nil, fmt.Errorf("%w: state %q: use active, waiting or undone", ErrInvalid, state)
 	}
 	ms, err := h.memory.List(ctx, tenant, state)
-	return ms, memErr(err)
+	out := make([]api.Memory, len(ms))
+	for i, m := range ms {
+		out[i] = wireMemory(m)
+	}
+	return out, memErr(err)
 }
 
 // MemoryRuns lists a tenant's learning runs.
-func (h *Hub) MemoryRuns(ctx context.Context, tenant string) ([]memory.Run, error) {
+func (h *Hub) MemoryRuns(ctx context.Context, tenant string) ([]api.MemoryRun, error) {
 	rs, err := h.memory.Runs(ctx, tenant)
-	return rs, memErr(err)
+	out := make([]api.MemoryRun, len(rs))
+	for i, r := range rs {
+		out[i] = wireRun(r)
+	}
+	return out, memErr(err)
 }
 
 // ApproveMemory makes a waiting memory active.
-func (h *Hub) ApproveMemory(ctx context.Context, tenant, id string) (memory.Memory, error) {
+func (h *Hub) ApproveMemory(ctx context.Context, tenant, id string) (api.Memory, error) {
 	m, err := h.memory.Approve(ctx, tenant, id)
-	return m, memErr(err)
+	return wireMemory(m), memErr(err)
 }
 
 // UndoRun undoes what a learning run added.
-func (h *Hub) UndoRun(ctx context.Context, tenant, id string) (memory.Run, error) {
+func (h *Hub) UndoRun(ctx context.Context, tenant, id string) (api.MemoryRun, error) {
 	r, err := h.memory.UndoRun(ctx, tenant, id)
-	return r, memErr(err)
+	return wireRun(r), memErr(err)
 }
 
 // attachmentOwner records which tenant uploaded an attachment.
 const attachmentOwner = "attachment-owner"
 
 // Attach stores an uploaded file for tenant and returns its reference.
-func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (chat.Attachment, error) {
+func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error) {
 	a, err := h.files.Put(ctx, r, name, mediaType)
 	if err != nil {
-		return a, fmt.Errorf("%w: %v", ErrInvalid, err)
+		// %w twice: the API tells a body that stopped arriving (408) from a bad one.
+		return api.Attachment(a), fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return a, h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
+	return api.Attachment(a), h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
 }
 
-// AttachPath stores a local file under an allowed directory.
-func (h *Hub) AttachPath(ctx context.Context, tenant, path string) (chat.Attachment, error) {
+// attachPath stores a local file under an allowed directory.
+func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachment, error) {
 	a, err := h.files.PutPath(ctx, path, h.cfg.Attachments.AllowedDirs)
 	var refused *attachments.PathError
 	if errors.As(err, &refused) {
@@ -95,8 +107,67 @@ func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
 	return err == nil, err
 }
 
-// Attachment returns a tenant's uploaded attachment by id.
-func (h *Hub) Attachment(ctx context.Context, tenant, id string) (chat.Attachment, error) {
+// attachmentUse links a tenant's attachment to each chat it was sent to
+// (kind per tenant, id attachment/chat), so deleting a chat can drop the
+// ownership of the files no other chat of the tenant was sent.
+func attachmentUse(tenant string) string { return "attachment-use/" + url.PathEscape(tenant) }
+
+// attach resolves a message's attachments into reference notes: uploaded
+// ids the tenant owns, and paths under the allowed directories; each is
+// linked to the chat.
+func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Message, req api.SendMessageRequest) error {
+	for _, id := range req.AttachmentIDs {
+		a, err := h.attachment(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		msg.Attachments = append(msg.Attachments, a)
+	}
+	for _, p := range req.Paths {
+		a, err := h.attachPath(ctx, tenant, p)
+		if err != nil {
+			return err
+		}
+		msg.Attachments = append(msg.Attachments, a)
+	}
+	for _, a := range msg.Attachments {
+		if err := h.store.PutRecord(ctx, attachmentUse(tenant), a.ID+"/"+chatID, true); err != nil {
+			return fmt.Errorf("link attachment %s to chat %s: %w", a.ID, chatID, err)
+		}
+	}
+	return nil
+}
+
+// attachmentRecords names, for deleting a chat, its attachment links and
+// the ownership of each attachment no other chat of the tenant was sent.
+// An upload never sent to a chat stays the tenant's.
+func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, error) {
+	var mine []string
+	elsewhere := map[string]bool{}
+	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
+		att, ch, _ := strings.Cut(id, "/")
+		if ch == chatID {
+			mine = append(mine, att)
+		} else {
+			elsewhere[att] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attachments of chat %s: %w", chatID, err)
+	}
+	var out []persistence.RecordKey
+	for _, att := range mine {
+		out = append(out, persistence.RecordKey{Kind: attachmentUse(tenant), ID: att + "/" + chatID})
+		if !elsewhere[att] {
+			out = append(out, persistence.RecordKey{Kind: attachmentOwner, ID: tenant + "/" + att})
+		}
+	}
+	return out, nil
+}
+
+// attachment returns a tenant's uploaded attachment by id.
+func (h *Hub) attachment(ctx context.Context, tenant, id string) (chat.Attachment, error) {
 	var a chat.Attachment
 	if err := h.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a); err != nil {
 		return a, fmt.Errorf("attachment %s: %w", id, ErrNotFound)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
@@ -52,9 +53,6 @@ type Executor struct {
 
 // ErrNotPaused: no turn of the chat waits for tool results.
 var ErrNotPaused = session.ErrNotPaused
-
-// ToolResult is the application's result of one call of a paused turn.
-type ToolResult = session.ToolResult
 
 // env reads a variable a toolset names, if the operator allows it.
 func (h *Hub) env(name string) (string, error) {
@@ -270,21 +268,66 @@ func (h *Hub) loadToolsets(ctx context.Context) error {
 }
 
 // SubmitToolResults hands the application's results to the chat's paused
-// turn. It returns once they are durable; the resumed turn's events follow
-// on the bus (subscribe before calling).
-func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, results []ToolResult) (*session.TurnAccepted, error) {
+// turn and returns the turn's id once they are durable; the resumed turn's
+// events follow (subscribe before calling).
+func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest) (string, error) {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
-		return nil, err
+		return "", err
+	}
+	results := make([]session.ToolResult, len(req.Results))
+	for i, r := range req.Results {
+		results[i] = session.ToolResult{CallID: r.CallID, Output: r.Output, IsError: r.IsError}
 	}
 	res, err := h.ask(ctx, chatID, &session.SubmitToolResults{Results: results}, askTimeout)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	acc, ok := res.(*session.TurnAccepted)
 	if !ok {
-		return nil, fmt.Errorf("tool results: unexpected reply %T", res)
+		return "", fmt.Errorf("tool results: unexpected reply %T", res)
 	}
-	return acc, nil
+	return acc.TurnID, nil
+}
+
+// PutWireToolset is PutToolset for the API's body.
+func (h *Hub) PutWireToolset(ctx context.Context, tenant, name string, req api.PutToolsetRequest) (api.Toolset, error) {
+	e := req.Executor
+	ts := Toolset{Name: name, Tools: specsOfWire(req.Tools), Executor: Executor{Kind: e.Kind, URL: e.URL, SecretEnv: e.SecretEnv, HeadersEnv: e.HeadersEnv}}
+	if e.Timeout != "" {
+		d, err := time.ParseDuration(e.Timeout)
+		if err != nil || d <= 0 {
+			return api.Toolset{}, fmt.Errorf("%w: executor.timeout %q: use a duration such as \"30s\"", ErrInvalid, e.Timeout)
+		}
+		ts.Executor.Timeout = d
+	}
+	out, err := h.PutToolset(ctx, tenant, ts)
+	return wireToolset(out), err
+}
+
+// WireToolset is Toolset in the API's shape.
+func (h *Hub) WireToolset(ctx context.Context, tenant, name string) (api.Toolset, error) {
+	ts, err := h.Toolset(ctx, tenant, name)
+	return wireToolset(ts), err
+}
+
+// WireToolsets is Toolsets in the API's shape.
+func (h *Hub) WireToolsets(ctx context.Context, tenant string) ([]api.Toolset, error) {
+	all, err := h.Toolsets(ctx, tenant)
+	out := make([]api.Toolset, len(all))
+	for i, ts := range all {
+		out[i] = wireToolset(ts)
+	}
+	return out, err
+}
+
+func wireToolset(ts Toolset) api.Toolset {
+	e := ts.Executor
+	out := api.Toolset{Name: ts.Name, Tools: wireTools(ts.Tools), Version: ts.Version, UpdatedAt: ts.UpdatedAt,
+		Executor: api.Executor{Kind: e.Kind, URL: e.URL, SecretEnv: e.SecretEnv, HeadersEnv: e.HeadersEnv}}
+	if e.Timeout > 0 {
+		out.Executor.Timeout = e.Timeout.String()
+	}
+	return out
 }
 
 // checkSetup refuses a new chat's settings its model's protocol does not

@@ -31,6 +31,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/persistence"
@@ -128,7 +129,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.StopWait = 10 * time.Second
 	}
 	cfg.Log = cfg.Log.With().Str("component", "learner").Logger()
-	return actor.PropsFromProducer(func() actor.Actor {
+	return actors.Props(cfg.Log, func() actor.Actor {
 		ctx, cancel := context.WithCancel(context.Background())
 		return &learnerActor{cfg: cfg, ctx: ctx, cancel: cancel,
 			running: map[string]bool{}, pending: map[string]*Learn{}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/persistence"
@@ -159,9 +159,7 @@ func newEnv(t testing.TB, tune func(*Config)) *env {
 	t.Cleanup(func() { _ = db.Close() })
 	e := &env{db: db, mem: memory.New(db, memory.Options{}), model: &fakeModel{}, outcomes: make(chan Outcome, 1024)}
 	e.catalog = &fakeCatalog{model: e.model}
-	e.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
+	e.sys = actors.NewSystem(zerolog.Nop())
 	cfg := Config{Store: e.mem, Catalog: e.catalog, Chats: db, Log: zerolog.Nop(), SweepEvery: -1,
 		Observe: func(o Outcome) { e.outcomes <- o }}
 	if tune != nil {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/actors"
 )
 
 // registry is the parent of every session actor: it spawns a chat's actor
@@ -25,9 +27,10 @@ type buffered struct {
 	sender *actor.PID
 }
 
-// RegistryProps returns the props of the session registry.
-func RegistryProps(deps *Deps) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+// Props returns the props of the session registry, the parent of every
+// session actor.
+func Props(deps *Deps) *actor.Props {
+	return actors.Props(deps.Log.With().Str("component", "registry").Logger(), func() actor.Actor {
 		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{}, retiring: map[string][]*actor.PID{}}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 }

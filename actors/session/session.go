@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
@@ -60,9 +61,8 @@ func (p pending) refuse(ctx actor.Context, err error) {
 var _ actor.Actor = (*session)(nil)
 
 func props(deps *Deps, chatID string) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &session{deps: deps, id: chatID, log: deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()}
-	}, actor.WithReceiverMiddleware(logPanics(deps.Log)))
+	log := deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()
+	return actors.Props(log, func() actor.Actor { return &session{deps: deps, id: chatID, log: log} })
 }
 
 func (s *session) Receive(ctx actor.Context) {

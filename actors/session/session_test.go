@@ -145,7 +145,7 @@ type harness struct {
 
 func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
 	t.Helper()
-	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second), model: &scripted{replies: replies}}
+	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second, nil), model: &scripted{replies: replies}}
 	if reg == nil {
 		reg = tools.NewRegistry()
 	}
@@ -155,7 +155,7 @@ func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...provid
 		DefaultModel: "fake/m", IdleAfter: time.Hour, TurnsPerChat: 4, ToolTimeout: time.Minute, ToolResultBytes: 16 << 10,
 		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute,
 	}
-	h.registry = h.system.Root.Spawn(RegistryProps(deps))
+	h.registry = h.system.Root.Spawn(Props(deps))
 	t.Cleanup(func() { h.system.Root.Stop(h.registry) })
 	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m"}
 	return h

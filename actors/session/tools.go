@@ -32,6 +32,10 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 		var wg sync.WaitGroup
 		for i, c := range calls {
 			wg.Go(func() {
+				if res, over := lim.TooLong(c); over {
+					out[i] = toolOutcome{call: c, res: res}
+					return
+				}
 				if c.Name == findToolsName {
 					text, load, isErr := findTools(root, index, scopes, view.Specs, c.Arguments, findRoom)
 					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}

@@ -15,8 +15,10 @@ import (
 // rebuilt for every request, so tools find_tools loads are listed from the
 // next call on.
 const (
-	wordsOpen  = "<tool_call>"
-	wordsClose = "</tool_call>"
+	wordsOpen        = "<tool_call>"
+	wordsClose       = "</tool_call>"
+	wordsResultOpen  = "<tool_response>\n"
+	wordsResultClose = "</tool_response>"
 )
 
 var wordsCall = regexp.MustCompile(`(?s)<tool_call>\s*(\{.*?\})\s*</tool_call>`)
@@ -72,7 +74,10 @@ func inWords(msgs []chat.Message) []chat.Message {
 			}
 			m.Content, m.ToolCalls = strings.TrimSpace(b.String()), nil
 		case m.Role == chat.RoleTool:
-			m = chat.Message{Seq: m.Seq, Role: chat.RoleUser, Content: fmt.Sprintf("Tool result (%s):\n%s", m.ToolName, m.Content), Images: m.Images}
+			// Tagged as the models that write <tool_call> were taught to read
+			// results (Qwen2.5's and Hermes' templates): a model that cannot
+			// tell a result from the person asking again calls once more.
+			m = chat.Message{Seq: m.Seq, Role: chat.RoleUser, Content: fmt.Sprintf("%sTool result (%s):\n%s\n%s", wordsResultOpen, m.ToolName, m.Content, wordsResultClose), Images: m.Images}
 			if n := len(out); n > 0 && out[n-1].Role == chat.RoleUser {
 				// Several results of one round read as one message.
 				out[n-1].Content += "\n\n" + m.Content

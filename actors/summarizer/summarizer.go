@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/redact"
@@ -60,7 +61,8 @@ func Props(cfg Config) *actor.Props {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
-	return actor.PropsFromProducer(func() actor.Actor {
+	cfg.Log = cfg.Log.With().Str("component", "summarizer").Logger()
+	return actors.Props(cfg.Log, func() actor.Actor {
 		ctx, cancel := context.WithCancel(context.Background())
 		return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, sems: map[string]chan struct{}{}, ctx: ctx, cancel: cancel}
 	})

@@ -20,36 +20,26 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/toolsearch"
 )
 
-// Option configures the actor.
-type Option func(*indexActor)
-
-// WithLogger sets the actor's logger. Optional. Defaults to a disabled
-// logger.
-func WithLogger(l zerolog.Logger) Option {
-	return func(a *indexActor) { a.log = l.With().Str("component", "toolindex").Logger() }
+// Config configures the actor.
+type Config struct {
+	// Log receives the actor's warnings. Optional. Defaults to none.
+	Log zerolog.Logger
+	// Source names where the actor's tools come from: it indexes every tool
+	// Source returns when it starts, and so again when its supervisor
+	// restarts it after a panic (a restart builds a new, empty actor). Tools
+	// sent only by Register are not in Source and do not survive a restart.
+	// Optional. Defaults to none: the actor starts empty.
+	Source func() []Tool
 }
 
-// WithSource names where the actor's tools come from: it indexes every tool
-// src returns when it starts, and so again when its supervisor restarts it
-// after a panic (a restart builds a new, empty actor). Tools sent only by
-// Register are not in src and do not survive a restart. Optional. Defaults
-// to none: the actor starts empty.
-func WithSource(src func() []Tool) Option {
-	return func(a *indexActor) { a.source = src }
-}
-
-// Props returns the props of a tool-index actor, empty unless WithSource.
-func Props(opts ...Option) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		a := &indexActor{log: zerolog.Nop()}
-		for _, o := range opts {
-			o(a)
-		}
-		return a
-	})
+// Props returns the props of a tool-index actor, empty unless cfg.Source.
+func Props(cfg Config) *actor.Props {
+	log := cfg.Log.With().Str("component", "toolindex").Logger()
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} })
 }
 
 type indexActor struct {

@@ -18,7 +18,7 @@ const wait = 5 * time.Second
 func spawn(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	sys := actor.NewActorSystem()
-	pid := sys.Root.Spawn(Props())
+	pid := sys.Root.Spawn(Props(Config{}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	return sys, pid
 }
@@ -181,7 +181,7 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 	sys := actor.NewActorSystem()
 	var loads atomic.Int64
 	src := func() []Tool { loads.Add(1); return daemonTools }
-	pid := sys.Root.Spawn(Props(WithSource(src)).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
+	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	names := []string{"remember", "web_fetch", "tide_table"}
 	for _, when := range []string{"before", "after"} {

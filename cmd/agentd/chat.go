@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/chat"
 )
 
 func init() {
@@ -88,15 +87,15 @@ func printEvent(out io.Writer, ev api.Event) {
 	var d map[string]any
 	_ = json.Unmarshal(ev.Data, &d)
 	switch ev.Type {
-	case chat.EventMessageDelta:
+	case api.EventMessageDelta:
 		fmt.Fprint(out, d["text"])
-	case chat.EventToolCall:
+	case api.EventToolCall:
 		fmt.Fprintf(out, "\n[tool %v %v]\n", d["name"], d["arguments"])
-	case chat.EventCompacted:
+	case api.EventCompacted:
 		fmt.Fprintf(out, "\n— earlier messages are summarised for %v —\n", d["model"])
-	case chat.EventTurnProblem:
+	case api.EventTurnProblem:
 		fmt.Fprintf(out, "\n[problem: %v]\n", d["message"])
-	case chat.EventTurnCompleted:
+	case api.EventTurnCompleted:
 		fmt.Fprintln(out)
 	}
 }

@@ -1,6 +1,7 @@
 // Command agentd is the daemon and its companions: `agentd serve` runs it,
-// `agentd chat` talks to a running one, `agentd bench` measures it and
-// `agentd debug` answers operators' questions.
+// `agentd chat` talks to a running one and `agentd debug` answers
+// operators' questions. The bench is its own command (cmd/agentd-bench), so
+// this binary links none of the protocol fakes.
 package main
 
 import (
@@ -19,14 +20,11 @@ var rootCmd = &cobra.Command{
 	SilenceErrors: true,
 }
 
-// benchCmd groups the measuring commands (`agentd bench estimate`, …).
-var benchCmd = &cobra.Command{Use: "bench", Short: "Measure agentd: token estimates, tool search, long-chat replays"}
-
 // debugCmd groups commands that explain the daemon's decisions.
 var debugCmd = &cobra.Command{Use: "debug", Short: "Explain agentd's decisions (e.g. why a chat healed)"}
 
 func init() {
-	rootCmd.AddCommand(benchCmd, debugCmd)
+	rootCmd.AddCommand(debugCmd)
 }
 
 func main() {

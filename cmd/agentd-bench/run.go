@@ -10,9 +10,9 @@ import (
 	"github.com/agentd/agentd/bench"
 )
 
-// init makes a bare `agentd bench` run every measurement of package bench.
+// init makes a bare `agentd-bench` run every measurement of package bench.
 func init() {
-	f := benchCmd.Flags()
+	f := rootCmd.Flags()
 	f.Int("turns", 2000, "turns of the long-chat replay")
 	f.IntSlice("windows", []int{8_000, 32_000, 128_000, 1_000_000}, "context windows to replay on")
 	f.Int("big-window-turns", 500, "turns on windows of 1M and more (the peer's unfolded requests make those runs quadratic)")
@@ -22,12 +22,12 @@ func init() {
 	f.String("peer", "bench/peer", "folder of the LangChain.js peer (installed with bench/peer/run.sh)")
 	f.String("tools", "../shared/toolsearch/tools.jsonl", "tool registry for find_tools (JSONL)")
 	f.String("queries", "../shared/toolsearch/queries.jsonl", "queries for find_tools (JSONL)")
-	f.String("plots", "docs", "folder for the sawtooth PNGs (empty: none)")
+	f.String("plots", "", "folder for the sawtooth PNGs (empty: none; BENCHMARKS.md's run uses docs)")
 	f.IntSlice("scale-chats", []int{1_000, 10_000}, "chats driven at once")
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
 	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
-	benchCmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
 		var o bench.Options
 		o.Turns, _ = f.GetInt("turns")
@@ -44,6 +44,9 @@ func init() {
 		o.ConfigPath, _ = f.GetString("config")
 		out, _ := f.GetString("out")
 		if replot, _ := f.GetString("replot"); replot != "" {
+			if o.PlotDir == "" {
+				return fmt.Errorf("--replot needs --plots DIR, the folder to draw into")
+			}
 			rep, err := bench.ReadJSON(replot)
 			if err != nil {
 				return err

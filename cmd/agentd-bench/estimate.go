@@ -34,7 +34,7 @@ func init() {
 	benchEstimateCmd.Flags().String("out", "", "JSONL file to write, one {\"id\",\"estimate\"} per sample")
 	_ = benchEstimateCmd.MarkFlagRequired("samples")
 	_ = benchEstimateCmd.MarkFlagRequired("out")
-	benchCmd.AddCommand(benchEstimateCmd)
+	rootCmd.AddCommand(benchEstimateCmd)
 }
 
 // writeEstimates reads samples line by line (a sample can be a whole chat

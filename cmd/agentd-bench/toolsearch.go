@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/toolindex"
 )
 
@@ -47,7 +47,7 @@ func init() {
 	benchToolsearchCmd.Flags().String("out", "", "run file to write")
 	benchToolsearchCmd.Flags().Int("synthetic", 0, "pad the registry to this many tools with renamed copies (0: as is)")
 	benchToolsearchCmd.Flags().Int("k", 10, "tools ranked per query")
-	benchCmd.AddCommand(benchToolsearchCmd)
+	rootCmd.AddCommand(benchToolsearchCmd)
 }
 
 type benchToolLine struct {
@@ -86,10 +86,8 @@ func runToolsearchBench(w io.Writer, toolsPath, queriesPath, out string, synthet
 	}
 	tools = padRegistry(tools, synthetic)
 
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	pid := sys.Root.Spawn(toolindex.Props())
+	sys := actors.NewSystem(zerolog.Nop())
+	pid := sys.Root.Spawn(toolindex.Props(toolindex.Config{}))
 	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
 
 	t0 := time.Now()

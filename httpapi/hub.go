@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/eventbus"
+)
+
+// Hub is everything the HTTP layer needs of the daemon, in the API's wire
+// types; *hub.Hub implements it. Every method resolves ids inside tenant,
+// and its errors are the hub's sentinels (writeHubError maps them).
+type Hub interface {
+	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
+	Chats(ctx context.Context, tenant string) ([]api.Chat, error)
+	// ChatsPage lists chats in id order after the id after, and whether more follow.
+	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]api.Chat, bool, error)
+	// DeleteChat removes a chat and everything stored under it.
+	DeleteChat(ctx context.Context, tenant, id string) error
+	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
+	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	Context(ctx context.Context, tenant, id string) (api.Context, error)
+	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
+	// Submit returns the turn's id once the message is durable.
+	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	// SubmitToolResults answers a paused turn's calls; it returns the
+	// turn's id once they are durable.
+	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
+	PutWireToolset(ctx context.Context, tenant, name string, req api.PutToolsetRequest) (api.Toolset, error)
+	WireToolset(ctx context.Context, tenant, name string) (api.Toolset, error)
+	WireToolsets(ctx context.Context, tenant string) ([]api.Toolset, error)
+	DeleteToolset(ctx context.Context, tenant, name string) error
+	// Subscribe watches a chat; its events carry wire types.
+	Subscribe(chatID string, buf int) *eventbus.Sub
+
+	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
+
+	Memories(ctx context.Context, tenant, state string) ([]api.Memory, error)
+	MemoryRuns(ctx context.Context, tenant string) ([]api.MemoryRun, error)
+	ApproveMemory(ctx context.Context, tenant, id string) (api.Memory, error)
+	UndoRun(ctx context.Context, tenant, id string) (api.MemoryRun, error)
+
+	Models() api.Models
+	Health() api.Health
+	Gatherer() prometheus.Gatherer
+}
