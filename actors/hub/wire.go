@@ -52,14 +52,15 @@ func settingsOf(s *api.Settings) chat.Settings {
 	if s == nil {
 		return chat.Settings{}
 	}
-	return chat.Settings{Temperature: s.Temperature, TopP: s.TopP, MaxOutputTokens: s.MaxOutputTokens, Stop: s.Stop, ReasoningEffort: s.ReasoningEffort}
+	return chat.Settings(*s)
 }
 
 func wireSettings(s chat.Settings) *api.Settings {
 	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && len(s.Stop) == 0 && s.ReasoningEffort == "" {
 		return nil
 	}
-	return &api.Settings{Temperature: s.Temperature, TopP: s.TopP, MaxOutputTokens: s.MaxOutputTokens, Stop: s.Stop, ReasoningEffort: s.ReasoningEffort}
+	w := api.Settings(s)
+	return &w
 }
 
 func specsOfWire(ts []api.Tool) []chat.ToolSpec {
@@ -68,7 +69,7 @@ func specsOfWire(ts []api.Tool) []chat.ToolSpec {
 	}
 	out := make([]chat.ToolSpec, len(ts))
 	for i, t := range ts {
-		out[i] = chat.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		out[i] = chat.ToolSpec(t)
 	}
 	return out
 }
@@ -76,7 +77,7 @@ func specsOfWire(ts []api.Tool) []chat.ToolSpec {
 func wireTools(ss []chat.ToolSpec) []api.Tool {
 	out := make([]api.Tool, len(ss))
 	for i, s := range ss {
-		out[i] = api.Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+		out[i] = api.Tool(s)
 	}
 	return out
 }
