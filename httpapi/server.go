@@ -87,6 +87,11 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
+	api("POST /v1/chats/{id}/tool-results", s.toolResults)
+	api("GET /v1/toolsets", s.listToolsets)
+	api("GET /v1/toolsets/{name}", s.getToolset)
+	api("PUT /v1/toolsets/{name}", s.putToolset)
+	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
 	api("GET /v1/models", s.models)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
@@ -252,6 +257,8 @@ func writeHubError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		writeError(w, http.StatusTooManyRequests, "limit", err.Error())
+	case errors.Is(err, hub.ErrNotPaused):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
