@@ -30,7 +30,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	c, err := s.hub.CreateChat(r.Context(), tenant, req)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, c)
@@ -63,7 +63,7 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, q.Get("after"), limit)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	page := api.ChatList{Chats: cs}
@@ -79,7 +79,7 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	c, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
@@ -92,7 +92,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	id := r.PathValue("id")
 	if err := s.hub.Patch(r.Context(), tenant, id, req); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	s.getChat(w, r, tenant)
@@ -100,7 +100,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	if err := s.hub.DeleteChat(r.Context(), tenant, r.PathValue("id")); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -111,7 +111,7 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	to, _ := strconv.ParseInt(r.URL.Query().Get("to_seq"), 10, 64)
 	msgs, err := s.hub.Transcript(r.Context(), tenant, r.PathValue("id"), from, to)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
@@ -120,7 +120,7 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 func (s *Server) context(w http.ResponseWriter, r *http.Request, tenant string) {
 	v, err := s.hub.Context(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -133,7 +133,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	c, err := s.hub.Compact(r.Context(), tenant, r.PathValue("id"), req.Focus)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
@@ -182,7 +182,7 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, 
 	defer sub.Close()
 	turnID, err := start()
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	if wantsSSE(r) {
@@ -310,7 +310,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)

@@ -63,7 +63,7 @@ func (s *Server) Drain(ctx context.Context) error {
 func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
-	s.handler = s.guard.wrap(s.mux)
+	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()
 	return s
 }
@@ -243,7 +243,7 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 }
 
 // writeHubError maps the hub's errors to statuses, once, here.
-func writeHubError(w http.ResponseWriter, err error) {
+func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case bodyTimedOut(err):
 		w.Header().Set("Connection", "close")
@@ -264,6 +264,7 @@ func writeHubError(w http.ResponseWriter, err error) {
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		logInternal(r, err)
+		writeInternal(w, w.Header().Get(RequestIDHeader))
 	}
 }

@@ -17,7 +17,7 @@ func (s *Server) putToolset(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	out, err := s.hub.PutWireToolset(r.Context(), tenant, r.PathValue("name"), req)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -26,7 +26,7 @@ func (s *Server) putToolset(w http.ResponseWriter, r *http.Request, tenant strin
 func (s *Server) getToolset(w http.ResponseWriter, r *http.Request, tenant string) {
 	ts, err := s.hub.WireToolset(r.Context(), tenant, r.PathValue("name"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ts)
@@ -35,7 +35,7 @@ func (s *Server) getToolset(w http.ResponseWriter, r *http.Request, tenant strin
 func (s *Server) listToolsets(w http.ResponseWriter, r *http.Request, tenant string) {
 	all, err := s.hub.WireToolsets(r.Context(), tenant)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"toolsets": all})
@@ -43,7 +43,7 @@ func (s *Server) listToolsets(w http.ResponseWriter, r *http.Request, tenant str
 
 func (s *Server) deleteToolset(w http.ResponseWriter, r *http.Request, tenant string) {
 	if err := s.hub.DeleteToolset(r.Context(), tenant, r.PathValue("name")); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

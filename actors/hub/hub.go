@@ -74,6 +74,12 @@ type Hub struct {
 	learner   *actor.PID
 	toolIndex *actor.PID
 	closeMCP  func() error
+
+	// work owns the hub's own goroutines (background refreshes, submits
+	// waiting for their turn); cancel ends the refreshes, Close waits.
+	work   actors.Group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Options are what New needs beyond the configuration.
@@ -89,11 +95,13 @@ type Options struct {
 // New opens the store, builds the catalog and the tools, and starts the
 // actors. Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
-	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory})
+	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory,
+		Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
 	if err != nil {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
@@ -196,6 +204,16 @@ func indexTools(ts []tools.Tool) []toolindex.Tool {
 const NoProviderHelp = "Configure a model provider: run Ollama on this computer (https://ollama.com, it listens on 127.0.0.1:11434) " +
 	"and pull a model, or add a providers entry to the yaml (see configs/agentd.yaml) and start agentd with --config FILE."
 
+// RefreshInBackground runs Refresh in a goroutine the hub owns, bounded by
+// timeout and ended by Close.
+func (h *Hub) RefreshInBackground(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(h.ctx, timeout)
+	h.work.Go(func() {
+		defer cancel()
+		h.Refresh(ctx)
+	})
+}
+
 // Refresh reads every provider's model list (network I/O; call it outside
 // request paths) and logs plainly when none answers.
 func (h *Hub) Refresh(ctx context.Context) {
@@ -206,25 +224,45 @@ func (h *Hub) Refresh(ctx context.Context) {
 	}
 }
 
-// Close stops the actors (each waits for its children), then closes the store.
+// Close stops everything the hub started, in order, and honours ctx: the
+// sessions first (each cancels its turn and waits for its calls; queued
+// messages are refused), then the summariser, the learner and the tool
+// index, then the hub's own goroutines, the MCP connections and the store.
+// When ctx ends first, the actors not yet stopped are told to stop without
+// waiting, the store still closes, and the error says what was left.
 func (h *Hub) Close(ctx context.Context) error {
+	h.cancel()
+	var errs []error
 	root := h.system.Root
 	for _, pid := range []*actor.PID{h.registry, h.summarize, h.learner, h.toolIndex} {
 		if pid == nil {
 			continue
 		}
-		if err := root.PoisonFuture(pid).Wait(); err != nil {
-			h.log.Warn().Err(err).Str("actor", pid.Id).Msg("stop actor")
+		if ctx.Err() != nil {
+			root.Poison(pid)
+			continue
 		}
+		var stop actors.Group
+		f := root.PoisonFuture(pid)
+		stop.Go(func() { _ = f.Wait() })
+		if !stop.WaitContext(ctx) {
+			errs = append(errs, fmt.Errorf("stop %s: %w", pid.Id, ctx.Err()))
+		}
+	}
+	if !h.work.WaitContext(ctx) {
+		errs = append(errs, fmt.Errorf("hub goroutines still running: %w", ctx.Err()))
 	}
 	h.system.Shutdown()
 	if h.closeMCP != nil {
-		_ = h.closeMCP()
+		if err := h.closeMCP(); err != nil {
+			errs = append(errs, fmt.Errorf("close mcp: %w", err))
+		}
 	}
 	if err := h.tools.CloseToolsets(); err != nil {
-		h.log.Warn().Err(err).Msg("close toolsets")
+		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
 	}
-	return h.store.Close()
+	errs = append(errs, h.store.Close())
+	return errors.Join(errs...)
 }
 
 // Tools returns the tool registry (an embedding application adds its own).
@@ -433,7 +471,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		err error
 	}
 	done := make(chan answer, 1)
-	go func() {
+	h.work.Go(func() {
 		// A queued message waits for the turns before it; the wait ends
 		// with the caller (below), not only with the timeout.
 		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: release}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
@@ -441,7 +479,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 			release() // refused, or the session never answered
 		}
 		done <- answer{res, err}
-	}()
+	})
 	var res any
 	select {
 	case a := <-done:

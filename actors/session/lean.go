@@ -137,14 +137,14 @@ func (s *session) askNamedTools(ctx actor.Context) {
 		text = s.msgs[n-1].Content
 	}
 	root, self, index, turnID, scopes := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.id, indexScopes(t.setup)
-	go func() {
+	s.work.Go(func() {
 		var names []string
 		res, err := root.RequestFuture(index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax, Scopes: scopes}, askTimeout).Result()
 		if r, ok := res.(*toolindex.NamedInResult); ok && err == nil {
 			names = r.Names
 		}
 		root.Send(self, &toolsNamed{turnID: turnID, names: names})
-	}()
+	})
 }
 
 func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {

@@ -26,6 +26,9 @@ type session struct {
 	deps *Deps
 	id   string
 	log  zerolog.Logger
+	// work owns the goroutines of model calls, tools and asks; stop
+	// cancels the turn and waits for them (actors.Group's stop rule).
+	work actors.Group
 
 	meta persistence.Chat
 	snap persistence.Snapshot
@@ -181,6 +184,9 @@ func (s *session) load() error {
 }
 
 // stop ends the running turn with why and refuses waiting ones with refuse.
+// stopWait bounds how long a stopping session waits for its cancelled calls.
+const stopWait = 10 * time.Second
+
 func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.stopping = true
 	if s.stopTick != nil {
@@ -201,6 +207,9 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 			s.log.Error().Err(err).Msg("mark the cut turn")
 		}
 		s.endTurn(ctx, why)
+	}
+	if !s.work.Wait(stopWait) {
+		s.log.Warn().Dur("waited", stopWait).Msg("session: calls still in flight at stop")
 	}
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)

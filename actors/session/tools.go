@@ -24,10 +24,10 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
-	turnCtx, turnID := t.ctx, t.id
+	turnCtx, turnID, log := t.ctx, t.id, s.log
 	findRoom := int(findToolsShare * float64(t.info.Window))
 	t.phase = phaseTools
-	go func() {
+	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
 		for i, c := range calls {
@@ -44,13 +44,17 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 				ci := info
 				ci.CallID = c.ID
 				// A tool called by name without being loaded simply runs, and is loaded.
-				res, _ := view.Call(tools.WithCallInfo(turnCtx, ci), c, lim)
+				res, err := view.Call(tools.WithCallInfo(turnCtx, ci), c, lim)
+				if err != nil {
+					// Logged once, here: the model sees only res.
+					log.Error().Err(err).Str("turn_id", turnID).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
+				}
 				out[i] = toolOutcome{call: c, res: res, load: []string{c.Name}}
 			})
 		}
 		wg.Wait()
 		root.Send(self, &toolsDone{turnID: turnID, results: out})
-	}()
+	})
 }
 
 func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {

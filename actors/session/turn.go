@@ -172,7 +172,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish := s.publish
-	go func() {
+	s.work.Go(func() {
 		defer cancel(nil)
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
@@ -195,7 +195,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
 		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
-	}()
+	})
 }
 
 var errModelIdle = errors.New("the model sent nothing for too long")
