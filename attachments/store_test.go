@@ -263,6 +263,7 @@ func TestPutPath(t *testing.T) {
 		"absolute path outside":            {filepath.Join(outside, "secret.txt"), []string{allowed}, ErrPathNotAllowed},
 		"nothing there, inside":            {filepath.Join(allowed, "none.txt"), []string{allowed}, ErrPathNotFound},
 		"nothing there, outside":           {filepath.Join(outside, "none.txt"), []string{allowed}, ErrPathNotAllowed},
+		"nothing there, via a link out":    {filepath.Join(allowed, "dir-out", "none.txt"), []string{allowed}, ErrPathNotAllowed},
 		"a FIFO inside":                    {filepath.Join(allowed, "fifo"), []string{allowed}, ErrNotRegular},
 		"a socket inside":                  {filepath.Join(allowed, "sock"), []string{allowed}, ErrNotRegular},
 		"sibling sharing the prefix":       {filepath.Join(evil, "x.txt"), []string{allowed}, ErrPathNotAllowed},

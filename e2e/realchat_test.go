@@ -74,7 +74,7 @@ func TestRealLongChat(t *testing.T) {
 		{"ollama-4k", envOllama, "ollama", 4096},
 	}
 	var figures strings.Builder
-	figures.WriteString("| server, window | turns | failed | folds | largest prompt (server count) | est. error, last 20 | agentd per turn | server per turn | prefill tokens | cached |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	figures.WriteString("| server, window | turns | failed | folds | largest prompt (server count) | est. error, recent requests | agentd per turn | server per turn | prefill tokens | cached |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			url := realURL(t, tg.env)
@@ -139,6 +139,9 @@ func runLongChat(t *testing.T, tg realTarget, url string, figures *strings.Build
 		// time is what it spent on this turn's requests.
 		serverTime += server
 		agentdTime += max(0, wall-server)
+		if (i+1)%20 == 0 || i == 0 {
+			t.Logf("turn %d: %v (server %v, %d requests)", i+1, wall.Round(time.Millisecond), server.Round(time.Millisecond), len(calls))
+		}
 	}
 	if folds == 0 {
 		t.Errorf("%d turns on a %d window and no fold", turns, tg.window)

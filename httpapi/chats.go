@@ -169,11 +169,18 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	id := r.PathValue("id")
+	s.runTurn(w, r, id, func() (string, error) { return s.hub.Submit(r.Context(), tenant, id, req) })
+}
+
+// runTurn starts a turn with start and answers with it: SSE when the
+// client accepts text/event-stream, else JSON once the turn completes or
+// pauses.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(chatID, streamBuffer)
 	defer sub.Close()
-	turnID, err := s.hub.Submit(r.Context(), tenant, id, req)
+	turnID, err := start()
 	if err != nil {
 		writeHubError(w, r, err)
 		return
@@ -209,7 +216,13 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// waitTurn collects a turn's events until it completes.
+// turnEnds reports whether ev ends what a request waits for of a turn: it
+// completed, or paused for the application's tool results.
+func turnEnds(ev eventbus.Event, turnID string) bool {
+	return ev.TurnID == turnID && (ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction)
+}
+
+// waitTurn collects a turn's events until it completes or pauses.
 func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
 	for {
 		select {
@@ -217,7 +230,7 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnRe
 			if !ok {
 				return api.TurnResult{}, false
 			}
-			if ev.TurnID == turnID && ev.Type == api.EventTurnCompleted {
+			if turnEnds(ev, turnID) {
 				res, ok := ev.Data.(api.TurnResult)
 				return res, ok
 			}
@@ -288,8 +301,7 @@ func (s *sseWriter) comment(text string) error {
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
-		mine := ev.TurnID == turnID
-		return mine || ev.Type == api.EventCompacted, mine && ev.Type == api.EventTurnCompleted
+		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
 

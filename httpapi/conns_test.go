@@ -53,6 +53,7 @@ func TestSlowAndSilentClientsDoNotLockOthersOut(t *testing.T) {
 	cfg := baseConfig(t, fake.URL())
 	cfg.HTTP.MaxUnauthenticated = 8
 	cfg.HTTP.ReadTimeout.Duration = readTimeout
+	cfg.HTTP.UploadTimeout.Duration = readTimeout
 	nap := func(r *tools.Registry) error {
 		return tools.Register(r, "nap", "Takes a while.", func(ctx context.Context, _ struct{}) (tools.Result, error) {
 			time.Sleep(2 * readTimeout)
@@ -72,6 +73,12 @@ func TestSlowAndSilentClientsDoNotLockOthersOut(t *testing.T) {
 	}
 	for range 150 {
 		slow = append(slow, openRaw(t, addr, post+"Authorization: Bearer tok-a\r\n\r\n"+`{"title":"`))
+	}
+	const upload = "POST /v1/attachments HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\n" +
+		"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n" +
+		"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\nthe start of a file"
+	for range 20 {
+		slow = append(slow, openRaw(t, addr, upload))
 	}
 
 	// A normal client of another tenant is served while all of them hang.

@@ -133,3 +133,34 @@ func TestDeleteChatCancelsItsRunningTurnAndEndsItsWatchers(t *testing.T) {
 		t.Errorf("the cancelled turn left %d messages behind", len(msgs))
 	}
 }
+
+func TestDeleteChatDropsTheOwnershipOfFilesNoOtherChatWasSent(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	shared := upload(t, d.Server.URL, "shared.txt", []byte("in both chats\n"))
+	only := upload(t, d.Server.URL, "only.txt", []byte("only in the deleted chat\n"))
+	unsent := upload(t, d.Server.URL, "unsent.txt", []byte("never sent\n"))
+	gone, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	kept, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	send := func(chatID string, ids ...string) error {
+		_, err := d.Client.Send(ctx, chatID, api.SendMessageRequest{Content: "see", AttachmentIDs: ids}, nil)
+		return err
+	}
+	if err := send(gone.ID, shared.ID, only.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(kept.ID, shared.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Client.DeleteChat(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(kept.ID, only.ID); statusOf(err) != http.StatusNotFound {
+		t.Errorf("the file only the deleted chat was sent is still the tenant's: %v", err)
+	}
+	if err := send(kept.ID, shared.ID, unsent.ID); err != nil {
+		t.Errorf("a file another chat was sent, or one never sent, was lost with the chat: %v", err)
+	}
+}

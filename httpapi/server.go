@@ -87,6 +87,11 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
+	api("POST /v1/chats/{id}/tool-results", s.toolResults)
+	api("GET /v1/toolsets", s.listToolsets)
+	api("GET /v1/toolsets/{name}", s.getToolset)
+	api("PUT /v1/toolsets/{name}", s.putToolset)
+	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
 	api("GET /v1/models", s.models)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
@@ -240,6 +245,9 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 // writeHubError maps the hub's errors to statuses, once, here.
 func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case bodyTimedOut(err):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
 	case errors.Is(err, hub.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
@@ -249,6 +257,8 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		writeError(w, http.StatusTooManyRequests, "limit", err.Error())
+	case errors.Is(err, hub.ErrNotPaused):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -77,13 +77,11 @@ func TestNoRequestOfAnyKindExceedsTheWindow(t *testing.T) {
 // length: the window is learned from it and the turn heals.
 func TestLengthWithNoAnswerHeals(t *testing.T) {
 	const listed, loaded = 8192, 4096
-	calls := 0
 	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
 		if requestKind(r) != kindTurn {
 			script, _ := summaryScript()
 			return script(r)
 		}
-		calls++
 		if r.InputTokens+r.MaxTokens > loaded {
 			// What a server with context shift off does: it stops at once.
 			return testkit.Reply{Finish: "length", Usage: &chat.Usage{InputTokens: loaded, OutputTokens: 0}}

@@ -2,6 +2,7 @@
 // append-only message log keyed by (chat, seq), its session snapshot, chat
 // metadata, windows learned from refusals, and the learner's memories. Every
 // write is synced before it returns, so a caller may acknowledge it.
+// DeleteChat removes a chat whole (see its comment for the order it keeps).
 //
 // Key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte
 // big-endian so keys sort in log order):
@@ -12,6 +13,8 @@
 //	s/<chat>              session snapshot (Snapshot)
 //	w/<provider>/<model>  a window learned from a refusal (int)
 //	k/<kind>/<id>         generic records (memories, learning runs, marks)
+//	d/<chat>              a chat being deleted whose log is not yet all gone
+//	                      (no value; Open finishes the deletion)
 //
 // Values are JSON envelopes {"v": version, "d": data}. A reader ignores
 // fields it does not know, so a rollback to an older binary keeps working;

@@ -367,3 +367,27 @@ func TestCallInfo(t *testing.T) {
 		t.Errorf("tool saw %+v, want %+v (it must pass through Run's timeout context)", got, want)
 	}
 }
+
+func TestCallRefusesOversizeArgumentsUnread(t *testing.T) {
+	r := NewRegistry()
+	ran := false
+	if err := r.Add(Tool{Name: "echo", Parameters: []byte(`{"type":"object"}`), Run: func(context.Context, json.RawMessage) (Result, error) {
+		ran = true
+		return Result{Text: "ran"}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{MaxArgBytes: 64}
+	res := r.Run(context.Background(), chat.ToolCall{Name: "echo", Arguments: `{"x":"` + strings.Repeat("a", 100) + `"}`}, lim)
+	if ran || !res.IsError || !strings.Contains(res.Text, "over the limit of 64 bytes") {
+		t.Fatalf("oversize call: ran %v, %+v", ran, res)
+	}
+	if res := r.Run(context.Background(), chat.ToolCall{Name: "echo", Arguments: `{"x":"a"}`}, lim); res.IsError || !ran {
+		t.Fatalf("a call within the limit: %+v", res)
+	}
+	short := ShortArguments(`{"x":"`+strings.Repeat("a", 100)+`"}`, 64)
+	var v map[string]string
+	if err := json.Unmarshal([]byte(short), &v); err != nil || !strings.Contains(v["note"], "108 bytes") || len(v["cut_arguments_head"]) > 32 {
+		t.Fatalf("ShortArguments = %s (%v)", short, err)
+	}
+}

@@ -147,7 +147,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	h.startActors()
-	return nil
+	return h.loadToolsets(ctx)
 }
 
 // mcpServers are the configured servers; each answer is bounded like any
@@ -178,9 +178,18 @@ func (h *Hub) startActors() {
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
-		NoProviderHelp: NoProviderHelp,
+		NoProviderHelp:     NoProviderHelp,
+		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
 	h.registry = root.Spawn(session.Props(deps))
+}
+
+func tenantInstructions(ts map[string]configs.Tenant) map[string]string {
+	out := make(map[string]string, len(ts))
+	for name, t := range ts {
+		out[name] = t.Instructions
+	}
+	return out
 }
 
 func indexTools(ts []tools.Tool) []toolindex.Tool {
@@ -249,6 +258,9 @@ func (h *Hub) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close mcp: %w", err))
 		}
 	}
+	if err := h.tools.CloseToolsets(); err != nil {
+		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
+	}
 	errs = append(errs, h.store.Close())
 	return errors.Join(errs...)
 }
@@ -285,7 +297,8 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
-	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared})
+	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)})
 	return wireChat(c, 0), err
 }
 
@@ -306,6 +319,14 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
+	if err := h.checkSetup(c); errors.Is(err, tools.ErrUnknownToolset) {
+		return c, fmt.Errorf("%w: %v", ErrNotFound, err)
+	} else if err != nil {
+		return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Instructions != "" {
+		c.InstructionsVersion = 1
+	}
 	if err := h.store.CreateChat(ctx, c); err != nil {
 		return c, err
 	}
@@ -365,7 +386,12 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 		return fmt.Errorf("delete chat %s: unexpected reply %T", id, res)
 	}
 	// Once begun, the deletion is finished even if the caller goes.
-	err = h.store.DeleteChat(context.WithoutCancel(ctx), id, memory.ChatRecords(id)...)
+	ctx = context.WithoutCancel(ctx)
+	records, err := h.attachmentRecords(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
@@ -402,6 +428,9 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 		if errors.Is(r.Err, session.ErrNotFound) {
 			return nil, fmt.Errorf("chat %s: %w", chatID, ErrNotFound)
 		}
+		if errors.Is(r.Err, tools.ErrUnknownToolset) {
+			return nil, fmt.Errorf("%w: %v", ErrNotFound, r.Err)
+		}
 		if errors.Is(r.Err, session.ErrInvalid) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
 		}
@@ -419,7 +448,7 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 		return "", err
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
-	if err := h.attach(ctx, tenant, &msg, req); err != nil {
+	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
 		return "", err
 	}
 	release, ok := h.turns.take(tenant)
@@ -485,12 +514,13 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 	return wireContext(v), nil
 }
 
-// Patch changes a chat's model (between turns) and/or title.
+// Patch changes a chat's model (between turns), title, instructions,
+// settings or tools, all or nothing.
 func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
 	}
-	_, err := h.ask(ctx, chatID, &session.Patch{Model: req.Model, Title: req.Title}, askTimeout)
+	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)
 	return err
 }
 

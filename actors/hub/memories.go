@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/attachments"
@@ -71,7 +73,8 @@ const attachmentOwner = "attachment-owner"
 func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error) {
 	a, err := h.files.Put(ctx, r, name, mediaType)
 	if err != nil {
-		return api.Attachment(a), fmt.Errorf("%w: %v", ErrInvalid, err)
+		// %w twice: the API tells a body that stopped arriving (408) from a bad one.
+		return api.Attachment(a), fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return api.Attachment(a), h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
 }
@@ -104,9 +107,15 @@ func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
 	return err == nil, err
 }
 
+// attachmentUse links a tenant's attachment to each chat it was sent to
+// (kind per tenant, id attachment/chat), so deleting a chat can drop the
+// ownership of the files no other chat of the tenant was sent.
+func attachmentUse(tenant string) string { return "attachment-use/" + url.PathEscape(tenant) }
+
 // attach resolves a message's attachments into reference notes: uploaded
-// ids the tenant owns, and paths under the allowed directories.
-func (h *Hub) attach(ctx context.Context, tenant string, msg *chat.Message, req api.SendMessageRequest) error {
+// ids the tenant owns, and paths under the allowed directories; each is
+// linked to the chat.
+func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Message, req api.SendMessageRequest) error {
 	for _, id := range req.AttachmentIDs {
 		a, err := h.attachment(ctx, tenant, id)
 		if err != nil {
@@ -121,7 +130,40 @@ func (h *Hub) attach(ctx context.Context, tenant string, msg *chat.Message, req 
 		}
 		msg.Attachments = append(msg.Attachments, a)
 	}
+	for _, a := range msg.Attachments {
+		if err := h.store.PutRecord(ctx, attachmentUse(tenant), a.ID+"/"+chatID, true); err != nil {
+			return fmt.Errorf("link attachment %s to chat %s: %w", a.ID, chatID, err)
+		}
+	}
 	return nil
+}
+
+// attachmentRecords names, for deleting a chat, its attachment links and
+// the ownership of each attachment no other chat of the tenant was sent.
+// An upload never sent to a chat stays the tenant's.
+func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, error) {
+	var mine []string
+	elsewhere := map[string]bool{}
+	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
+		att, ch, _ := strings.Cut(id, "/")
+		if ch == chatID {
+			mine = append(mine, att)
+		} else {
+			elsewhere[att] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attachments of chat %s: %w", chatID, err)
+	}
+	var out []persistence.RecordKey
+	for _, att := range mine {
+		out = append(out, persistence.RecordKey{Kind: attachmentUse(tenant), ID: att + "/" + chatID})
+		if !elsewhere[att] {
+			out = append(out, persistence.RecordKey{Kind: attachmentOwner, ID: tenant + "/" + att})
+		}
+	}
+	return out, nil
 }
 
 // attachment returns a tenant's uploaded attachment by id.

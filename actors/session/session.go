@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/tools"
 )
 
 // maxRequestLog is how many recent requests the context view keeps.
@@ -35,6 +36,7 @@ type session struct {
 	// tokens caches each unfolded message's estimate as sent: a stored
 	// message never changes, and every model call plans over all of them.
 	tokens  map[int64]int
+	cost    toolsCost
 	lastSeq int64
 	loadErr error
 
@@ -109,6 +111,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.overdue(ctx, m)
 	case *CancelQueued:
 		s.cancelQueued(ctx, m)
+	case *SubmitToolResults:
+		s.toolResults(ctx, m)
+	case *pauseOverdue:
+		s.overduePause(ctx, m)
 	default:
 		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -128,6 +134,8 @@ func (s *session) start(ctx actor.Context) {
 	if err := s.load(); err != nil {
 		s.loadErr = err
 		s.log.Error().Err(err).Msg("load chat")
+	} else {
+		s.resumePaused(ctx)
 	}
 	s.armIdle(ctx)
 }
@@ -183,6 +191,13 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.stopping = true
 	if s.stopTick != nil {
 		s.stopTick()
+	}
+	if t := s.turn; t != nil && t.phase == phasePaused {
+		// A paused turn is durable: the next start resumes it.
+		t.timer.Stop()
+		t.cancel()
+		t.ended()
+		s.turn = nil
 	}
 	if s.turn != nil {
 		// Mark the cut in the log, so the person and the next turn see it.
@@ -283,6 +298,13 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	}
 	if m.Title != nil {
 		meta.Title = *m.Title
+	}
+	if err := s.patchSetup(m, &meta); errors.Is(err, tools.ErrUnknownToolset) {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	} else if err != nil {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+		return
 	}
 	bg := context.Background()
 	if err := s.deps.Store.UpdateChat(bg, meta); err != nil {
