@@ -23,9 +23,12 @@ var ErrNotFound = errors.New("not found")
 
 // Store is the Badger-backed store. It is safe for concurrent use; each
 // chat's log has a single writer (its session actor), which keeps seq
-// assignment simple and conflict-free.
+// assignment simple, and every update of every chat goes through one
+// group committer (commit.go).
 type Store struct {
 	db *badger.DB
+	// w is the one writer: every update goes through it (see committer).
+	w *committer
 }
 
 // Options tune Open.
@@ -58,16 +61,20 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	st := &Store{db: db}
+	st := &Store{db: db, w: newCommitter(db)}
 	if err := st.finishDeletes(context.Background()); err != nil {
-		_ = db.Close()
+		_ = st.Close()
 		return nil, err
 	}
 	return st, nil
 }
 
-// Close flushes and closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close commits the writes already submitted, then flushes and closes the
+// database; later writes fail with ErrClosed.
+func (s *Store) Close() error {
+	s.w.close()
+	return s.db.Close()
+}
 
 // Sizes reports Badger's LSM and value-log sizes in bytes.
 func (s *Store) Sizes() (lsm, vlog int64) { return s.db.Size() }
@@ -493,8 +500,9 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 // LearnWindow records a window a refusal named for provider/model; the
 // smaller of the old and new value is kept. It reports the value kept.
 func (s *Store) LearnWindow(ctx context.Context, provider, model string, window int) (int, error) {
-	kept := window
+	var kept int
 	err := s.update(ctx, func(txn *badger.Txn) error {
+		kept = window
 		var old int
 		if err := getTxn(txn, windowKey(provider, model), &old); err == nil && old > 0 && old < window {
 			kept = old
@@ -584,17 +592,13 @@ func getTxn(txn *badger.Txn, key []byte, v any) error {
 	return item.Value(func(b []byte) error { return decode(b, v) })
 }
 
-// update runs fn in a read-write transaction, retrying on conflicts.
+// update runs fn in the next group commit and returns once it is synced.
+// fn may run more than once (see write).
 func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
-	for attempt := 0; ; attempt++ {
-		err := s.db.Update(fn)
-		if !errors.Is(err, badger.ErrConflict) || attempt >= 10 {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	return s.w.do(fn)
 }
 
 func sortChats(cs []Chat) {
