@@ -364,30 +364,62 @@ func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message)
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	err := s.update(ctx, func(txn *badger.Txn) error {
-		last, err := lastSeq(txn, chatID)
-		if err != nil {
-			return err
-		}
-		for i := range out {
-			last++
-			out[i].Seq = last
-			if out[i].CreatedAt.IsZero() {
-				out[i].CreatedAt = time.Now().UTC()
-			}
-			val, err := encode(out[i])
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(msgKey(chatID, last), val); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := appendTxn(txn, chatID, out)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
 	}
 	return out, nil
+}
+
+// AppendWithSnapshot appends msgs as Append does and, in the same
+// transaction, saves the snapshot snap builds from the seq of the last
+// message in the log, so one sync covers both: a turn's answer and the
+// state it leaves land together or not at all. snap runs on the store's
+// writer and may run more than once; it must only read what it captured.
+func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		last, err := appendTxn(txn, chatID, out)
+		if err != nil {
+			return err
+		}
+		val, err := encode(snap(last))
+		if err != nil {
+			return err
+		}
+		return txn.Set(snapKey(chatID), val)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// appendTxn writes out at the end of a chat's log, setting their seqs,
+// and returns the seq of the log's last message.
+func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
+	last, err := lastSeq(txn, chatID)
+	if err != nil {
+		return 0, err
+	}
+	for i := range out {
+		last++
+		out[i].Seq = last
+		if out[i].CreatedAt.IsZero() {
+			out[i].CreatedAt = time.Now().UTC()
+		}
+		val, err := encode(out[i])
+		if err != nil {
+			return 0, err
+		}
+		if err := txn.Set(msgKey(chatID, last), val); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
 }
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
