@@ -84,4 +84,10 @@ type Deps struct {
 	FoldWait time.Duration
 	// NoProviderHelp is said in each turn's error when no provider answers.
 	NoProviderHelp string
+	// TenantInstructions are each tenant's default instructions, for its
+	// chats that have none of their own.
+	TenantInstructions map[string]string
+	// ToolResultsWait bounds how long a turn waits for the application's
+	// results of its own tool calls.
+	ToolResultsWait time.Duration
 }
