@@ -88,6 +88,7 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
 	api("GET /v1/models", s.models)
+	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
 	api("POST /v1/memories/{id}/approve", s.approveMemory)

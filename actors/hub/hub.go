@@ -74,7 +74,14 @@ type Hub struct {
 	learner   *actor.PID
 	toolIndex *actor.PID
 	closeMCP  func() error
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
+
+// DefaultRefreshEvery is how often the providers' model lists are re-read
+// while every provider answers.
+const DefaultRefreshEvery = 5 * time.Minute
 
 // Options are what New needs beyond the configuration.
 type Options struct {
@@ -84,6 +91,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// InMemory keeps Badger in memory (tests, benchmarks).
 	InMemory bool
+	// RefreshEvery is how often the providers' lists are re-read while all
+	// answer (the longest backoff while one does not). 0 means
+	// DefaultRefreshEvery.
+	RefreshEvery time.Duration
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
@@ -139,7 +150,22 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	h.startActors()
+	h.watch(opts.RefreshEvery)
 	return nil
+}
+
+// watch keeps the providers' lists fresh until Close, so a provider that
+// comes up after agentd just works and health says what is true now.
+func (h *Hub) watch(every time.Duration) {
+	if every <= 0 {
+		every = DefaultRefreshEvery
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stopWatch, h.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(h.watchDone)
+		h.catalog.Watch(ctx, every)
+	}()
 }
 
 // mcpServers are the configured servers; each answer is bounded like any
@@ -187,18 +213,17 @@ func indexTools(ts []tools.Tool) []toolindex.Tool {
 const NoProviderHelp = "Configure a model provider: run Ollama on this computer (https://ollama.com, it listens on 127.0.0.1:11434) " +
 	"and pull a model, or add a providers entry to the yaml (see configs/agentd.yaml) and start agentd with --config FILE."
 
-// Refresh reads every provider's model list (network I/O; call it outside
-// request paths) and logs plainly when none answers.
-func (h *Hub) Refresh(ctx context.Context) {
+// Refresh reads every provider's model list now (network I/O; call it
+// outside actors) and returns what the catalog knows after it.
+func (h *Hub) Refresh(ctx context.Context) api.Models {
 	h.catalog.Refresh(ctx)
-	errs := h.catalog.ProviderErrors()
-	if len(errs) == len(h.cfg.Providers) {
-		h.log.Warn().Msg("no model provider answered. " + NoProviderHelp)
-	}
+	return h.Models()
 }
 
 // Close stops the actors (each waits for its children), then closes the store.
 func (h *Hub) Close(ctx context.Context) error {
+	h.stopWatch()
+	<-h.watchDone
 	root := h.system.Root
 	for _, pid := range []*actor.PID{h.registry, h.summarize, h.learner, h.toolIndex} {
 		if pid == nil {
@@ -256,7 +281,7 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
 	if c.Model != "" {
-		if _, _, err := h.catalog.Resolve(c.Model); err != nil {
+		if err := h.catalog.Check(c.Model); err != nil {
 			return c, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
@@ -456,6 +481,11 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
+	}
+	if req.Model != nil {
+		if err := h.catalog.Check(*req.Model); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	_, err := h.ask(ctx, chatID, &session.Patch{Model: req.Model, Title: req.Title}, askTimeout)
 	return err

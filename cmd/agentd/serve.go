@@ -91,9 +91,6 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	logConfig(log, cfg, len(tokens))
-	refreshCtx, cancelRefresh := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelRefresh()
-	go h.Refresh(refreshCtx)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
