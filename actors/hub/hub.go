@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -196,7 +198,7 @@ func (h *Hub) startActors() {
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
-		NoProviderHelp: NoProviderHelp,
+		NoModelHelp: h.noModelHelp,
 	}
 	h.registry = root.Spawn(session.Props(deps))
 }
@@ -212,6 +214,40 @@ func indexTools(ts []tools.Tool) []toolindex.Tool {
 // NoProviderHelp says how to configure a provider.
 const NoProviderHelp = "Configure a model provider: run Ollama on this computer (https://ollama.com, it listens on 127.0.0.1:11434) " +
 	"and pull a model, or add a providers entry to the yaml (see configs/agentd.yaml) and start agentd with --config FILE."
+
+// noModelHelp says why no model is available: the providers that do not
+// answer and why, or that they answer with no model; how to configure one
+// when none is.
+func (h *Hub) noModelHelp() string {
+	errs := h.catalog.ProviderErrors()
+	if len(h.cfg.Providers) == 0 {
+		return NoProviderHelp
+	}
+	if len(errs) == 0 {
+		return "The configured providers answer but serve no model: pull one (Ollama: ollama pull NAME) or name models in the config."
+	}
+	names := make([]string, 0, len(errs))
+	for name := range errs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "Provider %s does not answer (%v). ", name, errs[name])
+	}
+	b.WriteString("Start it: agentd re-reads its providers by itself (POST /v1/models/refresh to check now).")
+	if onlyDefaultOllama(h.cfg.Providers) {
+		// Nothing was configured: the person may have no Ollama at all.
+		b.WriteString(" " + NoProviderHelp)
+	}
+	return b.String()
+}
+
+// onlyDefaultOllama: the providers are the one agentd tries when none is
+// configured.
+func onlyDefaultOllama(ps []configs.Provider) bool {
+	return len(ps) == 1 && ps[0].Kind == "ollama" && ps[0].BaseURL == configs.DefaultOllamaURL && len(ps[0].Models) == 0
+}
 
 // Refresh reads every provider's model list now (network I/O; call it
 // outside actors) and returns what the catalog knows after it.

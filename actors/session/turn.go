@@ -103,12 +103,12 @@ func (s *session) prepare(ctx actor.Context) {
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
 	}
 	if s.snap.Model == "" {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.deps.NoProviderHelp})
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.noModelHelp()})
 		return
 	}
 	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.deps.NoProviderHelp)})
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.noModelHelp())})
 		return
 	}
 	t.info, t.ref = info, s.snap.Model
@@ -183,6 +183,13 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 		}
 		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
 	}()
+}
+
+func (s *session) noModelHelp() string {
+	if s.deps.NoModelHelp == nil {
+		return ""
+	}
+	return s.deps.NoModelHelp()
 }
 
 var errModelIdle = errors.New("the model sent nothing for too long")
