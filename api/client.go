@@ -126,9 +126,27 @@ func (c *Client) Context(ctx context.Context, chatID string) (Context, error) {
 }
 
 // Send posts a message and streams its turn's events to onEvent (which may
-// be nil), returning the turn's result.
+// be nil), returning the turn's result: completed, or paused with status
+// requires_action and the tool calls the application runs.
 func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest, onEvent func(Event)) (TurnResult, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/chats/"+chatID+"/messages", req, "text/event-stream")
+	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/messages", req, onEvent)
+}
+
+// SendToolResults answers a paused turn's calls and streams the resumed
+// turn as Send does.
+func (c *Client) SendToolResults(ctx context.Context, chatID string, req ToolResultsRequest, onEvent func(Event)) (TurnResult, error) {
+	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/tool-results", req, onEvent)
+}
+
+// PutToolset registers or replaces one of the tenant's toolsets.
+func (c *Client) PutToolset(ctx context.Context, name string, req PutToolsetRequest) (Toolset, error) {
+	var out Toolset
+	err := c.getJSON(ctx, http.MethodPut, "/v1/toolsets/"+name, req, &out)
+	return out, err
+}
+
+func (c *Client) streamTurn(ctx context.Context, path string, body any, onEvent func(Event)) (TurnResult, error) {
+	resp, err := c.do(ctx, http.MethodPost, path, body, "text/event-stream")
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -140,7 +158,7 @@ func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest
 			onEvent(ev)
 		}
 		switch ev.Type {
-		case EventTurnCompleted:
+		case EventTurnCompleted, EventTurnRequiresAction:
 			_ = json.Unmarshal(ev.Data, &res)
 			return false
 		case EventStreamDropped:

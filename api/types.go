@@ -13,7 +13,7 @@ import (
 type Error struct {
 	Message string `json:"error"`
 	// Kind is a stable word for programs: bad_request, not_found, too_large,
-	// busy, rate_limited, unauthorized, unavailable, internal.
+	// busy, rate_limited, unauthorized, unavailable, conflict, internal.
 	Kind string `json:"kind"`
 	// Status is the HTTP status (not sent; set by the client).
 	Status int `json:"-"`
@@ -29,6 +29,14 @@ type CreateChatRequest struct {
 	NoAutoRemember bool `json:"no_auto_remember,omitempty"`
 	// Shared marks a chat with other people in it: nothing is learned.
 	Shared bool `json:"shared,omitempty"`
+	// Instructions are the application's system prompt, sent first and
+	// whole in every request.
+	Instructions string    `json:"instructions,omitempty"`
+	Settings     *Settings `json:"settings,omitempty"`
+	// Toolsets name the tenant's toolsets the chat uses; Tools are its own
+	// client-executed tools.
+	Toolsets []string `json:"toolsets,omitempty"`
+	Tools    []Tool   `json:"tools,omitempty"`
 }
 
 // Chat describes a chat.
@@ -39,6 +47,12 @@ type Chat struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Messages is the chat's last seq (-1 in lists, where it is not read).
 	Messages int64 `json:"messages"`
+	// Instructions and their version (each change is one).
+	Instructions        string    `json:"instructions,omitempty"`
+	InstructionsVersion int       `json:"instructions_version,omitempty"`
+	Settings            *Settings `json:"settings,omitempty"`
+	Toolsets            []string  `json:"toolsets,omitempty"`
+	Tools               []Tool    `json:"tools,omitempty"`
 }
 
 // ChatList is one page of GET /v1/chats; Next, when set, is the after= of
@@ -52,6 +66,12 @@ type ChatList struct {
 type PatchChatRequest struct {
 	Model *string `json:"model,omitempty"`
 	Title *string `json:"title,omitempty"`
+	// Instructions, Settings, Toolsets and Tools replace the chat's, from
+	// its next turn.
+	Instructions *string   `json:"instructions,omitempty"`
+	Settings     *Settings `json:"settings,omitempty"`
+	Toolsets     *[]string `json:"toolsets,omitempty"`
+	Tools        *[]Tool   `json:"tools,omitempty"`
 }
 
 // Origins of a sent message: empty for a person's own words.
@@ -141,11 +161,15 @@ type Usage struct {
 
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {
-	TurnID       string    `json:"turn_id"`
-	Messages     []Message `json:"messages"`
-	Usage        Usage     `json:"usage"`
-	SummaryUsage Usage     `json:"summary_usage,omitzero"`
-	Problem      *Problem  `json:"problem,omitempty"`
+	TurnID string `json:"turn_id"`
+	// Status is "completed", or "requires_action" for a turn paused on
+	// ToolCalls the application runs (POST .../tool-results resumes it).
+	Status       string     `json:"status"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	Messages     []Message  `json:"messages"`
+	Usage        Usage      `json:"usage"`
+	SummaryUsage Usage      `json:"summary_usage,omitzero"`
+	Problem      *Problem   `json:"problem,omitempty"`
 }
 
 // Problem kinds.
@@ -156,6 +180,12 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	// ProblemInstructions is a notice: the application's instructions
+	// alone pass lean mode's share of the window, and are sent whole.
+	ProblemInstructions = "instructions-too-long"
+	// ProblemToolResults: the application sent no results for its calls
+	// within toolsets.results_wait.
+	ProblemToolResults = "tool-results-timeout"
 )
 
 // Problem is why a turn ended without a full answer.
@@ -214,6 +244,11 @@ type Context struct {
 	LoadedTools    []string     `json:"loaded_tools"`
 	RecentRequests []RequestLog `json:"recent_requests"`
 	LastSeq        int64        `json:"last_seq"`
+	// The application's instructions as sent, and what the chat's setup
+	// costs that its application should know.
+	InstructionsVersion int      `json:"instructions_version,omitempty"`
+	InstructionsTokens  int      `json:"instructions_tokens,omitempty"`
+	Warnings            []string `json:"warnings,omitempty"`
 }
 
 // Budget shows how a window is shared.
@@ -252,6 +287,9 @@ const (
 	EventHealed            = "healed"             // data: Healed
 	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
 	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
+	// EventTurnRequiresAction ends a turn's step when it pauses for calls
+	// the application runs (data: TurnResult, status requires_action).
+	EventTurnRequiresAction = "turn.requires_action"
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"

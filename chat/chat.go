@@ -5,6 +5,8 @@ package chat
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -105,4 +107,39 @@ type Usage struct {
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}
+}
+
+// Settings are an application's sampling settings for a chat's model
+// calls. A nil or empty field leaves the provider's default.
+type Settings struct {
+	Temperature     *float64 `json:"temperature,omitempty"`
+	TopP            *float64 `json:"top_p,omitempty"`
+	MaxOutputTokens *int     `json:"max_output_tokens,omitempty"`
+	Stop            []string `json:"stop,omitempty"`
+	// ReasoningEffort is how hard a reasoning model thinks, in the
+	// protocol's own words (OpenAI: minimal, low, medium, high).
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+}
+
+// maxStops is the most stop sequences a chat may set (OpenAI's limit).
+const maxStops = 4
+
+// Validate checks the ranges every protocol shares.
+func (s Settings) Validate() error {
+	switch {
+	case s.Temperature != nil && (*s.Temperature < 0 || *s.Temperature > 2):
+		return fmt.Errorf("settings: temperature %g is outside 0..2", *s.Temperature)
+	case s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1):
+		return fmt.Errorf("settings: top_p %g is outside (0, 1]", *s.TopP)
+	case s.MaxOutputTokens != nil && *s.MaxOutputTokens < 1:
+		return fmt.Errorf("settings: max_output_tokens %d must be at least 1", *s.MaxOutputTokens)
+	case len(s.Stop) > maxStops:
+		return fmt.Errorf("settings: %d stop sequences; at most %d", len(s.Stop), maxStops)
+	}
+	for _, st := range s.Stop {
+		if st == "" {
+			return errors.New("settings: a stop sequence is empty")
+		}
+	}
+	return nil
 }

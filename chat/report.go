@@ -23,6 +23,10 @@ const (
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped; the session is not told (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"
+	// EventTurnRequiresAction: the turn paused for tool calls the
+	// application runs (data: TurnResult, status requires_action); POST
+	// .../tool-results resumes it.
+	EventTurnRequiresAction = "turn.requires_action"
 )
 
 // StreamDropped says why a stream was dropped, and the last stored message
@@ -34,9 +38,13 @@ type StreamDropped struct {
 
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {
-	TurnID   string    `json:"turn_id"`
-	Messages []Message `json:"messages"`
-	Usage    Usage     `json:"usage"`
+	TurnID string `json:"turn_id"`
+	// Status is "completed", or "requires_action" for a turn paused on
+	// ToolCalls the application runs.
+	Status    string     `json:"status"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Messages  []Message  `json:"messages"`
+	Usage     Usage      `json:"usage"`
 	// SummaryUsage is what summarising cost, apart from the turn's own.
 	SummaryUsage Usage    `json:"summary_usage,omitzero"`
 	Problem      *Problem `json:"problem,omitempty"`
@@ -54,6 +62,18 @@ const (
 	// ProblemAnswerTooLarge: the model's answer passed
 	// limits.max_answer_bytes; the part before the cap is kept.
 	ProblemAnswerTooLarge = "answer-too-large"
+	// ProblemInstructions: the application's instructions alone take more
+	// than lean mode's share of the window; they are sent whole.
+	ProblemInstructions = "instructions-too-long"
+	// ProblemToolResults: the application sent no results for its tool
+	// calls in time.
+	ProblemToolResults = "tool-results-timeout"
+)
+
+// Statuses of a TurnResult.
+const (
+	StatusCompleted      = "completed"
+	StatusRequiresAction = "requires_action"
 )
 
 // Problem is why a turn ended without a full answer.
@@ -112,6 +132,11 @@ type ContextView struct {
 	LoadedTools    []string     `json:"loaded_tools"`
 	RecentRequests []RequestLog `json:"recent_requests"`
 	LastSeq        int64        `json:"last_seq"`
+	// Instructions: the application's instructions as sent.
+	InstructionsVersion int `json:"instructions_version,omitempty"`
+	InstructionsTokens  int `json:"instructions_tokens,omitempty"`
+	// Warnings say what the chat's setup costs that the person should know.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Budget shows how a window is shared.

@@ -49,6 +49,32 @@ type Config struct {
 	Learner Learner `yaml:"learner" json:"learner"`
 	// LogLevel is debug, info, warn or error. Optional. Defaults to info.
 	LogLevel string `yaml:"log_level" json:"log_level"`
+	// Tenants sets defaults of each tenant's chats, by tenant. Optional.
+	Tenants map[string]Tenant `yaml:"tenants" json:"tenants,omitempty"`
+	// Toolsets: how the toolsets applications register over HTTP run.
+	Toolsets Toolsets `yaml:"toolsets" json:"toolsets"`
+}
+
+// Tenant holds one tenant's defaults.
+type Tenant struct {
+	// Instructions are the system prompt of the tenant's chats that set
+	// none of their own. Optional. Defaults to none.
+	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
+}
+
+// Toolsets configures applications' toolsets.
+type Toolsets struct {
+	// ResultsWait is how long a turn paused on client-executed calls waits
+	// for their results before it ends with a problem. Optional. Defaults to 10m.
+	ResultsWait Duration `yaml:"results_wait" json:"results_wait"`
+	// WebhooksAllowPrivate lets webhook and MCP toolsets reach loopback and
+	// private addresses (an application on the same host or network).
+	// Optional. Defaults to false: the address rules of fetch_url.
+	WebhooksAllowPrivate bool `yaml:"webhooks_allow_private" json:"webhooks_allow_private"`
+	// AllowedEnv lists the environment variables a toolset may name for a
+	// webhook's secret or an MCP server's headers: a tenant must never read
+	// the daemon's other secrets. Optional. Defaults to none.
+	AllowedEnv []string `yaml:"allowed_env" json:"allowed_env,omitempty"`
 }
 
 // Provider is one model API.
@@ -325,6 +351,7 @@ func (c *Config) ApplyDefaults() {
 		c.Metrics.Listen = net.JoinHostPort("127.0.0.1", port)
 	}
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
+	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
 	if len(c.Providers) == 0 {
 		c.Providers = []Provider{{Name: "ollama", Kind: "ollama", BaseURL: DefaultOllamaURL}}
 	}

@@ -90,8 +90,11 @@ func realYAML(def string, ps ...realProvider) string {
 func startReal(t *testing.T, cfg daemonConfig) *daemon {
 	t.Helper()
 	if cfg.Limits == nil {
-		// The tiny model answers in well under a second; these bound a hang.
-		cfg.Limits = map[string]string{"model_idle_timeout": "60s", "turn_timeout": "5m"}
+		// These bound a hang. The idle limit is generous: llama-server runs
+		// one request at a time (-np 1), so on a loaded machine a turn can
+		// wait minutes behind the chat's own summary and learner requests
+		// before its first byte (seen at 60s, load average 30).
+		cfg.Limits = map[string]string{"model_idle_timeout": "5m", "turn_timeout": "10m"}
 	}
 	d := newDaemon(t, cfg)
 	d.start()

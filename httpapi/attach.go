@@ -43,7 +43,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 		}
 		a, err := s.hub.Attach(r.Context(), tenant, part, part.FileName(), part.Header.Get("Content-Type"))
 		if err != nil {
-			writeHubError(w, err)
+			writeHubError(w, r, err)
 			return
 		}
 		out = append(out, a)

@@ -30,7 +30,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	c, err := s.hub.CreateChat(r.Context(), tenant, req)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, c)
@@ -63,7 +63,7 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, q.Get("after"), limit)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	page := api.ChatList{Chats: cs}
@@ -79,7 +79,7 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	c, err := s.hub.Chat(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
@@ -92,7 +92,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	id := r.PathValue("id")
 	if err := s.hub.Patch(r.Context(), tenant, id, req); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	s.getChat(w, r, tenant)
@@ -100,7 +100,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, tenant string
 
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	if err := s.hub.DeleteChat(r.Context(), tenant, r.PathValue("id")); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -111,7 +111,7 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	to, _ := strconv.ParseInt(r.URL.Query().Get("to_seq"), 10, 64)
 	msgs, err := s.hub.Transcript(r.Context(), tenant, r.PathValue("id"), from, to)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
@@ -120,7 +120,7 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 func (s *Server) context(w http.ResponseWriter, r *http.Request, tenant string) {
 	v, err := s.hub.Context(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -133,7 +133,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	c, err := s.hub.Compact(r.Context(), tenant, r.PathValue("id"), req.Focus)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
@@ -175,13 +175,20 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	id := r.PathValue("id")
+	s.runTurn(w, r, id, func() (string, error) { return s.hub.Submit(r.Context(), tenant, id, req) })
+}
+
+// runTurn starts a turn with start and answers with it: SSE when the
+// client accepts text/event-stream, else JSON once the turn completes or
+// pauses.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Subscribe(id, streamBuffer)
+	sub := s.hub.Subscribe(chatID, streamBuffer)
 	defer sub.Close()
-	turnID, err := s.hub.Submit(r.Context(), tenant, id, req)
+	turnID, err := start()
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	if wantsSSE(r) {
@@ -215,7 +222,13 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// waitTurn collects a turn's events until it completes.
+// turnEnds reports whether ev ends what a request waits for of a turn: it
+// completed, or paused for the application's tool results.
+func turnEnds(ev eventbus.Event, turnID string) bool {
+	return ev.TurnID == turnID && (ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction)
+}
+
+// waitTurn collects a turn's events until it completes or pauses.
 func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
 	for {
 		select {
@@ -223,7 +236,7 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnRe
 			if !ok {
 				return api.TurnResult{}, false
 			}
-			if ev.TurnID == turnID && ev.Type == api.EventTurnCompleted {
+			if turnEnds(ev, turnID) {
 				res, ok := ev.Data.(api.TurnResult)
 				return res, ok
 			}
@@ -294,8 +307,7 @@ func (s *sseWriter) comment(text string) error {
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
-		mine := ev.TurnID == turnID
-		return mine || ev.Type == api.EventCompacted, mine && ev.Type == api.EventTurnCompleted
+		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
 
@@ -304,7 +316,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbu
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if _, err := s.hub.Chat(r.Context(), tenant, id); err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)

@@ -27,6 +27,13 @@ type Hub interface {
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
 	// Submit returns the turn's id once the message is durable.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	// SubmitToolResults answers a paused turn's calls; it returns the
+	// turn's id once they are durable.
+	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
+	PutWireToolset(ctx context.Context, tenant, name string, req api.PutToolsetRequest) (api.Toolset, error)
+	WireToolset(ctx context.Context, tenant, name string) (api.Toolset, error)
+	WireToolsets(ctx context.Context, tenant string) ([]api.Toolset, error)
+	DeleteToolset(ctx context.Context, tenant, name string) error
 	// Subscribe watches a chat; its events carry wire types.
 	Subscribe(chatID string, buf int) *eventbus.Sub
 

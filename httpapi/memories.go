@@ -10,7 +10,7 @@ import (
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, tenant string) {
 	ms, err := s.hub.Memories(r.Context(), tenant, r.URL.Query().Get("state"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"memories": ms})
@@ -19,7 +19,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, tenant str
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string) {
 	rs, err := s.hub.MemoryRuns(r.Context(), tenant)
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": rs})
@@ -32,7 +32,7 @@ func (s *Server) approveMemory(w http.ResponseWriter, r *http.Request, tenant st
 		return
 	}
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
@@ -41,7 +41,7 @@ func (s *Server) approveMemory(w http.ResponseWriter, r *http.Request, tenant st
 func (s *Server) undoRun(w http.ResponseWriter, r *http.Request, tenant string) {
 	run, err := s.hub.UndoRun(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
-		writeHubError(w, err)
+		writeHubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, run)

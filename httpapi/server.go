@@ -63,7 +63,7 @@ func (s *Server) Drain(ctx context.Context) error {
 func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
-	s.handler = s.guard.wrap(s.mux)
+	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()
 	return s
 }
@@ -87,6 +87,11 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
 	api("POST /v1/chats/{id}/compact", s.compact)
+	api("POST /v1/chats/{id}/tool-results", s.toolResults)
+	api("GET /v1/toolsets", s.listToolsets)
+	api("GET /v1/toolsets/{name}", s.getToolset)
+	api("PUT /v1/toolsets/{name}", s.putToolset)
+	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
 	api("GET /v1/models", s.models)
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
@@ -239,7 +244,7 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 }
 
 // writeHubError maps the hub's errors to statuses, once, here.
-func writeHubError(w http.ResponseWriter, err error) {
+func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case bodyTimedOut(err):
 		w.Header().Set("Connection", "close")
@@ -253,11 +258,14 @@ func writeHubError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		writeError(w, http.StatusTooManyRequests, "limit", err.Error())
+	case errors.Is(err, hub.ErrNotPaused):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		logInternal(r, err)
+		writeInternal(w, w.Header().Get(RequestIDHeader))
 	}
 }

@@ -121,6 +121,15 @@ type Chat struct {
 	NoAutoRemember bool `json:"no_auto_remember,omitempty"`
 	// Shared: a chat with other people in it; the learner skips it.
 	Shared bool `json:"shared,omitempty"`
+	// Instructions are the application's system prompt; each change is a
+	// new InstructionsVersion and applies from the next turn.
+	Instructions        string        `json:"instructions,omitempty"`
+	InstructionsVersion int           `json:"instructions_version,omitempty"`
+	Settings            chat.Settings `json:"settings,omitzero"`
+	// Toolsets name the tenant's toolsets the chat uses; Tools are its own
+	// client-executed tools.
+	Toolsets []string        `json:"toolsets,omitempty"`
+	Tools    []chat.ToolSpec `json:"tools,omitempty"`
 }
 
 // CreateChat stores a new chat; it fails if the id exists.
@@ -456,6 +465,17 @@ type Snapshot struct {
 	ReadUntilSeq int64     `json:"read_until_seq,omitempty"`
 	// Untrusted: the chat read outside text; learning waits for an OK.
 	Untrusted bool `json:"untrusted,omitempty"`
+	// Paused is a turn waiting for the application's tool results.
+	Paused *PausedTurn `json:"paused,omitempty"`
+}
+
+// PausedTurn is a turn paused on calls the application runs; the calls
+// themselves are in the log, this says which turn waits for them.
+type PausedTurn struct {
+	TurnID  string          `json:"turn_id"`
+	UserSeq int64           `json:"user_seq"`
+	Calls   []chat.ToolCall `json:"calls"`
+	Since   time.Time       `json:"since"`
 }
 
 // SaveSnapshot writes a chat's snapshot.
@@ -539,6 +559,11 @@ func (s *Store) PutRecord(ctx context.Context, kind, id string, v any) error {
 		return err
 	}
 	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(recordKey(kind, id), val) })
+}
+
+// DeleteRecord removes a generic record; a missing one is no error.
+func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
+	return s.update(ctx, func(txn *badger.Txn) error { return txn.Delete(recordKey(kind, id)) })
 }
 
 // Record reads one generic record into v.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +35,40 @@ type Request struct {
 	// calls); past it Stream ends with ErrAnswerTooLarge. 0 means
 	// DefaultMaxAnswerBytes.
 	MaxAnswerBytes int
+	// Settings are the chat's sampling settings, passed through as the
+	// protocol names them (MaxOutputTokens is already in MaxTokens).
+	Settings chat.Settings
+}
+
+// SettingsChecker is a client that says which settings its protocol takes:
+// a chat's settings are checked when set, and again before each call.
+type SettingsChecker interface {
+	CheckSettings(chat.Settings) error
+}
+
+// CheckSettings checks settings against the ranges every protocol shares,
+// then against client's protocol when it says what it takes.
+func CheckSettings(client Client, s chat.Settings) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if c, ok := client.(SettingsChecker); ok {
+		return c.CheckSettings(s)
+	}
+	return nil
+}
+
+// CheckEffort refuses a reasoning effort a protocol has no word for.
+func CheckEffort(protocol, effort string, known ...string) error {
+	if effort == "" {
+		return nil
+	}
+	for _, k := range known {
+		if effort == k {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has no reasoning_effort %q (it takes %s)", protocol, effort, strings.Join(known, ", "))
 }
 
 // EventKind tells what a streamed Event carries.

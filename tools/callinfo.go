@@ -9,6 +9,8 @@ type CallInfo struct {
 	Tenant string
 	ChatID string
 	Seq    int64
+	// CallID is the id of the call being run.
+	CallID string
 	// WaitForOK: the chat read untrusted text, or remembering automatically
 	// is off, so anything a tool would remember waits for the person's OK.
 	WaitForOK bool

@@ -119,17 +119,22 @@ func mcpTransport(s MCPServer, log zerolog.Logger) func() (mcp.Transport, error)
 		if err != nil {
 			return nil, err
 		}
-		return &mcp.StreamableClientTransport{
-			Endpoint: s.URL,
-			HTTPClient: &http.Client{Transport: httpGuard{
-				base: headerTransport{base: http.DefaultTransport, headers: headers}, limit: limit, log: log}},
-			// agentd lists tools once at connect and does not act on server
-			// notifications, so the standing GET stream would only cost a
-			// connection per server.
-			DisableStandaloneSSE: true,
-			// httpGuard bounds each event; this only must not bite first.
-			MaxEventSize: 2*limit + headKeep,
-		}, nil
+		return streamableTransport(s.URL, http.DefaultTransport, headers, limit, log), nil
+	}
+}
+
+// streamableTransport reaches a streamable-HTTP server through base, with
+// headers on every request and each answer bounded by limit.
+func streamableTransport(url string, base http.RoundTripper, headers map[string]string, limit int, log zerolog.Logger) *mcp.StreamableClientTransport {
+	return &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: httpGuard{base: headerTransport{base: base, headers: headers}, limit: limit, log: log}},
+		// agentd lists tools once at connect and does not act on server
+		// notifications, so the standing GET stream would only cost a
+		// connection per server.
+		DisableStandaloneSSE: true,
+		// httpGuard bounds each event; this only must not bite first.
+		MaxEventSize: 2*limit + headKeep,
 	}
 }
 

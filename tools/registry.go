@@ -41,6 +41,9 @@ type Tool struct {
 	// Run executes the tool. It returns a Go error only for a system failure;
 	// bad input is a Result with IsError.
 	Run func(ctx context.Context, args json.RawMessage) (Result, error)
+	// Client: the application runs calls to this tool itself and Run is
+	// nil; a turn that calls it pauses for the application's result.
+	Client bool
 }
 
 // Spec is the tool as a model sees it.
@@ -48,8 +51,13 @@ func (t Tool) Spec() chat.ToolSpec {
 	return chat.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
 }
 
-// SourceGo is the Source of tools registered from Go code.
-const SourceGo = "go"
+// Sources of tools agentd does not run in-process.
+const (
+	// SourceGo is the Source of tools registered from Go code.
+	SourceGo = "go"
+	// SourceClient is the Source of tools the application runs itself.
+	SourceClient = "client"
+)
 
 // maxNameLen and namePattern follow the strictest provider rule agentd
 // serves (OpenAI: ^[a-zA-Z0-9_-]{1,64}$), so a registered tool can be sent to
@@ -68,6 +76,9 @@ type Registry struct {
 	// sorted caches List's order; nil after any change. Requests list the
 	// tools on every turn, registrations are rare.
 	sorted []Tool
+	// sets are the tenants' toolsets (toolsets.go); gen counts changes.
+	sets map[string]*toolset
+	gen  uint64
 }
 
 // NewRegistry returns an empty registry.
@@ -82,7 +93,7 @@ func (r *Registry) Add(t Tool) error {
 	if !ValidName(t.Name) {
 		return fmt.Errorf("tools: add %q: name must be 1-%d letters, digits, '_' or '-'", t.Name, maxNameLen)
 	}
-	if t.Run == nil {
+	if t.Run == nil && !t.Client {
 		return fmt.Errorf("tools: add %q: Run is nil", t.Name)
 	}
 	if len(t.Parameters) == 0 {
@@ -106,6 +117,7 @@ func (r *Registry) Add(t Tool) error {
 	}
 	r.tools[t.Name] = t
 	r.sorted = nil
+	r.gen++
 	return nil
 }
 
@@ -116,6 +128,7 @@ func (r *Registry) Remove(name string) bool {
 	_, ok := r.tools[name]
 	delete(r.tools, name)
 	r.sorted = nil
+	r.gen++
 	return ok
 }
 
@@ -237,10 +250,19 @@ func (r *Registry) Run(ctx context.Context, call chat.ToolCall, lim Limits) Resu
 // tool is unknown), so the daemon can log it. The Result is what the model
 // sees either way.
 func (r *Registry) Call(ctx context.Context, call chat.ToolCall, lim Limits) (Result, error) {
-	t, ok := r.Get(call.Name)
+	return r.call(ctx, r.Get, call, lim)
+}
+
+// call runs a call to the tool get finds: the one path every call takes,
+// whatever registered the tool.
+func (r *Registry) call(ctx context.Context, get func(string) (Tool, bool), call chat.ToolCall, lim Limits) (Result, error) {
+	t, ok := get(call.Name)
 	if !ok {
 		return errorResult("There is no tool named %q. %s", call.Name, r.availableHint()),
 			fmt.Errorf("tools: call %q: %w", call.Name, ErrUnknownTool)
+	}
+	if t.Client {
+		return errorResult("The tool %s runs in the application, not here.", t.Name), fmt.Errorf("tools: call %q: a client tool", t.Name)
 	}
 	if res, over := lim.TooLong(call); over {
 		return res, nil

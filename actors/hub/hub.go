@@ -77,8 +77,11 @@ type Hub struct {
 	toolIndex *actor.PID
 	closeMCP  func() error
 
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	// work owns the hub's own goroutines (background refreshes, submits
+	// waiting for their turn); cancel ends the refreshes, Close waits.
+	work   actors.Group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // DefaultRefreshEvery is how often the providers' model lists are re-read
@@ -102,11 +105,13 @@ type Options struct {
 // New opens the store, builds the catalog and the tools, and starts the
 // actors. Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
-	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory})
+	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory,
+		Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
 	if err != nil {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
@@ -152,6 +157,9 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	h.startActors()
+	if err := h.loadToolsets(ctx); err != nil {
+		return err
+	}
 	h.watch(opts.RefreshEvery)
 	return nil
 }
@@ -162,12 +170,7 @@ func (h *Hub) watch(every time.Duration) {
 	if every <= 0 {
 		every = DefaultRefreshEvery
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.stopWatch, h.watchDone = cancel, make(chan struct{})
-	go func() {
-		defer close(h.watchDone)
-		h.catalog.Watch(ctx, every)
-	}()
+	h.work.Go(func() { h.catalog.Watch(h.ctx, every) })
 }
 
 // mcpServers are the configured servers; each answer is bounded like any
@@ -198,9 +201,18 @@ func (h *Hub) startActors() {
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
-		NoModelHelp: h.noModelHelp,
+		NoModelHelp:        h.noModelHelp,
+		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
 	h.registry = root.Spawn(session.Props(deps))
+}
+
+func tenantInstructions(ts map[string]configs.Tenant) map[string]string {
+	out := make(map[string]string, len(ts))
+	for name, t := range ts {
+		out[name] = t.Instructions
+	}
+	return out
 }
 
 func indexTools(ts []tools.Tool) []toolindex.Tool {
@@ -256,24 +268,45 @@ func (h *Hub) Refresh(ctx context.Context) api.Models {
 	return h.Models()
 }
 
-// Close stops the actors (each waits for its children), then closes the store.
+// Close stops everything the hub started, in order, and honours ctx: the
+// sessions first (each cancels its turn and waits for its calls; queued
+// messages are refused), then the summariser, the learner and the tool
+// index, then the hub's own goroutines, the MCP connections and the store.
+// When ctx ends first, the actors not yet stopped are told to stop without
+// waiting, the store still closes, and the error says what was left.
 func (h *Hub) Close(ctx context.Context) error {
-	h.stopWatch()
-	<-h.watchDone
+	h.cancel()
+	var errs []error
 	root := h.system.Root
 	for _, pid := range []*actor.PID{h.registry, h.summarize, h.learner, h.toolIndex} {
 		if pid == nil {
 			continue
 		}
-		if err := root.PoisonFuture(pid).Wait(); err != nil {
-			h.log.Warn().Err(err).Str("actor", pid.Id).Msg("stop actor")
+		if ctx.Err() != nil {
+			root.Poison(pid)
+			continue
 		}
+		var stop actors.Group
+		f := root.PoisonFuture(pid)
+		stop.Go(func() { _ = f.Wait() })
+		if !stop.WaitContext(ctx) {
+			errs = append(errs, fmt.Errorf("stop %s: %w", pid.Id, ctx.Err()))
+		}
+	}
+	if !h.work.WaitContext(ctx) {
+		errs = append(errs, fmt.Errorf("hub goroutines still running: %w", ctx.Err()))
 	}
 	h.system.Shutdown()
 	if h.closeMCP != nil {
-		_ = h.closeMCP()
+		if err := h.closeMCP(); err != nil {
+			errs = append(errs, fmt.Errorf("close mcp: %w", err))
+		}
 	}
-	return h.store.Close()
+	if err := h.tools.CloseToolsets(); err != nil {
+		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
+	}
+	errs = append(errs, h.store.Close())
+	return errors.Join(errs...)
 }
 
 // Tools returns the tool registry (an embedding application adds its own).
@@ -308,7 +341,8 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
-	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared})
+	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)})
 	return wireChat(c, 0), err
 }
 
@@ -329,6 +363,14 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
+	if err := h.checkSetup(c); errors.Is(err, tools.ErrUnknownToolset) {
+		return c, fmt.Errorf("%w: %v", ErrNotFound, err)
+	} else if err != nil {
+		return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Instructions != "" {
+		c.InstructionsVersion = 1
+	}
 	if err := h.store.CreateChat(ctx, c); err != nil {
 		return c, err
 	}
@@ -430,6 +472,9 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 		if errors.Is(r.Err, session.ErrNotFound) {
 			return nil, fmt.Errorf("chat %s: %w", chatID, ErrNotFound)
 		}
+		if errors.Is(r.Err, tools.ErrUnknownToolset) {
+			return nil, fmt.Errorf("%w: %v", ErrNotFound, r.Err)
+		}
 		if errors.Is(r.Err, session.ErrInvalid) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
 		}
@@ -470,7 +515,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		err error
 	}
 	done := make(chan answer, 1)
-	go func() {
+	h.work.Go(func() {
 		// A queued message waits for the turns before it; the wait ends
 		// with the caller (below), not only with the timeout.
 		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: release}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
@@ -478,7 +523,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 			release() // refused, or the session never answered
 		}
 		done <- answer{res, err}
-	}()
+	})
 	var res any
 	select {
 	case a := <-done:
@@ -513,7 +558,8 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 	return wireContext(v), nil
 }
 
-// Patch changes a chat's model (between turns) and/or title.
+// Patch changes a chat's model (between turns), title, instructions,
+// settings or tools, all or nothing.
 func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
@@ -523,7 +569,7 @@ func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchCha
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
-	_, err := h.ask(ctx, chatID, &session.Patch{Model: req.Model, Title: req.Title}, askTimeout)
+	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/memory"
@@ -39,7 +40,60 @@ func wireEvent(d any) any {
 }
 
 func wireChat(c persistence.Chat, last int64) api.Chat {
-	return api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last}
+	out := api.Chat{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, Messages: last,
+		Instructions: c.Instructions, InstructionsVersion: c.InstructionsVersion, Settings: wireSettings(c.Settings), Toolsets: c.Toolsets}
+	if len(c.Tools) > 0 {
+		out.Tools = wireTools(c.Tools)
+	}
+	return out
+}
+
+func settingsOf(s *api.Settings) chat.Settings {
+	if s == nil {
+		return chat.Settings{}
+	}
+	return chat.Settings(*s)
+}
+
+func wireSettings(s chat.Settings) *api.Settings {
+	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && len(s.Stop) == 0 && s.ReasoningEffort == "" {
+		return nil
+	}
+	w := api.Settings(s)
+	return &w
+}
+
+func specsOfWire(ts []api.Tool) []chat.ToolSpec {
+	if ts == nil {
+		return nil
+	}
+	out := make([]chat.ToolSpec, len(ts))
+	for i, t := range ts {
+		out[i] = chat.ToolSpec(t)
+	}
+	return out
+}
+
+func wireTools(ss []chat.ToolSpec) []api.Tool {
+	out := make([]api.Tool, len(ss))
+	for i, s := range ss {
+		out[i] = api.Tool(s)
+	}
+	return out
+}
+
+// patchOf is the session's Patch of a PATCH body.
+func patchOf(req api.PatchChatRequest) *session.Patch {
+	p := &session.Patch{Model: req.Model, Title: req.Title, Instructions: req.Instructions, Toolsets: req.Toolsets}
+	if req.Settings != nil {
+		st := settingsOf(req.Settings)
+		p.Settings = &st
+	}
+	if req.Tools != nil {
+		specs := specsOfWire(*req.Tools)
+		p.Tools = &specs
+	}
+	return p
 }
 
 func wireMessages(ms []chat.Message) []api.Message {
@@ -67,8 +121,12 @@ func wireMessage(m chat.Message) api.Message {
 }
 
 func wireTurn(r chat.TurnResult) api.TurnResult {
-	return api.TurnResult{TurnID: r.TurnID, Messages: wireMessages(r.Messages), Usage: api.Usage(r.Usage),
+	out := api.TurnResult{TurnID: r.TurnID, Status: r.Status, Messages: wireMessages(r.Messages), Usage: api.Usage(r.Usage),
 		SummaryUsage: api.Usage(r.SummaryUsage), Problem: wireProblem(r.Problem)}
+	for _, c := range r.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, api.ToolCall(c))
+	}
+	return out
 }
 
 func wireProblem(p *chat.Problem) *api.Problem {
@@ -87,6 +145,7 @@ func wireContext(v *chat.ContextView) api.Context {
 	out := api.Context{Model: v.Model, Window: v.Window, WindowSource: v.WindowSource, Budget: api.Budget(v.Budget),
 		Estimate: v.Estimate, Factor: v.Factor, FirstKeptSeq: v.FirstKeptSeq, Summary: v.Summary, SummaryModel: v.SummaryModel,
 		Digest: v.Digest, StubbedSeqs: v.StubbedSeqs, Lean: v.Lean, LoadedTools: v.LoadedTools, LastSeq: v.LastSeq,
+		InstructionsVersion: v.InstructionsVersion, InstructionsTokens: v.InstructionsTokens, Warnings: v.Warnings,
 		RecentRequests: make([]api.RequestLog, len(v.RecentRequests))}
 	for i, r := range v.RecentRequests {
 		out.RecentRequests[i] = api.RequestLog(r)

@@ -34,6 +34,10 @@ func fill(v reflect.Value, depth int) {
 			}
 		}
 	case reflect.Slice:
+		if v.Type() == reflect.TypeOf(json.RawMessage(nil)) {
+			v.SetBytes([]byte(`{"type":"object"}`)) // a tool's schema
+			return
+		}
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for i := range 2 {
 			fill(s.Index(i), depth+1)

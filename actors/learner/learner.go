@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -140,7 +139,7 @@ type learnerActor struct {
 	cfg    Config
 	ctx    context.Context // cancelled on Stopping; every run uses it
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // runs and sweeps in flight
+	work   actors.Group // runs and sweeps in flight
 
 	running  map[string]bool   // chat → a run is in flight
 	pending  map[string]*Learn // chat → the merged Learn waiting to run
@@ -195,11 +194,7 @@ func (a *learnerActor) stop() {
 		a.stopTick()
 	}
 	a.cancel()
-	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(a.cfg.StopWait):
+	if !a.work.Wait(a.cfg.StopWait) {
 		a.cfg.Log.Warn().Dur("waited", a.cfg.StopWait).Msg("learner: runs still in flight at stop")
 	}
 }
@@ -268,12 +263,10 @@ func (a *learnerActor) startNext(ctx actor.Context) {
 func (a *learnerActor) launch(ctx actor.Context, l *Learn) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	runCtx, cfg := a.ctx, a.cfg
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.work.Go(func() {
 		out := learn(runCtx, cfg, l)
 		root.Send(self, &learnDone{out: out})
-	}()
+	})
 }
 
 func (a *learnerActor) startSweep(ctx actor.Context, reply *actor.PID) {
@@ -292,9 +285,7 @@ func (a *learnerActor) startSweep(ctx actor.Context, reply *actor.PID) {
 	}
 	a.sweeping = true
 	runCtx, cfg := a.ctx, a.cfg
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.work.Go(func() {
 		queued, err := sweep(runCtx, cfg, func(l *Learn) { root.Send(self, l) })
 		root.Send(self, &sweepDone{})
 		if err != nil {
@@ -307,7 +298,7 @@ func (a *learnerActor) startSweep(ctx actor.Context, reply *actor.PID) {
 			}
 			root.Send(reply, res)
 		}
-	}()
+	})
 }
 
 // own copies what the actor keeps of a Learn (a sent message is never

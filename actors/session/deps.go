@@ -82,4 +82,10 @@ type Deps struct {
 	// NoModelHelp says why no model can take a turn and what to do: which
 	// provider does not answer, or how to configure one. Optional.
 	NoModelHelp func() string
+	// TenantInstructions are each tenant's default instructions, for its
+	// chats that have none of their own.
+	TenantInstructions map[string]string
+	// ToolResultsWait bounds how long a turn waits for the application's
+	// results of its own tool calls.
+	ToolResultsWait time.Duration
 }

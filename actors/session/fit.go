@@ -83,9 +83,9 @@ type planned struct {
 
 // planFor plans the next request on info's window; harder halves the
 // transcript budget (the retry after a refusal for length).
-func (s *session) planFor(info providers.ModelInfo, harder bool) *planned {
-	lean := s.isLean(info)
-	system, specs := s.systemAndTools(lean, info.Vision, info.Window)
+func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *planned {
+	lean := s.isLean(info, su)
+	system, specs := s.systemAndTools(lean, info.Vision, info.Window, su)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
@@ -138,10 +138,14 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 		room = t.maxTokens
 	}
 	t.maxTokens = room
+	if m := t.setup.settings.MaxOutputTokens; m != nil {
+		room = min(room, *m)
+	}
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
+		Settings: t.setup.settings,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil
@@ -203,7 +207,12 @@ func (s *session) contextView() *chat.ContextView {
 	if err != nil {
 		return v
 	}
-	est := s.planFor(info, false)
+	su := s.currentSetup()
+	est := s.planFor(info, false, su)
+	v.InstructionsVersion, v.InstructionsTokens = su.version, windowTokens(su.instructions)
+	if w := instructionsWarning(su, info.Window); w != "" && est.lean {
+		v.Warnings = append(v.Warnings, w)
+	}
 	v.Window, v.WindowSource, v.Lean, v.Estimate = info.Window, info.WindowSource, est.lean, est.total
 	v.Budget = chat.Budget{Window: est.budget.Window, AnswerRoom: est.budget.Answer, System: est.budget.System, Tools: est.budget.Tools, Transcript: est.budget.Transcript}
 	v.StubbedSeqs = append(v.StubbedSeqs, est.plan.Stubbed...)

@@ -173,7 +173,7 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if err != nil {
 		return
 	}
-	p := s.planFor(info, false)
+	p := s.planFor(info, false, s.currentSetup())
 	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
 	plan := s.planMsgs(p.msgs, soft, p.lean).plan

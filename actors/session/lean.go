@@ -42,21 +42,45 @@ var findToolsSpec = chat.ToolSpec{
 }
 
 // isLean decides whether a request goes lean on info's window.
-func (s *session) isLean(info providers.ModelInfo) bool {
+func (s *session) isLean(info providers.ModelInfo, su setup) bool {
 	if info.Window <= leanWindow || info.ToolsInWords {
 		return true
 	}
-	all := toolTokens(s.allSpecs(info.Vision))
-	full := window.EstimateText(s.deps.Prompts.System(s.meta.Tenant, false)) + all
+	all := s.allToolTokens(info.Vision, su)
+	full := window.EstimateText(withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false))) + all
 	return float64(full) > leanShare*float64(info.Window) || float64(all) > toolListShare*float64(info.Window)
+}
+
+// toolsCost caches what every tool of a scope costs to send: an
+// application's registry may hold thousands, and each model call asks.
+type toolsCost struct {
+	gen    uint64
+	vision bool
+	scope  string
+	tokens int
+}
+
+func (s *session) allToolTokens(vision bool, su setup) int {
+	key := fmt.Sprintf("%q", su.scope.Toolsets)
+	if len(su.scope.Inline) > 0 {
+		key += specJSON(su.scope.Inline)
+	}
+	c := toolsCost{gen: s.deps.Tools.Gen(), vision: vision, scope: key}
+	if s.cost.gen == c.gen && s.cost.vision == vision && s.cost.scope == key {
+		return s.cost.tokens
+	}
+	c.tokens = toolTokens(s.allSpecs(vision, su))
+	s.cost = c
+	return c.tokens
 }
 
 // visionTools are offered only to a model that takes pictures.
 var visionTools = map[string]bool{"image_view": true}
 
-// allSpecs returns every tool a model may be offered.
-func (s *session) allSpecs(vision bool) []chat.ToolSpec {
-	specs := s.deps.Tools.Specs()
+// allSpecs returns every tool a model may be offered, in the scope's
+// stable order.
+func (s *session) allSpecs(vision bool, su setup) []chat.ToolSpec {
+	specs := s.toolsOf(su).Specs()
 	if !vision {
 		specs = slices.DeleteFunc(specs, func(sp chat.ToolSpec) bool { return visionTools[sp.Name] })
 	}
@@ -64,37 +88,42 @@ func (s *session) allSpecs(vision bool) []chat.ToolSpec {
 }
 
 // systemAndTools returns the system prompt and tools a request carries on
-// a window: in lean mode the newest loaded tools that fit loadedShare of it.
-func (s *session) systemAndTools(lean, vision bool, windowTokens int) (string, []chat.ToolSpec) {
+// a window: the application's instructions first, whole, then agentd's
+// prompt; lean shortens only agentd's part. A lean request carries
+// find_tools, the chat's own tools, and the newest loaded tools that fit
+// loadedShare of the window, in the order they were loaded.
+func (s *session) systemAndTools(lean, vision bool, windowTokens int, su setup) (string, []chat.ToolSpec) {
 	if !lean {
-		return s.deps.Prompts.System(s.meta.Tenant, false), s.allSpecs(vision)
+		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false)), s.allSpecs(vision, su)
 	}
-	specs := []chat.ToolSpec{findToolsSpec}
+	specs := append([]chat.ToolSpec{findToolsSpec}, su.scope.Inline...)
 	if len(s.snap.LoadedTools) == 0 {
-		return s.deps.Prompts.System(s.meta.Tenant, true), specs
+		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), specs
 	}
 	var loaded []chat.ToolSpec
-	for _, sp := range s.deps.Tools.Specs(s.snap.LoadedTools...) {
-		if vision || !visionTools[sp.Name] {
+	for _, sp := range s.toolsOf(su).Specs(s.snap.LoadedTools...) {
+		if (vision || !visionTools[sp.Name]) && !slices.ContainsFunc(su.scope.Inline, func(in chat.ToolSpec) bool { return in.Name == sp.Name }) {
 			loaded = append(loaded, sp)
 		}
 	}
-	return s.deps.Prompts.System(s.meta.Tenant, true), append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
+	return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
 }
 
-// loadTools adds tools to the chat's loaded set: at most ten, newest last.
-func (s *session) loadTools(names ...string) []string {
+// loadTools adds tools to the chat's loaded set, at the end: a tool loaded
+// again keeps its place, so the tools a request carries never reshuffle.
+// Past ten, the earliest loaded goes.
+func (s *session) loadTools(su setup, names ...string) []string {
 	var added []string
+	view := s.toolsOf(su)
 	for _, n := range names {
-		if _, ok := s.deps.Tools.Get(n); !ok || n == findToolsName {
+		if _, ok := view.Get(n); !ok || n == findToolsName || slices.Contains(s.snap.LoadedTools, n) {
 			continue
 		}
-		s.snap.LoadedTools = slices.DeleteFunc(s.snap.LoadedTools, func(x string) bool { return x == n })
 		s.snap.LoadedTools = append(s.snap.LoadedTools, n)
 		added = append(added, n)
 	}
 	if over := len(s.snap.LoadedTools) - maxLoadedTools; over > 0 {
-		s.snap.LoadedTools = s.snap.LoadedTools[over:]
+		s.snap.LoadedTools = slices.Clone(s.snap.LoadedTools[over:])
 	}
 	return added
 }
@@ -107,22 +136,22 @@ func (s *session) askNamedTools(ctx actor.Context) {
 	if n := len(s.msgs); n > 0 {
 		text = s.msgs[n-1].Content
 	}
-	root, self, index, turnID := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.id
-	go func() {
+	root, self, index, turnID, scopes := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.id, indexScopes(t.setup)
+	s.work.Go(func() {
 		var names []string
-		res, err := root.RequestFuture(index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax}, askTimeout).Result()
+		res, err := root.RequestFuture(index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax, Scopes: scopes}, askTimeout).Result()
 		if r, ok := res.(*toolindex.NamedInResult); ok && err == nil {
 			names = r.Names
 		}
 		root.Send(self, &toolsNamed{turnID: turnID, names: names})
-	}()
+	})
 }
 
 func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 	if s.turn == nil || s.turn.id != m.turnID {
 		return
 	}
-	if added := s.loadTools(m.names...); len(added) > 0 {
+	if added := s.loadTools(s.turn.setup, m.names...); len(added) > 0 {
 		s.publish(chat.EventToolsLoaded, m.turnID, map[string][]string{"names": added})
 	}
 	s.prepare(ctx)
@@ -146,7 +175,7 @@ func newestThatFit(specs []chat.ToolSpec, room int) []chat.ToolSpec {
 // findTools answers a find_tools call: the best matches that fit room
 // tokens (at least the best one) are loaded and their descriptions and
 // schemas returned.
-func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
+func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
 	var a struct {
 		Query string `json:"query"`
 	}
@@ -156,7 +185,7 @@ func findTools(root *actor.RootContext, index *actor.PID, specsOf func(...string
 	if index == nil {
 		return "no tool index is running", nil, true
 	}
-	res, err := root.RequestFuture(index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK}, askTimeout).Result()
+	res, err := root.RequestFuture(index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK, Scopes: scopes}, askTimeout).Result()
 	r, ok := res.(*toolindex.SearchResult)
 	if err != nil || !ok {
 		return fmt.Sprintf("tool search failed: %v", err), nil, true

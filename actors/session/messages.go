@@ -14,6 +14,7 @@ var (
 	ErrInvalid   = errors.New("invalid request")
 	ErrStopping  = errors.New("agentd is shutting down")
 	ErrCancelled = errors.New("the caller went away before the turn started")
+	ErrNotPaused = errors.New("no turn of this chat waits for tool results")
 )
 
 // Envelope routes Msg to the session of ChatID through the registry.
@@ -58,11 +59,31 @@ type Rejected struct{ Err error }
 // GetContext asks what the model is sent now. Reply: *chat.ContextView.
 type GetContext struct{}
 
-// Patch changes a chat's model (between turns) or title; nil fields stay.
-// Reply: *Patched or *Rejected.
+// Patch changes a chat's model (between turns), title, or what the
+// application set; nil fields stay. Instructions, settings and tools apply
+// from the next turn. Reply: *Patched or *Rejected.
 type Patch struct {
-	Model *string
-	Title *string
+	Model        *string
+	Title        *string
+	Instructions *string
+	Settings     *chat.Settings
+	Toolsets     *[]string
+	Tools        *[]chat.ToolSpec
+}
+
+// SubmitToolResults answers calls a paused turn waits for. The reply,
+// *TurnAccepted, comes once the results are durable; the turn resumes when
+// every call it waits for has its result. Or *Rejected: ErrNotPaused, or
+// ErrInvalid for a call the turn does not wait for.
+type SubmitToolResults struct {
+	Results []ToolResult
+}
+
+// ToolResult is the application's result of one call.
+type ToolResult struct {
+	CallID  string
+	Output  string
+	IsError bool
 }
 
 // Patched confirms a Patch.
@@ -117,4 +138,6 @@ type (
 		turnID string
 		names  []string
 	}
+	// pauseOverdue: a paused turn waited Deps.ToolResultsWait.
+	pauseOverdue struct{ turnID string }
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/tools"
 )
 
 // maxRequestLog is how many recent requests the context view keeps.
@@ -25,6 +26,9 @@ type session struct {
 	deps *Deps
 	id   string
 	log  zerolog.Logger
+	// work owns the goroutines of model calls, tools and asks; stop
+	// cancels the turn and waits for them (actors.Group's stop rule).
+	work actors.Group
 
 	meta persistence.Chat
 	snap persistence.Snapshot
@@ -32,6 +36,7 @@ type session struct {
 	// tokens caches each unfolded message's estimate as sent: a stored
 	// message never changes, and every model call plans over all of them.
 	tokens  map[int64]int
+	cost    toolsCost
 	lastSeq int64
 	loadErr error
 
@@ -106,6 +111,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.overdue(ctx, m)
 	case *CancelQueued:
 		s.cancelQueued(ctx, m)
+	case *SubmitToolResults:
+		s.toolResults(ctx, m)
+	case *pauseOverdue:
+		s.overduePause(ctx, m)
 	default:
 		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -125,6 +134,8 @@ func (s *session) start(ctx actor.Context) {
 	if err := s.load(); err != nil {
 		s.loadErr = err
 		s.log.Error().Err(err).Msg("load chat")
+	} else {
+		s.resumePaused(ctx)
 	}
 	s.armIdle(ctx)
 }
@@ -173,10 +184,20 @@ func (s *session) load() error {
 }
 
 // stop ends the running turn with why and refuses waiting ones with refuse.
+// stopWait bounds how long a stopping session waits for its cancelled calls.
+const stopWait = 10 * time.Second
+
 func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.stopping = true
 	if s.stopTick != nil {
 		s.stopTick()
+	}
+	if t := s.turn; t != nil && t.phase == phasePaused {
+		// A paused turn is durable: the next start resumes it.
+		t.timer.Stop()
+		t.cancel()
+		t.ended()
+		s.turn = nil
 	}
 	if s.turn != nil {
 		// Mark the cut in the log, so the person and the next turn see it.
@@ -186,6 +207,9 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 			s.log.Error().Err(err).Msg("mark the cut turn")
 		}
 		s.endTurn(ctx, why)
+	}
+	if !s.work.Wait(stopWait) {
+		s.log.Warn().Dur("waited", stopWait).Msg("session: calls still in flight at stop")
 	}
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)
@@ -274,6 +298,13 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	}
 	if m.Title != nil {
 		meta.Title = *m.Title
+	}
+	if err := s.patchSetup(m, &meta); errors.Is(err, tools.ErrUnknownToolset) {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	} else if err != nil {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+		return
 	}
 	bg := context.Background()
 	if err := s.deps.Store.UpdateChat(bg, meta); err != nil {

@@ -184,7 +184,7 @@ func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
 	return chat.TurnResult{}, nil
 }
 
-func answer(text string) providers.Response {
+func reply(text string) providers.Response {
 	return providers.Response{Message: chat.Message{Content: text}, FinishReason: providers.FinishStop}
 }
 
@@ -205,7 +205,7 @@ func echoTools(t *testing.T) *tools.Registry {
 }
 
 func TestATurnRunsToolsAndAnswersWithTheResultsInTheNextRequest(t *testing.T) {
-	h := newHarness(t, 128_000, echoTools(t), callTool("k1", "echo", `{"text":"hi"}`), answer("done"))
+	h := newHarness(t, 128_000, echoTools(t), callTool("k1", "echo", `{"text":"hi"}`), reply("done"))
 	res, _ := h.turn("say hi")
 	if res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)
@@ -232,7 +232,7 @@ func TestATurnRunsToolsAndAnswersWithTheResultsInTheNextRequest(t *testing.T) {
 
 func TestAnAnswerCutByItsRoomContinuesAtMostThreeTimes(t *testing.T) {
 	cut := providers.Response{Message: chat.Message{Content: "part"}, FinishReason: providers.FinishLength}
-	h := newHarness(t, 128_000, nil, cut, cut, cut, cut, answer("never asked"))
+	h := newHarness(t, 128_000, nil, cut, cut, cut, cut, reply("never asked"))
 	res, _ := h.turn("write a lot")
 	if n := len(h.model.requests()); n != 1+maxContinues {
 		t.Fatalf("model calls = %d, want %d", n, 1+maxContinues)
@@ -250,7 +250,7 @@ func TestARequestThatDoesNotFitFoldsFirstAndTheModelSeesTheDigest(t *testing.T) 
 			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d about file%d.txt: %s", i, i, strings.Repeat("words ", 300))},
 			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
 	}
-	h.model.replies = []providers.Response{answer("ok")}
+	h.model.replies = []providers.Response{reply("ok")}
 	res, evs := h.turn("and now?")
 	if res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)

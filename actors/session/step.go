@@ -1,5 +1,7 @@
 package session
 
+import "github.com/agentd/agentd/chat"
+
 // A turn is a state machine. Its state is a phase (what it waits for) and
 // how far it healed; next decides, from that state and the facts of the
 // planned request or of the model's reply, what the turn does next. next is
@@ -58,6 +60,9 @@ type turnState struct {
 	preloaded bool // the person's message was matched against the tool index
 	rounds    int  // model calls this turn
 	continues int  // continuations of answers cut by their room
+	// awaiting are the calls of the last reply the application runs, not
+	// yet answered.
+	awaiting []chat.ToolCall
 }
 
 // foldStatus is the chat's fold in flight, as a turn sees it.
@@ -80,8 +85,7 @@ type facts struct {
 	condense   bool // the running turn passes the in-turn trigger and grew since its state
 
 	// After a call.
-	calls       int  // tool calls the model asked for
-	clientCalls int  // of them, calls the application runs
+	calls       int  // tool calls the model asked for (turnState.awaiting: of them, the application's)
 	lengthStop  bool // the answer was cut by its room
 	contextFull bool // the input already fills the window
 }
@@ -107,12 +111,15 @@ var stepNames = [...]string{"", "fold", "await-fold", "preload", "condense", "ca
 func (s step) String() string { return stepNames[s] }
 
 // next decides a turn's next step. While the turn is calling, the facts
-// are the model's reply; otherwise they are the planned request.
+// are the model's reply; otherwise they are the planned request, and a
+// turn with calls the application has not answered pauses.
 func next(ts turnState, f facts) step {
 	if ts.phase == phaseCalling {
 		return afterReply(ts, f)
 	}
 	switch {
+	case len(ts.awaiting) > 0:
+		return stepPause
 	case f.foldTo > 0 && f.fold == foldNone:
 		return stepFold
 	case f.foldTo > 0 && f.fold == foldApplied:
@@ -133,10 +140,12 @@ func afterReply(ts turnState, f facts) step {
 	switch {
 	case f.calls > 0 && ts.rounds >= maxToolRounds:
 		return stepTooManyRounds
-	case f.calls > 0 && f.clientCalls > 0:
-		return stepPause
-	case f.calls > 0:
+	case f.calls > len(ts.awaiting):
+		// agentd runs its own calls first; then the turn pauses if the
+		// application has calls to run.
 		return stepRunTools
+	case f.calls > 0:
+		return stepPause
 	case f.lengthStop && !f.contextFull && ts.continues < maxContinues:
 		return stepContinue
 	}

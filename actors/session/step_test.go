@@ -1,6 +1,10 @@
 package session
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agentd/agentd/chat"
+)
 
 func TestNextBeforeACall(t *testing.T) {
 	cases := map[string]struct {
@@ -21,6 +25,7 @@ func TestNextBeforeACall(t *testing.T) {
 		"after a fold the turn prepares as new":          {turnState{phase: phaseFolding}, facts{lean: true, canPreload: true}, stepPreload},
 		"after a retry the turn calls":                   {turnState{phase: phaseBackoff, preloaded: true, rounds: 3}, facts{lean: true, canPreload: true}, stepCall},
 		"a healed turn folds what the heal needs":        {turnState{heal: healingHarder}, facts{foldTo: 3}, stepFold},
+		"unanswered application calls pause":             {turnState{phase: phaseTools, awaiting: oneCall}, facts{foldTo: 3, lean: true, canPreload: true}, stepPause},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -31,6 +36,8 @@ func TestNextBeforeACall(t *testing.T) {
 	}
 }
 
+var oneCall = []chat.ToolCall{{ID: "c1", Name: "crm_lookup"}}
+
 func TestNextAfterTheModelReplied(t *testing.T) {
 	calling := turnState{phase: phaseCalling, rounds: 1}
 	cases := map[string]struct {
@@ -40,9 +47,10 @@ func TestNextAfterTheModelReplied(t *testing.T) {
 	}{
 		"an answer finishes":                     {calling, facts{}, stepFinish},
 		"tool calls run":                         {calling, facts{calls: 2}, stepRunTools},
-		"a call the application runs pauses":     {calling, facts{calls: 2, clientCalls: 1}, stepPause},
+		"agentd runs its calls before the pause": {turnState{phase: phaseCalling, awaiting: oneCall}, facts{calls: 2}, stepRunTools},
+		"calls the application runs pause":       {turnState{phase: phaseCalling, awaiting: oneCall}, facts{calls: 1}, stepPause},
 		"too many rounds stop the turn":          {turnState{phase: phaseCalling, rounds: maxToolRounds}, facts{calls: 1}, stepTooManyRounds},
-		"too many rounds stop a client call too": {turnState{phase: phaseCalling, rounds: maxToolRounds}, facts{calls: 1, clientCalls: 1}, stepTooManyRounds},
+		"too many rounds stop a client call too": {turnState{phase: phaseCalling, rounds: maxToolRounds, awaiting: oneCall}, facts{calls: 1}, stepTooManyRounds},
 		"the last round may still call":          {turnState{phase: phaseCalling, rounds: maxToolRounds - 1}, facts{calls: 1}, stepRunTools},
 		"an answer cut by its room continues":    {calling, facts{lengthStop: true}, stepContinue},
 		"a cut answer in a full window finishes": {calling, facts{lengthStop: true, contextFull: true}, stepFinish},

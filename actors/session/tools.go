@@ -21,12 +21,13 @@ type toolOutcome struct {
 func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	t := s.turn
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	reg, index := s.deps.Tools, s.deps.ToolIndex
+	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
-	callCtx := tools.WithCallInfo(t.ctx, tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember})
-	turnID := t.id
+	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
+	turnCtx, turnID, log := t.ctx, t.id, s.log
 	findRoom := int(findToolsShare * float64(t.info.Window))
-	go func() {
+	t.phase = phaseTools
+	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
 		for i, c := range calls {
@@ -36,22 +37,29 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 					return
 				}
 				if c.Name == findToolsName {
-					text, load, isErr := findTools(root, index, reg.Specs, c.Arguments, findRoom)
+					text, load, isErr := findTools(root, index, scopes, view.Specs, c.Arguments, findRoom)
 					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}
 					return
 				}
+				ci := info
+				ci.CallID = c.ID
 				// A tool called by name without being loaded simply runs, and is loaded.
-				out[i] = toolOutcome{call: c, res: reg.Run(callCtx, c, lim), load: []string{c.Name}}
+				res, err := view.Call(tools.WithCallInfo(turnCtx, ci), c, lim)
+				if err != nil {
+					// Logged once, here: the model sees only res.
+					log.Error().Err(err).Str("turn_id", turnID).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
+				}
+				out[i] = toolOutcome{call: c, res: res, load: []string{c.Name}}
 			})
 		}
 		wg.Wait()
 		root.Send(self, &toolsDone{turnID: turnID, results: out})
-	}()
+	})
 }
 
 func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 	t := s.turn
-	if t == nil || t.id != m.turnID {
+	if t == nil || t.id != m.turnID || t.phase != phaseTools {
 		return
 	}
 	msgs := make([]chat.Message, len(m.results))
@@ -67,8 +75,8 @@ func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 	if !s.storeTurnMsgs(ctx, msgs...) {
 		return
 	}
-	if t.info.Window > 0 && s.isLean(t.info) {
-		if added := s.loadTools(load...); len(added) > 0 {
+	if t.info.Window > 0 && t.plan.lean {
+		if added := s.loadTools(t.setup, load...); len(added) > 0 {
 			s.publish(chat.EventToolsLoaded, t.id, map[string][]string{"names": added})
 		}
 	}

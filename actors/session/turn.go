@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,9 @@ type turn struct {
 	call       int
 	callCancel context.CancelFunc
 	retries    int
-	retryTimer *time.Timer
+	// timer is the turn's one timer: the retry's backoff, or the pause's
+	// deadline.
+	timer *time.Timer
 
 	info      providers.ModelInfo
 	ref       string
@@ -45,6 +48,7 @@ type turn struct {
 	raw       int // its raw estimate, what calibration compares with the report
 
 	turnState
+	setup setup
 	// plan is the request planned for the model call being made: planned
 	// once per call, read by every step that needs it.
 	plan *planned
@@ -79,7 +83,7 @@ func (s *session) startNext(ctx actor.Context) {
 		}
 		s.appendMsgs(stored...)
 		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended}
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended, setup: s.currentSetup()}
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
@@ -112,7 +116,7 @@ func (s *session) prepare(ctx actor.Context) {
 		return
 	}
 	t.info, t.ref = info, s.snap.Model
-	t.plan = s.planFor(info, t.heal.harder())
+	t.plan = s.planFor(info, t.heal.harder(), t.setup)
 	f := s.requestFacts(t)
 	switch st := next(t.turnState, f); st {
 	case stepFold:
@@ -127,6 +131,8 @@ func (s *session) prepare(ctx actor.Context) {
 	case stepCondense:
 		t.phase = phaseCondensing
 		s.startCondense(ctx)
+	case stepPause:
+		s.pause(ctx)
 	default:
 		s.callModel(ctx, client)
 	}
@@ -149,6 +155,11 @@ func (s *session) requestFacts(t *turn) facts {
 func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t := s.turn
 	t.phase = phaseCalling
+	if t.call == 0 && t.plan.lean {
+		if w := instructionsWarning(t.setup, t.info.Window); w != "" {
+			s.publish(chat.EventTurnProblem, t.id, &chat.Problem{Kind: chat.ProblemInstructions, Message: w})
+		}
+	}
 	req, est := s.buildRequest(t)
 	t.estimate, t.raw = est.total, est.raw
 	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.heal.pending()]})
@@ -159,7 +170,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish := s.publish
-	go func() {
+	s.work.Go(func() {
 		defer cancel(nil)
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
@@ -182,7 +193,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
 		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
-	}()
+	})
 }
 
 func (s *session) noModelHelp() string {
@@ -241,14 +252,20 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		return
 	}
 	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, contextFull: s.contextFull(t, u)}
-	switch next(t.turnState, f) {
-	case stepTooManyRounds:
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
-	case stepRunTools:
+	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
+	st := next(t.turnState, f)
+	if st == stepRunTools || st == stepPause {
 		for _, c := range reply.ToolCalls {
 			s.publish(chat.EventToolCall, t.id, c)
 		}
-		s.runTools(ctx, reply.ToolCalls)
+	}
+	switch st {
+	case stepTooManyRounds:
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
+	case stepRunTools:
+		s.runTools(ctx, slices.DeleteFunc(slices.Clone(reply.ToolCalls), func(c chat.ToolCall) bool { return slices.Contains(t.awaiting, c) }))
+	case stepPause:
+		s.pause(ctx)
 	case stepContinue:
 		// Cut off by the answer room with room to spare: ask for the rest.
 		t.continues++
@@ -317,7 +334,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 			t.retries++
 			t.phase = phaseBackoff
 			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
-			t.retryTimer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
+			t.timer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
 			return
 		}
 	}
@@ -395,7 +412,7 @@ func (s *session) retry(ctx actor.Context, m *retryCall) {
 	if t == nil || t.id != m.turnID || t.call != m.call {
 		return
 	}
-	t.retryTimer = nil
+	t.timer = nil
 	s.prepare(ctx)
 }
 
@@ -407,15 +424,16 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
 	if t.callCancel != nil {
 		t.callCancel()
 	}
-	if t.retryTimer != nil {
-		t.retryTimer.Stop()
+	if t.timer != nil {
+		t.timer.Stop()
 	}
 	t.cancel()
-	res := chat.TurnResult{TurnID: t.id, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
+	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	if problem != nil {
 		s.publish(chat.EventTurnProblem, t.id, problem)
 	}
 	s.snap.LastSeqSent = s.lastSeq
+	s.snap.Paused = nil
 	if err := s.saveSnapshot(); err != nil {
 		s.log.Error().Err(err).Msg("save snapshot")
 	}

@@ -38,7 +38,7 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 		sems[i] = a.sem(p)
 	}
 	root, runCtx, cfg := ctx.ActorSystem().Root, a.ctx, a.cfg
-	go func() { root.Send(sender, runCondense(runCtx, cfg, m, models, sems)) }()
+	a.work.Go(func() { root.Send(sender, runCondense(runCtx, cfg, m, models, sems)) })
 }
 
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []chan struct{}) *Condensed {

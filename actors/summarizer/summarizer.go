@@ -41,6 +41,9 @@ type Config struct {
 	PerProvider int
 	// CallTimeout bounds one summarising request. Optional. Defaults to 2m.
 	CallTimeout time.Duration
+	// StopWait bounds how long stopping waits for folds in flight (they
+	// are cancelled first). Optional. Defaults to 10s.
+	StopWait time.Duration
 }
 
 type summarizerActor struct {
@@ -49,6 +52,7 @@ type summarizerActor struct {
 	sems     map[string]chan struct{}
 	ctx      context.Context
 	cancel   context.CancelFunc
+	work     actors.Group // folds and condensations in flight
 }
 
 type foldFinished struct{ chatID string }
@@ -60,6 +64,9 @@ func Props(cfg Config) *actor.Props {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 10 * time.Second
 	}
 	cfg.Log = cfg.Log.With().Str("component", "summarizer").Logger()
 	return actors.Props(cfg.Log, func() actor.Actor {
@@ -78,6 +85,9 @@ func (a *summarizerActor) Receive(ctx actor.Context) {
 		delete(a.inFlight, m.chatID)
 	case *actor.Stopping:
 		a.cancel()
+		if !a.work.Wait(a.cfg.StopWait) {
+			a.cfg.Log.Warn().Dur("waited", a.cfg.StopWait).Msg("summarizer: folds still in flight at stop")
+		}
 	case *actor.Started, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Log.Warn().Type("type", m).Msg("summarizer: unknown message")
@@ -111,11 +121,11 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	runCtx, cfg := a.ctx, a.cfg
-	go func() {
+	a.work.Go(func() {
 		res := run(runCtx, cfg, m, models, sems)
 		root.Send(sender, res)
 		root.Send(self, &foldFinished{chatID: m.ChatID})
-	}()
+	})
 }
 
 // job is one piece-by-piece rewrite of a state (a summary, or a monster

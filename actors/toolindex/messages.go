@@ -20,8 +20,15 @@ type Tool struct {
 // (Request, RequestFuture) the actor answers *Registered.
 type Register struct {
 	ReqID string
-	Tools []Tool
+	// Scope is "" for the daemon's own tools, else one toolset's (Scope
+	// names it); Replace drops the scope's tools first.
+	Scope   string
+	Replace bool
+	Tools   []Tool
 }
+
+// ToolsetScope names the scope of a tenant's toolset.
+func ToolsetScope(tenant, toolset string) string { return tenant + "\x00" + toolset }
 
 // Registered answers Register. Invalid names tools that were still indexed
 // by name and description only because their schema did not parse, or that
@@ -37,6 +44,7 @@ type Registered struct {
 // sender is known the actor answers *Unregistered.
 type Unregister struct {
 	ReqID string
+	Scope string
 	Names []string
 }
 
@@ -51,6 +59,8 @@ type Search struct {
 	ReqID string
 	Query string
 	K     int
+	// Scopes are the toolsets searched besides the daemon's own tools.
+	Scopes []string
 }
 
 // SearchResult answers Search, best first.
@@ -65,6 +75,7 @@ type NamedIn struct {
 	ReqID   string
 	Message string
 	Max     int
+	Scopes  []string
 }
 
 // NamedInResult answers NamedIn.
@@ -75,8 +86,9 @@ type NamedInResult struct {
 
 // Get asks for registered tools by name, to hand their schemas to a model.
 type Get struct {
-	ReqID string
-	Names []string
+	ReqID  string
+	Names  []string
+	Scopes []string
 }
 
 // GetResult answers Get in the order asked; unknown names are left out.

@@ -13,7 +13,9 @@
 package toolindex
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -43,8 +45,15 @@ func Props(cfg Config) *actor.Props {
 type indexActor struct {
 	log    zerolog.Logger
 	source func() []Tool
-	ix     *toolsearch.Index
-	tools  map[string]Tool
+	// scopes holds one index per scope: "" for the daemon's own tools, one
+	// per toolset of a tenant; a search reads the scopes it names.
+	scopes map[string]*scoped
+}
+
+// scoped is one scope's tools and their index.
+type scoped struct {
+	ix    *toolsearch.Index
+	tools map[string]Tool
 	// pending holds registered tools not yet in ix; they are indexed in one
 	// rebuild when something next reads the index.
 	pending []toolsearch.Doc
@@ -54,28 +63,25 @@ var _ actor.Actor = (*indexActor)(nil)
 
 // flushPending is a self-message: index what was registered, even if no
 // request comes to force it.
-type flushPending struct{}
+type flushPending struct{ scope string }
 
 func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.ix = toolsearch.NewIndex(nil)
-		a.tools = map[string]Tool{}
+		a.scopes = map[string]*scoped{}
 		if a.source != nil {
 			a.handleRegister(ctx, &Register{Tools: a.source()})
 		}
 	case *Register:
 		a.handleRegister(ctx, m)
 	case *flushPending:
-		a.flush()
+		a.flush(m.scope)
 	case *Unregister:
 		a.handleUnregister(ctx, m)
 	case *Search:
-		a.flush()
-		a.respond(ctx, &SearchResult{ReqID: m.ReqID, Hits: a.ix.Search(m.Query, m.K)})
+		a.respond(ctx, &SearchResult{ReqID: m.ReqID, Hits: a.search(m)})
 	case *NamedIn:
-		a.flush()
-		a.respond(ctx, &NamedInResult{ReqID: m.ReqID, Names: a.ix.NamedIn(m.Message, m.Max)})
+		a.respond(ctx, &NamedInResult{ReqID: m.ReqID, Names: a.namedIn(m)})
 	case *Get:
 		a.handleGet(ctx, m)
 	case actor.AutoReceiveMessage, actor.SystemMessage:
@@ -85,8 +91,21 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	}
 }
 
+func (a *indexActor) scope(name string) *scoped {
+	sc, ok := a.scopes[name]
+	if !ok {
+		sc = &scoped{ix: toolsearch.NewIndex(nil), tools: map[string]Tool{}}
+		a.scopes[name] = sc
+	}
+	return sc
+}
+
 func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 	res := &Registered{ReqID: m.ReqID}
+	if m.Replace {
+		delete(a.scopes, m.Scope)
+	}
+	sc := a.scope(m.Scope)
 	for _, t := range m.Tools {
 		if t.Name == "" {
 			res.Invalid = append(res.Invalid, "")
@@ -98,51 +117,97 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 			res.Invalid = append(res.Invalid, t.Name)
 		}
 		t.Parameters = append([]byte(nil), t.Parameters...) // the sender may reuse its buffer
-		a.tools[t.Name] = t
-		a.pending = append(a.pending, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
+		sc.tools[t.Name] = t
+		sc.pending = append(sc.pending, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
 		res.Count++
 	}
-	if len(a.pending) > 0 && len(a.pending) == res.Count {
+	if len(sc.pending) > 0 && len(sc.pending) == res.Count {
 		// First Register of a burst: schedule the rebuild behind whatever
 		// else is already queued, so a burst costs one rebuild.
-		ctx.Send(ctx.Self(), &flushPending{})
+		ctx.Send(ctx.Self(), &flushPending{scope: m.Scope})
 	}
-	res.Total = len(a.tools)
+	res.Total = len(sc.tools)
 	a.respond(ctx, res)
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
-	a.flush()
+	a.flush(m.Scope)
+	sc := a.scope(m.Scope)
 	var gone []string
 	for _, n := range m.Names {
-		if _, ok := a.tools[n]; ok {
-			delete(a.tools, n)
+		if _, ok := sc.tools[n]; ok {
+			delete(sc.tools, n)
 			gone = append(gone, n)
 		}
 	}
 	if len(gone) > 0 {
-		a.ix.Remove(gone...)
+		sc.ix.Remove(gone...)
 	}
-	a.respond(ctx, &Unregistered{ReqID: m.ReqID, Total: len(a.tools)})
+	if m.Scope != "" && len(sc.tools) == 0 {
+		delete(a.scopes, m.Scope)
+	}
+	a.respond(ctx, &Unregistered{ReqID: m.ReqID, Total: len(sc.tools)})
+}
+
+// read returns the indexes a request reads: the daemon's own, then each
+// scope it names that exists, flushed.
+func (a *indexActor) read(scopes []string) []*scoped {
+	var out []*scoped
+	for _, name := range append([]string{""}, scopes...) {
+		if sc, ok := a.scopes[name]; ok {
+			a.flush(name)
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// search merges the best hits of every scope read, best first.
+func (a *indexActor) search(m *Search) []toolsearch.Hit {
+	var hits []toolsearch.Hit
+	for _, sc := range a.read(m.Scopes) {
+		hits = append(hits, sc.ix.Search(m.Query, m.K)...)
+	}
+	slices.SortStableFunc(hits, func(x, y toolsearch.Hit) int { return cmp.Compare(y.Score, x.Score) })
+	if len(hits) > m.K {
+		hits = hits[:m.K]
+	}
+	return hits
+}
+
+func (a *indexActor) namedIn(m *NamedIn) []string {
+	var names []string
+	for _, sc := range a.read(m.Scopes) {
+		names = append(names, sc.ix.NamedIn(m.Message, m.Max)...)
+	}
+	if len(names) > m.Max {
+		names = names[:m.Max]
+	}
+	return names
 }
 
 func (a *indexActor) handleGet(ctx actor.Context, m *Get) {
 	res := &GetResult{ReqID: m.ReqID}
+	scopes := a.read(m.Scopes)
 	for _, n := range m.Names {
-		if t, ok := a.tools[n]; ok {
-			res.Tools = append(res.Tools, t)
+		for _, sc := range scopes {
+			if t, ok := sc.tools[n]; ok {
+				res.Tools = append(res.Tools, t)
+				break
+			}
 		}
 	}
 	a.respond(ctx, res)
 }
 
-func (a *indexActor) flush() {
-	if len(a.pending) == 0 {
+func (a *indexActor) flush(scope string) {
+	sc, ok := a.scopes[scope]
+	if !ok || len(sc.pending) == 0 {
 		return
 	}
-	a.ix.Add(a.pending...)
-	a.log.Debug().Int("added", len(a.pending)).Int("total", a.ix.Len()).Msg("tools indexed")
-	a.pending = nil
+	sc.ix.Add(sc.pending...)
+	a.log.Debug().Str("scope", scope).Int("added", len(sc.pending)).Int("total", sc.ix.Len()).Msg("tools indexed")
+	sc.pending = nil
 }
 
 // respond answers the sender if there is one: a Register sent with Send

@@ -94,7 +94,7 @@ func serve(ctx context.Context, cfg configs.Config) error {
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		_ = h.Close(context.Background())
+		closeHub(h, log)
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	api := httpapi.New(h, cfg, tokens, log)
@@ -102,37 +102,63 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(api.Listener(ln)) }()
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
+	servers := 1
 	metrics, err := serveMetrics(api, cfg, log, served)
 	if err != nil {
 		_ = srv.Close()
-		_ = h.Close(context.Background())
+		<-served
+		closeHub(h, log)
 		return err
 	}
+	if metrics != nil {
+		servers++
+	}
 
+	// The stop rule: stop intake (Shutdown, bounded), then wait for every
+	// Serve goroutine to return, then stop the hub, bounded.
 	select {
 	case err = <-served:
+		servers--
 		_ = srv.Close()
 	case <-ctx.Done():
 		log.Info().Msg("shutting down: finishing in-flight turns")
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		err = srv.Shutdown(sctx)
 		cancel()
+		_ = srv.Close() // connections Shutdown could not drain in time
 	}
 	if metrics != nil {
 		_ = metrics.Close()
+	}
+	for ; servers > 0; servers-- {
+		<-served
 	}
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) {
 		err = nil
 	}
 	// Turns still running are marked as cut and their clients told, then
 	// the store closes.
-	if cerr := h.Close(context.Background()); cerr != nil && err == nil {
+	if cerr := closeHub(h, log); cerr != nil && err == nil {
 		err = cerr
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = api.Drain(dctx)
 	cancel()
 	log.Info().Msg("agentd stopped")
+	return err
+}
+
+// hubCloseWait bounds how long stopping the hub may take.
+const hubCloseWait = 30 * time.Second
+
+// closeHub stops the hub within hubCloseWait, logging what it left.
+func closeHub(h *hub.Hub, log zerolog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), hubCloseWait)
+	defer cancel()
+	err := h.Close(ctx)
+	if err != nil {
+		log.Error().Err(err).Msg("stop the hub")
+	}
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -42,7 +43,27 @@ func (c *Client) params(req providers.Request) (anthropic.MessageNewParams, erro
 		return p, err
 	}
 	p.Messages = msgs
-	return p, nil
+	p.StopSequences = req.Settings.Stop
+	if e := req.Settings.ReasoningEffort; e != "" {
+		p.OutputConfig.Effort = anthropic.OutputConfigEffort(e)
+	}
+	return p, c.CheckSettings(req.Settings)
+}
+
+// anthropicEfforts are the efforts output_config.effort names.
+var anthropicEfforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// CheckSettings refuses what the Messages API has no field for: its newer
+// models refuse sampling settings ("temperature is deprecated for this
+// model"), and the SDK agentd speaks it with has no temperature or top_p.
+func (c *Client) CheckSettings(s chat.Settings) error {
+	switch {
+	case s.Temperature != nil:
+		return errors.New("the Anthropic protocol takes no temperature")
+	case s.TopP != nil:
+		return errors.New("the Anthropic protocol takes no top_p")
+	}
+	return providers.CheckEffort("the Anthropic protocol", s.ReasoningEffort, anthropicEfforts...)
 }
 
 // thinking builds the thinking setting; budget_tokens must stay below

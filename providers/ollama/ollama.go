@@ -229,13 +229,37 @@ func (c *Client) chatRequest(req providers.Request, numCtx int) (*api.ChatReques
 	if req.MaxTokens > 0 {
 		opts["num_predict"] = req.MaxTokens
 	}
+	st := req.Settings
+	if st.Temperature != nil {
+		opts["temperature"] = *st.Temperature
+	}
+	if st.TopP != nil {
+		opts["top_p"] = *st.TopP
+	}
+	if len(st.Stop) > 0 {
+		opts["stop"] = st.Stop
+	}
 	stream := true
 	creq := &api.ChatRequest{Model: req.Model, Messages: msgs, Tools: tools, Options: opts, Stream: &stream}
+	if err := c.CheckSettings(st); err != nil {
+		return nil, err
+	}
+	if st.ReasoningEffort != "" {
+		creq.Think = &api.ThinkValue{Value: st.ReasoningEffort}
+	}
 	if c.noTruncate {
 		f := false
 		creq.Truncate = &f
 	}
 	return creq, nil
+}
+
+// ollamaEfforts are the think levels Ollama names.
+var ollamaEfforts = []string{"low", "medium", "high"}
+
+// CheckSettings: Ollama takes a reasoning effort as its think level.
+func (c *Client) CheckSettings(s chat.Settings) error {
+	return providers.CheckEffort("the Ollama protocol", s.ReasoningEffort, ollamaEfforts...)
 }
 
 // wrap turns an api client failure into a *providers.Error, classifying

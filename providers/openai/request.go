@@ -37,7 +37,31 @@ func (c *Client) params(req providers.Request) (openai.ChatCompletionNewParams, 
 	if !c.co.noStreamOptions {
 		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	}
+	applySettings(&p, req.Settings)
 	return p, nil
+}
+
+// openAIEfforts are the reasoning efforts Chat Completions names.
+var openAIEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+
+// CheckSettings: Chat Completions takes every setting agentd passes.
+func (c *Client) CheckSettings(s chat.Settings) error {
+	return providers.CheckEffort("the OpenAI-style protocol", s.ReasoningEffort, openAIEfforts...)
+}
+
+func applySettings(p *openai.ChatCompletionNewParams, s chat.Settings) {
+	if s.Temperature != nil {
+		p.Temperature = openai.Float(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = openai.Float(*s.TopP)
+	}
+	if len(s.Stop) > 0 {
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: s.Stop}
+	}
+	if s.ReasoningEffort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
+	}
 }
 
 func functionTool(t chat.ToolSpec) (openai.ChatCompletionToolUnionParam, error) {

@@ -1,0 +1,346 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/tools"
+)
+
+// Executor kinds of a toolset.
+const (
+	ExecClient  = "client"
+	ExecWebhook = "webhook"
+	ExecMCP     = "mcp"
+)
+
+// maxToolsetTools bounds one toolset.
+const maxToolsetTools = 10_000
+
+// recordToolset is the record kind of toolsets; the id is tenant/name.
+const recordToolset = "toolset"
+
+// Toolset is an application's toolset as stored. Secrets are never stored:
+// only the names of the environment variables that hold them.
+type Toolset struct {
+	Tenant    string          `json:"tenant"`
+	Name      string          `json:"name"`
+	Tools     []chat.ToolSpec `json:"tools,omitempty"`
+	Executor  Executor        `json:"executor"`
+	Version   int             `json:"version"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// Executor says who runs a toolset's calls.
+type Executor struct {
+	Kind       string            `json:"kind"`
+	URL        string            `json:"url,omitempty"`
+	SecretEnv  string            `json:"secret_env,omitempty"`
+	Timeout    time.Duration     `json:"timeout,omitempty"`
+	HeadersEnv map[string]string `json:"headers_env,omitempty"`
+}
+
+// ErrNotPaused: no turn of the chat waits for tool results.
+var ErrNotPaused = session.ErrNotPaused
+
+// env reads a variable a toolset names, if the operator allows it.
+func (h *Hub) env(name string) (string, error) {
+	if !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
+		return "", fmt.Errorf("%w: environment variable %s is not in the yaml's toolsets.allowed_env", ErrInvalid, name)
+	}
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("%w: environment variable %s is empty", ErrInvalid, name)
+	}
+	return v, nil
+}
+
+// buildToolset turns a stored toolset into registry tools and the close of
+// what they hold.
+func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func() error, error) {
+	allowPrivate := h.cfg.Toolsets.WebhooksAllowPrivate
+	source := "toolset:" + ts.Name
+	out := make([]tools.Tool, len(ts.Tools))
+	for i, sp := range ts.Tools {
+		out[i] = tools.Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: source}
+	}
+	switch ts.Executor.Kind {
+	case ExecClient:
+		if len(ts.Tools) == 0 {
+			return nil, nil, fmt.Errorf("%w: a client toolset lists its tools", ErrInvalid)
+		}
+		for i := range out {
+			out[i].Client = true
+		}
+		return out, nil, nil
+	case ExecWebhook:
+		if len(ts.Tools) == 0 {
+			return nil, nil, fmt.Errorf("%w: a webhook toolset lists its tools", ErrInvalid)
+		}
+		if err := tools.CheckWebhookURL(ts.Executor.URL, allowPrivate); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if ts.Executor.SecretEnv == "" {
+			return nil, nil, fmt.Errorf("%w: a webhook toolset names its secret_env", ErrInvalid)
+		}
+		secret, err := h.env(ts.Executor.SecretEnv)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range out {
+			out[i].Run = tools.WebhookRunner(out[i].Name, tools.Webhook{URL: ts.Executor.URL, Secret: secret, Timeout: ts.Executor.Timeout, AllowPrivate: allowPrivate})
+		}
+		return out, nil, nil
+	case ExecMCP:
+		if len(ts.Tools) > 0 {
+			return nil, nil, fmt.Errorf("%w: an MCP toolset's tools are the server's; list none", ErrInvalid)
+		}
+		headers := map[string]string{}
+		for k, name := range ts.Executor.HeadersEnv {
+			v, err := h.env(name)
+			if err != nil {
+				return nil, nil, err
+			}
+			headers[k] = v
+		}
+		srv := tools.MCPServer{Name: ts.Name, URL: ts.Executor.URL, Headers: headers}
+		mt, closeFn, err := tools.ConnectMCPToolset(ctx, srv, allowPrivate, h.log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: mcp server of toolset %s: %v", ErrInvalid, ts.Name, err)
+		}
+		return mt, closeFn, nil
+	}
+	return nil, nil, fmt.Errorf("%w: executor kind %q: use client, webhook or mcp", ErrInvalid, ts.Executor.Kind)
+}
+
+// PutToolset registers or replaces a tenant's toolset: it is checked and
+// built (an MCP server is connected), then stored, then indexed. A refused
+// toolset changes nothing.
+func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
+	if len(ts.Tools) > maxToolsetTools {
+		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
+	}
+	ts.Tenant, ts.UpdatedAt = tenant, time.Now().UTC()
+	old, err := h.Toolset(ctx, tenant, ts.Name)
+	switch {
+	case err == nil:
+		ts.Version = old.Version + 1
+	case errors.Is(err, ErrNotFound):
+		ts.Version = 1
+	default:
+		return ts, err
+	}
+	built, closeFn, err := h.buildToolset(ctx, ts)
+	if err != nil {
+		return ts, err
+	}
+	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
+		if closeFn != nil {
+			_ = closeFn()
+		}
+		return ts, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
+		h.restoreToolset(ctx, tenant, ts.Name, old)
+		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)
+	}
+	if ts.Executor.Kind == ExecMCP {
+		ts.Tools = specsOf(built)
+	}
+	h.indexToolset(tenant, ts.Name, built)
+	return ts, nil
+}
+
+// restoreToolset puts back what a failed write replaced.
+func (h *Hub) restoreToolset(ctx context.Context, tenant, name string, old Toolset) {
+	if old.Name == "" {
+		_, _ = h.tools.RemoveToolset(tenant, name)
+		return
+	}
+	if built, closeFn, err := h.buildToolset(ctx, old); err == nil {
+		_ = h.tools.PutToolset(tenant, name, built, closeFn)
+	}
+}
+
+func specsOf(ts []tools.Tool) []chat.ToolSpec {
+	out := make([]chat.ToolSpec, len(ts))
+	for i, t := range ts {
+		out[i] = t.Spec()
+	}
+	return out
+}
+
+func (h *Hub) indexToolset(tenant, name string, ts []tools.Tool) {
+	h.system.Root.Send(h.toolIndex, &toolindex.Register{Scope: toolindex.ToolsetScope(tenant, name), Replace: true, Tools: indexTools(ts)})
+}
+
+// Toolset returns one of a tenant's toolsets; an MCP toolset lists the
+// tools its server offers now.
+func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error) {
+	var ts Toolset
+	err := h.store.Record(ctx, recordToolset, tenant+"/"+name, &ts)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ts, fmt.Errorf("toolset %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return ts, err
+	}
+	if live, ok := h.tools.Toolset(tenant, name); ok && ts.Executor.Kind == ExecMCP {
+		ts.Tools = specsOf(live)
+	}
+	return ts, nil
+}
+
+// Toolsets lists a tenant's toolsets, by name.
+func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
+	var out []Toolset
+	err := h.store.Records(ctx, recordToolset, func(id string, decode func(any) error) error {
+		if !strings.HasPrefix(id, tenant+"/") {
+			return nil
+		}
+		var ts Toolset
+		if err := decode(&ts); err != nil {
+			return err
+		}
+		if ts.Tenant == tenant {
+			out = append(out, ts)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteToolset removes a tenant's toolset; chats that name it go on
+// without it.
+func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
+	if _, err := h.Toolset(ctx, tenant, name); err != nil {
+		return err
+	}
+	if err := h.store.DeleteRecord(ctx, recordToolset, tenant+"/"+name); err != nil {
+		return fmt.Errorf("delete toolset %s: %w", name, err)
+	}
+	if _, err := h.tools.RemoveToolset(tenant, name); err != nil {
+		h.log.Warn().Err(err).Str("toolset", name).Msg("close toolset")
+	}
+	h.indexToolset(tenant, name, nil)
+	return nil
+}
+
+// loadToolsets registers every stored toolset at start. One that cannot
+// be built now (an MCP server down, a variable unset) is logged and left
+// out until it is put again; its record stays.
+func (h *Hub) loadToolsets(ctx context.Context) error {
+	var all []Toolset
+	err := h.store.Records(ctx, recordToolset, func(_ string, decode func(any) error) error {
+		var ts Toolset
+		if err := decode(&ts); err != nil {
+			return err
+		}
+		all = append(all, ts)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load toolsets: %w", err)
+	}
+	for _, ts := range all {
+		built, closeFn, err := h.buildToolset(ctx, ts)
+		if err == nil {
+			err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn)
+		}
+		if err != nil {
+			h.log.Error().Err(err).Str("tenant", ts.Tenant).Str("toolset", ts.Name).Msg("toolset left out")
+			continue
+		}
+		h.indexToolset(ts.Tenant, ts.Name, built)
+	}
+	return nil
+}
+
+// SubmitToolResults hands the application's results to the chat's paused
+// turn and returns the turn's id once they are durable; the resumed turn's
+// events follow (subscribe before calling).
+func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest) (string, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return "", err
+	}
+	results := make([]session.ToolResult, len(req.Results))
+	for i, r := range req.Results {
+		results[i] = session.ToolResult{CallID: r.CallID, Output: r.Output, IsError: r.IsError}
+	}
+	res, err := h.ask(ctx, chatID, &session.SubmitToolResults{Results: results}, askTimeout)
+	if err != nil {
+		return "", err
+	}
+	acc, ok := res.(*session.TurnAccepted)
+	if !ok {
+		return "", fmt.Errorf("tool results: unexpected reply %T", res)
+	}
+	return acc.TurnID, nil
+}
+
+// PutWireToolset is PutToolset for the API's body.
+func (h *Hub) PutWireToolset(ctx context.Context, tenant, name string, req api.PutToolsetRequest) (api.Toolset, error) {
+	e := req.Executor
+	ts := Toolset{Name: name, Tools: specsOfWire(req.Tools), Executor: Executor{Kind: e.Kind, URL: e.URL, SecretEnv: e.SecretEnv, HeadersEnv: e.HeadersEnv}}
+	if e.Timeout != "" {
+		d, err := time.ParseDuration(e.Timeout)
+		if err != nil || d <= 0 {
+			return api.Toolset{}, fmt.Errorf("%w: executor.timeout %q: use a duration such as \"30s\"", ErrInvalid, e.Timeout)
+		}
+		ts.Executor.Timeout = d
+	}
+	out, err := h.PutToolset(ctx, tenant, ts)
+	return wireToolset(out), err
+}
+
+// WireToolset is Toolset in the API's shape.
+func (h *Hub) WireToolset(ctx context.Context, tenant, name string) (api.Toolset, error) {
+	ts, err := h.Toolset(ctx, tenant, name)
+	return wireToolset(ts), err
+}
+
+// WireToolsets is Toolsets in the API's shape.
+func (h *Hub) WireToolsets(ctx context.Context, tenant string) ([]api.Toolset, error) {
+	all, err := h.Toolsets(ctx, tenant)
+	out := make([]api.Toolset, len(all))
+	for i, ts := range all {
+		out[i] = wireToolset(ts)
+	}
+	return out, err
+}
+
+func wireToolset(ts Toolset) api.Toolset {
+	e := ts.Executor
+	out := api.Toolset{Name: ts.Name, Tools: wireTools(ts.Tools), Version: ts.Version, UpdatedAt: ts.UpdatedAt,
+		Executor: api.Executor{Kind: e.Kind, URL: e.URL, SecretEnv: e.SecretEnv, HeadersEnv: e.HeadersEnv}}
+	if e.Timeout > 0 {
+		out.Executor.Timeout = e.Timeout.String()
+	}
+	return out
+}
+
+// checkSetup refuses a new chat's settings its model's protocol does not
+// take, and toolsets or tools it cannot use.
+func (h *Hub) checkSetup(c persistence.Chat) error {
+	if c.Model != "" {
+		client, _, err := h.catalog.Resolve(c.Model)
+		if err != nil {
+			return err
+		}
+		if err := providers.CheckSettings(client, c.Settings); err != nil {
+			return err
+		}
+	}
+	return h.tools.CheckScope(tools.Scope{Tenant: c.Tenant, Toolsets: c.Toolsets, Inline: c.Tools})
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/rs/zerolog"
+)
+
+// RequestIDHeader carries each request's id: the client's own when it sends
+// a usable one, else a new one; every answer returns it and every log line
+// the request causes in the HTTP layer carries it as request_id.
+const RequestIDHeader = "X-Request-Id"
+
+// requestID returns the client's id if it is short and plain, else a new one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); len(id) > 0 && len(id) <= 64 && plainID(id) {
+		return id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func plainID(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// withRequest gives each request its id (header and logger in the
+// context) and turns a handler's panic into one logged line with its stack
+// and a generic 500 naming the request id.
+func (s *Server) withRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := requestID(r)
+		w.Header().Set(RequestIDHeader, id)
+		log := s.log.With().Str("request_id", id).Logger()
+		r = r.WithContext(log.WithContext(r.Context()))
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error().Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Str("panic", fmt.Sprint(v)).
+					Str("stack", string(debug.Stack())).Msg("http handler panicked")
+				writeInternal(w, id)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeInternal answers a 500 without internal detail: the operator finds
+// it in the log by the request id.
+func writeInternal(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusInternalServerError, "internal", "internal error; the operator's log has it under request id "+id)
+}
+
+// logInternal logs err once, with the request's id, for a 500.
+func logInternal(r *http.Request, err error) {
+	zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("internal error answered 500")
+}

@@ -1,0 +1,284 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Toolsets are an application's tools, registered at runtime under a
+// tenant: their names are unique within the tenant (and never shadow a
+// daemon-wide tool), and only chats of that tenant that name the toolset
+// see them. They live in the same Registry as the daemon's own tools and
+// run through the same Call.
+
+// Scope is what one chat may call: every daemon-wide tool, the toolsets it
+// names of its tenant, in its order, and its own client-executed tools.
+type Scope struct {
+	Tenant   string
+	Toolsets []string
+	Inline   []chat.ToolSpec
+}
+
+type toolset struct {
+	tools []Tool
+	close func() error
+}
+
+func setKey(tenant, name string) string { return tenant + "\x00" + name }
+
+// CheckSchema reports whether params is a JSON Schema of an object, as
+// every protocol needs a tool's parameters to be.
+func CheckSchema(params json.RawMessage) error {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(params, &s); err != nil {
+		return fmt.Errorf("parameters are not a JSON Schema: %w", err)
+	}
+	if s.Type != "object" {
+		return fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		return fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
+	}
+	return nil
+}
+
+// checkNew validates a tool an application brings: its name, its schema.
+func checkNew(t Tool) error {
+	if !ValidName(t.Name) {
+		return fmt.Errorf("tool %q: a name is 1-%d letters, digits, '_' or '-'", t.Name, maxNameLen)
+	}
+	if err := CheckSchema(t.Parameters); err != nil {
+		return fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	if t.Run == nil && !t.Client {
+		return fmt.Errorf("tool %s: it has no executor", t.Name)
+	}
+	return nil
+}
+
+// PutToolset registers or replaces a tenant's toolset. It refuses a tool
+// whose name is invalid, whose schema is not an object's JSON Schema, or
+// that collides with a daemon-wide tool or another toolset of the tenant;
+// then nothing changes. close, if set, is called when the toolset is
+// replaced or removed (an MCP connection).
+func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error) error {
+	if !ValidName(name) {
+		return fmt.Errorf("toolset %q: a name is 1-%d letters, digits, '_' or '-'", name, maxNameLen)
+	}
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		if err := checkNew(t); err != nil {
+			return fmt.Errorf("toolset %s: %w", name, err)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("toolset %s: tool %s is listed twice", name, t.Name)
+		}
+		seen[t.Name] = true
+	}
+	r.mu.Lock()
+	owners := r.ownersLocked(tenant)
+	for n := range seen {
+		if _, ok := r.tools[n]; ok {
+			r.mu.Unlock()
+			return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
+		}
+		if owner, ok := owners[n]; ok && owner != name {
+			r.mu.Unlock()
+			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
+		}
+	}
+	if r.sets == nil {
+		r.sets = map[string]*toolset{}
+	}
+	old := r.sets[setKey(tenant, name)]
+	r.sets[setKey(tenant, name)] = &toolset{tools: slices.Clone(ts), close: close}
+	r.gen++
+	r.mu.Unlock()
+	if old != nil && old.close != nil {
+		return old.close()
+	}
+	return nil
+}
+
+// ownersLocked maps each tool name of a tenant's toolsets to its toolset.
+func (r *Registry) ownersLocked(tenant string) map[string]string {
+	out := map[string]string{}
+	for key, set := range r.sets {
+		if t, n, _ := strings.Cut(key, "\x00"); t == tenant {
+			for _, tool := range set.tools {
+				out[tool.Name] = n
+			}
+		}
+	}
+	return out
+}
+
+// RemoveToolset drops a tenant's toolset; it reports whether it was there.
+func (r *Registry) RemoveToolset(tenant, name string) (bool, error) {
+	r.mu.Lock()
+	set, ok := r.sets[setKey(tenant, name)]
+	delete(r.sets, setKey(tenant, name))
+	r.gen++
+	r.mu.Unlock()
+	if ok && set.close != nil {
+		return true, set.close()
+	}
+	return ok, nil
+}
+
+// Toolset returns the tools of a tenant's toolset, in their order.
+func (r *Registry) Toolset(tenant, name string) ([]Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	set, ok := r.sets[setKey(tenant, name)]
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(set.tools), true
+}
+
+// CheckScope refuses a chat's scope whose toolsets are unknown or whose
+// inline tools are invalid or collide with what else the chat sees.
+func (r *Registry) CheckScope(sc Scope) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := map[string]string{}
+	for _, n := range sc.Toolsets {
+		set, ok := r.sets[setKey(sc.Tenant, n)]
+		if !ok {
+			return fmt.Errorf("%w: toolset %q", ErrUnknownToolset, n)
+		}
+		for _, t := range set.tools {
+			names[t.Name] = "toolset " + n
+		}
+	}
+	for _, sp := range sc.Inline {
+		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true}); err != nil {
+			return err
+		}
+		if _, ok := r.tools[sp.Name]; ok {
+			return fmt.Errorf("tool %s: the name is a daemon tool's", sp.Name)
+		}
+		if other, ok := names[sp.Name]; ok {
+			return fmt.Errorf("tool %s: the name is already in %s", sp.Name, other)
+		}
+		names[sp.Name] = "the chat's own tools"
+	}
+	return nil
+}
+
+// ErrUnknownToolset names a toolset the tenant has not registered.
+var ErrUnknownToolset = errors.New("unknown toolset")
+
+// Gen counts changes of the registry, so a reader can cache what it
+// derives from a scope's tools.
+func (r *Registry) Gen() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.gen
+}
+
+// In returns the view of the registry one chat has.
+func (r *Registry) In(sc Scope) View { return View{r: r, sc: sc} }
+
+// View is the registry as one scope sees it. It is a value: cheap to make
+// per call, safe for concurrent use.
+type View struct {
+	r  *Registry
+	sc Scope
+}
+
+// Get returns the tool a call by name reaches.
+func (v View) Get(name string) (Tool, bool) {
+	if t, ok := v.r.Get(name); ok {
+		return t, true
+	}
+	v.r.mu.RLock()
+	defer v.r.mu.RUnlock()
+	for _, n := range v.sc.Toolsets {
+		if set, ok := v.r.sets[setKey(v.sc.Tenant, n)]; ok {
+			for _, t := range set.tools {
+				if t.Name == name {
+					return t, true
+				}
+			}
+		}
+	}
+	for _, sp := range v.sc.Inline {
+		if sp.Name == name {
+			return Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: SourceClient, Client: true}, true
+		}
+	}
+	return Tool{}, false
+}
+
+// List returns every tool of the scope in a stable order: the daemon's
+// sorted by name, then each toolset's in the chat's order and the
+// toolset's own, then the chat's own tools. Adding a tool to a toolset
+// appends it to its toolset's run.
+func (v View) List() []Tool {
+	out := v.r.List()
+	v.r.mu.RLock()
+	for _, n := range v.sc.Toolsets {
+		if set, ok := v.r.sets[setKey(v.sc.Tenant, n)]; ok {
+			out = append(out, set.tools...)
+		}
+	}
+	v.r.mu.RUnlock()
+	for _, sp := range v.sc.Inline {
+		out = append(out, Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: SourceClient, Client: true})
+	}
+	return out
+}
+
+// Specs returns the specs of the named tools in the order given, skipping
+// unknown names and repeats; with no names, every tool in List's order.
+func (v View) Specs(names ...string) []chat.ToolSpec {
+	var list []Tool
+	if len(names) == 0 {
+		list = v.List()
+	} else {
+		seen := make(map[string]bool, len(names))
+		for _, n := range names {
+			if t, ok := v.Get(n); ok && !seen[n] {
+				seen[n] = true
+				list = append(list, t)
+			}
+		}
+	}
+	out := make([]chat.ToolSpec, len(list))
+	for i, t := range list {
+		out[i] = t.Spec()
+	}
+	return out
+}
+
+// Call runs one call of the scope, as Registry.Call.
+func (v View) Call(ctx context.Context, call chat.ToolCall, lim Limits) (Result, error) {
+	return v.r.call(ctx, v.Get, call, lim)
+}
+
+// CloseToolsets drops every toolset and closes what they hold (the daemon
+// stops).
+func (r *Registry) CloseToolsets() error {
+	r.mu.Lock()
+	sets := r.sets
+	r.sets = nil
+	r.gen++
+	r.mu.Unlock()
+	var errs []error
+	for _, set := range sets {
+		if set.close != nil {
+			errs = append(errs, set.close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,136 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/chat"
+)
+
+var objSchema = json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
+
+func clientTool(name string) Tool { return Tool{Name: name, Parameters: objSchema, Client: true} }
+
+func names(ts []chat.ToolSpec) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func TestPutToolsetRefusesWhatCannotBeSentOrCollides(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Add(Tool{Name: "calculate", Parameters: objSchema, Run: func(context.Context, json.RawMessage) (Result, error) { return Result{}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PutToolset("t1", "crm", []Tool{clientTool("crm_find")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		tenant, set string
+		tools       []Tool
+		want        string
+	}{
+		"a name with a space":         {"t1", "cal", []Tool{clientTool("find event")}, "letters, digits"},
+		"a name of 65 characters":     {"t1", "cal", []Tool{clientTool(strings.Repeat("a", 65))}, "letters, digits"},
+		"a schema that is not JSON":   {"t1", "cal", []Tool{{Name: "x", Parameters: json.RawMessage(`{`), Client: true}}, "not a JSON Schema"},
+		"a schema of a string":        {"t1", "cal", []Tool{{Name: "x", Parameters: json.RawMessage(`{"type":"string"}`), Client: true}}, `"type": "object"`},
+		"a schema with a bad keyword": {"t1", "cal", []Tool{{Name: "x", Parameters: json.RawMessage(`{"type":"object","minProperties":"two"}`), Client: true}}, "JSON Schema"},
+		"a daemon tool's name":        {"t1", "cal", []Tool{clientTool("calculate")}, "daemon tool"},
+		"another toolset's name":      {"t1", "cal", []Tool{clientTool("crm_find")}, "in toolset crm"},
+		"a tool twice":                {"t1", "cal", []Tool{clientTool("a"), clientTool("a")}, "twice"},
+		"no executor":                 {"t1", "cal", []Tool{{Name: "x", Parameters: objSchema}}, "no executor"},
+		"a toolset name with a slash": {"t1", "a/b", []Tool{clientTool("x")}, "letters, digits"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := r.PutToolset(c.tenant, c.set, c.tools, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one saying %q", err, c.want)
+			}
+			if _, ok := r.Toolset(c.tenant, c.set); ok {
+				t.Fatal("a refused toolset was registered")
+			}
+		})
+	}
+	if err := r.PutToolset("t2", "crm2", []Tool{clientTool("crm_find")}, nil); err != nil {
+		t.Fatalf("another tenant may use the same tool name: %v", err)
+	}
+	if err := r.PutToolset("t1", "crm", []Tool{clientTool("crm_find"), clientTool("crm_add")}, nil); err != nil {
+		t.Fatalf("a toolset may be replaced with its own names: %v", err)
+	}
+}
+
+func TestAViewSeesItsTenantsNamedToolsetsInAStableOrder(t *testing.T) {
+	r := NewRegistry()
+	run := func(context.Context, json.RawMessage) (Result, error) { return Result{Text: "ran"}, nil }
+	_ = r.Add(Tool{Name: "b_builtin", Parameters: objSchema, Run: run})
+	_ = r.Add(Tool{Name: "a_builtin", Parameters: objSchema, Run: run})
+	_ = r.PutToolset("t1", "crm", []Tool{clientTool("z_crm"), clientTool("m_crm")}, nil)
+	_ = r.PutToolset("t1", "cal", []Tool{{Name: "cal_add", Parameters: objSchema, Run: run}}, nil)
+	_ = r.PutToolset("t2", "crm", []Tool{clientTool("other_tenant")}, nil)
+
+	v := r.In(Scope{Tenant: "t1", Toolsets: []string{"crm", "cal"}, Inline: []chat.ToolSpec{{Name: "inline_one", Parameters: objSchema}}})
+	want := []string{"a_builtin", "b_builtin", "z_crm", "m_crm", "cal_add", "inline_one"}
+	if got := names(v.Specs()); !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+	// Adding a tool appends it to its toolset's run; nothing reshuffles.
+	_ = r.PutToolset("t1", "crm", []Tool{clientTool("z_crm"), clientTool("m_crm"), clientTool("a_crm")}, nil)
+	want = []string{"a_builtin", "b_builtin", "z_crm", "m_crm", "a_crm", "cal_add", "inline_one"}
+	if got := names(v.Specs()); !slices.Equal(got, want) {
+		t.Fatalf("after adding: %v, want %v", got, want)
+	}
+	if _, ok := v.Get("other_tenant"); ok {
+		t.Fatal("a view reached another tenant's tool")
+	}
+	if _, ok := r.In(Scope{Tenant: "t1"}).Get("z_crm"); ok {
+		t.Fatal("a chat that names no toolset reached one")
+	}
+	if res, err := v.Call(context.Background(), chat.ToolCall{ID: "1", Name: "cal_add", Arguments: `{}`}, Limits{}); err != nil || res.Text != "ran" {
+		t.Fatalf("a toolset's tool runs through Call: %+v %v", res, err)
+	}
+	if res, err := v.Call(context.Background(), chat.ToolCall{ID: "1", Name: "z_crm", Arguments: `{}`}, Limits{}); err == nil || !res.IsError {
+		t.Fatalf("a client tool is not run by agentd: %+v %v", res, err)
+	}
+}
+
+func TestCheckScopeRefusesUnknownToolsetsAndCollidingInlineTools(t *testing.T) {
+	r := NewRegistry()
+	_ = r.PutToolset("t1", "crm", []Tool{clientTool("crm_find")}, nil)
+	if err := r.CheckScope(Scope{Tenant: "t2", Toolsets: []string{"crm"}}); !errors.Is(err, ErrUnknownToolset) {
+		t.Fatalf("another tenant's toolset: %v", err)
+	}
+	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "crm_find", Parameters: objSchema}}}); err == nil {
+		t.Fatal("an inline tool may not shadow a toolset's")
+	}
+	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "mine", Parameters: objSchema}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRemovingAndReplacingAToolsetClosesWhatItHeld(t *testing.T) {
+	r := NewRegistry()
+	closed := 0
+	closer := func() error { closed++; return nil }
+	_ = r.PutToolset("t1", "mcp", []Tool{clientTool("a")}, closer)
+	_ = r.PutToolset("t1", "mcp", []Tool{clientTool("b")}, closer)
+	if closed != 1 {
+		t.Fatalf("replacing closed %d, want 1", closed)
+	}
+	if ok, _ := r.RemoveToolset("t1", "mcp"); !ok || closed != 2 {
+		t.Fatalf("remove: ok %v closed %d", ok, closed)
+	}
+	_ = r.PutToolset("t1", "again", []Tool{clientTool("c")}, closer)
+	if err := r.CloseToolsets(); err != nil || closed != 3 {
+		t.Fatalf("close all: %v closed %d", err, closed)
+	}
+	if _, ok := r.Toolset("t1", "again"); ok {
+		t.Fatal("a closed registry still holds toolsets")
+	}
+}
