@@ -98,7 +98,8 @@ type Options struct {
 	InMemory bool
 	// RefreshEvery is how often the providers' lists are re-read while all
 	// answer (the longest backoff while one does not). 0 means
-	// DefaultRefreshEvery.
+	// DefaultRefreshEvery; negative: only when asked (Refresh), as tests
+	// that script a provider's every request need.
 	RefreshEvery time.Duration
 }
 
@@ -167,7 +168,10 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 // watch keeps the providers' lists fresh until Close, so a provider that
 // comes up after agentd just works and health says what is true now.
 func (h *Hub) watch(every time.Duration) {
-	if every <= 0 {
+	if every < 0 {
+		return
+	}
+	if every == 0 {
 		every = DefaultRefreshEvery
 	}
 	h.work.Go(func() { h.catalog.Watch(h.ctx, every) })
