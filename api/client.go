@@ -79,6 +79,27 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (Chat, e
 	return out, err
 }
 
+// Models lists the models agentd knows and which providers did not answer.
+func (c *Client) Models(ctx context.Context) (Models, error) {
+	var out Models
+	err := c.getJSON(ctx, http.MethodGet, "/v1/models", nil, &out)
+	return out, err
+}
+
+// RefreshModels has agentd re-read every provider's model list now.
+func (c *Client) RefreshModels(ctx context.Context) (Models, error) {
+	var out Models
+	err := c.getJSON(ctx, http.MethodPost, "/v1/models/refresh", nil, &out)
+	return out, err
+}
+
+// Health reads GET /healthz.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var out Health
+	err := c.getJSON(ctx, http.MethodGet, "/healthz", nil, &out)
+	return out, err
+}
+
 // DeleteChat deletes a chat and everything stored under it.
 func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
 	resp, err := c.do(ctx, http.MethodDelete, "/v1/chats/"+chatID, nil, "")

@@ -143,6 +143,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
 	writeJSON(w, http.StatusOK, s.hub.Models())
 }
 
+// refreshModels re-reads every provider's list now, as agentd does by
+// itself from time to time, and answers what it knows after.
+func (s *Server) refreshModels(w http.ResponseWriter, r *http.Request, tenant string) {
+	writeJSON(w, http.StatusOK, s.hub.Refresh(r.Context()))
+}
+
 // sendMessage stores the person's message and runs its turn, streaming its
 // events as SSE when the client accepts text/event-stream.
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant string) {

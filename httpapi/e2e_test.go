@@ -206,8 +206,8 @@ func TestBadInputGetsAClearErrorAndChangesNothing(t *testing.T) {
 	}
 }
 
-func TestNoProviderSaysHowToConfigureOne(t *testing.T) {
-	// A port nobody listens on: the default Ollama address on a machine without Ollama.
+func TestProviderDownSaysSo(t *testing.T) {
+	// A port nobody listens on: a configured provider that is down.
 	cfg := daemontest.Config(t.TempDir(), "http://127.0.0.1:1/v1", 8192)
 	d := daemontest.Start(t, cfg, nil)
 	ctx := context.Background()
@@ -216,7 +216,8 @@ func TestNoProviderSaysHowToConfigureOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Problem == nil || res.Problem.Kind != chat.ProblemNoProvider || !strings.Contains(res.Problem.Message, "Configure a model provider") {
+	if res.Problem == nil || res.Problem.Kind != chat.ProblemNoProvider || !strings.Contains(res.Problem.Message, "fake/m could not be reached") ||
+		strings.Contains(res.Problem.Message, "Configure a model provider") {
 		t.Fatalf("problem = %+v", res.Problem)
 	}
 	msgs, _ := d.Client.Transcript(ctx, c.ID)

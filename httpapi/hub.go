@@ -45,6 +45,7 @@ type Hub interface {
 	UndoRun(ctx context.Context, tenant, id string) (api.MemoryRun, error)
 
 	Models() api.Models
+	Refresh(ctx context.Context) api.Models
 	Health() api.Health
 	Gatherer() prometheus.Gatherer
 }

@@ -93,6 +93,7 @@ func (s *Server) routes() {
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
 	api("GET /v1/models", s.models)
+	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
 	api("POST /v1/memories/{id}/approve", s.approveMemory)

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -53,17 +54,21 @@ type Catalog struct {
 	listed  map[string]providers.ModelInfo // from providers' own lists
 	learned map[string]int                 // "provider/model" → window from a refusal
 	errs    map[string]error               // last list error per provider
+	listOK  map[string]bool                // the provider's last list answered
+	kick    chan struct{}                  // asks Watch to re-read now
 }
 
 // New builds a client for every configured provider and loads the learned
 // windows. It does no network I/O; call Refresh for the providers' lists.
 func New(ctx context.Context, cfgs []configs.Provider, store WindowStore, httpClient *http.Client, log zerolog.Logger) (*Catalog, error) {
-	c := &Catalog{store: store, log: log, entries: map[string]*entry{}, listed: map[string]providers.ModelInfo{}, learned: map[string]int{}, errs: map[string]error{}}
+	c := &Catalog{store: store, log: log, entries: map[string]*entry{}, listed: map[string]providers.ModelInfo{}, learned: map[string]int{}, errs: map[string]error{},
+		listOK: map[string]bool{}, kick: make(chan struct{}, 1)}
 	for _, pc := range cfgs {
 		e, err := newEntry(pc, httpClient)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", pc.Name, err)
 		}
+		e.client = watched{Client: e.client, cat: c, name: pc.Name}
 		c.entries[pc.Name] = e
 		c.order = append(c.order, pc.Name)
 	}
@@ -126,8 +131,10 @@ func newEntry(pc configs.Provider, hc *http.Client) (*entry, error) {
 	return &entry{cfg: pc, company: company, client: client}, nil
 }
 
-// Refresh asks every provider for its models. A provider that cannot be
-// reached keeps its configured models and its error is remembered.
+// Refresh asks every provider for its models. A provider that answers
+// replaces what it listed before (a model it no longer serves goes); one
+// that cannot be reached keeps its configured models and its error is
+// remembered until it answers again.
 func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.RLock()
 	names := append([]string(nil), c.order...)
@@ -136,16 +143,102 @@ func (c *Catalog) Refresh(ctx context.Context) {
 		c.mu.RLock()
 		e := c.entries[name]
 		c.mu.RUnlock()
-		infos, err := e.client.Models(ctx)
+		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		infos, err := e.client.Models(lctx)
+		cancel()
 		c.mu.Lock()
+		was, seen := c.errs[name]
 		c.errs[name] = err
+		if err == nil {
+			c.listOK[name] = true
+			for ref := range c.listed {
+				if strings.HasPrefix(ref, name+"/") {
+					delete(c.listed, ref)
+				}
+			}
+		}
 		for _, mi := range infos {
 			mi.Provider = name
 			c.listed[name+"/"+mi.ID] = mi
 		}
 		c.mu.Unlock()
-		if err != nil {
-			c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable")
+		// Said once when it changes, not at every re-read.
+		switch {
+		case err != nil && (!seen || was == nil):
+			c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable; agentd keeps trying")
+		case err == nil && was != nil:
+			c.log.Info().Str("provider", name).Int("models", len(infos)).Msg("provider answers again")
+		}
+	}
+}
+
+// listTimeout bounds one provider's answer to a list request, so a server
+// that hangs cannot stall the others.
+const listTimeout = 30 * time.Second
+
+// Watch re-reads the providers' lists until ctx ends: at once, then every
+// `every` while all answer, sooner (Backoff) while one does not, and at
+// once after a call finds a provider unreachable or back. The caller owns
+// the goroutine that runs it.
+func (c *Catalog) Watch(ctx context.Context, every time.Duration) {
+	failures := 0
+	for {
+		c.Refresh(ctx)
+		wait := every
+		if len(c.ProviderErrors()) > 0 {
+			wait = Backoff(failures, every)
+			failures++
+		} else {
+			failures = 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// Backoff is the wait before the next read of a list after n failed reads
+// in a row: one second, doubling, never more than most.
+func Backoff(n int, most time.Duration) time.Duration {
+	d := time.Second
+	for i := 0; i < n && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
+}
+
+// watched notes what each call says of its provider: unreachable, or
+// answering again after it was; either asks Watch to re-read the lists.
+type watched struct {
+	providers.Client
+	cat  *Catalog
+	name string
+}
+
+func (w watched) Stream(ctx context.Context, req providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	res, err := w.Client.Stream(ctx, req, emit)
+	w.cat.observe(w.name, err)
+	return res, err
+}
+
+func (c *Catalog) observe(name string, err error) {
+	c.mu.Lock()
+	was := c.errs[name]
+	down := providers.Unreachable(err)
+	if down {
+		c.errs[name] = err
+	}
+	c.mu.Unlock()
+	if down || (err == nil && was != nil) {
+		select {
+		case c.kick <- struct{}{}:
+		default: // a re-read is already asked for
 		}
 	}
 }
@@ -185,9 +278,33 @@ func (c *Catalog) Resolve(ref string) (providers.Client, providers.ModelInfo, er
 	}
 	e, ok := c.entries[pname]
 	if !ok {
-		return nil, providers.ModelInfo{}, fmt.Errorf("model %q: no provider named %q: %w", ref, pname, ErrUnknownModel)
+		return nil, providers.ModelInfo{}, fmt.Errorf("model %q: no provider named %q (configured: %s): %w", ref, pname, strings.Join(c.order, ", "), ErrUnknownModel)
 	}
 	return e.client, c.infoLocked(e, model), nil
+}
+
+// Check refuses a model its provider does not serve: one neither configured
+// nor in the provider's last list. A provider whose list has never answered
+// cannot say, so any name of it passes.
+func (c *Catalog) Check(ref string) error {
+	if _, _, err := c.Resolve(ref); err != nil {
+		return err
+	}
+	pname, model, _ := Split(ref)
+	c.mu.RLock()
+	ok := !c.listOK[pname]
+	c.mu.RUnlock()
+	var known []string
+	for _, mi := range c.Models() {
+		if mi.Provider == pname {
+			ok = ok || mi.ID == model
+			known = append(known, pname+"/"+mi.ID)
+		}
+	}
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("model %q: %s does not serve it; it serves %s: %w", ref, pname, strings.Join(known, ", "), ErrUnknownModel)
 }
 
 func (c *Catalog) infoLocked(e *entry, model string) providers.ModelInfo {

@@ -2,7 +2,10 @@ package modelcatalog
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -56,5 +59,101 @@ func TestListedWindowBoundsConfiguredOnLocalServers(t *testing.T) {
 				t.Errorf("window %d (%s), want %d (%s)", mi.Window, mi.WindowSource, tc.want, tc.source)
 			}
 		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		failures int
+		most     time.Duration
+		want     time.Duration
+	}{
+		{0, time.Minute, time.Second},
+		{1, time.Minute, 2 * time.Second},
+		{5, time.Minute, 32 * time.Second},
+		{6, time.Minute, time.Minute},
+		{1000, time.Minute, time.Minute},
+		{0, 20 * time.Millisecond, 20 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		if got := Backoff(tc.failures, tc.most); got != tc.want {
+			t.Errorf("Backoff(%d, %v) = %v, want %v", tc.failures, tc.most, got, tc.want)
+		}
+	}
+}
+
+// lists is a provider client whose list answers what each call is given.
+type lists struct {
+	answers [][]string
+	errs    []error
+	calls   int
+}
+
+func (l *lists) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (l *lists) Models(context.Context) ([]providers.ModelInfo, error) {
+	i := min(l.calls, len(l.answers)-1)
+	l.calls++
+	var out []providers.ModelInfo
+	for _, id := range l.answers[i] {
+		out = append(out, providers.ModelInfo{ID: id, Window: 4096, WindowSource: providers.SourceList})
+	}
+	return out, l.errs[i]
+}
+
+// A list that answers replaces the one before; one that fails keeps it and
+// is an error until the provider answers again; Check refuses only what an
+// answering provider does not serve.
+func TestRefreshReplacesListsAndChecks(t *testing.T) {
+	down := errors.New("connection refused")
+	l := &lists{answers: [][]string{nil, {"a", "b"}, {"b"}, nil}, errs: []error{down, nil, nil, down}}
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("openai")
+	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
+	c.order = []string{"p"}
+	ids := func() string {
+		var out []string
+		for _, mi := range c.Models() {
+			out = append(out, mi.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	steps := []struct {
+		models  string
+		failing bool
+		refused []string
+		allowed []string
+	}{
+		{"", true, nil, []string{"p/anything"}},
+		{"a,b", false, []string{"p/c"}, []string{"p/a", "p/b"}},
+		{"b", false, []string{"p/a"}, []string{"p/b"}},
+		{"b", true, []string{"p/a"}, []string{"p/b"}},
+	}
+	for i, st := range steps {
+		c.Refresh(context.Background())
+		if got := ids(); got != st.models {
+			t.Errorf("step %d: models %q, want %q", i, got, st.models)
+		}
+		if _, failing := c.ProviderErrors()["p"]; failing != st.failing {
+			t.Errorf("step %d: failing %v, want %v", i, failing, st.failing)
+		}
+		for _, ref := range st.refused {
+			if err := c.Check(ref); !errors.Is(err, ErrUnknownModel) {
+				t.Errorf("step %d: Check(%s) = %v, want refused", i, ref, err)
+			}
+		}
+		for _, ref := range st.allowed {
+			if err := c.Check(ref); err != nil {
+				t.Errorf("step %d: Check(%s) = %v", i, ref, err)
+			}
+		}
+	}
+	if err := c.Check("q/a"); !errors.Is(err, ErrUnknownModel) || !strings.Contains(err.Error(), "configured: p") {
+		t.Errorf("Check of an unknown provider: %v", err)
 	}
 }

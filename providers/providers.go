@@ -7,8 +7,11 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentd/agentd/chat"
@@ -231,4 +234,12 @@ func RetryWindow(ctx context.Context, e *Error, sent, answer, believed int, lear
 		return w, fmt.Errorf("learn window %d: %w", w, err)
 	}
 	return kept, nil
+}
+
+// Unreachable reports an error of a provider nobody answers at: refused,
+// no route, no such host.
+func Unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
 }

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -82,6 +84,10 @@ type Hub struct {
 	cancel context.CancelFunc
 }
 
+// DefaultRefreshEvery is how often the providers' model lists are re-read
+// while every provider answers.
+const DefaultRefreshEvery = 5 * time.Minute
+
 // Options are what New needs beyond the configuration.
 type Options struct {
 	// Tools registers extra tools, e.g. an embedding application's own.
@@ -90,6 +96,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// InMemory keeps Badger in memory (tests, benchmarks).
 	InMemory bool
+	// RefreshEvery is how often the providers' lists are re-read while all
+	// answer (the longest backoff while one does not). 0 means
+	// DefaultRefreshEvery; negative: only when asked (Refresh), as tests
+	// that script a provider's every request need.
+	RefreshEvery time.Duration
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
@@ -147,7 +158,23 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	h.startActors()
-	return h.loadToolsets(ctx)
+	if err := h.loadToolsets(ctx); err != nil {
+		return err
+	}
+	h.watch(opts.RefreshEvery)
+	return nil
+}
+
+// watch keeps the providers' lists fresh until Close, so a provider that
+// comes up after agentd just works and health says what is true now.
+func (h *Hub) watch(every time.Duration) {
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = DefaultRefreshEvery
+	}
+	h.work.Go(func() { h.catalog.Watch(h.ctx, every) })
 }
 
 // mcpServers are the configured servers; each answer is bounded like any
@@ -178,7 +205,7 @@ func (h *Hub) startActors() {
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
 		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
-		NoProviderHelp:     NoProviderHelp,
+		NoModelHelp:        h.noModelHelp,
 		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}
 	h.registry = root.Spawn(session.Props(deps))
@@ -204,24 +231,45 @@ func indexTools(ts []tools.Tool) []toolindex.Tool {
 const NoProviderHelp = "Configure a model provider: run Ollama on this computer (https://ollama.com, it listens on 127.0.0.1:11434) " +
 	"and pull a model, or add a providers entry to the yaml (see configs/agentd.yaml) and start agentd with --config FILE."
 
-// RefreshInBackground runs Refresh in a goroutine the hub owns, bounded by
-// timeout and ended by Close.
-func (h *Hub) RefreshInBackground(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(h.ctx, timeout)
-	h.work.Go(func() {
-		defer cancel()
-		h.Refresh(ctx)
-	})
+// noModelHelp says why no model is available: the providers that do not
+// answer and why, or that they answer with no model; how to configure one
+// when none is.
+func (h *Hub) noModelHelp() string {
+	errs := h.catalog.ProviderErrors()
+	if len(h.cfg.Providers) == 0 {
+		return NoProviderHelp
+	}
+	if len(errs) == 0 {
+		return "The configured providers answer but serve no model: pull one (Ollama: ollama pull NAME) or name models in the config."
+	}
+	names := make([]string, 0, len(errs))
+	for name := range errs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "Provider %s does not answer (%v). ", name, errs[name])
+	}
+	b.WriteString("Start it: agentd re-reads its providers by itself (POST /v1/models/refresh to check now).")
+	if onlyDefaultOllama(h.cfg.Providers) {
+		// Nothing was configured: the person may have no Ollama at all.
+		b.WriteString(" " + NoProviderHelp)
+	}
+	return b.String()
 }
 
-// Refresh reads every provider's model list (network I/O; call it outside
-// request paths) and logs plainly when none answers.
-func (h *Hub) Refresh(ctx context.Context) {
+// onlyDefaultOllama: the providers are the one agentd tries when none is
+// configured.
+func onlyDefaultOllama(ps []configs.Provider) bool {
+	return len(ps) == 1 && ps[0].Kind == "ollama" && ps[0].BaseURL == configs.DefaultOllamaURL && len(ps[0].Models) == 0
+}
+
+// Refresh reads every provider's model list now (network I/O; call it
+// outside actors) and returns what the catalog knows after it.
+func (h *Hub) Refresh(ctx context.Context) api.Models {
 	h.catalog.Refresh(ctx)
-	errs := h.catalog.ProviderErrors()
-	if len(errs) == len(h.cfg.Providers) {
-		h.log.Warn().Msg("no model provider answered. " + NoProviderHelp)
-	}
+	return h.Models()
 }
 
 // Close stops everything the hub started, in order, and honours ctx: the
@@ -307,7 +355,7 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
 	if c.Model != "" {
-		if _, _, err := h.catalog.Resolve(c.Model); err != nil {
+		if err := h.catalog.Check(c.Model); err != nil {
 			return c, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
@@ -519,6 +567,11 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
 	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
 		return err
+	}
+	if req.Model != nil {
+		if err := h.catalog.Check(*req.Model); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)
 	return err

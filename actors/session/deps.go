@@ -82,8 +82,9 @@ type Deps struct {
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.
 	FoldWait time.Duration
-	// NoProviderHelp is said in each turn's error when no provider answers.
-	NoProviderHelp string
+	// NoModelHelp says why no model can take a turn and what to do: which
+	// provider does not answer, or how to configure one. Optional.
+	NoModelHelp func() string
 	// TenantInstructions are each tenant's default instructions, for its
 	// chats that have none of their own.
 	TenantInstructions map[string]string

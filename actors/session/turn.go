@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -110,12 +108,12 @@ func (s *session) prepare(ctx actor.Context) {
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
 	}
 	if s.snap.Model == "" {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.deps.NoProviderHelp})
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.noModelHelp()})
 		return
 	}
 	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.deps.NoProviderHelp)})
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.noModelHelp())})
 		return
 	}
 	t.info, t.ref = info, s.snap.Model
@@ -199,15 +197,14 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	})
 }
 
-var errModelIdle = errors.New("the model sent nothing for too long")
-
-// unreachable reports an error of a provider nobody answers at: refused,
-// no route, no such host.
-func unreachable(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+func (s *session) noModelHelp() string {
+	if s.deps.NoModelHelp == nil {
+		return ""
+	}
+	return s.deps.NoModelHelp()
 }
+
+var errModelIdle = errors.New("the model sent nothing for too long")
 
 func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	t := s.turn
@@ -361,9 +358,10 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 		problem.Message = fmt.Sprintf("the model's answer passed the most kept of one answer (limits.max_answer_bytes); it was cut there and the part before the cut is kept: %v", m.err)
 	case errors.Is(m.err, errModelIdle) || errors.Is(m.err, context.DeadlineExceeded):
 		problem.Kind = chat.ProblemTimeout
-	case unreachable(m.err):
+	case providers.Unreachable(m.err):
 		problem.Kind = chat.ProblemNoProvider
-		problem.Message = fmt.Sprintf("%s could not be reached (%v). %s", t.ref, m.err, s.deps.NoProviderHelp)
+		problem.Message = fmt.Sprintf("%s could not be reached (%v). Is its server running? agentd re-reads its providers by itself "+
+			"(and at POST /v1/models/refresh); send the message again once it answers.", t.ref, m.err)
 	}
 	if m.partial != "" {
 		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Model: t.ref, Partial: true, Problem: problem.Message}

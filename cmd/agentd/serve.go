@@ -91,7 +91,6 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	logConfig(log, cfg, len(tokens))
-	h.RefreshInBackground(30 * time.Second)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -108,8 +108,12 @@ func (c *Client) failure(ctx context.Context, err error, raw *http.Response, wat
 		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: watch.headText(),
 			Err: fmt.Errorf("the stream is not OpenAI-style chunks: %w", err)}
 	}
-	// A transport failure mid-stream (connection reset, unexpected EOF) or
-	// before any answer (connection refused): worth another try.
+	// A transport failure before any answer (connection refused, no such
+	// host) or mid-stream (connection reset, unexpected EOF): worth another
+	// try, and named for what it is.
+	if providers.Unreachable(err) {
+		return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("cannot connect: %w", err)}
+	}
 	return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
 }
 

@@ -52,6 +52,11 @@ func Start(t testing.TB, cfg configs.Config, tokens map[string]string, opts ...h
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	if o.RefreshEvery == 0 {
+		// The fakes script every request a test expects: the daemon reads
+		// the lists when the test asks, unless it asks for the watcher.
+		o.RefreshEvery = -1
+	}
 	h, err := hub.New(context.Background(), cfg, log, o)
 	if err != nil {
 		t.Fatal(err)

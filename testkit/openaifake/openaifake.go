@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,6 +54,9 @@ type Options struct {
 	// ReasoningField names the delta field thinking is streamed in:
 	// "reasoning_content" (DeepSeek, the default) or "reasoning" (OpenRouter).
 	ReasoningField string
+	// Listener, when set, is where the fake serves (a test that starts it
+	// at an address agentd already knows); nil picks a free port.
+	Listener net.Listener
 }
 
 // DefaultAnswer is what the fake says when no script is given.
@@ -77,7 +81,12 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /v1/models", s.models)
-	s.ts = httptest.NewServer(mux)
+	s.ts = httptest.NewUnstartedServer(mux)
+	if opts.Listener != nil {
+		_ = s.ts.Listener.Close()
+		s.ts.Listener = opts.Listener
+	}
+	s.ts.Start()
 	return s
 }
 
