@@ -145,6 +145,18 @@ func (r *Registry) Toolset(tenant, name string) ([]Tool, bool) {
 	return slices.Clone(set.tools), true
 }
 
+// Toolsets returns every tenant's toolsets by tenant and name.
+func (r *Registry) Toolsets() map[[2]string][]Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[[2]string][]Tool, len(r.sets))
+	for k, set := range r.sets {
+		tenant, name, _ := strings.Cut(k, "\x00")
+		out[[2]string{tenant, name}] = slices.Clone(set.tools)
+	}
+	return out
+}
+
 // CheckScope refuses a chat's scope whose toolsets are unknown or whose
 // inline tools are invalid or collide with what else the chat sees.
 func (r *Registry) CheckScope(sc Scope) error {

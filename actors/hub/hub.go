@@ -194,7 +194,7 @@ func (h *Hub) startActors() {
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
 	// The index loads the registry when it starts, and again after a restart.
-	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: func() []toolindex.Tool { return indexTools(h.tools.List()) }}))
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,

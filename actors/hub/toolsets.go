@@ -182,7 +182,21 @@ func specsOf(ts []tools.Tool) []chat.ToolSpec {
 }
 
 func (h *Hub) indexToolset(tenant, name string, ts []tools.Tool) {
-	h.system.Root.Send(h.toolIndex, &toolindex.Register{Scope: toolindex.ToolsetScope(tenant, name), Replace: true, Tools: indexTools(ts)})
+	h.system.Root.Send(h.toolIndex, toolsetRegister(tenant, name, ts))
+}
+
+func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
+	return &toolindex.Register{Scope: toolindex.ToolsetScope(tenant, name), Replace: true, Tools: indexTools(ts)}
+}
+
+// indexSource is everything the tool index holds: the daemon's tools and
+// every toolset, read again whenever the index (re)starts.
+func (h *Hub) indexSource() []*toolindex.Register {
+	out := []*toolindex.Register{{Tools: indexTools(h.tools.List())}}
+	for k, ts := range h.tools.Toolsets() {
+		out = append(out, toolsetRegister(k[0], k[1], ts))
+	}
+	return out
 }
 
 // Toolset returns one of a tenant's toolsets; an MCP toolset lists the

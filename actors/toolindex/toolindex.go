@@ -28,12 +28,13 @@ import (
 type Config struct {
 	// Log receives the actor's warnings. Optional. Defaults to none.
 	Log zerolog.Logger
-	// Source names where the actor's tools come from: it indexes every tool
-	// Source returns when it starts, and so again when its supervisor
-	// restarts it after a panic (a restart builds a new, empty actor). Tools
-	// sent only by Register are not in Source and do not survive a restart.
-	// Optional. Defaults to none: the actor starts empty.
-	Source func() []Tool
+	// Source names where the actor's tools come from: it indexes every
+	// scope Source returns (the daemon's tools and each toolset) when it
+	// starts, and so again when its supervisor restarts it after a panic (a
+	// restart builds a new, empty actor). Tools sent only by Register are
+	// not in Source and do not survive a restart. Optional. Defaults to
+	// none: the actor starts empty.
+	Source func() []*Register
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
@@ -44,7 +45,7 @@ func Props(cfg Config) *actor.Props {
 
 type indexActor struct {
 	log    zerolog.Logger
-	source func() []Tool
+	source func() []*Register
 	// scopes holds one index per scope: "" for the daemon's own tools, one
 	// per toolset of a tenant; a search reads the scopes it names.
 	scopes map[string]*scoped
@@ -70,7 +71,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.scopes = map[string]*scoped{}
 		if a.source != nil {
-			a.handleRegister(ctx, &Register{Tools: a.source()})
+			for _, r := range a.source() {
+				a.handleRegister(ctx, r)
+			}
 		}
 	case *Register:
 		a.handleRegister(ctx, m)

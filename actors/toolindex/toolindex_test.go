@@ -180,7 +180,12 @@ func panicsOnCrash(next actor.ReceiverFunc) actor.ReceiverFunc {
 func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 	sys := actor.NewActorSystem()
 	var loads atomic.Int64
-	src := func() []Tool { loads.Add(1); return daemonTools }
+	crm := ToolsetScope("acme", "crm")
+	crmTools := []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number.", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	src := func() []*Register {
+		loads.Add(1)
+		return []*Register{{Tools: daemonTools}, {Scope: crm, Replace: true, Tools: crmTools}}
+	}
 	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	names := []string{"remember", "web_fetch", "tide_table"}
@@ -191,6 +196,10 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 		}
 		if got := ask[*GetResult](t, sys, pid, &Get{ReqID: when, Names: names}); len(got.Tools) != len(names) {
 			t.Fatalf("%s the restart: %d of %d tools", when, len(got.Tools), len(names))
+		}
+		// A toolset's tools come back too, in their own scope only.
+		if sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: when, Query: "invoice", K: 5, Scopes: []string{crm}}); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+			t.Fatalf("%s the restart: toolset hits %v, want crm_lookup_invoice", when, sr.Hits)
 		}
 		if when == "before" {
 			sys.Root.Send(pid, &crash{})
