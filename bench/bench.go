@@ -46,8 +46,8 @@ type Options struct {
 	Only           string // one part, or "" for all
 	Seed           uint64
 	PeerDir        string // bench/peer, installed
-	ToolsPath      string // ../shared/toolsearch/tools.jsonl
-	QueriesPath    string // ../shared/toolsearch/queries.jsonl
+	ToolsPath      string // toolsearch/testdata/bfcl/tools.jsonl
+	QueriesPath    string // toolsearch/testdata/bfcl/queries.jsonl
 	PlotDir        string // where sawtooth PNGs go ("" : none)
 	ScaleChats     []int  // default 1,000 and 10,000
 	OverheadStored int    // default 10,000

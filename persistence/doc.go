@@ -1,7 +1,9 @@
 // Package persistence is agentd's durable state on Badger: each chat's
 // append-only message log keyed by (chat, seq), its session snapshot, chat
 // metadata, windows learned from refusals, and the learner's memories. Every
-// write is synced before it returns, so a caller may acknowledge it.
+// write is synced before it returns, so a caller may acknowledge it; the
+// writes of all chats that wait together share one transaction and one
+// sync (group commit, commit.go).
 // DeleteChat removes a chat whole (see its comment for the order it keeps).
 //
 // Key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte

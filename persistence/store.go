@@ -23,9 +23,12 @@ var ErrNotFound = errors.New("not found")
 
 // Store is the Badger-backed store. It is safe for concurrent use; each
 // chat's log has a single writer (its session actor), which keeps seq
-// assignment simple and conflict-free.
+// assignment simple, and every update of every chat goes through one
+// group committer (commit.go).
 type Store struct {
 	db *badger.DB
+	// w is the one writer: every update goes through it (see committer).
+	w *committer
 }
 
 // Options tune Open.
@@ -58,16 +61,20 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	st := &Store{db: db}
+	st := &Store{db: db, w: newCommitter(db)}
 	if err := st.finishDeletes(context.Background()); err != nil {
-		_ = db.Close()
+		_ = st.Close()
 		return nil, err
 	}
 	return st, nil
 }
 
-// Close flushes and closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close commits the writes already submitted, then flushes and closes the
+// database; later writes fail with ErrClosed.
+func (s *Store) Close() error {
+	s.w.close()
+	return s.db.Close()
+}
 
 // Sizes reports Badger's LSM and value-log sizes in bytes.
 func (s *Store) Sizes() (lsm, vlog int64) { return s.db.Size() }
@@ -366,30 +373,62 @@ func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message)
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	err := s.update(ctx, func(txn *badger.Txn) error {
-		last, err := lastSeq(txn, chatID)
-		if err != nil {
-			return err
-		}
-		for i := range out {
-			last++
-			out[i].Seq = last
-			if out[i].CreatedAt.IsZero() {
-				out[i].CreatedAt = time.Now().UTC()
-			}
-			val, err := encode(out[i])
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(msgKey(chatID, last), val); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := appendTxn(txn, chatID, out)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
 	}
 	return out, nil
+}
+
+// AppendWithSnapshot appends msgs as Append does and, in the same
+// transaction, saves the snapshot snap builds from the seq of the last
+// message in the log, so one sync covers both: a turn's answer and the
+// state it leaves land together or not at all. snap runs on the store's
+// writer and may run more than once; it must only read what it captured.
+func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		last, err := appendTxn(txn, chatID, out)
+		if err != nil {
+			return err
+		}
+		val, err := encode(snap(last))
+		if err != nil {
+			return err
+		}
+		return txn.Set(snapKey(chatID), val)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// appendTxn writes out at the end of a chat's log, setting their seqs,
+// and returns the seq of the log's last message.
+func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
+	last, err := lastSeq(txn, chatID)
+	if err != nil {
+		return 0, err
+	}
+	for i := range out {
+		last++
+		out[i].Seq = last
+		if out[i].CreatedAt.IsZero() {
+			out[i].CreatedAt = time.Now().UTC()
+		}
+		val, err := encode(out[i])
+		if err != nil {
+			return 0, err
+		}
+		if err := txn.Set(msgKey(chatID, last), val); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
 }
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
@@ -513,8 +552,9 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 // LearnWindow records a window a refusal named for provider/model; the
 // smaller of the old and new value is kept. It reports the value kept.
 func (s *Store) LearnWindow(ctx context.Context, provider, model string, window int) (int, error) {
-	kept := window
+	var kept int
 	err := s.update(ctx, func(txn *badger.Txn) error {
+		kept = window
 		var old int
 		if err := getTxn(txn, windowKey(provider, model), &old); err == nil && old > 0 && old < window {
 			kept = old
@@ -609,17 +649,13 @@ func getTxn(txn *badger.Txn, key []byte, v any) error {
 	return item.Value(func(b []byte) error { return decode(b, v) })
 }
 
-// update runs fn in a read-write transaction, retrying on conflicts.
+// update runs fn in the next group commit and returns once it is synced.
+// fn may run more than once (see write).
 func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
-	for attempt := 0; ; attempt++ {
-		err := s.db.Update(fn)
-		if !errors.Is(err, badger.ErrConflict) || attempt >= 10 {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	return s.w.do(fn)
 }
 
 func sortChats(cs []Chat) {

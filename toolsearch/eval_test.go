@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// benchDir is the shared tool-retrieval benchmark; tests that need it skip
-// when it is absent.
-var benchDir = envOr("TOOLSEARCH_DATA", "/work/shared/toolsearch")
+// benchDir is the tool-retrieval benchmark (testdata/bfcl/README.md: BFCL,
+// Apache-2.0); TOOLSEARCH_DATA points elsewhere.
+var benchDir = envOr("TOOLSEARCH_DATA", "testdata/bfcl")
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/agentd/agentd/chat"
@@ -30,7 +31,7 @@ func newMetrics() *Metrics {
 		waiting:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_turns_waiting", Help: "Turns queued in session mailboxes behind a running turn."}),
 	}
 	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -19,6 +19,9 @@ type Store interface {
 	Chat(ctx context.Context, id string) (persistence.Chat, error)
 	UpdateChat(ctx context.Context, c persistence.Chat) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
+	// AppendWithSnapshot appends and saves the snapshot snap builds from
+	// the log's last seq in one transaction: one sync for both.
+	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, msgs ...chat.Message) ([]chat.Message, error)
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
 	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot) error

@@ -27,6 +27,8 @@ type memStore struct {
 	chats map[string]persistence.Chat
 	msgs  map[string][]chat.Message
 	snaps map[string]persistence.Snapshot
+	// writes counts the writes that would each be a sync on disk.
+	writes int
 }
 
 func newMemStore() *memStore {
@@ -46,6 +48,7 @@ func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) 
 func (m *memStore) UpdateChat(_ context.Context, c persistence.Chat) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.writes++
 	m.chats[c.ID] = c
 	return nil
 }
@@ -53,12 +56,26 @@ func (m *memStore) UpdateChat(_ context.Context, c persistence.Chat) error {
 func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.writes++
+	return m.appendLocked(chatID, msgs), nil
+}
+
+func (m *memStore) AppendWithSnapshot(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	out := m.appendLocked(chatID, msgs)
+	m.snaps[chatID] = snap(out[len(out)-1].Seq)
+	return out, nil
+}
+
+func (m *memStore) appendLocked(chatID string, msgs []chat.Message) []chat.Message {
 	out := slices.Clone(msgs)
 	for i := range out {
 		out[i].Seq = int64(len(m.msgs[chatID]) + 1)
 		m.msgs[chatID] = append(m.msgs[chatID], out[i])
 	}
-	return out, nil
+	return out
 }
 
 func (m *memStore) Messages(_ context.Context, chatID string, from, to int64) ([]chat.Message, error) {
@@ -83,6 +100,7 @@ func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.S
 func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.writes++
 	m.snaps[chatID] = snap
 	return nil
 }
@@ -227,6 +245,28 @@ func TestATurnRunsToolsAndAnswersWithTheResultsInTheNextRequest(t *testing.T) {
 	}
 	if len(reqs[0].Tools) != 1 || reqs[0].Tools[0].Name != "echo" || reqs[0].System != "You help." {
 		t.Fatalf("first request: system %q tools %+v", reqs[0].System, reqs[0].Tools)
+	}
+}
+
+func TestAPlainTurnWritesTwiceAndItsAnswerLandsWithTheSnapshot(t *testing.T) {
+	h := newHarness(t, 128_000, nil, reply("hello"), reply("again"))
+	for _, text := range []string{"hi", "more"} {
+		h.store.mu.Lock()
+		before := h.store.writes
+		h.store.mu.Unlock()
+		res, _ := h.turn(text)
+		if res.Problem != nil {
+			t.Fatalf("problem: %+v", res.Problem)
+		}
+		h.store.mu.Lock()
+		writes, snap, log := h.store.writes-before, h.store.snaps["c1"], h.store.msgs["c1"]
+		h.store.mu.Unlock()
+		if writes != 2 {
+			t.Fatalf("turn %q wrote %d times, want 2 (its message; the answer with the snapshot)", text, writes)
+		}
+		if last := log[len(log)-1]; last.Role != chat.RoleAssistant || snap.LastSeqSent != last.Seq {
+			t.Fatalf("snapshot's last seq sent %d, the log ends with %+v", snap.LastSeqSent, last)
+		}
 	}
 }
 

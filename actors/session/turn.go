@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -248,20 +249,28 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		reply.Content, calls = parseWordsCalls(reply.Content, t.id, t.call)
 		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
-	if !s.storeTurnMsgs(ctx, reply) {
-		return
-	}
 	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, contextFull: s.contextFull(t, u)}
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
 	st := next(t.turnState, f)
+	switch st {
+	case stepTooManyRounds:
+		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)}, reply)
+		return
+	case stepRunTools, stepPause, stepContinue:
+		if !s.storeTurnMsgs(ctx, reply) {
+			return
+		}
+	default:
+		// The last answer of the turn lands with the snapshot: one sync.
+		s.endTurn(ctx, nil, reply)
+		return
+	}
 	if st == stepRunTools || st == stepPause {
 		for _, c := range reply.ToolCalls {
 			s.publish(chat.EventToolCall, t.id, c)
 		}
 	}
 	switch st {
-	case stepTooManyRounds:
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)})
 	case stepRunTools:
 		s.runTools(ctx, slices.DeleteFunc(slices.Clone(reply.ToolCalls), func(c chat.ToolCall) bool { return slices.Contains(t.awaiting, c) }))
 	case stepPause:
@@ -270,8 +279,6 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		// Cut off by the answer room with room to spare: ask for the rest.
 		t.continues++
 		s.prepare(ctx)
-	default:
-		s.endTurn(ctx, nil)
 	}
 }
 
@@ -297,12 +304,19 @@ func (s *session) contextFull(t *turn, u chat.Usage) bool {
 // storeTurnMsgs makes messages of the running turn durable, then announces
 // them. It ends the turn and reports false when the store fails.
 func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
-	t := s.turn
 	stored, err := s.deps.Store.Append(context.Background(), s.id, msgs...)
 	if err != nil {
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()})
 		return false
 	}
+	s.announceTurnMsgs(stored)
+	return true
+}
+
+// announceTurnMsgs takes stored messages of the running turn in and
+// publishes them.
+func (s *session) announceTurnMsgs(stored []chat.Message) {
+	t := s.turn
 	s.appendMsgs(stored...)
 	t.stored = append(t.stored, stored...)
 	for _, m := range stored {
@@ -312,7 +326,6 @@ func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
 		}
 		s.publish(ev, t.id, m)
 	}
-	return true
 }
 
 func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
@@ -352,9 +365,8 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	}
 	if m.partial != "" {
 		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Model: t.ref, Partial: true, Problem: problem.Message}
-		if !s.storeTurnMsgs(ctx, kept) {
-			return
-		}
+		s.endTurn(ctx, problem, kept)
+		return
 	}
 	s.endTurn(ctx, problem)
 }
@@ -416,11 +428,41 @@ func (s *session) retry(ctx actor.Context, m *retryCall) {
 	s.prepare(ctx)
 }
 
-func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
+// endTurn ends the running turn with problem (nil: it went well). The
+// turn's last messages, final, are stored in one transaction with the
+// snapshot; a turn that cannot store them ends with that problem instead.
+func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...chat.Message) {
 	t := s.turn
 	if t == nil {
 		return
 	}
+	s.snap.Paused = nil
+	if len(final) > 0 {
+		snap := s.snap
+		stored, err := s.deps.Store.AppendWithSnapshot(context.Background(), s.id, func(last int64) persistence.Snapshot {
+			snap.LastSeqSent = last
+			return snap
+		}, final...)
+		if err != nil {
+			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()})
+			return
+		}
+		s.snap = snap
+		s.announceTurnMsgs(stored)
+		s.closeTurn(ctx, problem)
+		return
+	}
+	s.snap.LastSeqSent = s.lastSeq
+	if err := s.saveSnapshot(); err != nil {
+		s.log.Error().Err(err).Msg("save snapshot")
+	}
+	s.closeTurn(ctx, problem)
+}
+
+// closeTurn stops what the turn still runs and announces its end; its state
+// is already stored.
+func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
+	t := s.turn
 	if t.callCancel != nil {
 		t.callCancel()
 	}
@@ -431,11 +473,6 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem) {
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	if problem != nil {
 		s.publish(chat.EventTurnProblem, t.id, problem)
-	}
-	s.snap.LastSeqSent = s.lastSeq
-	s.snap.Paused = nil
-	if err := s.saveSnapshot(); err != nil {
-		s.log.Error().Err(err).Msg("save snapshot")
 	}
 	// Free the tenant's slot before anyone hears the turn is over.
 	t.ended()

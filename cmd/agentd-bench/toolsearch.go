@@ -17,14 +17,14 @@ import (
 )
 
 // benchToolsearchCmd measures the real tool-index actor on a registry and
-// queries in the format of ../shared/toolsearch (BFCL-derived).
+// queries in the format of toolsearch/testdata/bfcl (BFCL-derived).
 var benchToolsearchCmd = &cobra.Command{
 	Use:   "toolsearch",
 	Short: "Rank every query's tools through the tool-index actor and write a run file",
 	Long: `Loads a registry (JSONL of {name, description, parameters}) into the tool-index
 actor, sends each query ({id, query[, expected]}) as a Search with K=10, and writes a
 run file of {"id","ranked","latency_ms"} lines, scorable with
-python3 ../shared/toolsearch/baseline.py --score-run RUN. Latency is the round trip
+python3 toolsearch/testdata/bfcl/baseline.py --score-run RUN. Latency is the round trip
 of the actor request. --synthetic N pads the registry to N tools with renamed
 copies (name_<word><round>) to measure large registries.`,
 	RunE: func(cmd *cobra.Command, _ []string) error {

@@ -115,7 +115,8 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	}
 
 	// The stop rule: stop intake (Shutdown, bounded), then wait for every
-	// Serve goroutine to return, then stop the hub, bounded.
+	// Serve goroutine to return, then stop the hub, bounded, and let the
+	// handlers of cut turns tell their clients before connections close.
 	select {
 	case err = <-served:
 		servers--
@@ -125,7 +126,6 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		err = srv.Shutdown(sctx)
 		cancel()
-		_ = srv.Close() // connections Shutdown could not drain in time
 	}
 	if metrics != nil {
 		_ = metrics.Close()
@@ -144,6 +144,9 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = api.Drain(dctx)
 	cancel()
+	// Only now close the connections Shutdown could not drain: the streams
+	// of cut turns have had their turn.completed.
+	_ = srv.Close()
 	log.Info().Msg("agentd stopped")
 	return err
 }

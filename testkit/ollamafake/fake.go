@@ -237,6 +237,7 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 	}
 	name := req.Model
 	if name == "" {
+		//lint:ignore SA1019 older clients still send "name"; Ollama accepts it, and so does its fake
 		name = req.Name
 	}
 	m, ok := s.model(name)

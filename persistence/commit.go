@@ -1,0 +1,143 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// ErrClosed is returned for a write submitted after Close.
+var ErrClosed = errors.New("store closed")
+
+// maxBatch bounds how many writes share one transaction and one sync.
+const maxBatch = 256
+
+// write is one caller's part of a batch: fn runs inside the shared
+// transaction and may run more than once (a batch is rebuilt without a
+// write that failed), so it must set, not accumulate, what it reports.
+type write struct {
+	fn   func(txn *badger.Txn) error
+	done chan error
+}
+
+// committer is group commit: one goroutine takes every write of every chat
+// and commits those waiting together in one Badger transaction, so one sync
+// covers them all. It does not linger for company: a lone write commits at
+// once (no added latency), and under load the writes that arrive during a
+// sync make up the next batch, up to maxBatch. Being the only writer, it
+// also means Badger never sees two update transactions conflict.
+type committer struct {
+	db *badger.DB
+	in chan write
+
+	mu     sync.RWMutex // guards closed against a send on a closed in
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newCommitter(db *badger.DB) *committer {
+	c := &committer{db: db, in: make(chan write, maxBatch)}
+	c.wg.Add(1)
+	go c.run()
+	return c
+}
+
+// do runs fn in the next batch and returns once that batch is synced (or
+// failed). Once queued, a write is waited for whatever the caller's
+// context says: returning early would leave it unknown whether it landed.
+func (c *committer) do(fn func(txn *badger.Txn) error) error {
+	done := make(chan error, 1)
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
+	c.in <- write{fn: fn, done: done}
+	c.mu.RUnlock()
+	return <-done
+}
+
+// close stops taking writes and returns once every queued one is committed.
+func (c *committer) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.in)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *committer) run() {
+	defer c.wg.Done()
+	batch := make([]write, 0, maxBatch)
+	for w := range c.in {
+		batch = append(batch[:0], w)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case w, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		c.commit(batch)
+	}
+}
+
+// commit commits batch in as few transactions as fit, in order. A write
+// whose fn fails gets its error and the rest go on without it; a write
+// that does not fit beside the others starts the next transaction; a
+// failed commit fails every write it carried.
+func (c *committer) commit(batch []write) {
+	for len(batch) > 0 {
+		n, failed, err := c.fill(batch)
+		if failed {
+			batch[n].done <- err
+			batch = append(batch[:n:n], batch[n+1:]...)
+			continue
+		}
+		for _, w := range batch[:n] {
+			w.done <- err
+		}
+		batch = batch[n:]
+	}
+}
+
+// fill runs the writes of batch in one transaction until one fails or the
+// transaction is full, and commits the n before it. failed reports that
+// batch[n] failed with err and nothing was committed (the transaction is
+// dropped, so none of its partial writes lands); else err is the commit's.
+func (c *committer) fill(batch []write) (n int, failed bool, err error) {
+	txn := c.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for n < len(batch) {
+		err := batch[n].fn(txn)
+		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+			// Rerun in a fresh transaction: drop this one and commit the
+			// writes before it alone.
+			txn.Discard()
+			txn = c.db.NewTransaction(true)
+			for _, w := range batch[:n] {
+				if err := w.fn(txn); err != nil {
+					return 0, true, err
+				}
+			}
+			break
+		}
+		if err != nil {
+			return n, true, err
+		}
+		n++
+	}
+	if err := txn.Commit(); err != nil {
+		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
+	}
+	return n, false, nil
+}
