@@ -11,8 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,13 +243,8 @@ func (h *Hub) noModelHelp() string {
 	if len(errs) == 0 {
 		return "The configured providers answer but serve no model: pull one (Ollama: ollama pull NAME) or name models in the config."
 	}
-	names := make([]string, 0, len(errs))
-	for name := range errs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(errs)) {
 		fmt.Fprintf(&b, "Provider %s does not answer (%v). ", name, errs[name])
 	}
 	b.WriteString("Start it: agentd re-reads its providers by itself (POST /v1/models/refresh to check now).")
