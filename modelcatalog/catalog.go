@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/anthropic"
@@ -226,6 +227,17 @@ func (w watched) Stream(ctx context.Context, req providers.Request, emit func(pr
 	w.cat.observe(w.name, err)
 	return res, err
 }
+
+// CheckSettings passes the check to the wrapped client: the wrapper must
+// hide no protocol's rules.
+func (w watched) CheckSettings(s chat.Settings) error {
+	if c, ok := w.Client.(providers.SettingsChecker); ok {
+		return c.CheckSettings(s)
+	}
+	return nil
+}
+
+var _ providers.SettingsChecker = watched{}
 
 func (c *Catalog) observe(name string, err error) {
 	c.mu.Lock()
