@@ -64,7 +64,8 @@ func TestBrowserSendAMessageAndSeeItStream(t *testing.T) {
 	r.do("ask for a calculation",
 		chromedp.SendKeys(chromedp.CSS("#composer-input"), "please calculate six times seven"),
 		pressEnter(false))
-	r.until("the tool round's answer", `[...document.querySelectorAll("#transcript .msg .text")].some(e => e.textContent === "The result is 42.")`)
+	// The stored answer (it has a seq), not the streamed bubble it replaces.
+	r.until("the tool round's stored answer", `[...document.querySelectorAll("#transcript article.msg")].some(e => Number(e.dataset.seq) > 0 && (e.querySelector(".text") || {}).textContent === "The result is 42.")`)
 
 	// What the page shows is the transcript, untouched: every message once, in
 	// seq order, with its content.
