@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRealWindows: agentd reads llama-server's window from /v1/models
@@ -138,7 +139,17 @@ func TestRealOllamaWindowBound(t *testing.T) {
 	tp := newTap(t, url)
 	ref := "ollama/" + realModel
 	d := startReal(t, daemonConfig{Providers: realYAML(ref, ollamaProvider("ollama", tp.URL, realModelCfg{ID: realModel, Window: 65536}))})
+	// The configured window is known at once; the server's list is read in
+	// the background, and must then bound it.
 	m := d.waitModel(t, ref)
+	for deadline := time.Now().Add(30 * time.Second); m.WindowSource == "config" && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		for _, got := range d.models(t) {
+			if got.ID == ref {
+				m = got
+			}
+		}
+	}
 	if m.Window != 32768 || m.WindowSource != "list" {
 		t.Fatalf("agentd says %+v, want the server's 32768 (trained length) to bound the configured 65536", m)
 	}
