@@ -19,22 +19,11 @@ const (
 	EventCompactionApplied = "compaction.applied" // data: CompactionApplied
 	EventHealed            = "healed"             // data: Healed
 	EventToolsLoaded       = "tools.loaded"       // data: {"names": [...]}
-	EventChatDeleted       = "chat.deleted"       // the chat is gone; a watcher's stream ends
-	// EventStreamDropped is a stream's last event when it fell behind and
-	// was dropped; the session is not told (data: StreamDropped).
-	EventStreamDropped = "stream.dropped"
 	// EventTurnRequiresAction: the turn paused for tool calls the
 	// application runs (data: TurnResult, status requires_action); POST
 	// .../tool-results resumes it.
 	EventTurnRequiresAction = "turn.requires_action"
 )
-
-// StreamDropped says why a stream was dropped, and the last stored message
-// it was told of: read the transcript after LastSeq to catch up.
-type StreamDropped struct {
-	Reason  string `json:"reason"`
-	LastSeq int64  `json:"last_seq"`
-}
 
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {
