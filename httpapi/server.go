@@ -34,7 +34,7 @@ type Server struct {
 	cfg    configs.Config
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
-	mux    *http.ServeMux
+	mux    *routeMux
 	guard  *webGuard
 	// handler is the mux behind the guard.
 	handler http.Handler
@@ -61,7 +61,7 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // New builds the handler. tokens maps bearer tokens to tenants.
 func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
-	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: &routeMux{ServeMux: http.NewServeMux()}, limiters: map[string]*rate.Limiter{}}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()
@@ -100,6 +100,7 @@ func (s *Server) routes() {
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
 	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false))
 	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.cfg.Metrics.Listen == "" {
 		s.mux.Handle("GET /metrics", s.authedRaw(func(w http.ResponseWriter, r *http.Request, _ string) { s.metrics().ServeHTTP(w, r) }, false))
 	}
