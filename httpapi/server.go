@@ -21,11 +21,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // Server is the HTTP handler of agentd.
@@ -36,6 +38,7 @@ type Server struct {
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
 	mux    *routeMux
 	guard  *webGuard
+	tracer trace.Tracer
 	// handler is the mux behind the guard.
 	handler http.Handler
 
@@ -59,9 +62,22 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
+// Option changes how New builds the server.
+type Option func(*Server)
+
+// WithTracerProvider gives each request a span of tp (docs/tracing.md);
+// without it requests are not traced.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Server) { s.tracer = telemetry.Tracer(tp) }
+}
+
 // New builds the handler. tokens maps bearer tokens to tenants.
-func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
-	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: &routeMux{ServeMux: http.NewServeMux()}, limiters: map[string]*rate.Limiter{}}
+func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger, opts ...Option) *Server {
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: &routeMux{ServeMux: http.NewServeMux()}, limiters: map[string]*rate.Limiter{},
+		tracer: telemetry.Tracer(nil)}
+	for _, o := range opts {
+		o(s)
+	}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()

@@ -126,7 +126,7 @@ func (s *session) pause(ctx actor.Context) {
 	}
 	s.snap.Paused.Calls = t.awaiting
 	if err := s.saveSnapshot(); err != nil {
-		s.log.Error().Err(err).Msg("save the paused turn")
+		s.logger().Error().Err(err).Msg("save the paused turn")
 	}
 	s.armPause(ctx, time.Until(s.snap.Paused.Since.Add(s.deps.ToolResultsWait)))
 	s.publish(chat.EventTurnRequiresAction, t.id, chat.TurnResult{TurnID: t.id, Status: chat.StatusRequiresAction,
