@@ -2,12 +2,11 @@ package httpapi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,29 +15,16 @@ import (
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/httpapi"
+	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
 
-// syncBuffer is a log stream written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the JSON log lines written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines returns the JSON log lines written so far.
+func logLines(t *testing.T, logs *testkit.LogBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
 		var l map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
@@ -64,7 +50,7 @@ func TestTheSessionLogsATurnUnderItsRequestID(t *testing.T) {
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: calculatorScript})
 	defer fake.Close()
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
-	var logs syncBuffer
+	var logs testkit.LogBuffer
 	log := zerolog.New(&logs).Level(zerolog.DebugLevel)
 	h, err := hub.New(context.Background(), cfg, log, hub.Options{InMemory: true, RefreshEvery: -1})
 	if err != nil {
@@ -94,7 +80,7 @@ func TestTheSessionLogsATurnUnderItsRequestID(t *testing.T) {
 	for {
 		var turnLines []map[string]any
 		ended := false
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(t, &logs) {
 			if l["turn_id"] != res.TurnID {
 				continue
 			}
