@@ -537,7 +537,9 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		default:
 		}
 	}
-	h.work.Go(func() { <-over; span.End() })
+	if span.IsRecording() {
+		h.work.Go(func() { <-over; span.End() })
+	}
 	type answer struct {
 		res any
 		err error
