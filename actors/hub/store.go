@@ -51,4 +51,3 @@ func openStore(ctx context.Context, cfg configs.Config, log zerolog.Logger, inMe
 	}
 	return st, nil
 }
-
