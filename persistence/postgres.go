@@ -287,25 +287,40 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 	return out, nil
 }
 
-// appendTx writes out at the end of a chat's log in one statement and
-// returns the seq of the log's last message.
+// appendTx writes out at the end of a chat's log and returns the seq of
+// the log's last message. One statement numbers and inserts them (one
+// round trip a write: the writer's cost is its round trips), so the seqs
+// come from the database: the stored values carry seq 0, and a read takes
+// each message's seq from its row.
 func (p *Postgres) appendTx(t *pgTxn, chatID string, out []chat.Message) (int64, error) {
-	var last int64
-	if err := t.tx.QueryRow(t.ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&last); err != nil {
-		return 0, err
-	}
-	vals, err := stamp(out, last)
-	if err != nil || len(out) == 0 {
+	if len(out) == 0 {
+		var last int64
+		err := t.tx.QueryRow(t.ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&last)
 		return last, err
 	}
-	seqs := make([]int64, len(out))
-	texts := make([]string, len(out))
 	for i := range out {
-		seqs[i], texts[i] = out[i].Seq, string(vals[i])
+		out[i].Seq = 0
 	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO messages (chat_id, seq, data)
-		SELECT $1, s, d::json FROM unnest($2::bigint[], $3::text[]) AS m(s, d)`, chatID, seqs, texts)
-	return out[len(out)-1].Seq, err
+	vals, err := stamp(out, -1)
+	if err != nil {
+		return 0, err
+	}
+	texts := make([]string, len(vals))
+	for i, v := range vals {
+		texts[i] = string(v)
+	}
+	var first int64
+	err = t.tx.QueryRow(t.ctx, `WITH last AS (SELECT coalesce(max(seq), 0) AS n FROM messages WHERE chat_id = $1),
+		ins AS (INSERT INTO messages (chat_id, seq, data)
+			SELECT $1, last.n + m.i, m.d::json FROM last, unnest($2::text[]) WITH ORDINALITY AS m(d, i))
+		SELECT n + 1 FROM last`, chatID, texts).Scan(&first)
+	if err != nil {
+		return 0, err
+	}
+	for i := range out {
+		out[i].Seq = first + int64(i)
+	}
+	return out[len(out)-1].Seq, nil
 }
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
@@ -323,6 +338,7 @@ func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) 
 			if err := decode(b, &m); err != nil {
 				return m, fmt.Errorf("seq %d: %w", seq, err)
 			}
+			m.Seq = seq // the row's, not the value's (see appendTx)
 			return m, nil
 		})
 	}

@@ -434,12 +434,14 @@ func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error
 	return last + int64(len(out)), nil
 }
 
-// stamp numbers out from the seq after last, dates those undated, and
-// encodes them (both backends).
+// stamp numbers out from the seq after last (last < 0: leaves the seqs),
+// dates those undated, and encodes them (both backends).
 func stamp(out []chat.Message, last int64) ([][]byte, error) {
 	vals := make([][]byte, len(out))
 	for i := range out {
-		out[i].Seq = last + int64(i) + 1
+		if last >= 0 {
+			out[i].Seq = last + int64(i) + 1
+		}
 		if out[i].CreatedAt.IsZero() {
 			out[i].CreatedAt = time.Now().UTC()
 		}
