@@ -115,7 +115,9 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	for k := range killCount {
 		if k%3 == 2 {
 			// Aim for a fold: wait until a summarising request is in flight.
-			for w := time.Now(); b.folding.Load() == 0 && time.Since(w) < 3*time.Second; {
+			// The wait is generous: on a loaded machine (or a slower store)
+			// chats grow long enough to fold only after a while.
+			for w := time.Now(); b.folding.Load() == 0 && time.Since(w) < 30*time.Second; {
 				time.Sleep(5 * time.Millisecond)
 			}
 			time.Sleep(time.Duration(rng.Int64N(int64(150 * time.Millisecond))))

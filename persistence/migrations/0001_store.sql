@@ -13,6 +13,7 @@ CREATE TABLE chats (
 CREATE INDEX chats_by_tenant ON chats (tenant, id);
 
 -- Each chat's append-only log; the primary key finds a chat's last seq.
+-- The seq is the row's (the stored message carries 0: postgres.go appendTx).
 CREATE TABLE messages (
     chat_id text COLLATE "C" NOT NULL,
     seq     bigint NOT NULL,
