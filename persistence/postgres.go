@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,8 +46,11 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
-	// Reads of many chats at once; the writer holds one connection.
-	cfg.MaxConns = max(cfg.MaxConns, 16)
+	// Reads of many chats at once; the writer holds one connection. A DSN's
+	// own pool_max_conns wins.
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, 16)
+	}
 	where := fmt.Sprintf("postgres at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
