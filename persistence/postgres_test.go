@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -18,14 +17,8 @@ func TestOpenPostgresSaysWhatIsWrongWithTheDSNOrTheServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "postgres DSN") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("a bad DSN: %v; want a DSN error that hides the password", err)
 	}
-	// A port nobody listens on: bound, then released.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	_, _, err = OpenPostgres(ctx, "postgres://agentd@"+addr+"/agentd?sslmode=disable&connect_timeout=5", PostgresOptions{})
+	dsn, addr := pgtest.Unreachable(t)
+	_, _, err = OpenPostgres(ctx, dsn, PostgresOptions{})
 	if err == nil || !strings.Contains(err.Error(), "connect to postgres at "+addr+"/agentd") {
 		t.Fatalf("an unreachable server: %v; want it named", err)
 	}

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/pgtest"
 )
 
 func TestNewOnPostgresSaysWhatIsMissingOrUnreachable(t *testing.T) {
@@ -21,13 +21,8 @@ func TestNewOnPostgresSaysWhatIsMissingOrUnreachable(t *testing.T) {
 		t.Fatalf("an empty DSN variable: %v; want it named", err)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	t.Setenv("AGENTD_TEST_UNSET_DSN", "postgres://agentd@"+addr+"/agentd?connect_timeout=5")
+	dsn, addr := pgtest.Unreachable(t)
+	t.Setenv("AGENTD_TEST_UNSET_DSN", dsn)
 	_, err = New(context.Background(), cfg, zerolog.Nop(), Options{RefreshEvery: -1})
 	if err == nil || !strings.Contains(err.Error(), "store: connect to postgres at "+addr) {
 		t.Fatalf("an unreachable server: %v; want it named", err)

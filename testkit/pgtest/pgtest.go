@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -64,4 +65,18 @@ func exec(t testing.TB, dsn, sql string) {
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// Unreachable returns a DSN of a loopback port nobody listens on (bound,
+// then released) and that port's address, for tests of a server that
+// does not answer; it needs no server.
+func Unreachable(t testing.TB) (dsn, addr string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	_ = l.Close()
+	return "postgres://agentd@" + addr + "/agentd?sslmode=disable&connect_timeout=5", addr
 }
