@@ -16,8 +16,8 @@ import (
 // Postgres is the store on PostgreSQL, holding what Store holds on Badger
 // (migrations/0001_store.sql) with the same behaviour: every update goes
 // through the same group committer, one transaction per batch, so a write
-// returns once Postgres has committed it (synchronous_commit, the default,
-// has flushed its WAL) and the caller may acknowledge it. Safe for
+// returns once Postgres has committed it (synchronous_commit on, set for
+// agentd's sessions: its WAL is flushed) and the caller may acknowledge it. Safe for
 // concurrent use.
 type Postgres struct {
 	pool *pgxpool.Pool
@@ -42,6 +42,11 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if err != nil {
 		// pgx's error repeats the DSN with its password masked.
 		return nil, nil, fmt.Errorf("postgres DSN: %w", err)
+	}
+	// The durability promise: a commit returns once its WAL is flushed,
+	// whatever the server's default; a DSN may ask for more (remote_apply).
+	if _, set := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout

@@ -39,6 +39,10 @@ func TestMigrationsApplyOnceAndAFailedOneChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sync string
+	if err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sync); err != nil || sync != "on" {
+		t.Fatalf("synchronous_commit = %q, %v; the durability promise needs on", sync, err)
+	}
 	_ = s.Close()
 	if len(applied) != 0 {
 		t.Fatalf("a second open applied %v again", applied)
