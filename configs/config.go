@@ -134,6 +134,9 @@ type Limits struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
 	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
 	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`
+	// MaxImportBytes per chat import (POST /v1/chats/import), which lands
+	// in one transaction. Defaults to 4 MiB.
+	MaxImportBytes int64 `yaml:"max_import_bytes" json:"max_import_bytes"`
 	// MaxMessageBytes per message content. Defaults to 256 KiB.
 	MaxMessageBytes int `yaml:"max_message_bytes" json:"max_message_bytes"`
 	// ChatsPerTenant. Defaults to 10000.
@@ -324,6 +327,7 @@ func (c *Config) ApplyDefaults() {
 	l := &c.Limits
 	setInt64(&l.MaxBodyBytes, 1<<20)
 	setInt64(&l.MaxUploadBytes, 1<<30)
+	setInt64(&l.MaxImportBytes, 4<<20)
 	setInt(&l.MaxMessageBytes, 256<<10)
 	setInt(&l.ChatsPerTenant, 10000)
 	setInt(&l.TurnsPerChat, 4)
