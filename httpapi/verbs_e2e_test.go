@@ -194,4 +194,3 @@ func TestEditAndDeleteOneMemoryInTheTenant(t *testing.T) {
 		t.Fatalf("second delete: %v, want 404", err)
 	}
 }
-
