@@ -177,10 +177,15 @@ func (c *Client) DeleteMemory(ctx context.Context, id string) error {
 
 // Transcript reads every message of a chat.
 func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
+	return c.TranscriptFrom(ctx, chatID, 0)
+}
+
+// TranscriptFrom reads a chat's messages from seq from on.
+func (c *Client) TranscriptFrom(ctx context.Context, chatID string, from int64) ([]Message, error) {
 	var out struct {
 		Messages []Message `json:"messages"`
 	}
-	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
+	err := c.getJSON(ctx, http.MethodGet, fmt.Sprintf("/v1/chats/%s/transcript?from_seq=%d", url.PathEscape(chatID), from), nil, &out)
 	return out.Messages, err
 }
 
