@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentd/agentd/configs"
@@ -114,5 +115,26 @@ func TestExampleConfigDocumentsEveryKeyAndValidates(t *testing.T) {
 		if rs.Validate(asJSON(t, bad)) == nil {
 			t.Errorf("%q validates", bad)
 		}
+	}
+}
+
+func TestStartWarnsOfAnUnsetKeyAndAnUnlistedDefaultModel(t *testing.T) {
+	cfg := configs.Config{DefaultModel: "cloud/gpt-x", Providers: []configs.Provider{{Name: "cloud", Kind: "openai",
+		APIKeyEnv: "AGENTD_TEST_NO_SUCH_KEY", Models: []configs.Model{{ID: "gpt-4.1"}}}}}
+	cfg.ApplyDefaults()
+	var buf strings.Builder
+	logConfig(zerolog.New(&buf), cfg, 1, func(string) string { return "" })
+	var warned []string
+	for line := range strings.Lines(buf.String()) {
+		var ev struct{ Level, Message string }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if ev.Level == "warn" {
+			warned = append(warned, ev.Message)
+		}
+	}
+	if len(warned) != 2 || !strings.Contains(warned[0], "AGENTD_TEST_NO_SUCH_KEY, which is not set") || !strings.Contains(warned[1], "default_model cloud/gpt-x is not in provider cloud's models") {
+		t.Fatalf("warnings at start: %q", warned)
 	}
 }
