@@ -103,13 +103,7 @@ func TestConcurrentChatsEachKeepTheirLogInOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	for c := range 8 {
 		ms, err := s.Messages(context.Background(), fmt.Sprint("chat-", c), 0, 0)

@@ -10,6 +10,19 @@ import (
 	"github.com/agentd/agentd/chat"
 )
 
+// reopen closes s and opens the store in dir again, as a restart does.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestAppendKeepsTheRecordsCountAndTitle(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
@@ -60,13 +73,7 @@ func TestImportChatLandsWholeOrNotAtAll(t *testing.T) {
 	if err := s.ImportChat(ctx, c, Snapshot{}, nil); err == nil {
 		t.Fatal("importing over an existing id succeeded")
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	got, err := s.Messages(ctx, "imp", 0, 0)
 	if err != nil || len(got) != 2 || got[0].Seq != 1 || got[1].Seq != 2 || !got[0].CreatedAt.Equal(at) || got[1].Content != "hello" {
