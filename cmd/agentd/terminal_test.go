@@ -203,3 +203,31 @@ func TestCtrlCStopsTheStreamAndASecondQuits(t *testing.T) {
 		t.Fatalf("a second Ctrl-C did not quit:\n%s", out.String())
 	}
 }
+
+// The spinner says what the turn waits for, from each event as the daemon
+// streams it.
+func TestSpinnerSaysWhatTheTurnWaitsFor(t *testing.T) {
+	term := &terminal{model: "fake/m"}
+	for _, tc := range []struct {
+		typ, data, want string
+	}{
+		{api.EventTurnStarted, `{"user_seq": 1}`, "waiting for fake/m… 0s"},
+		{eventWaiting, `{"elapsed_ms": 3200, "waiting_for": "summary"}`, "waiting for summary… 3s"},
+		{eventWaiting, `{"elapsed_ms": 1500, "waiting_for": "model", "detail": "fake/m's first word"}`, "waiting for fake/m's first word… 1s"},
+		{eventToolProgress, `{"tool": "pdf_search", "message": "reading pages", "done": 120, "total": 3000}`, "pdf_search: reading pages (120 of 3000)… 0s"},
+		{api.EventToolCall, `{"id": "c1", "name": "calculate", "arguments": "{}"}`, "running calculate… 0s"},
+		{api.EventCompactionStarted, `{"targets": 2}`, "compacting this turn's tool results… 0s"},
+	} {
+		var out screen
+		sp := newSpinner(&out)
+		term.show(sp, api.Event{Type: tc.typ, Data: []byte(tc.data)})
+		if got := out.String(); !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s: the spinner shows %q, want %q", tc.typ, tc.data, got, tc.want)
+		}
+		sp.print("answer")
+		sp.stop()
+		if got := out.String(); !strings.HasSuffix(got, "\r\033[Kanswer") {
+			t.Errorf("%s: text after the spinner does not clear it first: %q", tc.typ, got)
+		}
+	}
+}
