@@ -45,7 +45,7 @@ type Chat struct {
 	Title     string    `json:"title,omitempty"`
 	Model     string    `json:"model"`
 	CreatedAt time.Time `json:"created_at"`
-	// Messages is the chat's last seq (-1 in lists, where it is not read).
+	// Messages is the chat's last seq: how many messages its log holds.
 	Messages int64 `json:"messages"`
 	// Instructions and their version (each change is one).
 	Instructions        string    `json:"instructions,omitempty"`
@@ -72,6 +72,22 @@ type PatchChatRequest struct {
 	Settings     *Settings `json:"settings,omitempty"`
 	Toolsets     *[]string `json:"toolsets,omitempty"`
 	Tools        *[]Tool   `json:"tools,omitempty"`
+}
+
+// ExportFormat names the layout of a ChatExport; an import refuses others.
+const ExportFormat = "agentd.chat/1"
+
+// ChatExport is a whole chat as GET /v1/chats/{id}/export answers it and
+// POST /v1/chats/import takes it back: its setup, every message, and the
+// rolling summary that covers the messages before FirstKeptSeq.
+type ChatExport struct {
+	Format       string    `json:"format"`
+	ExportedAt   time.Time `json:"exported_at"`
+	Chat         Chat      `json:"chat"`
+	Summary      string    `json:"summary,omitempty"`
+	SummaryModel string    `json:"summary_model,omitempty"`
+	FirstKeptSeq int64     `json:"first_kept_seq,omitempty"`
+	Messages     []Message `json:"messages"`
 }
 
 // Origins of a sent message: empty for a person's own words.
@@ -345,6 +361,11 @@ type Memory struct {
 	CreatedAt time.Time `json:"created_at"`
 	State     string    `json:"state"`
 	RunID     string    `json:"run_id"`
+}
+
+// EditMemoryRequest is the body of PATCH /v1/memories/{id}.
+type EditMemoryRequest struct {
+	Text string `json:"text"`
 }
 
 // MemoryRun is one learning run: what it added, and whether it was undone.

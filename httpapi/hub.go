@@ -22,6 +22,9 @@ type Hub interface {
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	Export(ctx context.Context, tenant, id string) (api.ChatExport, error)
+	// Import stores an export as a new chat once every message is durable.
+	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	Context(ctx context.Context, tenant, id string) (api.Context, error)
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
@@ -43,6 +46,8 @@ type Hub interface {
 	MemoryRuns(ctx context.Context, tenant string) ([]api.MemoryRun, error)
 	ApproveMemory(ctx context.Context, tenant, id string) (api.Memory, error)
 	UndoRun(ctx context.Context, tenant, id string) (api.MemoryRun, error)
+	EditMemory(ctx context.Context, tenant, id, text string) (api.Memory, error)
+	DeleteMemory(ctx context.Context, tenant, id string) error
 
 	Models() api.Models
 	Refresh(ctx context.Context) api.Models

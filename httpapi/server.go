@@ -96,6 +96,9 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}", s.getChat)
 	api("PATCH /v1/chats/{id}", s.patchChat)
 	api("DELETE /v1/chats/{id}", s.deleteChat)
+	api("GET /v1/chats/{id}/export", s.exportChat)
+	// An import is bounded by limits.max_import_bytes, not max_body_bytes.
+	s.mux.Handle("POST /v1/chats/import", s.authedRaw(s.importChat, false))
 	api("POST /v1/chats/{id}/messages", s.sendMessage)
 	// The one event stream a browser's EventSource opens: it cannot set
 	// headers, so the token may come in the query here, and only here.
@@ -113,6 +116,8 @@ func (s *Server) routes() {
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
 	api("POST /v1/memories/{id}/approve", s.approveMemory)
+	api("PATCH /v1/memories/{id}", s.editMemory)
+	api("DELETE /v1/memories/{id}", s.deleteMemory)
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
 	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false))
 	s.mux.HandleFunc("GET /healthz", s.health)

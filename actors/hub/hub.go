@@ -360,11 +360,13 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
 	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
-		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)})
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)}, h.store.CreateChat)
 	return wireChat(c, 0), err
 }
 
-func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
+// createChat checks a new chat against the catalog, the tenant's limit and
+// its tools, gives it an id, and stores it with write.
+func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat, write func(context.Context, persistence.Chat) error) (persistence.Chat, error) {
 	if c.Model == "" {
 		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
@@ -389,29 +391,29 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 	if c.Instructions != "" {
 		c.InstructionsVersion = 1
 	}
-	if err := h.store.CreateChat(ctx, c); err != nil {
+	if err := write(ctx, c); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-// Chats lists a tenant's chats (their Messages is -1: not read).
+// Chats lists a tenant's chats with their last seqs.
 func (h *Hub) Chats(ctx context.Context, tenant string) ([]api.Chat, error) {
 	cs, err := h.store.Chats(ctx, tenant)
 	out := make([]api.Chat, len(cs))
 	for i, c := range cs {
-		out[i] = wireChat(c, -1)
+		out[i] = wireChat(c, c.LastSeq)
 	}
 	return out, err
 }
 
 // ChatsPage lists a page of a tenant's chats in id order after the id
-// after, and whether more follow (their Messages is -1: not read).
+// after, and whether more follow; each carries its last seq from its record.
 func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]api.Chat, bool, error) {
 	cs, more, err := h.store.ChatsPage(ctx, tenant, after, limit)
 	out := make([]api.Chat, len(cs))
 	for i, c := range cs {
-		out[i] = wireChat(c, -1)
+		out[i] = wireChat(c, c.LastSeq)
 	}
 	return out, more, err
 }

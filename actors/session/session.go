@@ -293,7 +293,14 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		s.respond(ctx, nil)
 		return
 	}
-	meta, snap := s.meta, s.snap
+	// The store keeps the record's title from the first message and its
+	// last seq: start from what it holds, not from s.meta.
+	meta, err := s.deps.Store.Chat(context.Background(), s.id)
+	if err != nil {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	}
+	snap := s.snap
 	if m.Model != nil && *m.Model != snap.Model {
 		if _, _, err := s.deps.Catalog.Resolve(*m.Model); err != nil {
 			ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
