@@ -292,3 +292,52 @@ func TestParseRange(t *testing.T) {
 		})
 	}
 }
+
+func TestALostIndexIsRebuiltOnceFromTheFile(t *testing.T) {
+	s := newStore(t, 0)
+	r := newRegistry(t, s)
+	facts := putAs(t, s, makeXLSX(t), "sales.xlsx", "")
+	if n := s.extractions.Load(); n != 1 {
+		t.Fatalf("Put extracted %d times, want once", n)
+	}
+	if err := os.Remove(s.indexPath(facts.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		res := call(t, r, ToolSheetRead, map[string]any{"attachment_id": facts.ID, "range": "B5"})
+		if !strings.Contains(res.Text, "5\twidget-5\n") {
+			t.Fatalf("sheet_read after the index was lost: %s", res.Text)
+		}
+	}
+	if n := s.extractions.Load(); n != 2 {
+		t.Errorf("%d extractions, want the Put's and one rebuild", n)
+	}
+	// a torn index is not trusted either
+	if err := os.Truncate(s.indexPath(facts.ID), 100); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, r, ToolSheetSearch, map[string]any{"attachment_id": facts.ID, "words": "widget-77"}); !strings.Contains(res.Text, "Sales!77: B77=widget-77") {
+		t.Errorf("sheet_search after the index was torn: %s", res.Text)
+	}
+}
+
+func TestSheetsAndDocumentsRefuseTheOtherKindsTools(t *testing.T) {
+	s := newStore(t, 0)
+	r := newRegistry(t, s)
+	sheet := putAs(t, s, makeXLSX(t), "sales.xlsx", "")
+	doc := putAs(t, s, writeTemp(t, "a.md", "# A\n"), "a.md", "")
+	cases := []struct {
+		tool, id, want string
+	}{
+		{ToolDocRead, sheet.ID, "use sheet_read or sheet_search"},
+		{ToolSheetRead, doc.ID, "use doc_info, doc_read or doc_search"},
+		{ToolPDFRead, sheet.ID, "use sheet_read"},
+		{ToolFileRead, sheet.ID, "use sheet_read"}, // an xlsx's raw bytes are zip
+	}
+	for _, c := range cases {
+		res := call(t, r, c.tool, map[string]any{"attachment_id": c.id})
+		if !res.IsError || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s: %+v", c.tool, res)
+		}
+	}
+}

@@ -23,10 +23,13 @@ import (
 // them with an error in the note instead of filling memory or disk.
 const (
 	zipMaxEntries    = 10_000
-	zipMaxEntryBytes = 128 << 20
 	zipMaxTotalBytes = 256 << 20
 	xmlMaxDepth      = 256
 )
+
+// zipMaxEntryBytes bounds one part unpacked; a variable only so that a
+// test can show the bound on a small file.
+var zipMaxEntryBytes int64 = 128 << 20
 
 // openZip opens an office file and refuses one with too many entries.
 func openZip(path string) (*zip.ReadCloser, error) {
@@ -56,7 +59,7 @@ func readPart(zr *zip.ReadCloser, name string, visit func(io.Reader) error) erro
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		defer rc.Close()
-		if err := visit(&capReader{r: rc, left: zipMaxEntryBytes, name: name}); err != nil {
+		if err := visit(&capReader{r: rc, left: zipMaxEntryBytes}); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil
@@ -68,17 +71,12 @@ func readPart(zr *zip.ReadCloser, name string, visit func(io.Reader) error) erro
 type capReader struct {
 	r    io.Reader
 	left int64
-	name string
 }
 
 func (c *capReader) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, fmt.Errorf("part is over %d MiB unpacked", zipMaxEntryBytes>>20)
-	}
 	n, err := c.r.Read(p[:min(int64(len(p)), c.left+1)])
-	c.left -= int64(n)
-	if c.left < 0 {
-		return n, fmt.Errorf("part is over %d MiB unpacked", zipMaxEntryBytes>>20)
+	if c.left -= int64(n); c.left < 0 {
+		return 0, fmt.Errorf("part is over %s unpacked", humanSize(zipMaxEntryBytes))
 	}
 	return n, err
 }

@@ -88,9 +88,11 @@ func kindOf(mt string) Kind {
 // plain text alone (never turning, say, a PDF into a csv).
 func refineKind(path, name, declared string, f *Facts) {
 	switch t := baseType(f.MediaType); {
-	case t == "application/zip":
+	case t == "application/zip" || t == "application/octet-stream":
 		if mt := officeType(path); mt != "" {
 			f.MediaType = mt
+		} else if mt := officeByName(name, declared); mt != "" {
+			f.MediaType = mt // not a readable office file: its note will say why
 		}
 	case t == "text/plain":
 		if k := kindOf(declared); k == KindSheet || k == KindDoc {
@@ -107,6 +109,24 @@ func refineKind(path, name, declared string, f *Facts) {
 		}
 	}
 	f.Kind = kindOf(f.MediaType)
+}
+
+// officeByName is the office format a name or a declared type claims.
+func officeByName(name, declared string) string {
+	if k := kindOf(declared); (k == KindSheet || k == KindDoc) && !strings.HasPrefix(baseType(declared), "text/") {
+		return baseType(declared)
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".xlsx", ".xlsm":
+		return mediaXLSX
+	case ".docx":
+		return mediaDOCX
+	case ".ods":
+		return mediaODS
+	case ".odt":
+		return mediaODT
+	}
+	return ""
 }
 
 // addKindFacts reads the facts particular to the kind from the file at path.
