@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // truncated keeps the first half of the file at path.
@@ -143,4 +145,50 @@ func TestReadPartStopsAtTheBound(t *testing.T) {
 	if n, err := read("exact"); err != nil || n != 1000 {
 		t.Errorf("a part at the bound: %d bytes, err %v", n, err)
 	}
+}
+
+func TestPropertyUnitIndexGivesBackWhatWasAdded(t *testing.T) {
+	dir := t.TempDir()
+	rapid.Check(t, func(rt *rapid.T) {
+		units := rapid.SliceOf(rapid.SliceOfN(rapid.Byte(), 0, 300)).Draw(rt, "units")
+		p := filepath.Join(dir, "idx")
+		f, err := os.Create(p)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer f.Close()
+		w := newIndexWriter(f)
+		for _, u := range units {
+			if err := w.add(u); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		if err := w.finish(); err != nil {
+			rt.Fatal(err)
+		}
+		x, err := openIndex(f)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if x.n != len(units) {
+			rt.Fatalf("%d units, want %d", x.n, len(units))
+		}
+		for i, u := range units {
+			if got, err := x.unit(i); err != nil || !bytes.Equal(got, u) {
+				rt.Fatalf("unit %d = %q, %v; want %q", i, got, err, u)
+			}
+		}
+		from := rapid.IntRange(0, len(units)).Draw(rt, "from")
+		next := from
+		err = x.each(from, func(i int, u []byte) (bool, error) {
+			if i != next || !bytes.Equal(u, units[i]) {
+				rt.Fatalf("each gave unit %d = %q, want unit %d = %q", i, u, next, units[next])
+			}
+			next++
+			return true, nil
+		})
+		if err != nil || next != len(units) {
+			rt.Fatalf("each stopped at %d of %d: %v", next, len(units), err)
+		}
+	})
 }

@@ -98,7 +98,7 @@ func writeSheets(b *strings.Builder, sheets []SheetFacts) {
 		} else {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(b, "%q %d rows x %d cols", clip(s.Name, 40), s.Rows, s.Cols)
+		fmt.Fprintf(b, "%q %s x %s", clip(s.Name, 40), plural(s.Rows, "row"), plural(s.Cols, "col"))
 		if len(s.Header) > 0 {
 			fmt.Fprintf(b, ", row %d: %s", s.HeaderRow, clip(strings.Join(s.Header, " | "), 90))
 		}

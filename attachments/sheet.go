@@ -151,8 +151,14 @@ func extractXLSX(ctx context.Context, path, tmpDir string, b *sheetBuilder) erro
 		if err := b.start(name); err != nil {
 			return err
 		}
-		if err := xlsxRows(ctx, x, name, b); err != nil {
-			return fmt.Errorf("sheet %q: %w", name, err)
+		err := xlsxRows(ctx, x, name, b)
+		switch {
+		case errors.Is(err, errIndexFull) || ctx.Err() != nil:
+			return err
+		case err != nil:
+			// one sheet that cannot be read (a chart sheet, a damaged
+			// part) costs that sheet, not the workbook
+			b.f.Problem = clip(fmt.Sprintf("sheet %q unreadable: %v", name, err), 200)
 		}
 		b.end()
 	}
