@@ -273,19 +273,55 @@ func pdfNumPage(r *pdf.Reader) (n int) {
 	return r.NumPage()
 }
 
-// pdfSearchText finds the pages, from fromPage on, whose text holds every
-// word (case-insensitive), with a snippet around the first word.
-func pdfSearchText(ctx context.Context, f *os.File, words []string, fromPage, maxHits int) (string, error) {
+// pageSource yields the text of pages from one on, in order, until visit
+// returns false: from the unit index, or by walking the page tree.
+type pageSource func(ctx context.Context, from int, visit func(n int, text string) bool) error
+
+// indexPages reads pages from a unit index: page n is unit n-1.
+func indexPages(x *unitIndex) pageSource {
+	return func(ctx context.Context, from int, visit func(n int, text string) bool) error {
+		return x.each(from-1, func(i int, unit []byte) (bool, error) {
+			if i%256 == 0 && ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return visit(i+1, string(unit)), nil
+		})
+	}
+}
+
+// walkedPages extracts each page's text from the document itself.
+func walkedPages(r *pdf.Reader) pageSource {
+	return func(ctx context.Context, from int, visit func(n int, text string) bool) error {
+		return walkPages(ctx, r, from, pdfNumPage(r), func(n int, p pdf.Page) bool { return visit(n, pageText(p)) })
+	}
+}
+
+// extractPDF writes every page's text into w, one unit a page.
+func extractPDF(ctx context.Context, path string, w *indexWriter) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	r, err := openPDF(f)
 	if err != nil {
-		return "", err
+		return err
 	}
-	total := pdfNumPage(r)
+	var addErr error
+	err = walkedPages(r)(ctx, 1, func(_ int, text string) bool {
+		addErr = w.add([]byte(text))
+		return addErr == nil
+	})
+	return errors.Join(err, addErr)
+}
+
+// pdfSearchText finds the pages, from fromPage on, whose text holds every
+// word (case-insensitive), with a snippet around the first word.
+func pdfSearchText(ctx context.Context, pages pageSource, total int, words []string, fromPage, maxHits int) (string, error) {
 	m := newMatcher(words)
 	var b strings.Builder
 	hits, more, lastShown := 0, 0, 0
-	err = walkPages(ctx, r, fromPage, total, func(n int, p pdf.Page) bool {
-		text := pageText(p)
+	err := pages(ctx, fromPage, func(n int, text string) bool {
 		if !m.match([]byte(text)) {
 			return true
 		}
