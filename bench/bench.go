@@ -55,6 +55,8 @@ type Options struct {
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
 	ConfigPath string
+	// Profile writes CPU and heap profiles of agentd's replay turn loops.
+	Profile Profiles
 }
 
 func (o *Options) defaults() {
@@ -170,7 +172,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			}
 			var sides []*SideResult
 			if o.want(PartReplay) {
-				res, err := ReplayAgentd(ctx, rp, win, turns)
+				res, err := ReplayAgentd(ctx, rp, win, turns, o.Profile.forWindow(win, len(o.Windows) > 1))
 				if err != nil {
 					fail(fmt.Sprintf("replay agentd %d", win), err)
 				} else {

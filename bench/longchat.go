@@ -186,7 +186,9 @@ func carriedIn(rp *Replay, turns int, text string) Fidelity {
 
 // ReplayAgentd replays the first turns of rp through a real agentd against
 // the fake with the given window.
-func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int) (*SideResult, error) {
+// prof, when it names files, profiles the turn loop alone (not the setup
+// or the fidelity searches after it).
+func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int, prof Profiles) (*SideResult, error) {
 	turns = min(turns, len(rp.Turns))
 	res := &SideResult{Side: "agentd", Window: window, Turns: turns, Problems: map[string]int{}}
 	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
@@ -205,7 +207,15 @@ func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int) (*SideResu
 	if err != nil {
 		return nil, err
 	}
-	if err := d.replayTurns(ctx, chatID, rp, turns, res, nil); err != nil {
+	stop, err := prof.start()
+	if err != nil {
+		return nil, err
+	}
+	err = d.replayTurns(ctx, chatID, rp, turns, res, nil)
+	if perr := stop(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("agentd window %d: %w", window, err)
 	}
 	analyse(res, fake.Requests(), rp, turns)
