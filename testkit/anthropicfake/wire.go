@@ -56,11 +56,11 @@ type wireSource struct {
 }
 
 type wireTool struct {
-	Type        string          `json:"type,omitempty"`
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-	CacheControl *cacheControl  `json:"cache_control,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
 }
 
 // parsed is a request read into neutral form plus what the fake checks.
