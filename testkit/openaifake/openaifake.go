@@ -54,6 +54,9 @@ type Options struct {
 	// ReasoningField names the delta field thinking is streamed in:
 	// "reasoning_content" (DeepSeek, the default) or "reasoning" (OpenRouter).
 	ReasoningField string
+	// Props, when set, is served at GET /props as llama.cpp's llama-server
+	// does (n_ctx, total_slots).
+	Props string
 	// Listener, when set, is where the fake serves (a test that starts it
 	// at an address agentd already knows); nil picks a free port.
 	Listener net.Listener
@@ -83,6 +86,12 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /v1/models", s.models)
+	if opts.Props != "" {
+		mux.HandleFunc("GET /props", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, opts.Props)
+		})
+	}
 	s.ts = httptest.NewUnstartedServer(mux)
 	if opts.Listener != nil {
 		_ = s.ts.Listener.Close()
