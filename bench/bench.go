@@ -264,6 +264,9 @@ func printSide(w io.Writer, r *SideResult) {
 		fmt.Fprintf(w, "; search finds %d/%d ids %d/%d instructions", f.IdentifiersFound, f.Identifiers, f.InstructionsFound, f.Instructions)
 	}
 	fmt.Fprintf(w, " (%.1f s)\n", r.WallSeconds)
+	c := r.Cache
+	fmt.Fprintf(w, "cache %-24s window %-5s: chat input %d, cached %d (%.1f%%); summarising+learning input %d, cached %d (%.1f%%); prefix breaks %v, their uncached tokens %v\n",
+		r.Side, shortTokens(r.Window), c.ChatInput, c.ChatCached, 100*c.ChatShare(), c.SummaryInput+c.LearnInput, c.SummaryCached+c.LearnCached, 100*c.BackgroundShare(), c.Breaks, c.BreakUncached)
 }
 
 func ratios(sides []*SideResult) []Ratio {

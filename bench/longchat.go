@@ -43,6 +43,7 @@ type SideResult struct {
 	OverheadMS         Quantiles      `json:"overhead_ms"`
 	WallSeconds        float64        `json:"wall_seconds"`
 	Fidelity           Fidelity       `json:"fidelity"`
+	Cache              CacheFigures   `json:"cache"`
 	Note               string         `json:"note,omitempty"`
 	Error              string         `json:"error,omitempty"`
 }
@@ -87,6 +88,8 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 	var last *testkit.Received
 	turnNow := 0
+	c := &r.Cache
+	c.Breaks, c.BreakUncached = map[string]int{}, map[string]int{}
 	for i := range reqs {
 		q := &reqs[i]
 		r.Requests++
@@ -102,14 +105,27 @@ func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 		if IsSummaryRequest(*q) {
 			r.SummaryRequests++
 			r.SummaryInputTokens += q.InputTokens
+			c.SummaryInput += q.InputTokens
+			c.SummaryCached += q.CachedTokens
 			continue
 		}
 		if IsLearnRequest(*q) {
 			r.LearnRequests++
 			r.LearnInputTokens += q.InputTokens
+			c.LearnInput += q.InputTokens
+			c.LearnCached += q.CachedTokens
 			continue
 		}
 		r.TurnInputTokens += q.InputTokens
+		c.ChatInput += q.InputTokens
+		c.ChatCached += q.CachedTokens
+		c.PerRequest = append(c.PerRequest, [2]int{q.CachedTokens, q.InputTokens - q.CachedTokens})
+		if last != nil {
+			if why := breakReason(last, q); why != "" {
+				c.Breaks[why]++
+				c.BreakUncached[why] += q.InputTokens - q.CachedTokens
+			}
+		}
 		turn := -1
 		for j := len(q.Messages) - 1; j >= 0 && turn < 0; j-- {
 			if q.Messages[j].Role == chat.RoleUser {

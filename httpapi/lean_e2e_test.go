@@ -291,3 +291,48 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 		}
 	})
 }
+
+// Tools a message's words preloaded that the model never calls leave the
+// list at the next fold (where the prefix changes anyway); a tool the model
+// called stays, and nothing reshuffles between folds.
+func TestWordLoadedToolsLeaveAtTheNextFoldUnlessCalled(t *testing.T) {
+	const win = 8192
+	wh := &warehouseTools{calls: map[string]int{}}
+	fake := openaifake.New(openaifake.Options{Window: win, Script: leanScript})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{Tools: wh.register})
+	c := newChat(t, d, "")
+
+	preloaded := loadedIn(t, sendCollect(t, d, c.ID, "how do I inspect a pallet and price an invoice"))
+	if len(preloaded) == 0 {
+		t.Fatal("the words preloaded nothing; the test needs a preloaded tool")
+	}
+	sendCollect(t, d, c.ID, "weigh the crate C-4 please")
+	if wh.count("weigh_crate") != 1 {
+		t.Fatalf("weigh_crate ran %d times", wh.count("weigh_crate"))
+	}
+	before := chatContext(t, d, c.ID).LoadedTools
+	for _, name := range append(slices.Clone(preloaded), "weigh_crate") {
+		if !slices.Contains(before, name) {
+			t.Fatalf("loaded tools %v lack %s before the fold", before, name)
+		}
+	}
+	var folded chat.Compacted
+	if err := d.Client.Post(context.Background(), "/v1/chats/"+c.ID+"/compact", map[string]string{}, &folded); err != nil {
+		t.Fatal(err)
+	}
+	after := chatContext(t, d, c.ID).LoadedTools
+	for _, name := range preloaded {
+		if name != "weigh_crate" && slices.Contains(after, name) {
+			t.Fatalf("%s, preloaded by words and never called, is still loaded after the fold: %v", name, after)
+		}
+	}
+	if !slices.Contains(after, "weigh_crate") {
+		t.Fatalf("weigh_crate, called, left the loaded tools at the fold: %v", after)
+	}
+	n := len(requestsOf(fake, kindTurn))
+	sendCollect(t, d, c.ID, "hello again")
+	if r := turnRequestsSince(fake, n)[0]; !slices.Contains(r.Tools, "weigh_crate") {
+		t.Fatalf("the next request's tools %v lack weigh_crate", r.Tools)
+	}
+}

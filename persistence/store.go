@@ -506,6 +506,9 @@ type Snapshot struct {
 	Untrusted bool `json:"untrusted,omitempty"`
 	// Paused is a turn waiting for the application's tool results.
 	Paused *PausedTurn `json:"paused,omitempty"`
+	// UncalledTools are loaded tools a message's words named that no call
+	// has used yet; they leave LoadedTools at the next fold.
+	UncalledTools []string `json:"uncalled_tools,omitempty"`
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls

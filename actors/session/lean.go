@@ -124,6 +124,7 @@ func (s *session) loadTools(su setup, names ...string) []string {
 	}
 	if over := len(s.snap.LoadedTools) - maxLoadedTools; over > 0 {
 		s.snap.LoadedTools = slices.Clone(s.snap.LoadedTools[over:])
+		s.snap.UncalledTools = slices.DeleteFunc(s.snap.UncalledTools, func(n string) bool { return !slices.Contains(s.snap.LoadedTools, n) })
 	}
 	return added
 }
@@ -152,9 +153,30 @@ func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 		return
 	}
 	if added := s.loadTools(s.turn.setup, m.names...); len(added) > 0 {
+		s.snap.UncalledTools = append(s.snap.UncalledTools, added...)
 		s.publish(chat.EventToolsLoaded, m.turnID, map[string][]string{"names": added})
 	}
 	s.prepare(ctx)
+}
+
+// toolsUsed: the model called these tools, or asked find_tools for them;
+// they stay loaded past the next fold.
+func (s *session) toolsUsed(names []string) {
+	if len(s.snap.UncalledTools) == 0 {
+		return
+	}
+	s.snap.UncalledTools = slices.DeleteFunc(s.snap.UncalledTools, func(n string) bool { return slices.Contains(names, n) })
+}
+
+// dropUncalledTools unloads the tools words loaded that the model never
+// called. It runs at a fold, which changes the request's prefix anyway, so
+// the tool list changes only where the prompt cache is lost already.
+func (s *session) dropUncalledTools() {
+	if len(s.snap.UncalledTools) == 0 {
+		return
+	}
+	s.snap.LoadedTools = slices.DeleteFunc(s.snap.LoadedTools, func(n string) bool { return slices.Contains(s.snap.UncalledTools, n) })
+	s.snap.UncalledTools = nil
 }
 
 // newestThatFit keeps the last of specs (the newest loaded) whose schemas
