@@ -293,8 +293,8 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 }
 
 // Tools a message's words preloaded that the model never calls leave the
-// list at the next fold (where the prefix changes anyway); a tool the model
-// called stays, and nothing reshuffles between folds.
+// list at the next fold (where the prefix changes anyway) and words load
+// them no more; a tool the model called stays.
 func TestWordLoadedToolsLeaveAtTheNextFoldUnlessCalled(t *testing.T) {
 	const win = 8192
 	wh := &warehouseTools{calls: map[string]int{}}
@@ -330,9 +330,12 @@ func TestWordLoadedToolsLeaveAtTheNextFoldUnlessCalled(t *testing.T) {
 	if !slices.Contains(after, "weigh_crate") {
 		t.Fatalf("weigh_crate, called, left the loaded tools at the fold: %v", after)
 	}
+	// The same words load the declined tools no more: the list stays.
 	n := len(requestsOf(fake, kindTurn))
-	sendCollect(t, d, c.ID, "hello again")
-	if r := turnRequestsSince(fake, n)[0]; !slices.Contains(r.Tools, "weigh_crate") {
-		t.Fatalf("the next request's tools %v lack weigh_crate", r.Tools)
+	if again := loadedIn(t, sendCollect(t, d, c.ID, "how do I inspect a pallet and price an invoice")); len(again) > 0 {
+		t.Fatalf("words loaded %v again after the model left them uncalled", again)
+	}
+	if r := turnRequestsSince(fake, n)[0]; !slices.Contains(r.Tools, "weigh_crate") || slices.ContainsFunc(preloaded, func(n string) bool { return n != "weigh_crate" && slices.Contains(r.Tools, n) }) {
+		t.Fatalf("the next request's tools are %v", r.Tools)
 	}
 }
