@@ -97,6 +97,20 @@ func leanScript(r testkit.Received) testkit.Reply {
 	return testkit.Reply{Text: "Hello."}
 }
 
+// leanWindow is the window of the lean tests: small enough to be lean.
+const leanWindow = 8192
+
+// startWarehouse starts a daemon with the warehouse tools on a lean window
+// against a fake playing leanScript.
+func startWarehouse(t *testing.T) (*warehouseTools, *openaifake.Server, *daemontest.Daemon) {
+	t.Helper()
+	wh := &warehouseTools{calls: map[string]int{}}
+	fake := openaifake.New(openaifake.Options{Window: leanWindow, Script: leanScript})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), leanWindow), nil, hub.Options{Tools: wh.register})
+	return wh, fake, d
+}
+
 // turnRequests returns the turn requests made since the first n.
 func turnRequestsSince(fake *openaifake.Server, n int) []testkit.Received {
 	return requestsOf(fake, kindTurn)[n:]
@@ -136,11 +150,8 @@ func loadedIn(t *testing.T, evs []api.Event) []string {
 // person names are preloaded, find_tools loads more, a tool called by name
 // runs and is loaded, and the loaded set survives a restart.
 func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
-	const win = 8192
-	wh := &warehouseTools{calls: map[string]int{}}
-	fake := openaifake.New(openaifake.Options{Window: win, Script: leanScript})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{Tools: wh.register})
+	const win = leanWindow
+	wh, fake, d := startWarehouse(t)
 	ctx := context.Background()
 
 	// The premise: every tool's spec together would not fit a quarter of
@@ -296,11 +307,7 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 // list at the next fold (where the prefix changes anyway) and words load
 // them no more; a tool the model called stays.
 func TestWordLoadedToolsLeaveAtTheNextFoldUnlessCalled(t *testing.T) {
-	const win = 8192
-	wh := &warehouseTools{calls: map[string]int{}}
-	fake := openaifake.New(openaifake.Options{Window: win, Script: leanScript})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{Tools: wh.register})
+	wh, fake, d := startWarehouse(t)
 	c := newChat(t, d, "")
 
 	preloaded := loadedIn(t, sendCollect(t, d, c.ID, "how do I inspect a pallet and price an invoice"))
