@@ -55,6 +55,8 @@ type Options struct {
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
 	ConfigPath string
+	// Profile writes CPU and heap profiles of agentd's replay turn loops.
+	Profile Profiles
 }
 
 func (o *Options) defaults() {
@@ -170,7 +172,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			}
 			var sides []*SideResult
 			if o.want(PartReplay) {
-				res, err := ReplayAgentd(ctx, rp, win, turns)
+				res, err := ReplayAgentd(ctx, rp, win, turns, o.Profile.forWindow(win, len(o.Windows) > 1))
 				if err != nil {
 					fail(fmt.Sprintf("replay agentd %d", win), err)
 				} else {
@@ -262,6 +264,9 @@ func printSide(w io.Writer, r *SideResult) {
 		fmt.Fprintf(w, "; search finds %d/%d ids %d/%d instructions", f.IdentifiersFound, f.Identifiers, f.InstructionsFound, f.Instructions)
 	}
 	fmt.Fprintf(w, " (%.1f s)\n", r.WallSeconds)
+	c := r.Cache
+	fmt.Fprintf(w, "cache %-24s window %-5s: chat input %d, cached %d (%.1f%%); summarising+learning input %d, cached %d (%.1f%%); prefix breaks %v, their uncached tokens %v\n",
+		r.Side, shortTokens(r.Window), c.ChatInput, c.ChatCached, 100*c.ChatShare(), c.SummaryInput+c.LearnInput, c.SummaryCached+c.LearnCached, 100*c.BackgroundShare(), c.Breaks, c.BreakUncached)
 }
 
 func ratios(sides []*SideResult) []Ratio {

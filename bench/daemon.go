@@ -51,6 +51,8 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 		cfg.DataDir = o.dir
 	} else {
 		cfg = testkit.Config(o.dir, o.fakeURL, o.window)
+		on := true
+		cfg.Providers[0].PromptCacheKey = &on // the fake takes it, as OpenAI does
 	}
 	cfg.Limits.ChatsPerTenant = 1 << 20
 	cfg.Limits.TurnsPerChat = 8

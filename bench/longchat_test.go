@@ -12,7 +12,7 @@ func TestAgentdReplayStaysUnderEveryWindow(t *testing.T) {
 	}
 	rp := NewReplay(7, 120, "")
 	for _, window := range []int{8000, 32000} {
-		res, err := ReplayAgentd(context.Background(), rp, window, len(rp.Turns))
+		res, err := ReplayAgentd(context.Background(), rp, window, len(rp.Turns), Profiles{})
 		if err != nil {
 			t.Fatal(err)
 		}

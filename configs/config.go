@@ -99,6 +99,11 @@ type Provider struct {
 	// Cheapest and Small override the company table for the summariser.
 	Cheapest string `yaml:"cheapest" json:"cheapest,omitempty"`
 	Small    string `yaml:"small" json:"small,omitempty"`
+	// PromptCacheKey sends each chat's stable prompt_cache_key (OpenAI-style
+	// APIs that take it route a chat's requests to the machine holding its
+	// cached prefix). Unset: on for api.openai.com, off elsewhere, since a
+	// strict server may refuse a field it does not know.
+	PromptCacheKey *bool `yaml:"prompt_cache_key" json:"prompt_cache_key,omitempty"`
 }
 
 // Model is one configured model: a bare id or {id, window, vision, tools}.

@@ -636,6 +636,11 @@ type Snapshot struct {
 	Untrusted bool `json:"untrusted,omitempty"`
 	// Paused is a turn waiting for the application's tool results.
 	Paused *PausedTurn `json:"paused,omitempty"`
+	// UncalledTools are loaded tools a message's words named that no call
+	// has used yet; they leave LoadedTools at the next fold, and join
+	// DeclinedTools, which words load no more (find_tools or a call does).
+	UncalledTools []string `json:"uncalled_tools,omitempty"`
+	DeclinedTools []string `json:"declined_tools,omitempty"`
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls

@@ -145,7 +145,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
-		Settings: t.setup.settings,
+		Settings: t.setup.settings, CacheKey: s.id,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil

@@ -81,6 +81,7 @@ func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 		return
 	}
 	if t.info.Window > 0 && t.plan.lean {
+		s.toolsUsed(load)
 		if added := s.loadTools(t.setup, load...); len(added) > 0 {
 			s.publish(chat.EventToolsLoaded, t.id, map[string][]string{"names": added})
 		}

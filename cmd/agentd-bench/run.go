@@ -27,6 +27,8 @@ func init() {
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
 	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
+	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows)")
+	f.String("memprofile", "", "write a heap profile at the end of agentd's replay turn loop to this file (named as --cpuprofile)")
 	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
 		var o bench.Options
@@ -42,6 +44,8 @@ func init() {
 		o.ScaleChats, _ = f.GetIntSlice("scale-chats")
 		o.Real, _ = f.GetString("real")
 		o.ConfigPath, _ = f.GetString("config")
+		o.Profile.CPU, _ = f.GetString("cpuprofile")
+		o.Profile.Heap, _ = f.GetString("memprofile")
 		out, _ := f.GetString("out")
 		if replot, _ := f.GetString("replot"); replot != "" {
 			if o.PlotDir == "" {
