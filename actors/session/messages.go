@@ -86,6 +86,15 @@ type ToolResult struct {
 	IsError bool
 }
 
+// Append stores messages a client already holds — the earlier part of a
+// conversation it brings to a new chat — without running a turn, in order,
+// durably before the reply; only between turns (else ErrBusy). Reply:
+// *Appended or *Rejected.
+type Append struct{ Messages []chat.Message }
+
+// Appended answers Append with the messages as stored, with their seqs.
+type Appended struct{ Messages []chat.Message }
+
 // Patched confirms a Patch.
 type Patched struct{}
 

@@ -93,6 +93,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.respond(ctx, s.contextView())
 	case *Patch:
 		s.patch(ctx, m)
+	case *Append:
+		s.appendHistory(ctx, m)
 	case *Compact:
 		s.compact(ctx, m)
 	case *modelDone:
@@ -317,6 +319,44 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	}
 	s.meta, s.snap = meta, snap
 	ctx.Respond(&Patched{})
+}
+
+// appendBatchBytes bounds one transaction of an Append: a long history is
+// stored in several, each synced, so none outgrows Badger's batch.
+const appendBatchBytes = 2 << 20
+
+// appendHistory stores messages between turns, in batches.
+func (s *session) appendHistory(ctx actor.Context, m *Append) {
+	switch {
+	case s.loadErr != nil:
+		s.respond(ctx, nil)
+		return
+	case s.stopping:
+		ctx.Respond(&Rejected{Err: ErrStopping})
+		return
+	case s.turn != nil || len(s.queue) > 0:
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn runs; messages are appended between turns", ErrBusy)})
+		return
+	}
+	var out []chat.Message
+	for rest := m.Messages; len(rest) > 0; {
+		n, size := 0, 0
+		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= appendBatchBytes) {
+			size += len(rest[n].Content)
+			n++
+		}
+		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)
+		if err != nil {
+			ctx.Respond(&Rejected{Err: fmt.Errorf("store the history (%d of %d messages stored): %w", len(out), len(m.Messages), err)})
+			return
+		}
+		s.appendMsgs(stored...)
+		for _, st := range stored {
+			s.publish(chat.EventMessage, "", st)
+		}
+		out, rest = append(out, stored...), rest[n:]
+	}
+	ctx.Respond(&Appended{Messages: out})
 }
 
 func (s *session) saveSnapshot() error {
