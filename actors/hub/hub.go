@@ -621,7 +621,7 @@ func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Co
 
 // Models lists what the catalog knows, and which providers did not answer.
 func (h *Hub) Models() api.Models {
-	out := api.Models{Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
+	out := api.Models{Object: "list", Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
 	for _, m := range h.catalog.Models() {
 		out.Models = append(out.Models, wireModel(m))
 	}

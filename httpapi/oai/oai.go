@@ -1,0 +1,58 @@
+// Package oai is agentd's OpenAI-compatible HTTP surface: Responses,
+// Conversations, Chat Completions and the models list, as OpenAI's API
+// reference describes them, for the official SDKs and the tools built on
+// them (docs/openai.md). A response is a turn of an agentd chat, a chain
+// of previous_response_ids is one chat, and a conversation is a chat: this
+// package translates, the hub does the work. httpapi mounts its routes
+// behind the native API's authentication (the same tenant tokens), and
+// every error here is in OpenAI's shape (WriteError).
+package oai
+
+import (
+	"net/http"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+)
+
+// Hub is what this surface needs of the daemon; httpapi's Hub embeds it.
+// Every method resolves ids inside tenant, and its errors are the hub's
+// sentinels (WriteHubError maps them).
+type Hub interface {
+	Models() api.Models
+}
+
+// Handler serves the OpenAI-compatible routes.
+type Handler struct {
+	hub Hub
+	cfg configs.Config
+	log zerolog.Logger
+}
+
+// New builds the surface over h.
+func New(h Hub, cfg configs.Config, log zerolog.Logger) *Handler {
+	return &Handler{hub: h, cfg: cfg, log: log.With().Str("component", "oai").Logger()}
+}
+
+// Route is one route of the surface: a ServeMux pattern and its handler,
+// called with the caller's tenant once httpapi has authenticated it.
+type Route struct {
+	Pattern string
+	Handle  func(w http.ResponseWriter, r *http.Request, tenant string)
+}
+
+// Routes lists every route the surface serves, for httpapi to mount.
+func (h *Handler) Routes() []Route {
+	return []Route{
+		{"GET /v1/models", h.models},
+	}
+}
+
+// models answers the models list in OpenAI's shape, each entry carrying
+// agentd's window and its source alongside; agentd's own clients read the
+// same body.
+func (h *Handler) models(w http.ResponseWriter, r *http.Request, tenant string) {
+	writeJSON(w, http.StatusOK, h.hub.Models())
+}
