@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -94,7 +95,7 @@ func (s *Server) routes() {
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
 	for _, rt := range oai.New(s.hub, s.cfg, s.log).Routes() {
-		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError))
+		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, cmp.Or(rt.MaxBody, s.cfg.Limits.MaxBodyBytes)))
 	}
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
@@ -148,18 +149,19 @@ func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 
 // authed authenticates, rate-limits and bounds the body in size and time.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
-	return s.authedAs(h, tokenInQuery, writeError)
+	return s.authedAs(h, tokenInQuery, writeError, s.cfg.Limits.MaxBodyBytes)
 }
 
 // errorWriter writes an error in one surface's shape: the native API's
 // (writeError) or OpenAI's (oai.WriteNativeError).
 type errorWriter func(w http.ResponseWriter, status int, kind, msg string)
 
-// authedAs is authed with refusals written by writeError.
-func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter) http.Handler {
+// authedAs is authed with refusals written by writeError and bodies
+// bounded to maxBody.
+func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter, maxBody int64) http.Handler {
 	return s.authedRaw(func(w http.ResponseWriter, r *http.Request, tenant string) {
 		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		h(w, r, tenant)
 	}, tokenInQuery, writeError)
 }
