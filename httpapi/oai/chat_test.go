@@ -323,7 +323,7 @@ func TestChatCompletionsBodyBound(t *testing.T) {
 		t.Fatalf("a 40 KiB history over max_body_bytes: %v", err)
 	}
 	for name, msgs := range map[string][]openai.ChatCompletionMessageParamUnion{
-		"a body over max_history_bytes": history(8),
+		"a body over max_history_bytes":    history(8),
 		"a message over max_message_bytes": {openai.UserMessage(strings.Repeat("x", 13<<10))},
 	} {
 		_, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs})
