@@ -435,6 +435,11 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
+	surface, err := h.surfaceRecords(ctx, id)
+	if err != nil {
+		return err
+	}
+	records = append(records, surface...)
 	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)

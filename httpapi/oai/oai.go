@@ -9,12 +9,15 @@
 package oai
 
 import (
+	"context"
+	"io"
 	"net/http"
 
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/eventbus"
 )
 
 // Hub is what this surface needs of the daemon; httpapi's Hub embeds it.
@@ -22,6 +25,22 @@ import (
 // sentinels (WriteHubError maps them).
 type Hub interface {
 	Models() api.Models
+	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
+	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
+	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	DeleteChat(ctx context.Context, tenant, id string) error
+	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	// Submit and SubmitToolResults return the turn's id once what they
+	// carry is durable; Subscribe before calling them to miss no event.
+	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
+	Subscribe(chatID string, buf int) *eventbus.Sub
+	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
+	// Chat records are what this surface keeps about a chat (its
+	// responses, a conversation's metadata), deleted with it.
+	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error
 }
 
 // Handler serves the OpenAI-compatible routes.
@@ -47,6 +66,10 @@ type Route struct {
 func (h *Handler) Routes() []Route {
 	return []Route{
 		{"GET /v1/models", h.models},
+		{"POST /v1/responses", h.createResponse},
+		{"GET /v1/responses/{id}", h.getResponse},
+		{"DELETE /v1/responses/{id}", h.deleteResponse},
+		{"GET /v1/responses/{id}/input_items", h.inputItems},
 	}
 }
 
