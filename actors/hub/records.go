@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -55,4 +58,29 @@ func (h *Hub) surfaceRecords(ctx context.Context, chatID string) ([]persistence.
 		return nil, fmt.Errorf("records of chat %s: %w", chatID, err)
 	}
 	return out, nil
+}
+
+// AddMessages stores messages (role user or assistant, text only) in a
+// tenant's chat between turns: a conversation's items an application adds.
+// It answers them stored, with their seqs; ErrBusy while a turn runs.
+func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return nil, err
+	}
+	in := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		if m.Role != api.RoleUser && m.Role != api.RoleAssistant {
+			return nil, fmt.Errorf("%w: message %d has role %q; add user or assistant messages", ErrInvalid, i, m.Role)
+		}
+		in[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content}
+	}
+	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in}, askTimeout)
+	if err != nil {
+		return nil, err
+	}
+	added, ok := res.(*session.Added)
+	if !ok {
+		return nil, fmt.Errorf("add messages: unexpected reply %T", res)
+	}
+	return wireMessages(added.Messages), nil
 }

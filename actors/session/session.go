@@ -113,6 +113,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.cancelQueued(ctx, m)
 	case *SubmitToolResults:
 		s.toolResults(ctx, m)
+	case *AddMessages:
+		s.addMessages(ctx, m)
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
 	default:
@@ -128,6 +130,28 @@ func (s *session) respond(ctx actor.Context, reply any) {
 		reply = &Rejected{Err: s.loadErr}
 	}
 	ctx.Respond(reply)
+}
+
+// addMessages stores messages between turns and announces them.
+func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
+	if s.loadErr != nil || len(m.Messages) == 0 {
+		s.respond(ctx, &Added{})
+		return
+	}
+	if s.turn != nil || len(s.queue) > 0 {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add items once it ends", ErrBusy)})
+		return
+	}
+	stored, err := s.deps.Store.Append(context.Background(), s.id, m.Messages...)
+	if err != nil {
+		ctx.Respond(&Rejected{Err: fmt.Errorf("store messages: %w", err)})
+		return
+	}
+	s.appendMsgs(stored...)
+	for _, msg := range stored {
+		s.publish(chat.EventMessage, "", msg)
+	}
+	ctx.Respond(&Added{Messages: stored})
 }
 
 func (s *session) start(ctx actor.Context) {

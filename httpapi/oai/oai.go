@@ -36,6 +36,8 @@ type Hub interface {
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
 	Subscribe(chatID string, buf int) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
+	// AddMessages stores messages between turns (a conversation's items).
+	AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error)
 	// Chat records are what this surface keeps about a chat (its
 	// responses, a conversation's metadata), deleted with it.
 	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
@@ -64,13 +66,13 @@ type Route struct {
 
 // Routes lists every route the surface serves, for httpapi to mount.
 func (h *Handler) Routes() []Route {
-	return []Route{
+	return append([]Route{
 		{"GET /v1/models", h.models},
 		{"POST /v1/responses", h.createResponse},
 		{"GET /v1/responses/{id}", h.getResponse},
 		{"DELETE /v1/responses/{id}", h.deleteResponse},
 		{"GET /v1/responses/{id}/input_items", h.inputItems},
-	}
+	}, h.conversationRoutes()...)
 }
 
 // models answers the models list in OpenAI's shape, each entry carrying

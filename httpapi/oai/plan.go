@@ -128,7 +128,7 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 	if len(g.results) > 0 {
 		p.results = g.results
 	} else {
-		p.message = &api.SendMessageRequest{Content: strings.Join(g.text, "\n\n"), Origin: api.OriginApp}
+		p.message = &api.SendMessageRequest{Content: strings.Join(g.text, "\n\n")}
 		if len(p.message.Content) > h.cfg.Limits.MaxMessageBytes {
 			return nil, refuse("input", "the input's text is %d bytes; the limit is %d (limits.max_message_bytes)", len(p.message.Content), h.cfg.Limits.MaxMessageBytes)
 		}
