@@ -6,7 +6,6 @@ package httpapi
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -94,8 +93,12 @@ func (s *Server) routes() {
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
-	for _, rt := range oai.New(s.hub, s.cfg, s.log).Routes() {
-		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, cmp.Or(rt.MaxBody, s.cfg.Limits.MaxBodyBytes)))
+	surface := oai.New(s.hub, s.cfg, s.log)
+	for _, rt := range surface.Routes() {
+		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxBodyBytes))
+	}
+	for _, rt := range surface.HistoryRoutes() {
+		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxHistoryBytes))
 	}
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)

@@ -435,6 +435,11 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
+	surface, err := h.surfaceRecords(ctx, id)
+	if err != nil {
+		return err
+	}
+	records = append(records, surface...)
 	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
@@ -540,36 +545,6 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		return nil, fmt.Errorf("submit: unexpected reply %T", res)
 	}
 	return acc, nil
-}
-
-// AppendMessages stores messages a client already holds — the earlier
-// part of a conversation it brings to a chat — between turns, without
-// running one, and returns them with their seqs once durable.
-func (h *Hub) AppendMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
-		return nil, err
-	}
-	in := make([]chat.Message, len(msgs))
-	for i, m := range msgs {
-		switch m.Role {
-		case api.RoleUser, api.RoleAssistant, api.RoleTool:
-		default:
-			return nil, fmt.Errorf("%w: message %d has role %q; use user, assistant or tool", ErrInvalid, i, m.Role)
-		}
-		in[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Origin: m.Origin}
-		for _, c := range m.ToolCalls {
-			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
-		}
-	}
-	res, err := h.ask(ctx, chatID, &session.Append{Messages: in}, askTimeout)
-	if err != nil {
-		return nil, err
-	}
-	a, ok := res.(*session.Appended)
-	if !ok {
-		return nil, fmt.Errorf("append: unexpected reply %T", res)
-	}
-	return wireMessages(a.Messages), nil
 }
 
 // Context returns what a chat's model is sent now.

@@ -56,6 +56,15 @@ type CancelQueued struct{ TurnID string }
 // Rejected answers any request the session could not serve.
 type Rejected struct{ Err error }
 
+// AddMessages stores messages in the chat's log without a turn (a
+// conversation's items an application adds, the earlier history a Chat
+// Completions client brings), in order, while no turn runs or waits: else
+// it is refused with ErrBusy. Reply: *Added once they are durable.
+type AddMessages struct{ Messages []chat.Message }
+
+// Added holds the messages AddMessages stored, with their seqs.
+type Added struct{ Messages []chat.Message }
+
 // GetContext asks what the model is sent now. Reply: *chat.ContextView.
 type GetContext struct{}
 
@@ -85,15 +94,6 @@ type ToolResult struct {
 	Output  string
 	IsError bool
 }
-
-// Append stores messages a client already holds — the earlier part of a
-// conversation it brings to a new chat — without running a turn, in order,
-// durably before the reply; only between turns (else ErrBusy). Reply:
-// *Appended or *Rejected.
-type Append struct{ Messages []chat.Message }
-
-// Appended answers Append with the messages as stored, with their seqs.
-type Appended struct{ Messages []chat.Message }
 
 // Patched confirms a Patch.
 type Patched struct{}

@@ -93,8 +93,6 @@ func (s *session) Receive(ctx actor.Context) {
 		s.respond(ctx, s.contextView())
 	case *Patch:
 		s.patch(ctx, m)
-	case *Append:
-		s.appendHistory(ctx, m)
 	case *Compact:
 		s.compact(ctx, m)
 	case *modelDone:
@@ -115,6 +113,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.cancelQueued(ctx, m)
 	case *SubmitToolResults:
 		s.toolResults(ctx, m)
+	case *AddMessages:
+		s.addMessages(ctx, m)
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
 	default:
@@ -321,33 +321,34 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	ctx.Respond(&Patched{})
 }
 
-// appendBatchBytes bounds one transaction of an Append: a long history is
-// stored in several, each synced, so none outgrows Badger's batch.
-const appendBatchBytes = 2 << 20
+// addBatchBytes bounds one transaction of an AddMessages: a long history
+// is stored in several, each synced, so none outgrows Badger's batch.
+const addBatchBytes = 2 << 20
 
-// appendHistory stores messages between turns, in batches.
-func (s *session) appendHistory(ctx actor.Context, m *Append) {
+// addMessages stores messages between turns, in batches, and announces
+// them.
+func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	switch {
-	case s.loadErr != nil:
-		s.respond(ctx, nil)
+	case s.loadErr != nil || len(m.Messages) == 0:
+		s.respond(ctx, &Added{})
 		return
 	case s.stopping:
 		ctx.Respond(&Rejected{Err: ErrStopping})
 		return
 	case s.turn != nil || len(s.queue) > 0:
-		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn runs; messages are appended between turns", ErrBusy)})
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add messages once it ends", ErrBusy)})
 		return
 	}
 	var out []chat.Message
 	for rest := m.Messages; len(rest) > 0; {
 		n, size := 0, 0
-		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= appendBatchBytes) {
+		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= addBatchBytes) {
 			size += len(rest[n].Content)
 			n++
 		}
 		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)
 		if err != nil {
-			ctx.Respond(&Rejected{Err: fmt.Errorf("store the history (%d of %d messages stored): %w", len(out), len(m.Messages), err)})
+			ctx.Respond(&Rejected{Err: fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)})
 			return
 		}
 		s.appendMsgs(stored...)
@@ -356,7 +357,7 @@ func (s *session) appendHistory(ctx actor.Context, m *Append) {
 		}
 		out, rest = append(out, stored...), rest[n:]
 	}
-	ctx.Respond(&Appended{Messages: out})
+	ctx.Respond(&Added{Messages: out})
 }
 
 func (s *session) saveSnapshot() error {

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
@@ -80,15 +77,6 @@ type chatTool struct {
 	} `json:"function"`
 }
 
-// badRequest is a refusal of the request itself, naming its field.
-type badRequest struct{ param, msg string }
-
-func (e *badRequest) Error() string { return e.msg }
-
-func refuse(param, format string, args ...any) error {
-	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
-}
-
 // text reads a message's content: a string, or text parts. Pictures and
 // other parts are refused: Chat Completions carries them inline, and agentd
 // takes files as attachments (docs/openai.md).
@@ -145,8 +133,9 @@ func (req *chatRequest) parse() (parsed, error) {
 	case req.Logprobs:
 		return p, refuse("logprobs", "logprobs are not available through agentd")
 	}
-	if c := bytes.TrimSpace(req.ToolChoice); len(c) > 0 && string(c) != `"auto"` && string(c) != "null" {
-		return p, refuse("tool_choice", "tool_choice %s is not honoured: agentd lets the model choose (\"auto\")", clip(string(c), 80))
+	noTools, err := toolChoice(req.ToolChoice)
+	if err != nil {
+		return p, err
 	}
 	var system []string
 	for i, m := range req.Messages {
@@ -175,11 +164,14 @@ func (req *chatRequest) parse() (parsed, error) {
 		return p, refuse("messages", "messages holds only system messages; send a user message")
 	}
 	p.instructions = strings.Join(system, "\n\n")
+	p.tools = []api.Tool{}
 	for i, t := range req.Tools {
 		if t.Type != "function" {
 			return p, refuse(fmt.Sprintf("tools[%d].type", i), "tools[%d] is of type %q; agentd takes function tools", i, t.Type)
 		}
-		p.tools = append(p.tools, api.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		if !noTools {
+			p.tools = append(p.tools, api.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		}
 	}
 	s, err := req.settings()
 	p.settings = s
@@ -206,28 +198,18 @@ func (req *chatRequest) settings() (*api.Settings, error) {
 	return &s, nil
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // chatCompletions serves POST /v1/chat/completions: it finds the agentd
 // chat the history continues (ChatHeader, else the history's prefix),
 // stores only what is new, and answers the chat's turn as a chat
 // completion, streamed or whole.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req chatRequest
-	if !decodeLoose(w, r, &req) {
+	if !decode(w, r, &req) {
 		return
 	}
 	p, err := req.parse()
 	if err != nil {
-		writeChatError(w, r, err)
+		writeRefusal(w, r, err)
 		return
 	}
 	for i, m := range p.history {
@@ -240,20 +222,21 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	chain := Chain(p.history)
 	chatID, known, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
 	if err != nil {
-		writeChatError(w, r, err)
+		writeRefusal(w, r, err)
 		return
 	}
 	w.Header().Set(ChatHeader, chatID)
-	if err := h.setUp(ctx, tenant, chatID, req.Model, p); err != nil {
-		writeChatError(w, r, err)
+	fresh := p.history[known:]
+	want := api.PatchChatRequest{Model: &req.Model, Instructions: &p.instructions, Settings: p.settings, Tools: &p.tools}
+	if _, err := h.setUp(ctx, tenant, chatID, want, resuming(fresh)); err != nil {
+		writeRefusal(w, r, err)
 		return
 	}
-	fresh := p.history[known:]
 	sub := h.hub.Subscribe(chatID, streamBuffer)
 	defer sub.Close()
 	turnID, err := h.send(ctx, tenant, chatID, fresh)
 	if err != nil {
-		writeChatError(w, r, err)
+		writeRefusal(w, r, err)
 		return
 	}
 	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix()}
@@ -289,13 +272,13 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 		}
 		h.histories.Forget(matched) // deleted since
 	}
-	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: p.tools, Settings: p.settings})
+	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings})
 	if err != nil {
 		return "", 0, err
 	}
 	earlier := afterLastAnswer(p.history)
 	if earlier > 0 {
-		if _, err := h.hub.AppendMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
+		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
 			return "", 0, err
 		}
 	}
@@ -324,52 +307,10 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 	return out
 }
 
-// setUp makes the chat's model, instructions, tools and settings the
-// request's, patching only what differs, so an unchanged setup keeps the
-// request prefix the provider caches byte-stable.
-func (h *Handler) setUp(ctx context.Context, tenant, chatID, model string, p parsed) error {
-	c, err := h.hub.Chat(ctx, tenant, chatID)
-	if err != nil {
-		return err
-	}
-	var patch api.PatchChatRequest
-	changed := false
-	if c.Model != model {
-		patch.Model, changed = &model, true
-	}
-	if c.Instructions != p.instructions {
-		patch.Instructions, changed = &p.instructions, true
-	}
-	if !sameJSON(c.Tools, p.tools) {
-		tools := p.tools
-		if tools == nil {
-			tools = []api.Tool{}
-		}
-		patch.Tools, changed = &tools, true
-	}
-	if !sameJSON(c.Settings, p.settings) {
-		s := p.settings
-		if s == nil {
-			s = &api.Settings{}
-		}
-		patch.Settings, changed = s, true
-	}
-	if !changed {
-		return nil
-	}
-	return h.hub.Patch(ctx, tenant, chatID, patch)
-}
-
-func sameJSON(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	if string(x) == "null" || string(x) == "[]" {
-		x = nil
-	}
-	if string(y) == "null" || string(y) == "[]" {
-		y = nil
-	}
-	return bytes.Equal(x, y)
+// resuming reports whether what is new is tool results alone: they answer
+// the chat's paused turn.
+func resuming(fresh []HistoryMessage) bool {
+	return len(fresh) > 0 && !slices.ContainsFunc(fresh, func(m HistoryMessage) bool { return m.Role != "tool" })
 }
 
 // send stores what is new and starts its turn: tool results answer the
@@ -379,7 +320,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []Histo
 	if len(fresh) == 0 {
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
-	if !slices.ContainsFunc(fresh, func(m HistoryMessage) bool { return m.Role != "tool" }) {
+	if resuming(fresh) {
 		results := make([]api.ToolResult, len(fresh))
 		for i, m := range fresh {
 			results[i] = api.ToolResult{CallID: m.ToolCallID, Output: m.Content}
@@ -394,18 +335,12 @@ func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []Histo
 		return "", refuse("messages", "the last user message is empty")
 	}
 	if len(fresh) > 1 {
-		if _, err := h.hub.AppendMessages(ctx, tenant, chatID, wireHistory(fresh[:len(fresh)-1])); err != nil {
+		if _, err := h.hub.AddMessages(ctx, tenant, chatID, wireHistory(fresh[:len(fresh)-1])); err != nil {
 			return "", err
 		}
 	}
 	return h.hub.Submit(ctx, tenant, chatID, api.SendMessageRequest{Content: last.Content})
 }
-
-// streamBuffer is a turn's event buffer, as the native API's.
-const streamBuffer = 256
-
-// sseWriteWait bounds one write to a streaming client.
-const sseWriteWait = 30 * time.Second
 
 // answer is one turn told as a chat completion.
 type answer struct {
@@ -543,62 +478,45 @@ func (a *answer) take(ev eventbus.Event, turnID string) {
 // comes, the client's tool calls when the turn pauses for them, the finish
 // reason, the usage chunk when asked, then [DONE].
 func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	send := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return err
-		}
-		return rc.Flush()
+	out, err := startStream(w)
+	if err != nil {
+		return
 	}
+	defer func() { _ = out.rc.SetWriteDeadline(time.Time{}) }()
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
 	}
-	if send(chunk(map[string]any{"role": "assistant", "content": ""}, nil)) != nil {
-		return
-	}
+	out.data(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	// round is what the deltas told of the assistant message being written.
 	var round strings.Builder
-	say := func(s string) error {
-		if s == "" {
-			return nil
+	say := func(s string) {
+		if s != "" {
+			round.WriteString(s)
+			a.text.WriteString(s)
+			out.data(chunk(map[string]any{"content": s}, nil))
 		}
-		round.WriteString(s)
-		a.text.WriteString(s)
-		return send(chunk(map[string]any{"content": s}, nil))
 	}
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
-	for a.res == nil {
-		var err error
+	for a.res == nil && !out.gone {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				_ = send(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
+				out.data(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
 				return
 			}
 			switch {
 			case ev.TurnID != turnID:
 			case ev.Type == api.EventMessageDelta:
 				if d, ok := ev.Data.(map[string]string); ok {
-					err = say(d["text"])
+					say(d["text"])
 				}
 			case ev.Type == api.EventMessage:
 				// The stored message is whole: tell what a dropped delta missed.
 				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant {
 					if rest, ok := strings.CutPrefix(m.Content, round.String()); ok {
-						err = say(rest)
+						say(rest)
 					}
 					round.Reset()
 				}
@@ -606,16 +524,13 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 				a.take(ev, turnID)
 			}
 		case <-keepalive.C:
-			_ = rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
-			if _, err = io.WriteString(w, ": keepalive\n\n"); err == nil {
-				err = rc.Flush()
-			}
+			out.write(": keepalive\n\n")
 		case <-r.Context().Done():
 			return
 		}
-		if err != nil {
-			return
-		}
+	}
+	if a.res == nil {
+		return
 	}
 	if !a.answered() {
 		status, code, msg := a.failure()
@@ -623,58 +538,25 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		if status >= 500 {
 			typ = typeServer
 		}
-		_ = send(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
+		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
 		return
 	}
-	if calls := a.toolCalls(true); len(calls) > 0 && send(chunk(map[string]any{"tool_calls": calls}, nil)) != nil {
-		return
+	if calls := a.toolCalls(true); len(calls) > 0 {
+		out.data(chunk(map[string]any{"tool_calls": calls}, nil))
 	}
-	if send(chunk(map[string]any{}, a.finish())) != nil {
-		return
-	}
+	out.data(chunk(map[string]any{}, a.finish()))
 	if withUsage {
-		if send(map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model, "choices": []any{}, "usage": a.usage()}) != nil {
-			return
-		}
+		out.data(map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model, "choices": []any{}, "usage": a.usage()})
 	}
-	_ = rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
-	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err == nil {
-		_ = rc.Flush()
-	}
+	out.write("data: [DONE]\n\n")
 }
 
-// decodeLoose reads a JSON body into v. Unlike the native API it ignores
-// fields it does not read: the SDKs and the frameworks on them send many
-// (user, seed, penalties…). Bytes that are not UTF-8 are refused, not
-// replaced. The body is bounded by httpapi.
-func decodeLoose(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(r.Body)
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
-	case err != nil:
-		w.Header().Set("Connection", "close")
-		WriteError(w, http.StatusRequestTimeout, "timeout", "", "the request body did not arrive: "+err.Error())
-	case !utf8.Valid(body):
-		WriteError(w, http.StatusBadRequest, "", "", "request body is not valid UTF-8")
-	default:
-		if err := json.Unmarshal(body, v); err != nil {
-			WriteError(w, http.StatusBadRequest, "", "", "malformed JSON: "+err.Error())
-			return false
-		}
-		return true
-	}
-	return false
-}
-
-// writeChatError answers a refusal of the request with its param, and the
-// hub's errors as WriteHubError does.
-func writeChatError(w http.ResponseWriter, r *http.Request, err error) {
-	var bad *badRequest
-	if errors.As(err, &bad) {
-		WriteError(w, http.StatusBadRequest, "", bad.param, bad.msg)
+// data writes one Chat Completions event: a data line, no event name.
+func (s *stream) data(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.gone = true
 		return
 	}
-	WriteHubError(w, r, err)
+	s.write("data: " + string(b) + "\n\n")
 }

@@ -10,6 +10,7 @@ package oai
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/rs/zerolog"
@@ -27,14 +28,21 @@ type Hub interface {
 	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
-	// AppendMessages stores a history a client brings, between turns.
-	AppendMessages(ctx context.Context, tenant, id string, msgs []api.Message) ([]api.Message, error)
-	// Submit returns the turn's id once the message is durable.
+	DeleteChat(ctx context.Context, tenant, id string) error
+	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	// Submit and SubmitToolResults return the turn's id once what they
+	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
-	// SubmitToolResults answers a paused turn's calls.
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
-	// Subscribe watches a chat; its events carry wire types.
 	Subscribe(chatID string, buf int) *eventbus.Sub
+	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
+	// AddMessages stores messages between turns (a conversation's items).
+	AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error)
+	// Chat records are what this surface keeps about a chat (its
+	// responses, a conversation's metadata), deleted with it.
+	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error
 }
 
 // Handler serves the OpenAI-compatible routes.
@@ -56,17 +64,24 @@ func New(h Hub, cfg configs.Config, log zerolog.Logger) *Handler {
 type Route struct {
 	Pattern string
 	Handle  func(w http.ResponseWriter, r *http.Request, tenant string)
-	// MaxBody bounds the request's body; 0 is limits.max_body_bytes.
-	MaxBody int64
 }
 
 // Routes lists every route the surface serves, for httpapi to mount.
 func (h *Handler) Routes() []Route {
-	return []Route{
-		{Pattern: "GET /v1/models", Handle: h.models},
-		// Its client re-sends the whole history every time.
-		{Pattern: "POST /v1/chat/completions", Handle: h.chatCompletions, MaxBody: h.cfg.Limits.MaxHistoryBytes},
-	}
+	return append([]Route{
+		{"GET /v1/models", h.models},
+		{"POST /v1/responses", h.createResponse},
+		{"GET /v1/responses/{id}", h.getResponse},
+		{"DELETE /v1/responses/{id}", h.deleteResponse},
+		{"GET /v1/responses/{id}/input_items", h.inputItems},
+	}, h.conversationRoutes()...)
+}
+
+// HistoryRoutes lists the routes whose client re-sends the whole history
+// every time: httpapi bounds their bodies with limits.max_history_bytes
+// rather than limits.max_body_bytes.
+func (h *Handler) HistoryRoutes() []Route {
+	return []Route{{"POST /v1/chat/completions", h.chatCompletions}}
 }
 
 // models answers the models list in OpenAI's shape, each entry carrying
