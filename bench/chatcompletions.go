@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -15,7 +14,6 @@ import (
 	"github.com/agentd/agentd/httpapi"
 	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/testkit"
-	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // ChatCompletionsResult is the replay sent through POST /v1/chat/completions
@@ -47,18 +45,11 @@ type ChatCompletionsResult struct {
 // Completions route with the official Go SDK, on the fake with window.
 func ChatCompletions(ctx context.Context, rp *Replay, window, turns int) (*ChatCompletionsResult, error) {
 	turns = min(turns, len(rp.Turns))
-	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
-	defer fake.Close()
-	dir, err := os.MkdirTemp("", "agentd-bench-chatcompletions-")
+	fake, d, stop, err := replayDaemon(ctx, rp, window)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
+	defer stop()
 	cfg := d.cfg
 	cfg.Limits.RequestsPerSecond = 1e6
 	cfg.Limits.MaxHistoryBytes = 1 << 30
