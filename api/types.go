@@ -21,6 +21,39 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// UnmarshalJSON reads the native shape and also OpenAI's, which the
+// OpenAI-compatible routes (GET /v1/models among them) answer:
+// {"error": {"message", "type", "param", "code"}}; its code is the Kind.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Error json.RawMessage `json:"error"`
+		Kind  string          `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	e.Kind = raw.Kind
+	if len(raw.Error) > 0 && raw.Error[0] == '{' {
+		var o struct {
+			Message string  `json:"message"`
+			Code    *string `json:"code"`
+		}
+		if err := json.Unmarshal(raw.Error, &o); err != nil {
+			return err
+		}
+		e.Message = o.Message
+		if o.Code != nil {
+			e.Kind = *o.Code
+		}
+		return nil
+	}
+	if len(raw.Error) == 0 {
+		e.Message = ""
+		return nil
+	}
+	return json.Unmarshal(raw.Error, &e.Message)
+}
+
 // CreateChatRequest is the body of POST /v1/chats.
 type CreateChatRequest struct {
 	Model string `json:"model,omitempty"`
@@ -326,9 +359,14 @@ type Event struct {
 	Data   json.RawMessage `json:"data,omitempty"`
 }
 
-// Model is one entry of GET /v1/models.
+// Model is one entry of GET /v1/models: OpenAI's model object (id, object,
+// created, owned_by) with what agentd knows of it alongside.
 type Model struct {
-	ID           string `json:"id"` // provider/model
+	ID     string `json:"id"`     // provider/model
+	Object string `json:"object"` // always "model"
+	// Created is when the model was made, in Unix seconds; 0: agentd does not know.
+	Created      int64  `json:"created"`
+	OwnedBy      string `json:"owned_by"` // the provider's name
 	Provider     string `json:"provider"`
 	Window       int    `json:"window"`
 	WindowSource string `json:"window_source"`
@@ -337,9 +375,10 @@ type Model struct {
 	Loaded       bool   `json:"loaded,omitempty"`
 }
 
-// Models is the answer of GET /v1/models.
+// Models is the answer of GET /v1/models, in OpenAI's list shape.
 type Models struct {
-	Models []Model `json:"models"`
+	Object string  `json:"object"` // always "list"
+	Models []Model `json:"data"`
 	// ProviderErrors says which providers did not answer their model list.
 	ProviderErrors map[string]string `json:"provider_errors"`
 }

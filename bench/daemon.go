@@ -28,6 +28,7 @@ const tenant = "default"
 // providers reached through a transport that times every model call.
 type daemon struct {
 	hub   *hub.Hub
+	cfg   configs.Config
 	model *modelClock
 }
 
@@ -83,7 +84,7 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	return &daemon{hub: h, model: clock}, nil
+	return &daemon{hub: h, cfg: cfg, model: clock}, nil
 }
 
 type lookupArgs struct {

@@ -207,28 +207,21 @@ func carriedIn(rp *Replay, turns int, text string) Fidelity {
 func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int, prof Profiles) (*SideResult, error) {
 	turns = min(turns, len(rp.Turns))
 	res := &SideResult{Side: "agentd", Window: window, Turns: turns, Problems: map[string]int{}}
-	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
-	defer fake.Close()
-	dir, err := os.MkdirTemp("", "agentd-bench-replay-")
+	fake, d, stopDaemon, err := replayDaemon(ctx, rp, window)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
+	defer stopDaemon()
 	chatID, err := d.newChat(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	stop, err := prof.start()
+	stopProfile, err := prof.start()
 	if err != nil {
 		return nil, err
 	}
 	err = d.replayTurns(ctx, chatID, rp, turns, res, nil)
-	if perr := stop(); err == nil {
+	if perr := stopProfile(); err == nil {
 		err = perr
 	}
 	if err != nil {
@@ -239,6 +232,28 @@ func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int, prof Profi
 		res.Error = err.Error()
 	}
 	return res, nil
+}
+
+// replayDaemon starts the fake scripted by rp on window and an in-memory
+// agentd on it, with rp's tool results; stop ends both.
+func replayDaemon(ctx context.Context, rp *Replay, window int) (*openaifake.Server, *daemon, func(), error) {
+	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
+	dir, err := os.MkdirTemp("", "agentd-bench-replay-")
+	if err != nil {
+		fake.Close()
+		return nil, nil, nil, err
+	}
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
+	if err != nil {
+		fake.Close()
+		_ = os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	return fake, d, func() {
+		_ = d.close()
+		fake.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 func toolResults(rp *Replay) map[string]string {

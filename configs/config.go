@@ -141,6 +141,9 @@ type Token struct {
 type Limits struct {
 	// MaxBodyBytes per HTTP request. Defaults to 1 MiB (uploads: MaxUploadBytes).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxHistoryBytes per Chat Completions request, whose client sends the
+	// whole history every time. Defaults to 32 MiB.
+	MaxHistoryBytes int64 `yaml:"max_history_bytes" json:"max_history_bytes"`
 	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
 	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`
 	// MaxImportBytes per chat import (POST /v1/chats/import), which lands
@@ -379,6 +382,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	l := &c.Limits
 	setInt64(&l.MaxBodyBytes, 1<<20)
+	setInt64(&l.MaxHistoryBytes, 32<<20)
 	setInt64(&l.MaxUploadBytes, 1<<30)
 	setInt64(&l.MaxImportBytes, 4<<20)
 	setInt(&l.MaxMessageBytes, 256<<10)

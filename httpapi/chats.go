@@ -139,10 +139,6 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 	writeJSON(w, http.StatusOK, c)
 }
 
-func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
-	writeJSON(w, http.StatusOK, s.hub.Models())
-}
-
 // refreshModels re-reads every provider's list now, as agentd does by
 // itself from time to time, and answers what it knows after.
 func (s *Server) refreshModels(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -8,12 +8,15 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/httpapi/oai"
 )
 
 // Hub is everything the HTTP layer needs of the daemon, in the API's wire
 // types; *hub.Hub implements it. Every method resolves ids inside tenant,
 // and its errors are the hub's sentinels (writeHubError maps them).
 type Hub interface {
+	// oai.Hub is what the OpenAI-compatible surface needs.
+	oai.Hub
 	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
 	Chats(ctx context.Context, tenant string) ([]api.Chat, error)
 	// ChatsPage lists chats in id order after the id after, and whether more follow.
@@ -49,7 +52,6 @@ type Hub interface {
 	EditMemory(ctx context.Context, tenant, id, text string) (api.Memory, error)
 	DeleteMemory(ctx context.Context, tenant, id string) error
 
-	Models() api.Models
 	Refresh(ctx context.Context) api.Models
 	Health() api.Health
 	Gatherer() prometheus.Gatherer

@@ -455,6 +455,11 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
+	surface, err := h.surfaceRecords(ctx, id)
+	if err != nil {
+		return err
+	}
+	records = append(records, surface...)
 	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
@@ -626,7 +631,7 @@ func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Co
 
 // Models lists what the catalog knows, and which providers did not answer.
 func (h *Hub) Models() api.Models {
-	out := api.Models{Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
+	out := api.Models{Object: "list", Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
 	for _, m := range h.catalog.Models() {
 		out.Models = append(out.Models, wireModel(m))
 	}

@@ -154,7 +154,7 @@ func wireContext(v *chat.ContextView) api.Context {
 }
 
 func wireModel(m providers.ModelInfo) api.Model {
-	return api.Model{ID: m.Provider + "/" + m.ID, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource,
+	return api.Model{ID: m.Provider + "/" + m.ID, Object: "model", OwnedBy: m.Provider, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource,
 		Vision: m.Vision, Local: m.Local, Loaded: m.Loaded}
 }
 

@@ -113,6 +113,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.cancelQueued(ctx, m)
 	case *SubmitToolResults:
 		s.toolResults(ctx, m)
+	case *AddMessages:
+		s.addMessages(ctx, m)
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
 	default:
@@ -333,6 +335,45 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	}
 	s.meta, s.snap = meta, snap
 	ctx.Respond(&Patched{})
+}
+
+// addBatchBytes bounds one transaction of an AddMessages: a long history
+// is stored in several, each synced, so none outgrows Badger's batch.
+const addBatchBytes = 2 << 20
+
+// addMessages stores messages between turns, in batches, and announces
+// them.
+func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
+	switch {
+	case s.loadErr != nil || len(m.Messages) == 0:
+		s.respond(ctx, &Added{})
+		return
+	case s.stopping:
+		ctx.Respond(&Rejected{Err: ErrStopping})
+		return
+	case s.turn != nil || len(s.queue) > 0:
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add messages once it ends", ErrBusy)})
+		return
+	}
+	var out []chat.Message
+	for rest := m.Messages; len(rest) > 0; {
+		n, size := 0, 0
+		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= addBatchBytes) {
+			size += len(rest[n].Content)
+			n++
+		}
+		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)
+		if err != nil {
+			ctx.Respond(&Rejected{Err: fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)})
+			return
+		}
+		s.appendMsgs(stored...)
+		for _, st := range stored {
+			s.publish(chat.EventMessage, "", st)
+		}
+		out, rest = append(out, stored...), rest[n:]
+	}
+	ctx.Respond(&Added{Messages: out})
 }
 
 func (s *session) saveSnapshot() error {

@@ -156,7 +156,7 @@ function modelSelect(id, current, withDefault) {
   const sel = h('select', { id });
   if (withDefault) sel.append(h('option', { value: '' }, 'Default model'));
   loadModels().then((m) => {
-    for (const mo of m.models || []) {
+    for (const mo of m.data || []) {
       const label = `${mo.id} (${fmtInt(mo.window)} tokens${mo.local ? ', on this computer' : ''})`;
       sel.append(h('option', { value: mo.id, selected: mo.id === current }, label));
     }
