@@ -26,7 +26,12 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
 	turnCtx, turnID, log := t.ctx, t.id, s.log
 	findRoom := int(findToolsShare * float64(t.info.Window))
-	t.phase = phaseTools
+	t.enter(phaseTools)
+	t.running = t.running[:0]
+	for _, c := range calls {
+		t.running = append(t.running, c.Name)
+	}
+	bus, chatID, seq := s.deps.Bus, s.id, s.lastSeq
 	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
@@ -44,7 +49,8 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 				ci := info
 				ci.CallID = c.ID
 				// A tool called by name without being loaded simply runs, and is loaded.
-				res, err := view.Call(tools.WithCallInfo(turnCtx, ci), c, lim)
+				callCtx := tools.WithProgress(tools.WithCallInfo(turnCtx, ci), toolReporter(bus, chatID, turnID, seq, c))
+				res, err := view.Call(callCtx, c, lim)
 				if err != nil {
 					// Logged once, here: the model sees only res.
 					log.Error().Err(err).Str("turn_id", turnID).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
