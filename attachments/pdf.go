@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/ledongthuc/pdf"
+
+	"github.com/agentd/agentd/tools"
 )
 
 // Why github.com/ledongthuc/pdf (a maintained fork of rsc.io/pdf) and not
@@ -91,6 +93,27 @@ func (h headerFixer) ReadAt(p []byte, off int64) (int, error) {
 		p[i] = h.head[off+int64(i)]
 	}
 	return n, err
+}
+
+// pdfProgressPages is how many pages a walk reads between two progress
+// reports; a shorter walk reports nothing.
+const pdfProgressPages = 100
+
+// narrated wraps a walk's visit so a long walk of a big document tells the
+// caller how far it is (tools.ReportProgress), at its start and every
+// pdfProgressPages pages: a first search of 3,000 pages is not silence.
+func narrated(ctx context.Context, verb string, from, to int, visit func(n int, p pdf.Page) bool) func(n int, p pdf.Page) bool {
+	total := to - from + 1
+	if total < pdfProgressPages {
+		return visit
+	}
+	tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("%s %d pages (%d-%d)", verb, total, from, to), Total: total})
+	return func(n int, p pdf.Page) bool {
+		if done := n - from + 1; done%pdfProgressPages == 0 {
+			tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("%s page %d of %d", verb, n, to), Done: done, Total: total})
+		}
+		return visit(n, p)
+	}
 }
 
 // walkPages calls visit for pages from..to (1-based, inclusive) in order,
@@ -240,7 +263,7 @@ func pdfReadText(ctx context.Context, f *os.File, from, to, maxBytes int) (strin
 	to = min(to, total)
 	var b strings.Builder
 	last := from - 1
-	err = walkPages(ctx, r, from, to, func(n int, p pdf.Page) bool {
+	err = walkPages(ctx, r, from, to, narrated(ctx, "reading", from, to, func(n int, p pdf.Page) bool {
 		page := fmt.Sprintf("--- page %d ---\n%s\n", n, pageText(p))
 		if b.Len() > 0 && b.Len()+len(page) > maxBytes {
 			return false
@@ -251,7 +274,7 @@ func pdfReadText(ctx context.Context, f *os.File, from, to, maxBytes int) (strin
 		b.WriteString(page)
 		last = n
 		return true
-	})
+	}))
 	if err != nil {
 		return "", err
 	}
@@ -284,7 +307,7 @@ func pdfSearchText(ctx context.Context, f *os.File, words []string, fromPage, ma
 	m := newMatcher(words)
 	var b strings.Builder
 	hits, more, lastShown := 0, 0, 0
-	err = walkPages(ctx, r, fromPage, total, func(n int, p pdf.Page) bool {
+	err = walkPages(ctx, r, fromPage, total, narrated(ctx, "searching", fromPage, total, func(n int, p pdf.Page) bool {
 		text := pageText(p)
 		if !m.match([]byte(text)) {
 			return true
@@ -297,7 +320,7 @@ func pdfSearchText(ctx context.Context, f *os.File, words []string, fromPage, ma
 		lastShown = n
 		fmt.Fprintf(&b, "page %d: %s\n", n, m.snippet(text, 160))
 		return true
-	})
+	}))
 	if err != nil {
 		return "", err
 	}
