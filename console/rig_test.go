@@ -66,7 +66,7 @@ func script(r testkit.Received) testkit.Reply {
 // rig is a daemon against the OpenAI-style fake, the console in front of
 // it, and a headless Chromium looking at it.
 type rig struct {
-	t    *testing.T
+	t    testing.TB
 	d    *daemontest.Daemon
 	fake *openaifake.Server
 	url  string
@@ -91,7 +91,7 @@ type rigOptions struct {
 	models []openaifake.ModelEntry
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skipf("browser tests need Debian's chromium at %s (apt-get install -y chromium): %v", chromium, err)
@@ -322,7 +322,7 @@ func js(s string) string {
 	return string(b)
 }
 
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+func waitFor(ctx context.Context, t testing.TB, what string, cond func() (bool, error)) {
 	t.Helper()
 	for {
 		ok, err := cond()

@@ -45,6 +45,10 @@ const fmtInt = (n) => (n || 0).toLocaleString('en-US');
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '');
 const esc = encodeURIComponent;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// A long transcript renders its newest RENDER_FIRST messages at once, then
+// RENDER_BATCH older ones a task.
+const RENDER_FIRST = 100;
+const RENDER_BATCH = 400;
 
 // ---------- the API ----------
 
@@ -285,19 +289,21 @@ class ChatView {
   }
 
   // loadTranscript renders the stored messages, all or those after seq
-  // after. They are built off the page and added in one go, and the style
-  // sheet lets the browser lay out only the ones in view, so a chat of
-  // thousands of messages opens at once (BENCHMARKS.md).
+  // after, and returns once every one is in the page. A long chat's newest
+  // messages, the ones in view, are read and shown first.
   async loadTranscript(after) {
-    const from = after ? `?from_seq=${after + 1}` : '';
+    const read = async (q) => (await api('GET', `/v1/chats/${esc(this.id)}/transcript${q}`, undefined, { signal: this.abort.signal })).messages;
     try {
-      const { messages } = await api('GET', `/v1/chats/${esc(this.id)}/transcript${from}`, undefined, { signal: this.abort.signal });
-      this.frag = document.createDocumentFragment();
-      try {
-        for (const m of messages) this.renderMessage(m);
-      } finally {
-        this.transcript.append(this.frag);
-        this.frag = null;
+      const last = this.chat?.messages || 0;
+      let messages;
+      if (!after && last > RENDER_FIRST) {
+        const tail = await read(`?from_seq=${last - RENDER_FIRST + 1}`);
+        await this.renderAll(tail, null);
+        messages = await read(`?to_seq=${last - RENDER_FIRST}`);
+        await this.renderAll(messages, tail.length ? this.rendered.get(tail[0].seq) : null);
+      } else {
+        messages = await read(after ? `?from_seq=${after + 1}` : '');
+        await this.renderAll(messages, null);
       }
       if (!messages.length && !this.transcript.querySelector('.msg')) {
         this.transcript.append(h('p', { class: 'empty', id: 'empty-note' }, 'No messages yet. Say something below.'));
@@ -340,6 +346,35 @@ class ChatView {
   setLive(on) {
     this.live.dataset.live = String(on);
     this.live.textContent = on ? 'live' : 'reconnecting…';
+  }
+
+  // renderAll shows messages (in seq order) in front of the element above,
+  // or after every one shown when it is null, newest first: the last
+  // RENDER_FIRST at once, then the older ones a batch a task, each above
+  // the last, so the page answers meanwhile. Each batch is built off the
+  // page and added in one go, and the style sheet lets the browser lay out
+  // only the messages in view (BENCHMARKS.md has the figures).
+  async renderAll(messages, above) {
+    for (let end = messages.length, batch = RENDER_FIRST; end > 0 && !this.abort.signal.aborted; batch = RENDER_BATCH) {
+      const start = Math.max(0, end - batch);
+      if (end < messages.length) above = this.rendered.get(messages[end].seq);
+      this.frag = document.createDocumentFragment();
+      try {
+        for (let i = start; i < end; i++) this.renderMessage(messages[i]);
+      } finally {
+        const f = this.frag;
+        this.frag = null;
+        if (!above) {
+          this.transcript.append(f);
+          this.scroll();
+        } else {
+          // The summary line stays right in front of its first kept message.
+          (this.summaryEl && this.summaryEl.nextSibling === above ? this.summaryEl : above).before(f);
+        }
+      }
+      end = start;
+      if (end > 0) await sleep(0);
+    }
   }
 
   // loadActivity rebuilds the cards of what happened in this chat (problems
@@ -499,6 +534,10 @@ class ChatView {
   // last. The common case, a seq past every one shown, is a plain append.
   place(el, seq) {
     document.getElementById('empty-note')?.remove();
+    if (this.frag) {
+      this.frag.append(el); // renderAll: a batch, in order
+      return;
+    }
     if (seq !== undefined && seq < this.maxSeq) {
       let next = null;
       let nextSeq = Infinity;
@@ -511,10 +550,6 @@ class ChatView {
         before.before(el);
         return;
       }
-    }
-    if (this.frag) {
-      this.frag.append(el);
-      return;
     }
     this.transcript.append(el);
     if (this.progressEl?.isConnected) this.transcript.append(this.progressEl);
