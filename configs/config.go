@@ -38,6 +38,8 @@ type Config struct {
 	HTTP HTTP `yaml:"http" json:"http"`
 	// Metrics says where /metrics is served.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
+	// Tracing exports OpenTelemetry traces. Optional. Defaults to off.
+	Tracing Tracing `yaml:"tracing" json:"tracing"`
 	// IdleAfter passivates a chat's actor after this long without use.
 	// Optional. Defaults to 5m.
 	IdleAfter Duration `yaml:"idle_after" json:"idle_after"`
@@ -205,6 +207,17 @@ type Metrics struct {
 	// Optional. Defaults to none: /metrics is on the API's address behind
 	// the API's auth.
 	Listen string `yaml:"listen" json:"listen"`
+}
+
+// Tracing says where OpenTelemetry traces go (docs/tracing.md).
+type Tracing struct {
+	// Endpoint is the OTLP/HTTP collector's URL, such as
+	// http://127.0.0.1:4318 (traces go to its /v1/traces). Optional.
+	// Defaults to none: traces are off unless OTEL_EXPORTER_OTLP_ENDPOINT
+	// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, which the exporter then
+	// reads with the other standard OTEL_* variables (OTEL_TRACES_SAMPLER
+	// among them).
+	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
 }
 
 // MCPServer is one MCP server: stdio when Command is set, streamable HTTP
@@ -415,6 +428,9 @@ func (c *Config) Validate() error {
 		if t.Tenant == "" || t.TokenEnv == "" {
 			return fmt.Errorf("auth.tokens[%d]: tenant and token_env are both required", i)
 		}
+	}
+	if e := c.Tracing.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return fmt.Errorf("tracing.endpoint %q: want the collector's http:// or https:// URL (OTLP/HTTP)", e)
 	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/learner"
@@ -38,6 +39,7 @@ import (
 	"github.com/agentd/agentd/prompts"
 	"github.com/agentd/agentd/recall"
 	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/telemetry"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -71,6 +73,7 @@ type Hub struct {
 	metrics *Metrics
 	memory  *memory.Store
 	files   *attachments.Store
+	tracer  trace.Tracer
 
 	system    *actor.ActorSystem
 	registry  *actor.PID
@@ -103,6 +106,9 @@ type Options struct {
 	// DefaultRefreshEvery; negative: only when asked (Refresh), as tests
 	// that script a provider's every request need.
 	RefreshEvery time.Duration
+	// TracerProvider gives turns, model calls, tools and folds their spans
+	// (docs/tracing.md). Optional: nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
@@ -113,7 +119,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics(), tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.metrics.watchStore(store.Sizes)
 	if err := h.build(ctx, opts); err != nil {
@@ -159,7 +165,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	h.startActors()
+	h.startActors(opts)
 	if err := h.loadToolsets(ctx); err != nil {
 		return err
 	}
@@ -189,10 +195,10 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 	return out
 }
 
-func (h *Hub) startActors() {
+func (h *Hub) startActors(opts Options) {
 	h.system = actors.NewSystem(h.log)
 	root := h.system.Root
-	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log}))
+	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
 	// The index loads the registry when it starts, and again after a restart.
@@ -200,7 +206,7 @@ func (h *Hub) startActors() {
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
-		Log:        h.log,
+		Log: h.log, Traces: opts.TracerProvider,
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
@@ -329,6 +335,16 @@ func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// logFor is the hub's logger for what ctx's request causes: its lines
+// carry the request's id.
+func (h *Hub) logFor(ctx context.Context) *zerolog.Logger {
+	l := h.log
+	if id := telemetry.RequestID(ctx); id != "" {
+		l = l.With().Str("request_id", id).Logger()
+	}
+	return &l
 }
 
 // chatOf returns a chat if it belongs to tenant.
@@ -543,20 +559,35 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 }
 
 // submit asks the chat's session to take msg; release frees the tenant's
-// turn slot when the turn ends (or at once if it never starts).
+// turn slot when the turn ends (or at once if it never starts). The turn's
+// span starts here, a child of the request's, and ends in a goroutine of
+// the hub once the session says the turn is over: never in a mailbox.
 func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func()) (*session.TurnAccepted, error) {
 	turnID := NewID()
+	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
+	over := make(chan struct{}, 1)
+	ended := func() {
+		release()
+		select {
+		case over <- struct{}{}:
+		default:
+		}
+	}
+	if span.IsRecording() {
+		h.work.Go(func() { <-over; span.End() })
+	}
 	type answer struct {
 		res any
 		err error
 	}
 	done := make(chan answer, 1)
+	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext()}
 	h.work.Go(func() {
 		// A queued message waits for the turns before it; the wait ends
 		// with the caller (below), not only with the timeout.
-		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: release}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+		res, err := h.ask(context.WithoutCancel(ctx), chatID, submit, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
 		if err != nil {
-			release() // refused, or the session never answered
+			ended() // refused, or the session never answered
 		}
 		done <- answer{res, err}
 	})

@@ -62,7 +62,7 @@ func Start(t testing.TB, cfg configs.Config, tokens map[string]string, opts ...h
 		t.Fatal(err)
 	}
 	// The server as agentd serve runs it: its timeouts and connection bounds.
-	handler := httpapi.New(h, cfg, tokens, log)
+	handler := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(o.TracerProvider))
 	srv := httptest.NewUnstartedServer(handler)
 	srv.Config = handler.HTTPServer()
 	srv.Listener = handler.Listener(srv.Listener)
