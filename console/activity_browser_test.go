@@ -74,17 +74,7 @@ func TestBrowserReloadKeepsTheCards(t *testing.T) {
 func TestBrowserPaletteCompactsAndAWaitIsShown(t *testing.T) {
 	r := newRig(t, rigOptions{window: 32000})
 	ctx := context.Background()
-	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: "Palette"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, text := range []string{"We need tea for the team meeting on Friday.", "Green tea, brewed at 80 °C.", "How many cups for twelve people?"} {
-		if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.open("#/chats/" + c.ID)
-	r.until("the transcript", `document.querySelectorAll("#transcript article.msg").length === 6`)
+	c := r.openTeaChat("Palette")
 	r.until("the watch stream", `document.querySelector("#live").dataset.live === "true"`)
 
 	// A turn that waits says so in one transient line, which goes with its next event.

@@ -34,15 +34,7 @@ func TestActivityIsOrderedWithTheMessagesAndSurvivesReopen(t *testing.T) {
 	if second.At.IsZero() {
 		t.Error("At not set")
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	got, more, err := s2.ActivityPage(ctx, "a", 0, 10)
+	got, more, err := reopen(t, s, dir).ActivityPage(ctx, "a", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

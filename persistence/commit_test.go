@@ -103,14 +103,7 @@ func TestConcurrentChatsEachKeepTheirLogInOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopen(t, s, dir)
 	for c := range 8 {
 		ms, err := s.Messages(context.Background(), fmt.Sprint("chat-", c), 0, 0)
 		if err != nil {

@@ -23,6 +23,21 @@ func openTemp(t *testing.T) (*Store, string) {
 	return s, dir
 }
 
+// reopen closes s and opens its directory again, as a restart does; the
+// reopened store closes when the test ends.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	return s2
+}
+
 func TestAppendAssignsIncreasingSeqsAndSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	s, dir := openTemp(t)
@@ -43,14 +58,7 @@ func TestAppendAssignsIncreasingSeqsAndSurvivesReopen(t *testing.T) {
 	if more[0].Seq != 3 {
 		t.Fatalf("third seq = %d, want 3 (chat b must not disturb a's seqs)", more[0].Seq)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dir)
 	msgs, err := s2.Messages(ctx, "a", 0, 0)
 	if err != nil {
 		t.Fatal(err)
