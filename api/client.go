@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -187,6 +188,25 @@ func (c *Client) TranscriptFrom(ctx context.Context, chatID string, from int64) 
 	}
 	err := c.getJSON(ctx, http.MethodGet, fmt.Sprintf("/v1/chats/%s/transcript?from_seq=%d", url.PathEscape(chatID), from), nil, &out)
 	return out.Messages, err
+}
+
+// Activity reads one page of a chat's activity log: items with id > after
+// (0: from the first), limit of them (0: the server's default).
+func (c *Client) Activity(ctx context.Context, chatID string, after int64, limit int) (ActivityPage, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/chats/" + chatID + "/activity"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ActivityPage
+	err := c.getJSON(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // Context reads what a chat's model is sent now.

@@ -342,7 +342,71 @@ const (
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"
+	// EventFoldWaiting comes at least once a second while a turn waits (a
+	// fold, a slow first word, a long tool); data: Waiting. Lossy.
+	EventFoldWaiting = "fold.waiting"
+	// EventToolProgress is a running tool's own report; data: ToolProgress. Lossy.
+	EventToolProgress = "tool.progress"
+	// EventMemoriesLearned: memories were learned from this chat; data: MemoriesLearned.
+	EventMemoriesLearned = "memories.learned"
 )
+
+// What a turn waits for (Waiting.WaitingFor).
+const (
+	WaitingSummary    = "summary"    // a fold of the chat's start, before the request fits
+	WaitingCompaction = "compaction" // the summariser condensing this turn's own state
+	WaitingToolIndex  = "tool-index" // tools the person's message names
+	WaitingModel      = "model"      // the model's first (or next) word
+	WaitingRetry      = "retry"      // the pause before retrying a passing fault
+	WaitingTools      = "tools"      // tool calls agentd runs
+)
+
+// Waiting is the data of fold.waiting.
+type Waiting struct {
+	// ElapsedMS is how long the turn has waited for WaitingFor.
+	ElapsedMS  int64  `json:"elapsed_ms"`
+	WaitingFor string `json:"waiting_for"`
+	// Detail names it for a person: the model, the tools running.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ToolProgress is the data of tool.progress.
+type ToolProgress struct {
+	Tool    string `json:"tool"`
+	CallID  string `json:"call_id,omitempty"`
+	Message string `json:"message"`
+	// Done of Total (pages, files), when the tool counts.
+	Done  int `json:"done,omitempty"`
+	Total int `json:"total,omitempty"`
+}
+
+// MemoriesLearned is the data of memories.learned.
+type MemoriesLearned struct {
+	IDs     []string `json:"ids"`
+	Waiting bool     `json:"waiting,omitempty"` // they wait for an OK
+}
+
+// ActivityItem is one stored event of a chat (GET /v1/chats/{id}/activity):
+// compacted, healed, turn.problem, compaction.applied, tools.loaded or
+// memories.learned, with the data its event carried.
+type ActivityItem struct {
+	// ID numbers a chat's activity from 1, in the order it happened.
+	ID     int64  `json:"id"`
+	Type   string `json:"type"`
+	TurnID string `json:"turn_id,omitempty"`
+	// AfterSeq is the chat's last stored message when it happened: it
+	// belongs after that message.
+	AfterSeq int64           `json:"after_seq"`
+	At       time.Time       `json:"at"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// ActivityPage is one page of GET /v1/chats/{id}/activity; Next, when set,
+// is the after= of the next page.
+type ActivityPage struct {
+	Activity []ActivityItem `json:"activity"`
+	Next     int64          `json:"next,omitempty"`
+}
 
 // StreamDropped says why a stream was dropped, and the last stored message
 // it was told of: read the transcript after LastSeq to catch up.

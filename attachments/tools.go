@@ -363,7 +363,7 @@ func (t toolset) pdfSearch(ctx context.Context, p PDFSearchParams) (tools.Result
 	if err != nil {
 		return pdfProblem(p.AttachmentID, err), nil
 	}
-	pages := walkedPages(r)
+	pages := walkedPages(r, "searching")
 	if x, err := t.s.index(ctx, facts); err == nil {
 		defer x.close()
 		pages = indexPages(x)

@@ -30,6 +30,8 @@ type Hub interface {
 	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	Context(ctx context.Context, tenant, id string) (api.Context, error)
+	// Activity returns a page of a chat's activity log after id after.
+	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
 	// Submit returns the turn's id once the message is durable.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)

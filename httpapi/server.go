@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/chats/{id}/events", s.authed(s.watch, true))
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
+	api("GET /v1/chats/{id}/activity", s.activity)
 	api("POST /v1/chats/{id}/compact", s.compact)
 	api("POST /v1/chats/{id}/tool-results", s.toolResults)
 	api("GET /v1/toolsets", s.listToolsets)

@@ -259,6 +259,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 		b := &pgx.Batch{}
 		b.Queue(`DELETE FROM snapshots WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM messages WHERE chat_id = $1`, id)
+		b.Queue(`DELETE FROM activity WHERE chat_id = $1`, id)
 		for _, r := range records {
 			b.Queue(`DELETE FROM records WHERE kind = $1 AND id = $2`, r.Kind, r.ID)
 		}
@@ -553,4 +554,59 @@ func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, 
 		}
 	}
 	return nil
+}
+
+// AppendActivity stores a at the end of a chat's activity log, durably,
+// with its ID and AfterSeq set in the same statement (one round trip).
+func (p *Postgres) AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	if a.At.IsZero() {
+		a.At = time.Now().UTC()
+	}
+	out := a
+	err := p.update(ctx, func(t *pgTxn) error {
+		out = a
+		// The chat's lock orders concurrent writers of one chat; a chat
+		// with no record yet (tests) serialises on the advisory lock.
+		if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtext('activity/' || $1))`, chatID); err != nil {
+			return err
+		}
+		if err := t.tx.QueryRow(t.ctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM activity WHERE chat_id = $1),
+			(SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1)`, chatID).Scan(&out.ID, &out.AfterSeq); err != nil {
+			return err
+		}
+		val, err := encode(out)
+		if err != nil {
+			return err
+		}
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO activity (chat_id, id, data) VALUES ($1, $2, $3)`, chatID, out.ID, val)
+		return err
+	})
+	if err != nil {
+		return Activity{}, fmt.Errorf("append activity of chat %s: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// ActivityPage returns up to limit of a chat's activity items with ID >
+// after, oldest first, and whether more follow.
+func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error) {
+	rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
+	var out []Activity
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Activity, error) {
+			var b []byte
+			var a Activity
+			if err := r.Scan(&b); err != nil {
+				return a, err
+			}
+			return a, decode(b, &a)
+		})
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read activity of chat %s: %w", chatID, err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }

@@ -351,7 +351,7 @@ func fillLastSeq(txn *badger.Txn, c *Chat) error {
 type RecordKey struct{ Kind, ID string }
 
 // DeleteChat removes a chat: its metadata, its tenant index entry, its
-// snapshot, every message of its log, and the given records of other
+// snapshot, every message of its log and item of its activity, and the given records of other
 // packages that belong to it. ErrNotFound if there is no such chat.
 //
 // A chat whose keys fit in one Badger transaction (a memtable's worth:
@@ -397,11 +397,13 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 // and, once none is left, the tombstone; whole reports that it got there.
 func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
 	var keys [][]byte
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(id)})
-	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
+	for _, prefix := range [][]byte{activityPrefix(id), msgPrefix(id)} {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
 	}
-	it.Close()
 	for _, k := range append(keys, deletingKey(id)) {
 		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) {
 			return false, nil
@@ -601,16 +603,7 @@ func (s *Store) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	return seq, err
 }
 
-func lastSeq(txn *badger.Txn, chatID string) (int64, error) {
-	prefix := msgPrefix(chatID)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
-	defer it.Close()
-	it.Seek(append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
-	if !it.Valid() {
-		return 0, nil
-	}
-	return int64(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])), nil
-}
+func lastSeq(txn *badger.Txn, chatID string) (int64, error) { return lastKeyID(txn, msgPrefix(chatID)) }
 
 // Snapshot is the session state saved beside a chat's log. Seqs point into
 // the log; nothing here copies messages.
@@ -641,6 +634,9 @@ type Snapshot struct {
 	// DeclinedTools, which words load no more (find_tools or a call does).
 	UncalledTools []string `json:"uncalled_tools,omitempty"`
 	DeclinedTools []string `json:"declined_tools,omitempty"`
+	// Requests are the chat's last requests (estimate, reported, budget),
+	// newest last, so the context view survives passivation and restarts.
+	Requests []chat.RequestLog `json:"requests,omitempty"`
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -201,7 +202,7 @@ func (h *Hub) startActors(opts Options) {
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
-		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
+		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
 	// The index loads the registry when it starts, and again after a restart.
 	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
@@ -479,6 +480,41 @@ func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64)
 	}
 	ms, err := h.store.Messages(ctx, id, from, to)
 	return wireMessages(ms), err
+}
+
+// Activity returns one page of a chat's activity log: up to limit items
+// with id > after, oldest first, and whether more follow. Export and the
+// activity route read it the same way.
+func (h *Hub) Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error) {
+	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+		return nil, false, err
+	}
+	as, more, err := h.store.ActivityPage(ctx, id, after, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]api.ActivityItem, len(as))
+	for i, a := range as {
+		out[i] = api.ActivityItem(a)
+	}
+	return out, more, nil
+}
+
+// learned stores what the learner learned from a chat in its activity log
+// and tells the chat's watchers.
+func (h *Hub) learned(ctx context.Context, o learner.Outcome) {
+	if _, err := h.store.Chat(ctx, o.ChatID); err != nil {
+		return // deleted meanwhile: nothing to keep it with
+	}
+	data := chat.MemoriesLearned{IDs: o.Added, Waiting: o.Waiting}
+	raw, err := json.Marshal(data)
+	if err == nil {
+		_, err = h.store.AppendActivity(ctx, o.ChatID, persistence.Activity{Type: chat.EventMemoriesLearned, Data: raw})
+	}
+	if err != nil {
+		h.log.Error().Err(err).Str("chat_id", o.ChatID).Msg("store learned memories in the activity log")
+	}
+	h.bus.PublishMust(eventbus.Event{Type: chat.EventMemoriesLearned, ChatID: o.ChatID, Data: data})
 }
 
 // ask sends msg to a chat's session and waits for the reply.

@@ -29,6 +29,7 @@ type Store interface {
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error)
 	DeleteChat(ctx context.Context, id string, records ...persistence.RecordKey) error
 	LastSeq(ctx context.Context, chatID string) (int64, error)
+	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]persistence.Activity, bool, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
 	Close() error
 }

@@ -35,6 +35,12 @@ func wireEvent(d any) any {
 		return api.CompactionApplied(v)
 	case chat.Healed:
 		return api.Healed(v)
+	case chat.Waiting:
+		return api.Waiting(v)
+	case chat.ToolProgress:
+		return api.ToolProgress(v)
+	case chat.MemoriesLearned:
+		return api.MemoriesLearned(v)
 	}
 	return d // maps of plain values: already wire-shaped
 }

@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,7 +20,8 @@ import (
 	"github.com/agentd/agentd/tools"
 )
 
-// maxRequestLog is how many recent requests the context view keeps.
+// maxRequestLog is how many recent requests the context view keeps (in
+// the snapshot, so they survive passivation and restarts).
 const maxRequestLog = 50
 
 // session is the actor of one chat.
@@ -46,7 +49,6 @@ type session struct {
 
 	lastActive time.Time
 	stopTick   func()
-	requests   []chat.RequestLog
 	stopping   bool
 }
 
@@ -117,6 +119,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.addMessages(ctx, m)
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
+	case *progressTick:
+		s.progressed(ctx, m)
 	default:
 		s.logger().Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -206,6 +210,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	if t := s.turn; t != nil && t.phase == phasePaused {
 		// A paused turn is durable: the next start resumes it.
 		t.timer.Stop()
+		t.progress.Stop()
 		t.cancel()
 		t.ended()
 		s.turn = nil
@@ -242,11 +247,27 @@ func (s *session) checkIdle(ctx actor.Context) {
 
 func (s *session) publish(ev string, turnID string, data any) {
 	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
-	if ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta {
+	switch {
+	case ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting:
 		s.deps.Bus.Publish(e)
 		return
+	case chat.Activity(ev):
+		s.record(ev, turnID, data)
 	}
 	s.deps.Bus.PublishMust(e)
+}
+
+// record stores an event a person may need later in the chat's activity
+// log, before anyone hears of it. A failure is logged: the event itself
+// still goes out, and the turn goes on.
+func (s *session) record(ev, turnID string, data any) {
+	raw, err := json.Marshal(data)
+	if err == nil {
+		_, err = s.deps.Store.AppendActivity(context.Background(), s.id, persistence.Activity{Type: ev, TurnID: turnID, Data: raw})
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("event", ev).Msg("store activity")
+	}
 }
 
 func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
@@ -380,9 +401,10 @@ func (s *session) saveSnapshot() error {
 	return s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
 }
 
+// logRequest keeps r as the newest of the last requests; the snapshot the
+// turn saves carries them. A new slice each time: saved copies of the
+// snapshot never share its array.
 func (s *session) logRequest(r chat.RequestLog) {
-	s.requests = append(s.requests, r)
-	if len(s.requests) > maxRequestLog {
-		s.requests = s.requests[len(s.requests)-maxRequestLog:]
-	}
+	rs := s.snap.Requests[max(0, len(s.snap.Requests)+1-maxRequestLog):]
+	s.snap.Requests = append(slices.Clip(rs), r)
 }

@@ -27,12 +27,22 @@ type memStore struct {
 	chats map[string]persistence.Chat
 	msgs  map[string][]chat.Message
 	snaps map[string]persistence.Snapshot
+	acts  map[string][]persistence.Activity
 	// writes counts the writes that would each be a sync on disk.
 	writes int
 }
 
 func newMemStore() *memStore {
-	return &memStore{chats: map[string]persistence.Chat{}, msgs: map[string][]chat.Message{}, snaps: map[string]persistence.Snapshot{}}
+	return &memStore{chats: map[string]persistence.Chat{}, msgs: map[string][]chat.Message{}, snaps: map[string]persistence.Snapshot{}, acts: map[string][]persistence.Activity{}}
+}
+
+func (m *memStore) AppendActivity(_ context.Context, chatID string, a persistence.Activity) (persistence.Activity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	a.ID, a.AfterSeq = int64(len(m.acts[chatID])+1), int64(len(m.msgs[chatID]))
+	m.acts[chatID] = append(m.acts[chatID], a)
+	return a, nil
 }
 
 func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) {
