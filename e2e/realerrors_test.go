@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -218,5 +220,87 @@ func TestRealAuthRefused(t *testing.T) {
 	calls := tp.since(0)
 	if len(calls) != 1 || calls[0].Status != http.StatusUnauthorized || !strings.Contains(calls[0].Body, "authentication_error") {
 		t.Errorf("want one refused request with llama-server's authentication_error, got %+v", calls)
+	}
+}
+
+// brokenUTF8 makes llama-server's own model end inside a multi-byte
+// character: a logit bias forces token 150 (a lone byte of Qwen2.5's
+// byte-level vocabulary) and two tokens end the answer. With tools offered
+// llama-server then answers its real 500 ("does not match the expected
+// peg-native format"; testkit/realmodel/README.md). Only a non-streamed
+// answer carries that 500 — a stream ends empty with finish_reason length
+// — so the request goes unstreamed; it never reaches a parser that expects
+// a stream, since the answer is the 500.
+func brokenUTF8(body []byte) []byte {
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		return body
+	}
+	req["logit_bias"] = map[string]float64{"150": 100}
+	req["max_tokens"] = 2
+	req["stream"] = false
+	delete(req, "stream_options")
+	out, err := json.Marshal(req)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// TestRealInvalidUTF8Output: llama-server's 500 for model output that is
+// not valid UTF-8 is a model fault worth another try: once, the turn
+// retries and is answered; every time, the turn ends with a provider
+// problem carrying the server's words, the person's message stays stored,
+// and the chat answers once the server does.
+func TestRealInvalidUTF8Output(t *testing.T) {
+	url := realURL(t, envLlama)
+	tp := newTap(t, url)
+	ref := "llama/" + realModel
+	d := startReal(t, daemonConfig{Providers: realYAML(ref, llamaProvider("llama", tp.URL))})
+	d.waitModel(t, ref)
+	id := d.newChat(t, ref)
+
+	var mu sync.Mutex
+	left := 1
+	tp.setRewrite(func(kind string, body []byte) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if kind != "turn" || left == 0 {
+			return body
+		}
+		left--
+		return brokenUTF8(body)
+	})
+	before := tp.count()
+	answered(t, "a turn whose first answer was broken UTF-8", d.send(t, id, "Hello there, one line please."))
+	calls := tp.since(before)
+	if len(calls) < 2 || calls[0].Status != http.StatusInternalServerError || !strings.Contains(calls[0].Body, "peg-native") {
+		t.Fatalf("want llama-server's 500 (peg-native) and then an answer, the server said %+v", calls)
+	}
+
+	mu.Lock()
+	left = -1 // every turn request from now on
+	mu.Unlock()
+	rt := d.send(t, id, "And a second line?")
+	if rt.res.Problem == nil || rt.res.Problem.Kind != chat.ProblemProvider || !strings.Contains(rt.res.Problem.Message, "peg-native") {
+		t.Fatalf("a server that always answers broken UTF-8: problem %+v, want a provider problem with the server's words", rt.res.Problem)
+	}
+
+	tp.setRewrite(nil)
+	answered(t, "a turn once the server answers again", d.send(t, id, "Third line?"))
+	ctx, cancel := withTimeout(30 * time.Second)
+	defer cancel()
+	msgs, err := d.Client.Transcript(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, m := range msgs {
+		if m.Role == api.RoleUser {
+			said = append(said, m.Content)
+		}
+	}
+	if want := []string{"Hello there, one line please.", "And a second line?", "Third line?"}; !slices.Equal(said, want) {
+		t.Errorf("the person's messages stored %q, want %q", said, want)
 	}
 }

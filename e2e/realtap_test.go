@@ -29,6 +29,16 @@ type tap struct {
 	mu    sync.Mutex
 	calls []tapCall
 	num   []int // options.num_ctx of each Ollama chat request
+	// rewrite, when set, changes a chat request's body before the server
+	// sees it (what is recorded is what agentd sent).
+	rewrite func(kind string, body []byte) []byte
+}
+
+// setRewrite installs (or, with nil, removes) the tap's request rewrite.
+func (tp *tap) setRewrite(f func(kind string, body []byte) []byte) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.rewrite = f
 }
 
 // tapCall is one chat request as the server answered it.
@@ -76,9 +86,15 @@ func newTap(t *testing.T, upstream string) *tap {
 		info := tapReq{start: time.Now(), kind: "turn"}
 		if isChatPath(r.URL.Path) {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+			info.kind, info.body = requestKind(body), body
+			tp.mu.Lock()
+			rewrite := tp.rewrite
+			tp.mu.Unlock()
+			if rewrite != nil {
+				body = rewrite(info.kind, body)
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
-			info.kind, info.body = requestKind(body), body
 			var req struct {
 				Options map[string]any `json:"options"`
 			}
