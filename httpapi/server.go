@@ -93,8 +93,14 @@ func (s *Server) routes() {
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
+	// OpenAI's routes: the same tokens, OpenAI's error shape. Drain waits
+	// for their handlers as for the native turns'.
 	for _, rt := range oai.New(s.hub, s.cfg, s.log).Routes() {
-		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError))
+		s.mux.Handle(rt.Pattern, s.authedAs(func(w http.ResponseWriter, r *http.Request, tenant string) {
+			s.turns.Add(1)
+			defer s.turns.Done()
+			rt.Handle(w, r, tenant)
+		}, false, oai.WriteNativeError))
 	}
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
