@@ -217,10 +217,10 @@ func transcriptItems(msgs []api.Message) []item {
 				out = append(out, messageItem("msg_"+seq, statusCompleted, outputText(m.Content)))
 			}
 			for i, c := range m.ToolCalls {
-				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: &c.Arguments})
 			}
 		case api.RoleTool:
-			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: m.Content})
+			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: &m.Content})
 		}
 	}
 	return out

@@ -77,7 +77,7 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 				return g, err
 			}
 			g.results = append(g.results, api.ToolResult{CallID: it.CallID, Output: out})
-			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: out})
+			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: &out})
 		case itemFunctionCall:
 			if !continued {
 				return g, refuse(param+".type", "a function_call in input needs previous_response_id or conversation: agentd keeps the chat's history itself")

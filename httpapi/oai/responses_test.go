@@ -35,9 +35,10 @@ func sdkFor(d *daemontest.Daemon, token string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
 }
 
-// streamed creates a response by streaming, checks the events' numbering
-// and that the text deltas and done events agree with the final response,
-// and returns the final response.
+// streamed creates a response by streaming, checks the events' numbering,
+// feeds them to the SDK's response accumulator and checks that what it
+// rebuilds, and the text deltas, agree with the final response, which it
+// returns.
 func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) responses.Response {
 	t.Helper()
 	s := sdk.Responses.NewStreaming(context.Background(), params)
@@ -45,9 +46,17 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 	var types []string
 	var deltas strings.Builder
 	var final responses.Response
+	var acc responses.ResponseAccumulator
 	next := int64(0)
 	for s.Next() {
 		ev := s.Current()
+		var same responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(ev.RawJSON()), &same); err != nil {
+			t.Fatalf("event %d: %v", next, err)
+		}
+		if err := acc.AddEvent(same); err != nil {
+			t.Fatalf("the accumulator refuses event %d (%s): %v", next, ev.Type, err)
+		}
 		if ev.SequenceNumber != next {
 			t.Fatalf("event %d (%s) has sequence_number %d", next, ev.Type, ev.SequenceNumber)
 		}
@@ -71,6 +80,11 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 	}
 	if final.Status == "completed" && deltas.Len() > 0 && deltas.String() != final.OutputText() {
 		t.Fatalf("deltas say %q, the response %q", deltas.String(), final.OutputText())
+	}
+	rebuilt, err := acc.ReconstructedResponse()
+	if err != nil || rebuilt.ID != final.ID || rebuilt.OutputText() != final.OutputText() || len(rebuilt.Output) != len(final.Output) ||
+		acc.Snapshot().OutputText() != final.OutputText() {
+		t.Fatalf("the accumulator rebuilt %+v (%v), the stream ended with %+v", rebuilt, err, final)
 	}
 	return final
 }
