@@ -83,10 +83,11 @@ type item struct {
 }
 
 // part is one content part of a message: input_text, output_text or
-// input_image.
+// input_image. Text is there even when empty (an output_text part starts
+// so); an image's is empty.
 type part struct {
 	Type        string    `json:"type"`
-	Text        string    `json:"text,omitempty"`
+	Text        string    `json:"text"`
 	Annotations *[]string `json:"annotations,omitempty"`
 	ImageURL    string    `json:"image_url,omitempty"`
 }
