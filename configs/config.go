@@ -23,6 +23,8 @@ type Config struct {
 	Listen string `yaml:"listen" json:"listen"`
 	// DataDir holds Badger and attachments. Optional. Defaults to ./data.
 	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Store chooses where chats are kept: Badger in DataDir, or Postgres.
+	Store Store `yaml:"store" json:"store"`
 	// DefaultModel is "provider/model" for new chats. Optional. Defaults to
 	// the first model of the first provider.
 	DefaultModel string `yaml:"default_model" json:"default_model"`
@@ -38,6 +40,8 @@ type Config struct {
 	HTTP HTTP `yaml:"http" json:"http"`
 	// Metrics says where /metrics is served.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
+	// Tracing exports OpenTelemetry traces. Optional. Defaults to off.
+	Tracing Tracing `yaml:"tracing" json:"tracing"`
 	// IdleAfter passivates a chat's actor after this long without use.
 	// Optional. Defaults to 5m.
 	IdleAfter Duration `yaml:"idle_after" json:"idle_after"`
@@ -207,6 +211,17 @@ type Metrics struct {
 	Listen string `yaml:"listen" json:"listen"`
 }
 
+// Tracing says where OpenTelemetry traces go (docs/tracing.md).
+type Tracing struct {
+	// Endpoint is the OTLP/HTTP collector's URL, such as
+	// http://127.0.0.1:4318 (traces go to its /v1/traces). Optional.
+	// Defaults to none: traces are off unless OTEL_EXPORTER_OTLP_ENDPOINT
+	// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, which the exporter then
+	// reads with the other standard OTEL_* variables (OTEL_TRACES_SAMPLER
+	// among them).
+	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
+}
+
 // MCPServer is one MCP server: stdio when Command is set, streamable HTTP
 // when URL is set.
 type MCPServer struct {
@@ -223,6 +238,23 @@ type MCPServer struct {
 	// Defaults to false.
 	BareNames bool `yaml:"bare_names" json:"bare_names,omitempty"`
 }
+
+// Store chooses the store's backend (docs/cluster.md).
+type Store struct {
+	// Kind is badger (embedded, in data_dir) or postgres. Optional.
+	// Defaults to badger.
+	Kind string `yaml:"kind" json:"kind"`
+	// DSNEnv names the environment variable that holds the Postgres DSN,
+	// kept out of the file since it carries a password. Optional (kind
+	// postgres). Defaults to AGENTD_PG_DSN.
+	DSNEnv string `yaml:"dsn_env" json:"dsn_env"`
+}
+
+// Store kinds.
+const (
+	StoreBadger   = "badger"
+	StorePostgres = "postgres"
+)
 
 // Attachments configures file storage.
 type Attachments struct {
@@ -290,6 +322,7 @@ func (c *Config) applyEnv(get func(string) string) {
 	}
 	str("AGENTD_LISTEN", &c.Listen)
 	str("AGENTD_DATA_DIR", &c.DataDir)
+	str("AGENTD_STORE", &c.Store.Kind)
 	str("AGENTD_DEFAULT_MODEL", &c.DefaultModel)
 	str("AGENTD_LOG_LEVEL", &c.LogLevel)
 	if v := get("AGENTD_IDLE_AFTER"); v != "" {
@@ -317,6 +350,10 @@ func (c *Config) ApplyDefaults() {
 	}
 	def(&c.Listen, "127.0.0.1:8420")
 	def(&c.DataDir, "./data")
+	def(&c.Store.Kind, StoreBadger)
+	if c.Store.Kind == StorePostgres {
+		def(&c.Store.DSNEnv, "AGENTD_PG_DSN")
+	}
 	def(&c.LogLevel, "info")
 	if c.IdleAfter.Duration == 0 {
 		c.IdleAfter.Duration = 5 * time.Minute
@@ -408,6 +445,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	switch c.Store.Kind {
+	case StoreBadger, StorePostgres:
+	default:
+		return fmt.Errorf("store.kind must be badger or postgres, not %q", c.Store.Kind)
+	}
 	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {
 		return fmt.Errorf("default_model %q must be \"provider/model\"", c.DefaultModel)
 	}
@@ -415,6 +457,9 @@ func (c *Config) Validate() error {
 		if t.Tenant == "" || t.TokenEnv == "" {
 			return fmt.Errorf("auth.tokens[%d]: tenant and token_env are both required", i)
 		}
+	}
+	if e := c.Tracing.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return fmt.Errorf("tracing.endpoint %q: want the collector's http:// or https:// URL (OTLP/HTTP)", e)
 	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {

@@ -8,7 +8,51 @@ import (
 	"runtime/debug"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/telemetry"
 )
+
+// statusWriter remembers the status a handler answered, for the request's
+// span. Unwrap lets http.ResponseController reach the connection (SSE's
+// write deadlines, flushes).
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
 
 // RequestIDHeader carries each request's id: the client's own when it sends
 // a usable one, else a new one; every answer returns it and every log line
@@ -34,15 +78,33 @@ func plainID(s string) bool {
 	return true
 }
 
-// withRequest gives each request its id (header and logger in the
-// context) and turns a handler's panic into one logged line with its stack
-// and a generic 500 naming the request id.
+// withRequest gives each request its id (header, context, and logger in
+// the context) and its span, a child of the caller's trace context when it
+// sends one; it turns a handler's panic into one logged line with its
+// stack and a generic 500 naming the request id.
 func (s *Server) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := requestID(r)
 		w.Header().Set(RequestIDHeader, id)
 		log := s.log.With().Str("request_id", id).Logger()
-		r = r.WithContext(log.WithContext(r.Context()))
+		ctx, span := s.tracer.Start(telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)), r.Method,
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path),
+				attribute.String("agentd.request_id", id)))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			// The mux named the route on r by now.
+			if r.Pattern != "" {
+				span.SetName(r.Pattern)
+				span.SetAttributes(semconv.HTTPRoute(r.Pattern))
+			}
+			span.SetAttributes(semconv.HTTPResponseStatusCode(sw.status()))
+			if sw.status() >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(sw.status()))
+			}
+			span.End()
+		}()
+		w = sw
+		r = r.WithContext(log.WithContext(telemetry.WithRequestID(ctx, id)))
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {

@@ -21,12 +21,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi/oai"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // Server is the HTTP handler of agentd.
@@ -35,8 +37,9 @@ type Server struct {
 	cfg    configs.Config
 	log    zerolog.Logger
 	tokens map[string]string // token → tenant; empty: one "default" tenant, loopback only
-	mux    *http.ServeMux
+	mux    *routeMux
 	guard  *webGuard
+	tracer trace.Tracer
 	// handler is the mux behind the guard.
 	handler http.Handler
 
@@ -60,9 +63,22 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
+// Option changes how New builds the server.
+type Option func(*Server)
+
+// WithTracerProvider gives each request a span of tp (docs/tracing.md);
+// without it requests are not traced.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Server) { s.tracer = telemetry.Tracer(tp) }
+}
+
 // New builds the handler. tokens maps bearer tokens to tenants.
-func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger) *Server {
-	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: http.NewServeMux(), limiters: map[string]*rate.Limiter{}}
+func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger, opts ...Option) *Server {
+	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: &routeMux{ServeMux: http.NewServeMux()}, limiters: map[string]*rate.Limiter{},
+		tracer: telemetry.Tracer(nil)}
+	for _, o := range opts {
+		o(s)
+	}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()
@@ -109,6 +125,7 @@ func (s *Server) routes() {
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
 	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false, writeError))
 	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.cfg.Metrics.Listen == "" {
 		s.mux.Handle("GET /metrics", s.authedRaw(func(w http.ResponseWriter, r *http.Request, _ string) { s.metrics().ServeHTTP(w, r) }, false, writeError))
 	}

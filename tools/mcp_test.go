@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
 )
 
 // stdioServerEnv makes the test binary act as an MCP server on stdio, so
@@ -85,27 +84,10 @@ func wantTestTools(prefix string) []string {
 // testLogger returns a logger and what it wrote; the buffer is locked
 // because servers connect in parallel and a child's stderr is copied from
 // its own goroutine.
-func testLogger(t *testing.T) (zerolog.Logger, *lockedBuffer) {
+func testLogger(t *testing.T) (zerolog.Logger, *testkit.LogBuffer) {
 	t.Helper()
-	buf := &lockedBuffer{}
+	buf := &testkit.LogBuffer{}
 	return zerolog.New(buf), buf
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // checkMCPTools runs the server's tools through the registry and checks

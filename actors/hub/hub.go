@@ -20,6 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/learner"
@@ -37,6 +38,7 @@ import (
 	"github.com/agentd/agentd/prompts"
 	"github.com/agentd/agentd/recall"
 	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/telemetry"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -62,7 +64,7 @@ const watcherPatience = 10 * time.Second
 type Hub struct {
 	cfg     configs.Config
 	log     zerolog.Logger
-	store   *persistence.Store
+	store   Store
 	catalog *modelcatalog.Catalog
 	tools   *tools.Registry
 	bus     *eventbus.Bus
@@ -70,6 +72,7 @@ type Hub struct {
 	metrics *Metrics
 	memory  *memory.Store
 	files   *attachments.Store
+	tracer  trace.Tracer
 
 	system    *actor.ActorSystem
 	registry  *actor.PID
@@ -95,26 +98,31 @@ type Options struct {
 	Tools func(*tools.Registry) error
 	// HTTPClient is used for every provider. Optional.
 	HTTPClient *http.Client
-	// InMemory keeps Badger in memory (tests, benchmarks).
+	// InMemory keeps Badger in memory (tests, benchmarks); a Postgres
+	// store is unaffected.
 	InMemory bool
 	// RefreshEvery is how often the providers' lists are re-read while all
 	// answer (the longest backoff while one does not). 0 means
 	// DefaultRefreshEvery; negative: only when asked (Refresh), as tests
 	// that script a provider's every request need.
 	RefreshEvery time.Duration
+	// TracerProvider gives turns, model calls, tools and folds their spans
+	// (docs/tracing.md). Optional: nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
 // actors. Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
-	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory,
-		Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
+	store, err := openStore(ctx, cfg, log, opts.InMemory)
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics()}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics(), tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.metrics.watchStore(store.Sizes)
+	if _, ok := store.(*persistence.Store); ok {
+		h.metrics.watchStore(h.badgerSizes)
+	}
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
 		return nil, err
@@ -158,7 +166,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	h.startActors()
+	h.startActors(opts)
 	if err := h.loadToolsets(ctx); err != nil {
 		return err
 	}
@@ -188,10 +196,10 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 	return out
 }
 
-func (h *Hub) startActors() {
+func (h *Hub) startActors(opts Options) {
 	h.system = actors.NewSystem(h.log)
 	root := h.system.Root
-	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log}))
+	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
 	// The index loads the registry when it starts, and again after a restart.
@@ -199,7 +207,7 @@ func (h *Hub) startActors() {
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
-		Log:        h.log,
+		Log: h.log, Traces: opts.TracerProvider,
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
@@ -321,13 +329,23 @@ func (h *Hub) Bus() *eventbus.Bus { return h.bus }
 func (h *Hub) Subscribe(chatID string, buf int) *eventbus.Sub { return h.bus.Subscribe(chatID, buf) }
 
 // Store returns the store (tests and the bench read it directly).
-func (h *Hub) Store() *persistence.Store { return h.store }
+func (h *Hub) Store() Store { return h.store }
 
 // NewID returns a random id.
 func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// logFor is the hub's logger for what ctx's request causes: its lines
+// carry the request's id.
+func (h *Hub) logFor(ctx context.Context) *zerolog.Logger {
+	l := h.log
+	if id := telemetry.RequestID(ctx); id != "" {
+		l = l.With().Str("request_id", id).Logger()
+	}
+	return &l
 }
 
 // chatOf returns a chat if it belongs to tenant.
@@ -512,20 +530,35 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 }
 
 // submit asks the chat's session to take msg; release frees the tenant's
-// turn slot when the turn ends (or at once if it never starts).
+// turn slot when the turn ends (or at once if it never starts). The turn's
+// span starts here, a child of the request's, and ends in a goroutine of
+// the hub once the session says the turn is over: never in a mailbox.
 func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func()) (*session.TurnAccepted, error) {
 	turnID := NewID()
+	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
+	over := make(chan struct{}, 1)
+	ended := func() {
+		release()
+		select {
+		case over <- struct{}{}:
+		default:
+		}
+	}
+	if span.IsRecording() {
+		h.work.Go(func() { <-over; span.End() })
+	}
 	type answer struct {
 		res any
 		err error
 	}
 	done := make(chan answer, 1)
+	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext()}
 	h.work.Go(func() {
 		// A queued message waits for the turns before it; the wait ends
 		// with the caller (below), not only with the timeout.
-		res, err := h.ask(context.WithoutCancel(ctx), chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: release}, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+		res, err := h.ask(context.WithoutCancel(ctx), chatID, submit, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
 		if err != nil {
-			release() // refused, or the session never answered
+			ended() // refused, or the session never answered
 		}
 		done <- answer{res, err}
 	})
@@ -607,13 +640,22 @@ func (h *Hub) Models() api.Models {
 // when no configured provider answers.
 func (h *Hub) Health() api.Health {
 	errs := wireErrors(h.catalog.ProviderErrors())
-	lsm, vlog := h.store.Sizes()
+	lsm, vlog := h.badgerSizes()
 	status := "ok"
 	if len(errs) > 0 && len(errs) == len(h.cfg.Providers) {
 		status = "degraded"
 	}
 	return api.Health{Status: status, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
 		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
+}
+
+// badgerSizes reports Badger's LSM and value-log sizes; Postgres has
+// neither (its sizes are the database's own to report).
+func (h *Hub) badgerSizes() (lsm, vlog int64) {
+	if b, ok := h.store.(*persistence.Store); ok {
+		return b.Sizes()
+	}
+	return 0, 0
 }
 
 // ActiveSessions counts live session actors.

@@ -86,7 +86,7 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 	if errors.As(err, &refused) {
 		// The caller hears only the refusal; why it was refused (which may
 		// say what exists outside the allowed dirs) is for the operator.
-		h.log.Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
+		h.logFor(ctx).Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
 	}
 	if err != nil {
 		return a, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -96,7 +96,7 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 
 // owners answers the attachment tools from the ownership records, so a
 // model resolves ids only within its chat's tenant.
-type owners struct{ store *persistence.Store }
+type owners struct{ store Store }
 
 func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
 	var a chat.Attachment

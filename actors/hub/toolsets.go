@@ -245,7 +245,7 @@ func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
 		return fmt.Errorf("delete toolset %s: %w", name, err)
 	}
 	if _, err := h.tools.RemoveToolset(tenant, name); err != nil {
-		h.log.Warn().Err(err).Str("toolset", name).Msg("close toolset")
+		h.logFor(ctx).Warn().Err(err).Str("toolset", name).Msg("close toolset")
 	}
 	h.indexToolset(tenant, name, nil)
 	return nil

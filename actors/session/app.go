@@ -126,7 +126,7 @@ func (s *session) pause(ctx actor.Context) {
 	}
 	s.snap.Paused.Calls = t.awaiting
 	if err := s.saveSnapshot(); err != nil {
-		s.log.Error().Err(err).Msg("save the paused turn")
+		s.logger().Error().Err(err).Msg("save the paused turn")
 	}
 	s.armPause(ctx, time.Until(s.snap.Paused.Since.Add(s.deps.ToolResultsWait)))
 	s.publish(chat.EventTurnRequiresAction, t.id, chat.TurnResult{TurnID: t.id, Status: chat.StatusRequiresAction,
@@ -149,7 +149,8 @@ func (s *session) resumePaused(ctx actor.Context) {
 	}
 	tctx, cancel := context.WithCancel(context.Background())
 	// No caller counts this turn any more: its slot went with the restart.
-	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup(), ended: func() {}}
+	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup(), ended: func() {},
+		log: s.log.With().Str("turn_id", p.TurnID).Logger()}
 	t.phase, t.awaiting = phasePaused, slices.Clone(p.Calls)
 	for _, m := range s.msgs {
 		if m.Seq >= p.UserSeq {

@@ -78,7 +78,7 @@ func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
 	if m.OK {
 		t.state = m.Text
 	} else {
-		s.log.Warn().Str("error", m.Err).Msg("in-turn summary failed; compacting by truncation alone")
+		s.logger().Warn().Str("error", m.Err).Msg("in-turn summary failed; compacting by truncation alone")
 	}
 	s.prepare(ctx)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
@@ -59,6 +60,9 @@ type Deps struct {
 	Prompts Prompts
 	Metrics Metrics
 	Log     zerolog.Logger
+	// Traces gives model calls and tools spans (docs/tracing.md).
+	// Optional.
+	Traces trace.TracerProvider
 
 	Summarizer *actor.PID
 	Learner    *actor.PID

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
@@ -46,6 +47,10 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
 	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor}
+	if s.turn != nil && s.turn.phase == phaseFolding {
+		// The turn waits for this fold: its span is the fold's parent.
+		req.Trace = trace.SpanContextFromContext(s.turn.ctx)
+	}
 	if s.deps.Summarizer == nil || time.Now().Before(s.snap.FoldPaused) {
 		// Not asking: fold with the digest alone, now.
 		s.folded(ctx, &summarizer.Folded{ReqID: f.reqID, ChatID: s.id, Digest: summarizer.Digest(s.snap.Digest, folded), Err: "summariser paused after repeated failures"})
@@ -78,7 +83,7 @@ func (s *session) overdue(ctx actor.Context, m *foldOverdue) {
 	f.applied = true
 	s.snap.Digest = summarizer.Digest(s.snap.Digest, f.folded)
 	s.moveBoundary(ctx, f)
-	s.log.Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
+	s.logger().Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
 	s.resumeAfterFold(ctx)
 }
 
@@ -111,7 +116,7 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 			s.snap.FoldFailures = 0
 			s.snap.FoldPaused = time.Now().Add(foldPause)
 		}
-		s.log.Warn().Str("error", m.Err).Msg("fold without a summary; the digest keeps the facts")
+		s.logger().Warn().Str("error", m.Err).Msg("fold without a summary; the digest keeps the facts")
 	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.Fold(m.OK)
@@ -146,7 +151,7 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 // word-for-word memory starts.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	if err := s.saveSnapshot(); err != nil {
-		s.log.Error().Err(err).Msg("save snapshot after fold")
+		s.logger().Error().Err(err).Msg("save snapshot after fold")
 	}
 	turnID := ""
 	if s.turn != nil {

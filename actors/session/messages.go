@@ -3,6 +3,8 @@ package session
 import (
 	"errors"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 )
@@ -33,6 +35,12 @@ type SubmitTurn struct {
 	// is known never to run (refused, cancelled while queued, cut by a
 	// stop); the hub counts a tenant's turns with it. It must not block.
 	Ended func()
+	// RequestID is the id of the HTTP request that sent the message: every
+	// log line of the turn carries it. Optional.
+	RequestID string
+	// Trace is the turn's span: its model calls, tools and folds are its
+	// children. Optional.
+	Trace trace.SpanContext
 }
 
 // ended tells m's sender's counter that m's turn is over or will not run.

@@ -118,8 +118,17 @@ func (s *session) Receive(ctx actor.Context) {
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
 	default:
-		s.log.Warn().Str("type", typeName(m)).Msg("session: unknown message")
+		s.logger().Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
+}
+
+// logger is the running turn's logger (its request id and turn id on
+// every line), or the session's between turns.
+func (s *session) logger() *zerolog.Logger {
+	if s.turn != nil {
+		return &s.turn.log
+	}
+	return &s.log
 }
 
 func typeName(v any) string { return reflect.TypeOf(v).String() }
@@ -157,7 +166,7 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 func (s *session) start(ctx actor.Context) {
 	if err := s.load(); err != nil {
 		s.loadErr = err
-		s.log.Error().Err(err).Msg("load chat")
+		s.logger().Error().Err(err).Msg("load chat")
 	} else {
 		s.resumePaused(ctx)
 	}
@@ -228,12 +237,12 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 		mark := chat.Message{Role: chat.RoleAssistant, Model: s.turn.ref, Partial: true, Problem: why.Message,
 			Content: "[This answer was cut short: " + why.Message + "]"}
 		if _, err := s.deps.Store.Append(context.Background(), s.id, mark); err != nil {
-			s.log.Error().Err(err).Msg("mark the cut turn")
+			s.logger().Error().Err(err).Msg("mark the cut turn")
 		}
 		s.endTurn(ctx, why)
 	}
 	if !s.work.Wait(stopWait) {
-		s.log.Warn().Dur("waited", stopWait).Msg("session: calls still in flight at stop")
+		s.logger().Warn().Dur("waited", stopWait).Msg("session: calls still in flight at stop")
 	}
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/telemetry"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -24,7 +25,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
 	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
-	turnCtx, turnID, log := t.ctx, t.id, s.log
+	turnCtx, turnID, log, tracer := t.ctx, t.id, t.log, telemetry.Tracer(s.deps.Traces)
 	findRoom := int(findToolsShare * float64(t.info.Window))
 	t.phase = phaseTools
 	s.work.Go(func() {
@@ -32,6 +33,9 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 		var wg sync.WaitGroup
 		for i, c := range calls {
 			wg.Go(func() {
+				callCtx, span := telemetry.StartTool(turnCtx, tracer, c.Name, c.ID)
+				var err error
+				defer func() { telemetry.EndTool(span, out[i].res.IsError, err) }()
 				if res, over := lim.TooLong(c); over {
 					out[i] = toolOutcome{call: c, res: res}
 					return
@@ -44,10 +48,11 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 				ci := info
 				ci.CallID = c.ID
 				// A tool called by name without being loaded simply runs, and is loaded.
-				res, err := view.Call(tools.WithCallInfo(turnCtx, ci), c, lim)
+				var res tools.Result
+				res, err = view.Call(tools.WithCallInfo(callCtx, ci), c, lim)
 				if err != nil {
 					// Logged once, here: the model sees only res.
-					log.Error().Err(err).Str("turn_id", turnID).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
+					log.Error().Err(err).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
 				}
 				out[i] = toolOutcome{call: c, res: res, load: []string{c.Name}}
 			})

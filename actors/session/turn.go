@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // Bounds of one turn.
@@ -34,6 +37,8 @@ type turn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ended   func() // the SubmitTurn's Ended
+	// log carries the turn's id and the id of the request that sent it.
+	log zerolog.Logger
 
 	call       int
 	callCancel context.CancelFunc
@@ -83,8 +88,16 @@ func (s *session) startNext(ctx actor.Context) {
 			continue
 		}
 		s.appendMsgs(stored...)
-		tctx, cancel := context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended, setup: s.currentSetup()}
+		// The turn's context carries its span: what the turn's goroutines
+		// trace under it are its children.
+		tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
+		lc := s.log.With().Str("turn_id", p.msg.TurnID)
+		if p.msg.RequestID != "" {
+			lc = lc.Str("request_id", p.msg.RequestID)
+		}
+		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended,
+			setup: s.currentSetup(), log: lc.Logger()}
+		s.turn.log.Debug().Int64("user_seq", stored[0].Seq).Msg("turn started")
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
@@ -170,9 +183,10 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t.callCancel = func() { cancel(context.Canceled) }
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
-	publish := s.publish
+	publish, tracer, info := s.publish, telemetry.Tracer(s.deps.Traces), t.info
 	s.work.Go(func() {
 		defer cancel(nil)
+		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
 		defer watchdog.Stop()
@@ -193,6 +207,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 		if err != nil && context.Cause(callCtx) == errModelIdle {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
+		telemetry.EndModelCall(span, resp.Usage, resp.FinishReason, err)
 		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
 	})
 }
@@ -378,7 +393,7 @@ func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 	t := s.turn
 	if learnt := providers.LearntWindow(pe, t.estimate, t.maxTokens, t.info.Window); learnt > 0 {
 		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, learnt); err != nil {
-			s.log.Warn().Err(err).Msg("learn window")
+			s.logger().Warn().Err(err).Msg("learn window")
 		} else {
 			t.info.Window = kept
 		}
@@ -454,7 +469,7 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 	}
 	s.snap.LastSeqSent = s.lastSeq
 	if err := s.saveSnapshot(); err != nil {
-		s.log.Error().Err(err).Msg("save snapshot")
+		s.logger().Error().Err(err).Msg("save snapshot")
 	}
 	s.closeTurn(ctx, problem)
 }
@@ -477,6 +492,12 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	// Free the tenant's slot before anyone hears the turn is over.
 	t.ended()
 	s.publish(chat.EventTurnCompleted, t.id, res)
+	ev := t.log.Debug().Int("rounds", t.rounds).Int("input_tokens", t.usage.InputTokens).Int("output_tokens", t.usage.OutputTokens).
+		Dur("took", time.Since(t.started))
+	if problem != nil {
+		ev = ev.Str("problem", problem.Kind)
+	}
+	ev.Msg("turn ended")
 	if s.deps.Metrics != nil {
 		kind := ""
 		if problem != nil {

@@ -1,6 +1,10 @@
 package summarizer
 
-import "github.com/agentd/agentd/chat"
+import (
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/chat"
+)
 
 // Fold asks for a chat's summary to take in Turns. The reply, *Folded, goes
 // to the sender. Only one fold per chat runs at once; a second one for the
@@ -16,6 +20,9 @@ type Fold struct {
 	// Factor is the chat's estimate correction (window.Calibration), so a
 	// summarising request is sized the way the chat's turns are.
 	Factor float64
+	// Trace is the span of the turn that waits for the fold, if any: the
+	// fold's span is its child.
+	Trace trace.SpanContext
 }
 
 // Folded answers Fold. With OK false, Summary is empty and the chat keeps

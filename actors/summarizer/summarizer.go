@@ -15,11 +15,15 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/redact"
+	"github.com/agentd/agentd/telemetry"
 	"github.com/agentd/agentd/window"
 )
 
@@ -44,6 +48,8 @@ type Config struct {
 	// StopWait bounds how long stopping waits for folds in flight (they
 	// are cancelled first). Optional. Defaults to 10s.
 	StopWait time.Duration
+	// Traces gives folds and their model calls spans. Optional.
+	Traces trace.TracerProvider
 }
 
 type summarizerActor struct {
@@ -122,7 +128,15 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	runCtx, cfg := a.ctx, a.cfg
 	a.work.Go(func() {
-		res := run(runCtx, cfg, m, models, sems)
+		ctx, span := telemetry.Tracer(cfg.Traces).Start(trace.ContextWithSpanContext(runCtx, m.Trace), "fold",
+			trace.WithAttributes(telemetry.ChatIDKey.String(m.ChatID), attribute.Int("agentd.fold.messages", len(m.Turns))))
+		res := run(ctx, cfg, m, models, sems)
+		span.SetAttributes(attribute.Bool("agentd.fold.summarised", res.OK), attribute.String("agentd.fold.model", res.Model),
+			attribute.Int("agentd.fold.requests", res.Requests))
+		if !res.OK {
+			span.SetStatus(codes.Error, res.Err)
+		}
+		span.End()
 		root.Send(sender, res)
 		root.Send(self, &foldFinished{chatID: m.ChatID})
 	})
@@ -292,12 +306,14 @@ func callWith(ctx context.Context, cfg Config, sem chan struct{}, client provide
 	defer func() { <-sem }()
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
+	cctx, span := telemetry.StartModelCall(cctx, telemetry.Tracer(cfg.Traces), info.Provider, info.ID)
 	resp, err := client.Stream(cctx, providers.Request{
 		Model: info.ID, System: system, MaxTokens: room,
 		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
 		NumCtx:         info.Window,
 		EstimatedInput: window.OneShotEstimate(window.EstimateText(system)+window.EstimateText(prompt), cal),
 	}, func(providers.Event) {})
+	telemetry.EndModelCall(span, resp.Usage, string(resp.FinishReason), err)
 	if err != nil {
 		return "", resp.Usage, err
 	}

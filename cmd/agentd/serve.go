@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // shutdownGrace is how long in-flight turns get to finish on SIGTERM before
@@ -86,7 +87,12 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data folder: %w", err)
 	}
-	h, err := hub.New(ctx, cfg, log, hub.Options{})
+	tp, flush, err := telemetry.NewTracerProvider(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(flush, log)
+	h, err := hub.New(ctx, cfg, log, hub.Options{TracerProvider: tp})
 	if err != nil {
 		return err
 	}
@@ -97,7 +103,7 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		closeHub(h, log)
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	api := httpapi.New(h, cfg, tokens, log)
+	api := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(tp))
 	srv := api.HTTPServer()
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(api.Listener(ln)) }()
@@ -151,6 +157,16 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	return err
 }
 
+// flushTraces sends the spans still queued, within 5 seconds: a collector
+// that is down must not hold the exit.
+func flushTraces(flush func(context.Context) error, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		log.Warn().Err(err).Msg("flush traces")
+	}
+}
+
 // hubCloseWait bounds how long stopping the hub may take.
 const hubCloseWait = 30 * time.Second
 
@@ -189,6 +205,9 @@ func logConfig(log zerolog.Logger, cfg configs.Config, tokens int) {
 	ev := log.Info().Str("data_dir", cfg.DataDir).Str("default_model", cfg.DefaultModel).Int("auth_tokens", tokens)
 	for _, p := range cfg.Providers {
 		ev = ev.Str("provider_"+p.Name, p.Kind+" "+p.BaseURL)
+	}
+	if cfg.Tracing.Endpoint != "" {
+		ev = ev.Str("tracing", cfg.Tracing.Endpoint)
 	}
 	ev.Msg("configuration")
 	if tokens == 0 {
