@@ -113,13 +113,21 @@ func (s *Server) routes() {
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
+	// OpenAI's routes: the same tokens, OpenAI's error shape. Drain waits
+	// for their handlers as for the native turns'. A history a Chat
+	// Completions client re-sends whole is bounded by max_history_bytes.
 	surface := oai.New(s.hub, s.cfg, s.log)
-	for _, rt := range surface.Routes() {
-		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxBodyBytes))
+	oaiRoutes := func(routes []oai.Route, maxBody int64) {
+		for _, rt := range routes {
+			s.mux.Handle(rt.Pattern, s.authedAs(func(w http.ResponseWriter, r *http.Request, tenant string) {
+				s.turns.Add(1)
+				defer s.turns.Done()
+				rt.Handle(w, r, tenant)
+			}, false, oai.WriteNativeError, maxBody))
+		}
 	}
-	for _, rt := range surface.HistoryRoutes() {
-		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxHistoryBytes))
-	}
+	oaiRoutes(surface.Routes(), s.cfg.Limits.MaxBodyBytes)
+	oaiRoutes(surface.HistoryRoutes(), s.cfg.Limits.MaxHistoryBytes)
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)

@@ -209,7 +209,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	p, err := req.parse()
 	if err != nil {
-		writeRefusal(w, r, err)
+		writePlanError(w, r, err)
 		return
 	}
 	for i, m := range p.history {
@@ -222,21 +222,21 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	chain := Chain(p.history)
 	chatID, known, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
 	if err != nil {
-		writeRefusal(w, r, err)
+		writePlanError(w, r, err)
 		return
 	}
 	w.Header().Set(ChatHeader, chatID)
 	fresh := p.history[known:]
 	want := api.PatchChatRequest{Model: &req.Model, Instructions: &p.instructions, Settings: p.settings, Tools: &p.tools}
 	if _, err := h.setUp(ctx, tenant, chatID, want, resuming(fresh)); err != nil {
-		writeRefusal(w, r, err)
+		writePlanError(w, r, err)
 		return
 	}
 	sub := h.hub.Subscribe(chatID, streamBuffer)
 	defer sub.Close()
 	turnID, err := h.send(ctx, tenant, chatID, fresh)
 	if err != nil {
-		writeRefusal(w, r, err)
+		writePlanError(w, r, err)
 		return
 	}
 	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix()}

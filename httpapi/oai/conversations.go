@@ -188,10 +188,12 @@ func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request, ten
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
 }
 
-// conversationItems are the chat's transcript as items: its messages,
-// each assistant message's tool calls as function_calls, and tool results
-// as function_call_outputs, with ids that name their seq.
-func (h *Handler) conversationItems(ctx context.Context, tenant, chatID string) ([]item, error) {
+// conversationItems are the path's conversation's transcript as items.
+func (h *Handler) conversationItems(ctx context.Context, tenant, id string) ([]item, error) {
+	chatID, _, err := h.conversationOfPath(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
 	msgs, err := h.hub.Transcript(ctx, tenant, chatID, 0, 0)
 	if err != nil {
 		return nil, err
@@ -199,6 +201,9 @@ func (h *Handler) conversationItems(ctx context.Context, tenant, chatID string) 
 	return transcriptItems(msgs), nil
 }
 
+// transcriptItems are messages as items: user and assistant messages,
+// each assistant message's tool calls as function_calls, and tool results
+// as function_call_outputs, with ids that name their seq.
 func transcriptItems(msgs []api.Message) []item {
 	out := []item{}
 	for _, m := range msgs {
@@ -212,21 +217,17 @@ func transcriptItems(msgs []api.Message) []item {
 				out = append(out, messageItem("msg_"+seq, statusCompleted, outputText(m.Content)))
 			}
 			for i, c := range m.ToolCalls {
-				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: &c.Arguments})
 			}
 		case api.RoleTool:
-			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: m.Content})
+			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: &m.Content})
 		}
 	}
 	return out
 }
 
 func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant string) {
-	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
-	var its []item
-	if err == nil {
-		its, err = h.conversationItems(r.Context(), tenant, chatID)
-	}
+	its, err := h.conversationItems(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		writePlanError(w, r, err)
 		return
@@ -268,11 +269,7 @@ func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 
 func (h *Handler) getItem(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("item_id")
-	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
-	var its []item
-	if err == nil {
-		its, err = h.conversationItems(r.Context(), tenant, chatID)
-	}
+	its, err := h.conversationItems(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		writePlanError(w, r, err)
 		return

@@ -26,7 +26,7 @@ type plan struct {
 	input   []item // as stored for input_items
 }
 
-// message is what the input's messages say, gathered.
+// gathered is what a request's input items say, sorted by kind.
 type gathered struct {
 	text    []string
 	images  []part
@@ -77,7 +77,7 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 				return g, err
 			}
 			g.results = append(g.results, api.ToolResult{CallID: it.CallID, Output: out})
-			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: out})
+			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: &out})
 		case itemFunctionCall:
 			if !continued {
 				return g, refuse(param+".type", "a function_call in input needs previous_response_id or conversation: agentd keeps the chat's history itself")
@@ -341,13 +341,17 @@ func derefTools(ts *[]api.Tool) []api.Tool {
 // unix is now in Unix seconds, as OpenAI's created_at.
 func unix() int64 { return time.Now().Unix() }
 
-// writePlanError answers a failed plan: a refusal as 400, a missing id as
-// 404, the hub's errors as they map.
+// writePlanError answers a failed plan: a refusal as 400 and a missing id
+// as 404, each naming the field at fault; the hub's errors as they map.
 func writePlanError(w http.ResponseWriter, r *http.Request, err error) {
 	var m *missing
-	if errors.As(err, &m) {
+	var bad *badRequest
+	switch {
+	case errors.As(err, &m):
 		WriteError(w, http.StatusNotFound, "", m.param, m.msg)
-		return
+	case errors.As(err, &bad):
+		WriteError(w, http.StatusBadRequest, "invalid_value", bad.param, bad.msg)
+	default:
+		WriteHubError(w, r, err)
 	}
-	writeRefusal(w, r, err)
 }

@@ -69,16 +69,6 @@ func refuse(param, format string, args ...any) error {
 	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
 }
 
-// writeRefusal answers err: a badRequest as a 400 naming its field.
-func writeRefusal(w http.ResponseWriter, r *http.Request, err error) {
-	var bad *badRequest
-	if errors.As(err, &bad) {
-		WriteError(w, http.StatusBadRequest, "invalid_value", bad.param, bad.msg)
-		return
-	}
-	WriteHubError(w, r, err)
-}
-
 // decode reads a JSON body into v, answering the error itself. The body is
 // bounded by httpapi (limits.max_body_bytes); unknown fields are accepted,
 // as OpenAI adds fields a client may send that agentd has no use for.

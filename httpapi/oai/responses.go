@@ -289,12 +289,12 @@ func (b *builder) finish(res api.TurnResult) {
 	}
 	for _, c := range res.ToolCalls {
 		i := len(b.resp.Output)
-		it := item{Type: itemFunctionCall, ID: newID("fc_"), Status: statusInProgress, CallID: c.ID, Name: c.Name}
+		it := item{Type: itemFunctionCall, ID: newID("fc_"), Status: statusInProgress, CallID: c.ID, Name: c.Name, Arguments: new(string)}
 		b.resp.Output = append(b.resp.Output, it)
 		b.emit("response.output_item.added", map[string]any{"output_index": i, "item": it})
 		b.emit("response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": i, "delta": c.Arguments})
 		b.emit("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": i, "name": c.Name, "arguments": c.Arguments})
-		it.Status, it.Arguments = statusCompleted, c.Arguments
+		it.Status, it.Arguments = statusCompleted, &c.Arguments
 		b.resp.Output[i] = it
 		b.emit("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}

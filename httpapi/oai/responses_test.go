@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/agentd/agentd/actors/learner"
+	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -33,9 +35,10 @@ func sdkFor(d *daemontest.Daemon, token string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
 }
 
-// streamed creates a response by streaming, checks the events' numbering
-// and that the text deltas and done events agree with the final response,
-// and returns the final response.
+// streamed creates a response by streaming, checks the events' numbering,
+// feeds them to the SDK's response accumulator and checks that what it
+// rebuilds, and the text deltas, agree with the final response, which it
+// returns.
 func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) responses.Response {
 	t.Helper()
 	s := sdk.Responses.NewStreaming(context.Background(), params)
@@ -43,9 +46,17 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 	var types []string
 	var deltas strings.Builder
 	var final responses.Response
+	var acc responses.ResponseAccumulator
 	next := int64(0)
 	for s.Next() {
 		ev := s.Current()
+		var same responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(ev.RawJSON()), &same); err != nil {
+			t.Fatalf("event %d: %v", next, err)
+		}
+		if err := acc.AddEvent(same); err != nil {
+			t.Fatalf("the accumulator refuses event %d (%s): %v", next, ev.Type, err)
+		}
 		if ev.SequenceNumber != next {
 			t.Fatalf("event %d (%s) has sequence_number %d", next, ev.Type, ev.SequenceNumber)
 		}
@@ -69,6 +80,11 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 	}
 	if final.Status == "completed" && deltas.Len() > 0 && deltas.String() != final.OutputText() {
 		t.Fatalf("deltas say %q, the response %q", deltas.String(), final.OutputText())
+	}
+	rebuilt, err := acc.ReconstructedResponse()
+	if err != nil || rebuilt.ID != final.ID || rebuilt.OutputText() != final.OutputText() || len(rebuilt.Output) != len(final.Output) ||
+		acc.Snapshot().OutputText() != final.OutputText() {
+		t.Fatalf("the accumulator rebuilt %+v (%v), the stream ended with %+v", rebuilt, err, final)
 	}
 	return final
 }
@@ -251,5 +267,54 @@ func TestResponsesBadInput(t *testing.T) {
 	var aerr *openai.Error
 	if _, err := sdk.Responses.Get(ctx, mine.ID, responses.ResponseGetParams{}); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound {
 		t.Fatalf("GET a deleted response: %v", err)
+	}
+}
+
+// openAITooLong is OpenAI's real refusal of a request over the window,
+// as chathub-dev/chathub#320 quotes it (../shared/provider-bodies/
+// too_long.jsonl, A002).
+func openAITooLong(window, input int) string {
+	return fmt.Sprintf(`{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, window, input)
+}
+
+// TestResponsesTooLongFailsWithContextLengthExceeded: a provider that
+// refuses every turn request as too long, however agentd fits it, ends
+// the response failed, with context_length_exceeded naming agentd's next
+// step: as response.failed when streaming, as the response otherwise.
+func TestResponsesTooLongFailsWithContextLengthExceeded(t *testing.T) {
+	const trigger = "Please go through everything above once more."
+	script := func(r testkit.Received) testkit.Reply {
+		switch r.System {
+		case summarizer.Instructions:
+			return testkit.Reply{Text: "The person asked for echoes."}
+		case learner.Instructions:
+			return testkit.Reply{Text: "[]"}
+		}
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, trigger) {
+				return testkit.Reply{Status: http.StatusBadRequest, Body: openAITooLong(8000, r.InputTokens+8001)}
+			}
+		}
+		return testkit.Reply{Text: "Noted."}
+	}
+	_, _, sdk := start(t, 32000, script)
+	ctx := context.Background()
+	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(strings.Repeat("a note ", 300))}})
+	if err != nil || first.Status != "completed" {
+		t.Fatalf("first: %v %+v", err, first)
+	}
+	params := responses.ResponseNewParams{PreviousResponseID: openai.String(first.ID), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(trigger)}}
+	failed := streamed(t, sdk, params)
+	if failed.Status != "failed" || failed.Error.Code != "context_length_exceeded" || !strings.Contains(failed.Error.Message, "Next step:") {
+		t.Fatalf("streamed: status %s, error %+v", failed.Status, failed.Error)
+	}
+	params.PreviousResponseID = openai.String(failed.ID)
+	again, err := sdk.Responses.New(ctx, params)
+	if err != nil || again.Status != "failed" || again.Error.Code != "context_length_exceeded" {
+		t.Fatalf("not streamed: %v, %+v", err, again)
+	}
+	stored, err := sdk.Responses.Get(ctx, again.ID, responses.ResponseGetParams{})
+	if err != nil || stored.Status != "failed" || stored.Error.Code != "context_length_exceeded" {
+		t.Fatalf("stored: %v, %+v", err, stored)
 	}
 }

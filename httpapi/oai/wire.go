@@ -74,18 +74,20 @@ type item struct {
 	// message
 	Role    string  `json:"role,omitempty"`
 	Content *[]part `json:"content,omitempty"`
-	// function_call and function_call_output
-	CallID    string `json:"call_id,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
-	Output    string `json:"output,omitempty"`
+	// function_call and function_call_output: arguments and output are
+	// there even when empty, as OpenAI sends them.
+	CallID    string  `json:"call_id,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+	Output    *string `json:"output,omitempty"`
 }
 
 // part is one content part of a message: input_text, output_text or
-// input_image.
+// input_image. Text is there even when empty (an output_text part starts
+// so); an image's is empty.
 type part struct {
 	Type        string    `json:"type"`
-	Text        string    `json:"text,omitempty"`
+	Text        string    `json:"text"`
 	Annotations *[]string `json:"annotations,omitempty"`
 	ImageURL    string    `json:"image_url,omitempty"`
 }
