@@ -121,6 +121,9 @@ type ChatExport struct {
 	SummaryModel string    `json:"summary_model,omitempty"`
 	FirstKeptSeq int64     `json:"first_kept_seq,omitempty"`
 	Messages     []Message `json:"messages"`
+	// Activity is the chat's stored activity (GET /v1/chats/{id}/activity);
+	// an import does not take it back.
+	Activity []ActivityItem `json:"activity,omitempty"`
 }
 
 // Origins of a sent message: empty for a person's own words.

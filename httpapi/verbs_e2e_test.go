@@ -194,3 +194,45 @@ func TestEditAndDeleteOneMemoryInTheTenant(t *testing.T) {
 		t.Fatalf("second delete: %v, want 404", err)
 	}
 }
+
+// TestExportCarriesTheChatsActivity: what the chat showed (here a turn's
+// problem) comes out with its export, tenant-scoped as the chat is.
+func TestExportCarriesTheChatsActivity(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		if r.Messages[len(r.Messages)-1].Content == "refuse this" {
+			return testkit.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"Invalid value for 'messages'","type":"invalid_request_error","param":"messages","code":null}}`}
+		}
+		return testkit.Reply{Text: "fine"}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	cl := &api.Client{BaseURL: d.Server.URL}
+	c, err := cl.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"hello", "refuse this"} {
+		if _, err := cl.Send(ctx, c.ID, api.SendMessageRequest{Content: m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp, err := cl.Export(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := cl.Activity(ctx, c.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.Activity) == 0 || len(exp.Activity) != len(page.Activity) {
+		t.Fatalf("export carries %d activity items, the chat has %d: %+v", len(exp.Activity), len(page.Activity), exp.Activity)
+	}
+	found := false
+	for _, a := range exp.Activity {
+		found = found || a.Type == api.EventTurnProblem
+	}
+	if !found {
+		t.Errorf("the refused turn's problem is not in the export's activity: %+v", exp.Activity)
+	}
+}

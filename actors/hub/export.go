@@ -12,8 +12,10 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Export returns a tenant's chat whole: its setup, its stored messages and
-// its rolling summary, as they are stored.
+// Export returns a tenant's chat whole: its setup, its stored messages,
+// its rolling summary and its activity, as they are stored. (An import
+// takes back the messages and the summary; the activity stays with the
+// chat it happened in.)
 func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, error) {
 	c, err := h.chatOf(ctx, tenant, id)
 	if err != nil {
@@ -31,9 +33,24 @@ func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, er
 	if len(ms) > 0 {
 		last = ms[len(ms)-1].Seq
 	}
+	var activity []api.ActivityItem
+	for after, more := int64(0), true; more; {
+		var page []api.ActivityItem
+		if page, more, err = h.Activity(ctx, tenant, id, after, exportActivityPage); err != nil {
+			return api.ChatExport{}, err
+		}
+		activity = append(activity, page...)
+		if len(page) > 0 {
+			after = page[len(page)-1].ID
+		}
+	}
 	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: wireChat(c, last),
-		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq, Messages: wireMessages(ms)}, nil
+		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq, Messages: wireMessages(ms),
+		Activity: activity}, nil
 }
+
+// exportActivityPage is how many activity items an export reads at once.
+const exportActivityPage = 500
 
 // Import stores an exported chat as a new chat of tenant, checked as a
 // new chat is (model, limit, toolsets) and its messages as a log must be;

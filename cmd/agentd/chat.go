@@ -396,14 +396,6 @@ func (t *terminal) send(ctx context.Context, text string) error {
 	}
 }
 
-// The progress events a turn's stream carries while it waits (engineer
-// t2's api.EventFoldWaiting and api.EventToolProgress, by their wire names
-// until both branches are on main).
-const (
-	eventWaiting      = "fold.waiting"  // {elapsed_ms, waiting_for, detail}
-	eventToolProgress = "tool.progress" // {tool, message, done, total}
-)
-
 // show prints one event of a turn: answer text as it streams, tools and
 // cards on their own lines, and what the turn waits for on the spinner.
 func (t *terminal) show(sp *spinner, ev api.Event) {
@@ -423,14 +415,14 @@ func (t *terminal) show(sp *spinner, ev api.Event) {
 		sp.set("waiting for " + t.model)
 	case api.EventCompactionStarted:
 		sp.set("compacting this turn's tool results")
-	case eventWaiting:
+	case api.EventFoldWaiting:
 		what := fmt.Sprint(d["waiting_for"])
 		if detail, ok := d["detail"].(string); ok && detail != "" {
 			what = detail
 		}
 		ms, _ := d["elapsed_ms"].(float64)
 		sp.setSince("waiting for "+what, time.Duration(ms)*time.Millisecond)
-	case eventToolProgress:
+	case api.EventToolProgress:
 		what := fmt.Sprintf("%v: %v", d["tool"], d["message"])
 		if total, _ := d["total"].(float64); total > 0 {
 			done, _ := d["done"].(float64)

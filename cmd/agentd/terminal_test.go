@@ -212,9 +212,9 @@ func TestSpinnerSaysWhatTheTurnWaitsFor(t *testing.T) {
 		typ, data, want string
 	}{
 		{api.EventTurnStarted, `{"user_seq": 1}`, "waiting for fake/m… 0s"},
-		{eventWaiting, `{"elapsed_ms": 3200, "waiting_for": "summary"}`, "waiting for summary… 3s"},
-		{eventWaiting, `{"elapsed_ms": 1500, "waiting_for": "model", "detail": "fake/m's first word"}`, "waiting for fake/m's first word… 1s"},
-		{eventToolProgress, `{"tool": "pdf_search", "message": "reading pages", "done": 120, "total": 3000}`, "pdf_search: reading pages (120 of 3000)… 0s"},
+		{api.EventFoldWaiting, `{"elapsed_ms": 3200, "waiting_for": "summary"}`, "waiting for summary… 3s"},
+		{api.EventFoldWaiting, `{"elapsed_ms": 1500, "waiting_for": "model", "detail": "fake/m's first word"}`, "waiting for fake/m's first word… 1s"},
+		{api.EventToolProgress, `{"tool": "pdf_search", "message": "reading pages", "done": 120, "total": 3000}`, "pdf_search: reading pages (120 of 3000)… 0s"},
 		{api.EventToolCall, `{"id": "c1", "name": "calculate", "arguments": "{}"}`, "running calculate… 0s"},
 		{api.EventCompactionStarted, `{"targets": 2}`, "compacting this turn's tool results… 0s"},
 	} {
