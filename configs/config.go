@@ -23,6 +23,8 @@ type Config struct {
 	Listen string `yaml:"listen" json:"listen"`
 	// DataDir holds Badger and attachments. Optional. Defaults to ./data.
 	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Store chooses where chats are kept: Badger in DataDir, or Postgres.
+	Store Store `yaml:"store" json:"store"`
 	// DefaultModel is "provider/model" for new chats. Optional. Defaults to
 	// the first model of the first provider.
 	DefaultModel string `yaml:"default_model" json:"default_model"`
@@ -237,6 +239,23 @@ type MCPServer struct {
 	BareNames bool `yaml:"bare_names" json:"bare_names,omitempty"`
 }
 
+// Store chooses the store's backend (docs/cluster.md).
+type Store struct {
+	// Kind is badger (embedded, in data_dir) or postgres. Optional.
+	// Defaults to badger.
+	Kind string `yaml:"kind" json:"kind"`
+	// DSNEnv names the environment variable that holds the Postgres DSN,
+	// kept out of the file since it carries a password. Optional (kind
+	// postgres). Defaults to AGENTD_PG_DSN.
+	DSNEnv string `yaml:"dsn_env" json:"dsn_env"`
+}
+
+// Store kinds.
+const (
+	StoreBadger   = "badger"
+	StorePostgres = "postgres"
+)
+
 // Attachments configures file storage.
 type Attachments struct {
 	// AllowedDirs may be attached by path. Optional. Defaults to none.
@@ -303,6 +322,7 @@ func (c *Config) applyEnv(get func(string) string) {
 	}
 	str("AGENTD_LISTEN", &c.Listen)
 	str("AGENTD_DATA_DIR", &c.DataDir)
+	str("AGENTD_STORE", &c.Store.Kind)
 	str("AGENTD_DEFAULT_MODEL", &c.DefaultModel)
 	str("AGENTD_LOG_LEVEL", &c.LogLevel)
 	if v := get("AGENTD_IDLE_AFTER"); v != "" {
@@ -330,6 +350,10 @@ func (c *Config) ApplyDefaults() {
 	}
 	def(&c.Listen, "127.0.0.1:8420")
 	def(&c.DataDir, "./data")
+	def(&c.Store.Kind, StoreBadger)
+	if c.Store.Kind == StorePostgres {
+		def(&c.Store.DSNEnv, "AGENTD_PG_DSN")
+	}
 	def(&c.LogLevel, "info")
 	if c.IdleAfter.Duration == 0 {
 		c.IdleAfter.Duration = 5 * time.Minute
@@ -420,6 +444,11 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("providers[%d] model %q: tools must be native or words, not %q", i, m.ID, m.Tools)
 			}
 		}
+	}
+	switch c.Store.Kind {
+	case StoreBadger, StorePostgres:
+	default:
+		return fmt.Errorf("store.kind must be badger or postgres, not %q", c.Store.Kind)
 	}
 	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {
 		return fmt.Errorf("default_model %q must be \"provider/model\"", c.DefaultModel)

@@ -40,6 +40,13 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 	if len(c.Providers) != 1 || c.Providers[0].Kind != "ollama" || c.Providers[0].BaseURL != DefaultOllamaURL {
 		t.Fatalf("no-provider default = %+v", c.Providers)
 	}
+	if c.Store.Kind != StoreBadger || c.Store.DSNEnv != "" {
+		t.Fatalf("store default = %+v, want badger", c.Store)
+	}
+	t.Setenv("AGENTD_STORE", "postgres")
+	if c, err = Load(""); err != nil || c.Store.Kind != StorePostgres || c.Store.DSNEnv != "AGENTD_PG_DSN" {
+		t.Fatalf("AGENTD_STORE=postgres: %+v, %v; want postgres from $AGENTD_PG_DSN", c.Store, err)
+	}
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -52,6 +59,7 @@ func TestValidateRejects(t *testing.T) {
 		"unauthenticated public": {"listen: 0.0.0.0:8420", "refusing to serve without authentication"},
 		"default model form":     {"default_model: gpt", "provider/model"},
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
+		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -56,6 +56,8 @@ type daemonConfig struct {
 	Providers string
 	// Extra is top-level yaml appended as it is (mcp_servers: …).
 	Extra string
+	// Env is added to the daemon's environment (KEY=value).
+	Env []string
 }
 
 func (c daemonConfig) yaml() string {
@@ -131,7 +133,7 @@ func (d *daemon) start() {
 	d.logs = append(d.logs, logPath)
 	cmd := exec.Command(binary, "serve", "--config", d.path)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "AGENTD_CONFIG=")
+	cmd.Env = append(append(os.Environ(), "AGENTD_CONFIG="), d.cfg.Env...)
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}

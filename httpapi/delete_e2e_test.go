@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -28,6 +29,11 @@ func TestDeleteChatRemovesItEverywhereAndFreesItsSlot(t *testing.T) {
 	defer fake.Close()
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
 	cfg.Limits.ChatsPerTenant = 1
+	daemontest.EachStore(t, cfg, deleteChatRemovesIt)
+}
+
+func deleteChatRemovesIt(t *testing.T, cfg configs.Config) {
+	cfg.DataDir = t.TempDir()
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "alice", "tok-b": "bob"})
 	ctx := context.Background()
 	alice := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // ErrClosed is returned for a write submitted after Close.
@@ -14,31 +12,41 @@ var ErrClosed = errors.New("store closed")
 // maxBatch bounds how many writes share one transaction and one sync.
 const maxBatch = 256
 
+// txns is what the committer needs of a database (Badger's or Postgres's
+// transactions, T): begin one, commit or drop it, and tell a write that
+// does not fit beside the others (tooBig) from one that failed.
+type txns[T any] interface {
+	begin() (T, error)
+	commit(T) error
+	discard(T)
+	tooBig(err error) bool
+}
+
 // write is one caller's part of a batch: fn runs inside the shared
 // transaction and may run more than once (a batch is rebuilt without a
 // write that failed), so it must set, not accumulate, what it reports.
-type write struct {
-	fn   func(txn *badger.Txn) error
+type write[T any] struct {
+	fn   func(txn T) error
 	done chan error
 }
 
 // committer is group commit: one goroutine takes every write of every chat
-// and commits those waiting together in one Badger transaction, so one sync
-// covers them all. It does not linger for company: a lone write commits at
+// and commits those waiting together in one transaction, so one sync covers
+// them all. It does not linger for company: a lone write commits at
 // once (no added latency), and under load the writes that arrive during a
 // sync make up the next batch, up to maxBatch. Being the only writer, it
-// also means Badger never sees two update transactions conflict.
-type committer struct {
-	db *badger.DB
-	in chan write
+// also means the database never sees two update transactions conflict.
+type committer[T any] struct {
+	db txns[T]
+	in chan write[T]
 
 	mu     sync.RWMutex // guards closed against a send on a closed in
 	closed bool
 	wg     sync.WaitGroup
 }
 
-func newCommitter(db *badger.DB) *committer {
-	c := &committer{db: db, in: make(chan write, maxBatch)}
+func newCommitter[T any](db txns[T]) *committer[T] {
+	c := &committer[T]{db: db, in: make(chan write[T], maxBatch)}
 	c.wg.Add(1)
 	go c.run()
 	return c
@@ -47,20 +55,20 @@ func newCommitter(db *badger.DB) *committer {
 // do runs fn in the next batch and returns once that batch is synced (or
 // failed). Once queued, a write is waited for whatever the caller's
 // context says: returning early would leave it unknown whether it landed.
-func (c *committer) do(fn func(txn *badger.Txn) error) error {
+func (c *committer[T]) do(fn func(txn T) error) error {
 	done := make(chan error, 1)
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
 		return ErrClosed
 	}
-	c.in <- write{fn: fn, done: done}
+	c.in <- write[T]{fn: fn, done: done}
 	c.mu.RUnlock()
 	return <-done
 }
 
 // close stops taking writes and returns once every queued one is committed.
-func (c *committer) close() {
+func (c *committer[T]) close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
@@ -70,9 +78,9 @@ func (c *committer) close() {
 	c.wg.Wait()
 }
 
-func (c *committer) run() {
+func (c *committer[T]) run() {
 	defer c.wg.Done()
-	batch := make([]write, 0, maxBatch)
+	batch := make([]write[T], 0, maxBatch)
 	for w := range c.in {
 		batch = append(batch[:0], w)
 	drain:
@@ -95,7 +103,7 @@ func (c *committer) run() {
 // whose fn fails gets its error and the rest go on without it; a write
 // that does not fit beside the others starts the next transaction; a
 // failed commit fails every write it carried.
-func (c *committer) commit(batch []write) {
+func (c *committer[T]) commit(batch []write[T]) {
 	for len(batch) > 0 {
 		n, failed, err := c.fill(batch)
 		if failed {
@@ -113,17 +121,23 @@ func (c *committer) commit(batch []write) {
 // fill runs the writes of batch in one transaction until one fails or the
 // transaction is full, and commits the n before it. failed reports that
 // batch[n] failed with err and nothing was committed (the transaction is
-// dropped, so none of its partial writes lands); else err is the commit's.
-func (c *committer) fill(batch []write) (n int, failed bool, err error) {
-	txn := c.db.NewTransaction(true)
-	defer func() { txn.Discard() }()
+// dropped, so none of its partial writes lands); else err is the commit's,
+// or the failure to begin one, which fails the whole batch.
+func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
+	txn, err := c.db.begin()
+	if err != nil {
+		return len(batch), false, fmt.Errorf("begin a transaction: %w", err)
+	}
+	defer func() { c.db.discard(txn) }()
 	for n < len(batch) {
 		err := batch[n].fn(txn)
-		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+		if c.db.tooBig(err) && n > 0 {
 			// Rerun in a fresh transaction: drop this one and commit the
 			// writes before it alone.
-			txn.Discard()
-			txn = c.db.NewTransaction(true)
+			c.db.discard(txn)
+			if txn, err = c.db.begin(); err != nil {
+				return n, false, fmt.Errorf("begin a transaction: %w", err)
+			}
 			for _, w := range batch[:n] {
 				if err := w.fn(txn); err != nil {
 					return 0, true, err
@@ -136,7 +150,7 @@ func (c *committer) fill(batch []write) (n int, failed bool, err error) {
 		}
 		n++
 	}
-	if err := txn.Commit(); err != nil {
+	if err := c.db.commit(txn); err != nil {
 		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
 	}
 	return n, false, nil

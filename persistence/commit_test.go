@@ -10,25 +10,85 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/chat"
 )
 
+// rig reaches one backend's writer: put and get set and read the record
+// test/<id> inside a transaction T of the writer w.
+type rig[T any] struct {
+	w   *committer[T]
+	s   store
+	put func(txn T, id string, v any) error
+	get func(txn T, id string, v any) error
+}
+
+func badgerRig(s *Store) rig[*badger.Txn] {
+	return rig[*badger.Txn]{w: s.w, s: s,
+		put: func(txn *badger.Txn, id string, v any) error {
+			val, err := encode(v)
+			if err != nil {
+				return err
+			}
+			return txn.Set(recordKey("test", id), val)
+		},
+		get: func(txn *badger.Txn, id string, v any) error { return getTxn(txn, recordKey("test", id), v) },
+	}
+}
+
+func pgRig(s *Postgres) rig[*pgTxn] {
+	return rig[*pgTxn]{w: s.w, s: s,
+		put: func(t *pgTxn, id string, v any) error {
+			val, err := encode(v)
+			if err != nil {
+				return err
+			}
+			_, err = t.tx.Exec(t.ctx, `INSERT INTO records (kind, id, data) VALUES ('test', $1, $2)
+				ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`, id, val)
+			return err
+		},
+		get: func(t *pgTxn, id string, v any) error {
+			var b []byte
+			err := t.tx.QueryRow(t.ctx, `SELECT data FROM records WHERE kind = 'test' AND id = $1`, id).Scan(&b)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			return decode(b, v)
+		},
+	}
+}
+
+// eachWriter runs the writer test of each backend (see eachBackend).
+func eachWriter(t *testing.T, onBadger func(*testing.T, rig[*badger.Txn], func(*testing.T) store), onPostgres func(*testing.T, rig[*pgTxn], func(*testing.T) store)) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		switch s := open(t).(type) {
+		case *Store:
+			onBadger(t, badgerRig(s), open)
+		case *Postgres:
+			onPostgres(t, pgRig(s), open)
+		}
+	})
+}
+
 // hold submits a write that blocks the writer until the returned release
 // is called, so the writes queued meanwhile form the next batch.
-func hold(t *testing.T, s *Store) (release func(), done <-chan error) {
+func hold[T any](t *testing.T, r rig[T]) (release func(), done <-chan error) {
 	t.Helper()
 	entered, gate := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- s.update(context.Background(), func(txn *badger.Txn) error {
+		errc <- r.w.do(func(txn T) error {
 			select {
 			case <-entered:
 			default:
 				close(entered)
 				<-gate
 			}
-			return txn.Set([]byte("k/test/hold"), []byte("{}"))
+			return r.put(txn, "hold", "{}")
 		})
 	}()
 	<-entered
@@ -37,42 +97,41 @@ func hold(t *testing.T, s *Store) (release func(), done <-chan error) {
 
 // queue submits fn from a goroutine and returns once it waits in the
 // writer's queue (it cannot have run: the writer is held).
-func queue(t *testing.T, s *Store, fn func(txn *badger.Txn) error) <-chan error {
+func queue[T any](t *testing.T, w *committer[T], fn func(txn T) error) <-chan error {
 	t.Helper()
-	before := len(s.w.in)
+	before := len(w.in)
 	errc := make(chan error, 1)
-	go func() { errc <- s.update(context.Background(), fn) }()
-	for len(s.w.in) == before {
+	go func() { errc <- w.do(fn) }()
+	for len(w.in) == before {
 		runtime.Gosched()
 	}
 	return errc
 }
 
-// appendOrder appends id to the comma list at key "k/test/order".
-func appendOrder(id string) func(txn *badger.Txn) error {
-	return func(txn *badger.Txn) error {
+// appendOrder appends id to the comma list in the record test/order.
+func appendOrder[T any](r rig[T], id string) func(txn T) error {
+	return func(txn T) error {
 		var got string
-		if err := getTxn(txn, recordKey("test", "order"), &got); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.get(txn, "order", &got); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		if got != "" {
 			got += ","
 		}
-		val, err := encode(got + id)
-		if err != nil {
-			return err
-		}
-		return txn.Set(recordKey("test", "order"), val)
+		return r.put(txn, "order", got+id)
 	}
 }
 
 func TestABatchRunsItsWritesInTheOrderTheyCame(t *testing.T) {
-	s, _ := openTemp(t)
-	defer s.Close()
-	release, held := hold(t, s)
+	eachWriter(t, batchRunsInOrder[*badger.Txn], batchRunsInOrder[*pgTxn])
+}
+
+func batchRunsInOrder[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
+	defer r.s.Close()
+	release, held := hold(t, r)
 	var waits []<-chan error
 	for i := range 10 {
-		waits = append(waits, queue(t, s, appendOrder(fmt.Sprint(i))))
+		waits = append(waits, queue(t, r.w, appendOrder(r, fmt.Sprint(i))))
 	}
 	release()
 	for _, w := range append(waits, held) {
@@ -81,7 +140,7 @@ func TestABatchRunsItsWritesInTheOrderTheyCame(t *testing.T) {
 		}
 	}
 	var got string
-	if err := s.Record(context.Background(), "test", "order", &got); err != nil {
+	if err := r.s.Record(context.Background(), "test", "order", &got); err != nil {
 		t.Fatal(err)
 	}
 	if got != "0,1,2,3,4,5,6,7,8,9" {
@@ -90,55 +149,57 @@ func TestABatchRunsItsWritesInTheOrderTheyCame(t *testing.T) {
 }
 
 func TestConcurrentChatsEachKeepTheirLogInOrder(t *testing.T) {
-	s, dir := openTemp(t)
-	var wg sync.WaitGroup
-	for c := range 8 {
-		wg.Go(func() {
-			for i := range 40 {
-				if _, err := s.Append(context.Background(), fmt.Sprint("chat-", c), chat.Message{Role: chat.RoleUser, Content: fmt.Sprint(i)}); err != nil {
-					t.Error(err)
-					return
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		s := open(t)
+		var wg sync.WaitGroup
+		for c := range 8 {
+			wg.Go(func() {
+				for i := range 40 {
+					if _, err := s.Append(context.Background(), fmt.Sprint("chat-", c), chat.Message{Role: chat.RoleUser, Content: fmt.Sprint(i)}); err != nil {
+						t.Error(err)
+						return
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for c := range 8 {
-		ms, err := s.Messages(context.Background(), fmt.Sprint("chat-", c), 0, 0)
-		if err != nil {
+			})
+		}
+		wg.Wait()
+		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) != 40 {
-			t.Fatalf("chat-%d has %d messages", c, len(ms))
-		}
-		for i, m := range ms {
-			if m.Seq != int64(i+1) || m.Content != fmt.Sprint(i) {
-				t.Fatalf("chat-%d message %d: seq %d content %q", c, i, m.Seq, m.Content)
+		s = open(t)
+		defer s.Close()
+		for c := range 8 {
+			ms, err := s.Messages(context.Background(), fmt.Sprint("chat-", c), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) != 40 {
+				t.Fatalf("chat-%d has %d messages", c, len(ms))
+			}
+			for i, m := range ms {
+				if m.Seq != int64(i+1) || m.Content != fmt.Sprint(i) {
+					t.Fatalf("chat-%d message %d: seq %d content %q", c, i, m.Seq, m.Content)
+				}
 			}
 		}
-	}
+	})
 }
 
 func TestAWriteThatFailsFailsAloneAndLandsNothing(t *testing.T) {
-	s, _ := openTemp(t)
-	defer s.Close()
-	release, held := hold(t, s)
-	a := queue(t, s, appendOrder("a"))
-	bad := queue(t, s, func(txn *badger.Txn) error {
-		if err := txn.Set(recordKey("test", "half"), []byte("{}")); err != nil {
+	eachWriter(t, failsAlone[*badger.Txn], failsAlone[*pgTxn])
+}
+
+func failsAlone[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
+	defer r.s.Close()
+	release, held := hold(t, r)
+	a := queue(t, r.w, appendOrder(r, "a"))
+	bad := queue(t, r.w, func(txn T) error {
+		if err := r.put(txn, "half", "{}"); err != nil {
 			return err
 		}
 		return errors.New("refused")
 	})
-	b := queue(t, s, appendOrder("b"))
+	b := queue(t, r.w, appendOrder(r, "b"))
 	release()
 	for _, w := range []<-chan error{held, a, b} {
 		if err := <-w; err != nil {
@@ -149,10 +210,10 @@ func TestAWriteThatFailsFailsAloneAndLandsNothing(t *testing.T) {
 		t.Fatalf("the failing write got %v", err)
 	}
 	var got string
-	if err := s.Record(context.Background(), "test", "order", &got); err != nil || got != "a,b" {
+	if err := r.s.Record(context.Background(), "test", "order", &got); err != nil || got != "a,b" {
 		t.Fatalf("order = %q, %v", got, err)
 	}
-	if err := s.Record(context.Background(), "test", "half", new(any)); !errors.Is(err, ErrNotFound) {
+	if err := r.s.Record(context.Background(), "test", "half", new(any)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("half of the failed write landed: %v", err)
 	}
 }
@@ -160,11 +221,12 @@ func TestAWriteThatFailsFailsAloneAndLandsNothing(t *testing.T) {
 func TestAFailedCommitFailsEveryWriteOfItsBatch(t *testing.T) {
 	s, _ := openTemp(t)
 	defer s.Close()
-	release, held := hold(t, s)
+	r := badgerRig(s)
+	release, held := hold(t, r)
 	// The batch's first write reads x, then waits while x changes beneath
 	// it: Badger refuses the commit as a conflict.
 	read, gate := make(chan struct{}), make(chan struct{})
-	first := queue(t, s, func(txn *badger.Txn) error {
+	first := queue(t, s.w, func(txn *badger.Txn) error {
 		if _, err := txn.Get([]byte("x")); err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
@@ -178,7 +240,7 @@ func TestAFailedCommitFailsEveryWriteOfItsBatch(t *testing.T) {
 	})
 	var rest []<-chan error
 	for i := range 4 {
-		rest = append(rest, queue(t, s, appendOrder(fmt.Sprint(i))))
+		rest = append(rest, queue(t, s.w, appendOrder(r, fmt.Sprint(i))))
 	}
 	release()
 	if err := <-held; err != nil {
@@ -200,14 +262,17 @@ func TestAFailedCommitFailsEveryWriteOfItsBatch(t *testing.T) {
 }
 
 func TestCloseCommitsWhatWasQueuedAndRefusesLaterWrites(t *testing.T) {
-	s, dir := openTemp(t)
-	release, held := hold(t, s)
+	eachWriter(t, closeCommitsQueued[*badger.Txn], closeCommitsQueued[*pgTxn])
+}
+
+func closeCommitsQueued[T any](t *testing.T, r rig[T], open func(*testing.T) store) {
+	release, held := hold(t, r)
 	var waits []<-chan error
 	for i := range 5 {
-		waits = append(waits, queue(t, s, appendOrder(fmt.Sprint(i))))
+		waits = append(waits, queue(t, r.w, appendOrder(r, fmt.Sprint(i))))
 	}
 	closed := make(chan error, 1)
-	go func() { closed <- s.Close() }()
+	go func() { closed <- r.s.Close() }()
 	release()
 	for _, w := range append(waits, held) {
 		if err := <-w; err != nil {
@@ -217,13 +282,10 @@ func TestCloseCommitsWhatWasQueuedAndRefusesLaterWrites(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append(context.Background(), "c", chat.Message{Content: "late"}); !errors.Is(err, ErrClosed) {
+	if _, err := r.s.Append(context.Background(), "c", chat.Message{Content: "late"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a write after Close got %v", err)
 	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t)
 	defer s.Close()
 	var got string
 	if err := s.Record(context.Background(), "test", "order", &got); err != nil || !strings.HasPrefix(got, "0,1,2,3,4") {
@@ -237,20 +299,21 @@ func TestWritesTooBigToShareATransactionCommitInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	release, held := hold(t, s)
+	r := badgerRig(s)
+	release, held := hold(t, r)
 	batch := make([]chat.Message, 6000)
 	for i := range batch {
 		batch[i] = chat.Message{Role: chat.RoleUser, Content: "a message of some length"}
 	}
 	var waits []<-chan error
 	for i := range 4 {
-		waits = append(waits, queue(t, s, func(txn *badger.Txn) error {
+		waits = append(waits, queue(t, s.w, func(txn *badger.Txn) error {
 			for j := range batch {
 				if err := txn.Set(msgKey(fmt.Sprint("big-", i), int64(j+1)), []byte("{}")); err != nil {
 					return err
 				}
 			}
-			return appendOrder(fmt.Sprint(i))(txn)
+			return appendOrder(r, fmt.Sprint(i))(txn)
 		}))
 	}
 	release()

@@ -1,12 +1,16 @@
-// Package persistence is agentd's durable state on Badger: each chat's
-// append-only message log keyed by (chat, seq), its session snapshot, chat
-// metadata, windows learned from refusals, and the learner's memories. Every
-// write is synced before it returns, so a caller may acknowledge it; the
+// Package persistence is agentd's durable state, on one of two backends
+// with the same methods and behaviour: Store on Badger (embedded, the
+// default) and Postgres (postgres.go; its schema in migrations/, applied
+// at start, migrate.go). Both hold each chat's append-only message log
+// keyed by (chat, seq), its session snapshot, chat metadata and the
+// tenants' indexes, windows learned from refusals, and generic records
+// (memories, learning runs, marks, toolsets, attachments' metadata). Every
+// write is committed before it returns, so a caller may acknowledge it; the
 // writes of all chats that wait together share one transaction and one
-// sync (group commit, commit.go).
+// sync (group commit, commit.go), on either backend.
 // DeleteChat removes a chat whole (see its comment for the order it keeps).
 //
-// Key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte
+// Badger's key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte
 // big-endian so keys sort in log order):
 //
 //	c/<chat>              chat metadata (Chat)

@@ -28,8 +28,16 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	db *badger.DB
 	// w is the one writer: every update goes through it (see committer).
-	w *committer
+	w *committer[*badger.Txn]
 }
+
+// badgerTxns are Badger's update transactions, for the committer.
+type badgerTxns struct{ db *badger.DB }
+
+func (b badgerTxns) begin() (*badger.Txn, error) { return b.db.NewTransaction(true), nil }
+func (badgerTxns) commit(txn *badger.Txn) error  { return txn.Commit() }
+func (badgerTxns) discard(txn *badger.Txn)       { txn.Discard() }
+func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.ErrTxnTooBig) }
 
 // Options tune Open.
 type Options struct {
@@ -61,7 +69,7 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	st := &Store{db: db, w: newCommitter(db)}
+	st := &Store{db: db, w: newCommitter(badgerTxns{db})}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -414,21 +422,35 @@ func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	for i := range out {
-		last++
-		out[i].Seq = last
-		if out[i].CreatedAt.IsZero() {
-			out[i].CreatedAt = time.Now().UTC()
-		}
-		val, err := encode(out[i])
-		if err != nil {
-			return 0, err
-		}
-		if err := txn.Set(msgKey(chatID, last), val); err != nil {
+	vals, err := stamp(out, last)
+	if err != nil {
+		return 0, err
+	}
+	for i, val := range vals {
+		if err := txn.Set(msgKey(chatID, out[i].Seq), val); err != nil {
 			return 0, err
 		}
 	}
-	return last, nil
+	return last + int64(len(out)), nil
+}
+
+// stamp numbers out from the seq after last (last < 0: leaves the seqs),
+// dates those undated, and encodes them (both backends).
+func stamp(out []chat.Message, last int64) ([][]byte, error) {
+	vals := make([][]byte, len(out))
+	for i := range out {
+		if last >= 0 {
+			out[i].Seq = last + int64(i) + 1
+		}
+		if out[i].CreatedAt.IsZero() {
+			out[i].CreatedAt = time.Now().UTC()
+		}
+		var err error
+		if vals[i], err = encode(out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
 }
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).

@@ -7,16 +7,16 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit/pgtest"
 )
 
 // BenchmarkAppendManyChats appends one synced message per op from 64 chats
 // at once on disk: what group commit is for. ns/op is per durable message.
 func BenchmarkAppendManyChats(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	benchEachBackend(b, appendManyChats)
+}
+
+func appendManyChats(b *testing.B, s store) {
 	var next atomic.Int64
 	b.SetParallelism(32) // 64 writers on 2 cores
 	b.ResetTimer()
@@ -34,14 +34,34 @@ func BenchmarkAppendManyChats(b *testing.B) {
 // BenchmarkAppendOneChat is one writer's synced append: one sync a message
 // is the floor, so this is the disk's fsync time plus Badger's own.
 func BenchmarkAppendOneChat(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	benchEachBackend(b, appendOneChat)
+}
+
+func appendOneChat(b *testing.B, s store) {
 	for b.Loop() {
 		if _, err := s.Append(context.Background(), "c", chat.Message{Role: chat.RoleUser, Content: "hello there"}); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchEachBackend runs f on Badger on disk and, when AGENTD_TEST_PG_DSN is
+// set, on Postgres in a fresh schema.
+func benchEachBackend(b *testing.B, f func(*testing.B, store)) {
+	b.Run("badger", func(b *testing.B) {
+		s, err := Open(b.TempDir(), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		f(b, s)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		s, _, err := OpenPostgres(context.Background(), pgtest.DSN(b), PostgresOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		f(b, s)
+	})
 }

@@ -64,7 +64,7 @@ const watcherPatience = 10 * time.Second
 type Hub struct {
 	cfg     configs.Config
 	log     zerolog.Logger
-	store   *persistence.Store
+	store   Store
 	catalog *modelcatalog.Catalog
 	tools   *tools.Registry
 	bus     *eventbus.Bus
@@ -98,7 +98,8 @@ type Options struct {
 	Tools func(*tools.Registry) error
 	// HTTPClient is used for every provider. Optional.
 	HTTPClient *http.Client
-	// InMemory keeps Badger in memory (tests, benchmarks).
+	// InMemory keeps Badger in memory (tests, benchmarks); a Postgres
+	// store is unaffected.
 	InMemory bool
 	// RefreshEvery is how often the providers' lists are re-read while all
 	// answer (the longest backoff while one does not). 0 means
@@ -113,14 +114,15 @@ type Options struct {
 // New opens the store, builds the catalog and the tools, and starts the
 // actors. Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
-	store, err := persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: opts.InMemory,
-		Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
+	store, err := openStore(ctx, cfg, log, opts.InMemory)
 	if err != nil {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: newMetrics(), tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.metrics.watchStore(store.Sizes)
+	if _, ok := store.(*persistence.Store); ok {
+		h.metrics.watchStore(h.badgerSizes)
+	}
 	if err := h.build(ctx, opts); err != nil {
 		_ = store.Close()
 		return nil, err
@@ -327,7 +329,7 @@ func (h *Hub) Bus() *eventbus.Bus { return h.bus }
 func (h *Hub) Subscribe(chatID string, buf int) *eventbus.Sub { return h.bus.Subscribe(chatID, buf) }
 
 // Store returns the store (tests and the bench read it directly).
-func (h *Hub) Store() *persistence.Store { return h.store }
+func (h *Hub) Store() Store { return h.store }
 
 // NewID returns a random id.
 func NewID() string {
@@ -633,13 +635,22 @@ func (h *Hub) Models() api.Models {
 // when no configured provider answers.
 func (h *Hub) Health() api.Health {
 	errs := wireErrors(h.catalog.ProviderErrors())
-	lsm, vlog := h.store.Sizes()
+	lsm, vlog := h.badgerSizes()
 	status := "ok"
 	if len(errs) > 0 && len(errs) == len(h.cfg.Providers) {
 		status = "degraded"
 	}
 	return api.Health{Status: status, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
 		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
+}
+
+// badgerSizes reports Badger's LSM and value-log sizes; Postgres has
+// neither (its sizes are the database's own to report).
+func (h *Hub) badgerSizes() (lsm, vlog int64) {
+	if b, ok := h.store.(*persistence.Store); ok {
+		return b.Sizes()
+	}
+	return 0, 0
 }
 
 // ActiveSessions counts live session actors.

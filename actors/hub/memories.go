@@ -96,7 +96,7 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 
 // owners answers the attachment tools from the ownership records, so a
 // model resolves ids only within its chat's tenant.
-type owners struct{ store *persistence.Store }
+type owners struct{ store Store }
 
 func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
 	var a chat.Attachment

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/pgtest"
 )
 
 // Daemon is a running agentd.
@@ -93,4 +94,18 @@ func (d *Daemon) Close() {
 func (d *Daemon) Restart() *Daemon {
 	d.Close()
 	return Start(d.T, d.Cfg, d.Tokens, d.opts)
+}
+
+// EachStore runs f on a daemon configuration cfg for each store: Badger,
+// and Postgres in a fresh schema when AGENTD_TEST_PG_DSN names a server
+// (skipped, saying so, otherwise). It sets the environment, so f's test
+// must not be parallel.
+func EachStore(t *testing.T, cfg configs.Config, f func(t *testing.T, cfg configs.Config)) {
+	t.Run("badger", func(t *testing.T) { f(t, cfg) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Setenv("AGENTD_PG_DSN", pgtest.DSN(t))
+		cfg := cfg
+		cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
+		f(t, cfg)
+	})
 }

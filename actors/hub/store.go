@@ -1,0 +1,53 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/learner"
+	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/memory"
+	"github.com/agentd/agentd/modelcatalog"
+	"github.com/agentd/agentd/persistence"
+)
+
+// Store is what the hub and the actors it wires need of persistence; both
+// backends have it (persistence.Store on Badger, persistence.Postgres).
+type Store interface {
+	session.Store
+	learner.Chats
+	memory.Records
+	modelcatalog.WindowStore
+	CreateChat(ctx context.Context, c persistence.Chat) error
+	CountChats(ctx context.Context, tenant string) (int, error)
+	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error)
+	DeleteChat(ctx context.Context, id string, records ...persistence.RecordKey) error
+	LastSeq(ctx context.Context, chatID string) (int64, error)
+	DeleteRecord(ctx context.Context, kind, id string) error
+	Close() error
+}
+
+// openStore opens the configured backend: Badger in data_dir (in memory
+// when inMemory), or Postgres at the DSN in the variable dsn_env names.
+func openStore(ctx context.Context, cfg configs.Config, log zerolog.Logger, inMemory bool) (Store, error) {
+	if cfg.Store.Kind != configs.StorePostgres {
+		return persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: inMemory,
+			Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
+	}
+	dsn := os.Getenv(cfg.Store.DSNEnv)
+	if dsn == "" {
+		return nil, fmt.Errorf("store: kind postgres reads its DSN from $%s, which is empty", cfg.Store.DSNEnv)
+	}
+	st, applied, err := persistence.OpenPostgres(ctx, dsn, persistence.PostgresOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if len(applied) > 0 {
+		log.Info().Strs("migrations", applied).Msg("postgres schema migrated")
+	}
+	return st, nil
+}

@@ -1,0 +1,479 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// Postgres is the store on PostgreSQL, holding what Store holds on Badger
+// (migrations/0001_store.sql) with the same behaviour: every update goes
+// through the same group committer, one transaction per batch, so a write
+// returns once Postgres has committed it (synchronous_commit on, set for
+// agentd's sessions: its WAL is flushed) and the caller may acknowledge it. Safe for
+// concurrent use.
+type Postgres struct {
+	pool *pgxpool.Pool
+	w    *committer[*pgTxn]
+}
+
+// PostgresOptions tune OpenPostgres.
+type PostgresOptions struct {
+	// BatchTimeout bounds one batch's transaction, so a server that stops
+	// answering fails the writes instead of holding them forever. 0: a
+	// minute.
+	BatchTimeout time.Duration
+}
+
+// connectTimeout bounds the first connection when the DSN sets none.
+const connectTimeout = 10 * time.Second
+
+// OpenPostgres connects to the database dsn names, applies the migrations
+// it has not seen, and returns the store; applied names those it applied.
+func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postgres, applied []string, err error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's error repeats the DSN with its password masked.
+		return nil, nil, fmt.Errorf("postgres DSN: %w", err)
+	}
+	// The durability promise: a commit returns once its WAL is flushed,
+	// whatever the server's default; a DSN may ask for more (remote_apply).
+	if _, set := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	// Reads of many chats at once; the writer holds one connection. A DSN's
+	// own pool_max_conns wins.
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, 16)
+	}
+	where := fmt.Sprintf("postgres at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", where, err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("connect to %s: %w", where, err)
+	}
+	ms, err := loadMigrations(migrations)
+	if err == nil {
+		applied, err = migrate(ctx, conn.Conn(), ms)
+	}
+	conn.Release()
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("migrate %s: %w", where, err)
+	}
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = time.Minute
+	}
+	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout})}, applied, nil
+}
+
+// Close commits the writes already submitted, then closes the connections;
+// later writes fail with ErrClosed.
+func (p *Postgres) Close() error {
+	p.w.close()
+	p.pool.Close()
+	return nil
+}
+
+// pgTxn is one batch's transaction and the deadline its statements share.
+type pgTxn struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	tx     pgx.Tx
+}
+
+// pgTxns are Postgres transactions, for the committer.
+type pgTxns struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+func (p pgTxns) begin() (*pgTxn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &pgTxn{ctx: ctx, cancel: cancel, tx: tx}, nil
+}
+
+func (pgTxns) commit(t *pgTxn) error { return t.tx.Commit(t.ctx) }
+
+// discard rolls back what was not committed (after a commit, nothing).
+func (pgTxns) discard(t *pgTxn) {
+	_ = t.tx.Rollback(t.ctx)
+	t.cancel()
+}
+
+// tooBig: Postgres takes a batch of any size in one transaction.
+func (pgTxns) tooBig(error) bool { return false }
+
+func (p *Postgres) update(ctx context.Context, fn func(t *pgTxn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.w.do(fn)
+}
+
+// exec runs one statement as a write.
+func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
+	return p.update(ctx, func(t *pgTxn) error {
+		_, err := t.tx.Exec(t.ctx, sql, args...)
+		return err
+	})
+}
+
+// get reads the one envelope sql selects into v; ErrNotFound if none.
+func (p *Postgres) get(ctx context.Context, v any, sql string, args ...any) error {
+	var b []byte
+	err := p.pool.QueryRow(ctx, sql, args...).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return decode(b, v)
+}
+
+// CreateChat stores a new chat; it fails if the id exists.
+func (p *Postgres) CreateChat(ctx context.Context, c Chat) error {
+	val, err := encode(c)
+	if err != nil {
+		return err
+	}
+	return p.update(ctx, func(t *pgTxn) error {
+		tag, err := t.tx.Exec(t.ctx, `INSERT INTO chats (id, tenant, data) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, c.ID, c.Tenant, val)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("create chat %s: already exists", c.ID)
+		}
+		return nil
+	})
+}
+
+// UpdateChat overwrites a chat's metadata.
+func (p *Postgres) UpdateChat(ctx context.Context, c Chat) error {
+	val, err := encode(c)
+	if err != nil {
+		return err
+	}
+	return p.exec(ctx, `INSERT INTO chats (id, tenant, data) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET data = excluded.data`, c.ID, c.Tenant, val)
+}
+
+// Chat reads one chat's metadata.
+func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
+	var c Chat
+	if err := p.get(ctx, &c, `SELECT data FROM chats WHERE id = $1`, id); err != nil {
+		return c, fmt.Errorf("chat %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// CountChats counts a tenant's chats from the tenant index.
+func (p *Postgres) CountChats(ctx context.Context, tenant string) (int, error) {
+	var n int
+	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM chats WHERE tenant = $1`, tenant).Scan(&n)
+	return n, err
+}
+
+// Chats lists the chats of a tenant ("" lists all), oldest first.
+func (p *Postgres) Chats(ctx context.Context, tenant string) ([]Chat, error) {
+	out, err := p.chats(ctx, `SELECT data FROM chats WHERE $1 = '' OR tenant = $1`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	sortChats(out)
+	return out, nil
+}
+
+// ChatsPage lists up to limit of a tenant's chats in id order after the id
+// after, and whether more follow.
+func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error) {
+	out, err := p.chats(ctx, `SELECT data FROM chats WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list chats of %s: %w", tenant, err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+func (p *Postgres) chats(ctx context.Context, sql string, args ...any) ([]Chat, error) {
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chat, error) {
+		var b []byte
+		var c Chat
+		if err := r.Scan(&b); err != nil {
+			return c, err
+		}
+		return c, decode(b, &c)
+	})
+}
+
+// DeleteChat removes a chat, its log, its snapshot and the given records
+// of other packages, in one transaction. ErrNotFound if there is no such
+// chat.
+func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
+	err := p.update(ctx, func(t *pgTxn) error {
+		tag, err := t.tx.Exec(t.ctx, `DELETE FROM chats WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		b := &pgx.Batch{}
+		b.Queue(`DELETE FROM snapshots WHERE chat_id = $1`, id)
+		b.Queue(`DELETE FROM messages WHERE chat_id = $1`, id)
+		for _, r := range records {
+			b.Queue(`DELETE FROM records WHERE kind = $1 AND id = $2`, r.Kind, r.ID)
+		}
+		return t.tx.SendBatch(t.ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("delete chat %s: %w", id, err)
+	}
+	return nil
+}
+
+// Append stores messages at the end of a chat's log, assigning each the
+// next seq, and returns them with their seqs once committed.
+func (p *Postgres) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	err := p.update(ctx, func(t *pgTxn) error {
+		_, err := p.appendTx(t, chatID, out)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// AppendWithSnapshot appends msgs as Append does and saves the snapshot
+// snap builds from the log's last seq in the same transaction.
+func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	err := p.update(ctx, func(t *pgTxn) error {
+		last, err := p.appendTx(t, chatID, out)
+		if err != nil {
+			return err
+		}
+		val, err := encode(snap(last))
+		if err != nil {
+			return err
+		}
+		return saveSnapshotTx(t, chatID, val)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// appendTx writes out at the end of a chat's log and returns the seq of
+// the log's last message. One statement numbers and inserts them (one
+// round trip a write: the writer's cost is its round trips), so the seqs
+// come from the database: the stored values carry seq 0, and a read takes
+// each message's seq from its row.
+func (p *Postgres) appendTx(t *pgTxn, chatID string, out []chat.Message) (int64, error) {
+	if len(out) == 0 {
+		var last int64
+		err := t.tx.QueryRow(t.ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&last)
+		return last, err
+	}
+	for i := range out {
+		out[i].Seq = 0
+	}
+	vals, err := stamp(out, -1)
+	if err != nil {
+		return 0, err
+	}
+	texts := make([]string, len(vals))
+	for i, v := range vals {
+		texts[i] = string(v)
+	}
+	var first int64
+	err = t.tx.QueryRow(t.ctx, `WITH last AS (SELECT coalesce(max(seq), 0) AS n FROM messages WHERE chat_id = $1),
+		ins AS (INSERT INTO messages (chat_id, seq, data)
+			SELECT $1, last.n + m.i, m.d::json FROM last, unnest($2::text[]) WITH ORDINALITY AS m(d, i))
+		SELECT n + 1 FROM last`, chatID, texts).Scan(&first)
+	if err != nil {
+		return 0, err
+	}
+	for i := range out {
+		out[i].Seq = first + int64(i)
+	}
+	return out[len(out)-1].Seq, nil
+}
+
+// Messages returns the messages with from <= seq <= to (to 0: to the end).
+func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error) {
+	rows, err := p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
+	var out []chat.Message
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Message, error) {
+			var seq int64
+			var b []byte
+			var m chat.Message
+			if err := r.Scan(&seq, &b); err != nil {
+				return m, err
+			}
+			if err := decode(b, &m); err != nil {
+				return m, fmt.Errorf("seq %d: %w", seq, err)
+			}
+			m.Seq = seq // the row's, not the value's (see appendTx)
+			return m, nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read chat %s messages: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// LastSeq returns the seq of a chat's last message (0 when empty).
+func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
+	var seq int64
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
+	return seq, err
+}
+
+func saveSnapshotTx(t *pgTxn, chatID string, val []byte) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)
+		ON CONFLICT (chat_id) DO UPDATE SET data = excluded.data`, chatID, val)
+	return err
+}
+
+// SaveSnapshot writes a chat's snapshot.
+func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
+	val, err := encode(snap)
+	if err != nil {
+		return err
+	}
+	if err := p.update(ctx, func(t *pgTxn) error { return saveSnapshotTx(t, chatID, val) }); err != nil {
+		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
+	}
+	return nil
+}
+
+// LoadSnapshot reads a chat's snapshot; ok is false when none was saved.
+func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
+	err = p.get(ctx, &snap, `SELECT data FROM snapshots WHERE chat_id = $1`, chatID)
+	if errors.Is(err, ErrNotFound) {
+		return Snapshot{}, false, nil
+	}
+	if err != nil {
+		return snap, false, fmt.Errorf("load snapshot of %s: %w", chatID, err)
+	}
+	return snap, true, nil
+}
+
+// LearnWindow records a window a refusal named for provider/model; the
+// smaller of the old and new value is kept. It reports the value kept.
+func (p *Postgres) LearnWindow(ctx context.Context, provider, model string, window int) (int, error) {
+	var kept int
+	err := p.update(ctx, func(t *pgTxn) error {
+		return t.tx.QueryRow(t.ctx, `INSERT INTO learned_windows (provider, model, size) VALUES ($1, $2, $3)
+			ON CONFLICT (provider, model) DO UPDATE SET size = CASE
+				WHEN learned_windows.size > 0 AND learned_windows.size < excluded.size THEN learned_windows.size
+				ELSE excluded.size END
+			RETURNING size`, provider, model, window).Scan(&kept)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("learn window of %s/%s: %w", provider, model, err)
+	}
+	return kept, nil
+}
+
+// LearnedWindows returns every learned window keyed "provider/model".
+func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	rows, err := p.pool.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
+	if err != nil {
+		return nil, fmt.Errorf("learned windows: %w", err)
+	}
+	var prov, model string
+	var size int
+	_, err = pgx.ForEachRow(rows, []any{&prov, &model, &size}, func() error {
+		out[prov+"/"+model] = size
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("learned windows: %w", err)
+	}
+	return out, nil
+}
+
+// PutRecord stores a generic record (memories, learning runs, marks).
+func (p *Postgres) PutRecord(ctx context.Context, kind, id string, v any) error {
+	val, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return p.exec(ctx, `INSERT INTO records (kind, id, data) VALUES ($1, $2, $3)
+		ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`, kind, id, val)
+}
+
+// DeleteRecord removes a generic record; a missing one is no error.
+func (p *Postgres) DeleteRecord(ctx context.Context, kind, id string) error {
+	return p.exec(ctx, `DELETE FROM records WHERE kind = $1 AND id = $2`, kind, id)
+}
+
+// Record reads one generic record into v.
+func (p *Postgres) Record(ctx context.Context, kind, id string, v any) error {
+	if err := p.get(ctx, v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	return nil
+}
+
+// Records calls fn for every record of a kind, in id order; fn decodes.
+// The rows are read before fn runs, so fn may use the store.
+func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error {
+	rows, err := p.pool.Query(ctx, `SELECT id, data FROM records WHERE kind = $1 ORDER BY id`, kind)
+	var ids []string
+	var vals [][]byte
+	if err == nil {
+		var id string
+		var b []byte
+		_, err = pgx.ForEachRow(rows, []any{&id, &b}, func() error {
+			ids, vals = append(ids, id), append(vals, b)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("%s records: %w", kind, err)
+	}
+	for i, id := range ids {
+		if err := fn(id, func(v any) error { return decode(vals[i], v) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package persistence
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/testkit/pgtest"
+)
+
+func TestOpenPostgresSaysWhatIsWrongWithTheDSNOrTheServer(t *testing.T) {
+	ctx := context.Background()
+	_, _, err := OpenPostgres(ctx, "postgres://agentd:s3cret@127.0.0.1:notaport/db", PostgresOptions{})
+	if err == nil || !strings.Contains(err.Error(), "postgres DSN") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a bad DSN: %v; want a DSN error that hides the password", err)
+	}
+	dsn, addr := pgtest.Unreachable(t)
+	_, _, err = OpenPostgres(ctx, dsn, PostgresOptions{})
+	if err == nil || !strings.Contains(err.Error(), "connect to postgres at "+addr+"/agentd") {
+		t.Fatalf("an unreachable server: %v; want it named", err)
+	}
+}
+
+func TestMigrationsApplyOnceAndAFailedOneChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	s, applied, err := OpenPostgres(ctx, dsn, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if len(applied) == 0 || applied[0] != "0001_store.sql" {
+		t.Fatalf("first open applied %v", applied)
+	}
+	s, applied, err = OpenPostgres(ctx, dsn, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sync string
+	if err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sync); err != nil || sync != "on" {
+		t.Fatalf("synchronous_commit = %q, %v; the durability promise needs on", sync, err)
+	}
+	_ = s.Close()
+	if len(applied) != 0 {
+		t.Fatalf("a second open applied %v again", applied)
+	}
+
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ms, err := loadMigrations(fstest.MapFS{
+		"migrations/0001_store.sql": {Data: []byte("SELECT 1")},
+		"migrations/9001_good.sql":  {Data: []byte("CREATE TABLE added (x int)")},
+		"migrations/9002_bad.sql":   {Data: []byte("ALTER TABLE no_such_table ADD COLUMN y int")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = migrate(ctx, conn, ms)
+	if err == nil || !strings.Contains(err.Error(), "apply migration 9002_bad.sql") {
+		t.Fatalf("a failing migration: %v; want it named", err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version > 1`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("versions recorded after the failure: %d, %v", n, err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'added' AND table_schema = current_schema()`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the migration before the failed one landed: %d, %v", n, err)
+	}
+}
+
+func TestMigrationNamesMustCarryAVersion(t *testing.T) {
+	for _, fsys := range []fstest.MapFS{
+		{"migrations/store.sql": {Data: []byte("SELECT 1")}},
+		{"migrations/0001_a.sql": {Data: []byte("SELECT 1")}, "migrations/0001_b.sql": {Data: []byte("SELECT 1")}},
+	} {
+		if _, err := loadMigrations(fsys); err == nil {
+			t.Errorf("%v loaded", fsys)
+		}
+	}
+	ms, err := loadMigrations(migrations)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("the shipped migrations: %v, %v", ms, err)
+	}
+}

@@ -1,0 +1,82 @@
+// Package pgtest gives a test its own empty Postgres schema on the server
+// AGENTD_TEST_PG_DSN names (testkit/pg/pg.sh starts one), and skips the
+// test, saying so, when the variable is unset.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Env names the variable that holds the test server's DSN.
+const Env = "AGENTD_TEST_PG_DSN"
+
+// DSN creates a fresh schema for t and returns a DSN whose search_path is
+// that schema, so each test starts on an empty database of its own; the
+// schema is dropped when t ends (after the cleanups t registers later,
+// such as closing the store).
+func DSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(Env)
+	if base == "" {
+		t.Skipf("%s is unset: the Postgres backend is not tested (testkit/pg/pg.sh start DIR prints a DSN)", Env)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_" + hex.EncodeToString(b[:])
+	exec(t, base, "CREATE SCHEMA "+schema)
+	t.Cleanup(func() { exec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
+	return WithSearchPath(t, base, schema)
+}
+
+// WithSearchPath returns dsn with its search_path set to schema, in the
+// DSN's own form (URL or key=value).
+func WithSearchPath(t testing.TB, dsn, schema string) string {
+	t.Helper()
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return dsn + " search_path=" + schema
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", Env, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func exec(t testing.TB, dsn, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", Env, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// Unreachable returns a DSN of a loopback port nobody listens on (bound,
+// then released) and that port's address, for tests of a server that
+// does not answer; it needs no server.
+func Unreachable(t testing.TB) (dsn, addr string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	_ = l.Close()
+	return "postgres://agentd@" + addr + "/agentd?sslmode=disable&connect_timeout=5", addr
+}
