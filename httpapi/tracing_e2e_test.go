@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,9 @@ func TestATurnIsTracedAsOneTreeUnderItsRequest(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{InMemory: true, TracerProvider: tp})
+	// The client's own trace context: the request's span is its child.
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	d.Client.HTTP = &http.Client{Transport: withHeader{"traceparent", "00-" + callerTrace + "-00f067aa0ba902b7-01"}}
 	ctx := context.Background()
 	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	if err != nil {
@@ -68,6 +72,9 @@ func TestATurnIsTracedAsOneTreeUnderItsRequest(t *testing.T) {
 			continue // this turn fitted; the next one is longer
 		}
 		checkTurnTree(t, spans, c.ID, res.TurnID)
+		if got := spans.request.SpanContext.TraceID().String(); got != callerTrace || spans.request.Parent.SpanID().String() != "00f067aa0ba902b7" {
+			t.Fatalf("the request's span is in trace %s under %s, not the caller's", got, spans.request.Parent.SpanID())
+		}
 		return
 	}
 	t.Fatal("no turn folded in 8 turns of growing messages on a 4K window")
@@ -79,9 +86,10 @@ type turnTree struct {
 	all           tracetest.SpanStubs
 }
 
-// turnSpans waits until the turn's span has ended (it ends once the
-// session says the turn is over, maybe after the answer) and returns it
-// with its request's span and its children.
+// turnSpans waits until the turn's span and its request's have ended (the
+// turn's ends once the session says the turn is over, the request's once
+// its handler returns: either may come after the client has the answer)
+// and returns them with the turn's children, which end before the turn.
 func turnSpans(t *testing.T, exp *tracetest.InMemoryExporter, turnID string) turnTree {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -90,19 +98,22 @@ func turnSpans(t *testing.T, exp *tracetest.InMemoryExporter, turnID string) tur
 		for _, s := range all {
 			if s.Name == "turn" && attr(s, "agentd.turn_id").AsString() == turnID {
 				tree := turnTree{turn: s, all: all}
+				found := false
 				for _, o := range all {
 					if o.SpanContext.SpanID() == s.Parent.SpanID() {
-						tree.request = o
+						tree.request, found = o, true
 					}
 					if o.Parent.SpanID() == s.SpanContext.SpanID() {
 						tree.children = append(tree.children, o)
 					}
 				}
-				return tree
+				if found {
+					return tree
+				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("turn %s: no span ended within a minute", turnID)
+			t.Fatalf("turn %s: its span and its request's did not both end within a minute", turnID)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
