@@ -37,6 +37,10 @@ type PostgresOptions struct {
 	BatchTimeout time.Duration
 }
 
+// idleInTxTimeout is how long the server lets a transaction of agentd's
+// wait on it idle; a batch's statements follow each other at once.
+const idleInTxTimeout = "30s"
+
 // connectTimeout bounds the first connection when the DSN sets none.
 const connectTimeout = 10 * time.Second
 
@@ -52,6 +56,13 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	// whatever the server's default; a DSN may ask for more (remote_apply).
 	if _, set := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	}
+	// A node paused (SIGSTOP, a VM frozen) inside a batch would hold its
+	// chats' owner rows (fence) and keep another node's Claim waiting as
+	// long as its connection lives; the server ends such a transaction
+	// instead, and the paused node's commit fails when it wakes.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
