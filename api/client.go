@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -109,13 +111,102 @@ func (c *Client) DeleteChat(ctx context.Context, chatID string) error {
 	return resp.Body.Close()
 }
 
+// Chat reads one chat.
+func (c *Client) Chat(ctx context.Context, chatID string) (Chat, error) {
+	var out Chat
+	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(chatID), nil, &out)
+	return out, err
+}
+
+// Chats reads one page of the tenant's chats, after the id after ("" from
+// the first).
+func (c *Client) Chats(ctx context.Context, after string) (ChatList, error) {
+	var out ChatList
+	path := "/v1/chats"
+	if after != "" {
+		path += "?after=" + url.QueryEscape(after)
+	}
+	err := c.getJSON(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// PatchChat changes a chat (model, title, setup) and returns it after.
+func (c *Client) PatchChat(ctx context.Context, chatID string, req PatchChatRequest) (Chat, error) {
+	var out Chat
+	err := c.getJSON(ctx, http.MethodPatch, "/v1/chats/"+url.PathEscape(chatID), req, &out)
+	return out, err
+}
+
+// Export reads a chat whole, as POST /v1/chats/import takes it back.
+func (c *Client) Export(ctx context.Context, chatID string) (ChatExport, error) {
+	var out ChatExport
+	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+url.PathEscape(chatID)+"/export", nil, &out)
+	return out, err
+}
+
+// Import stores an export as a new chat.
+func (c *Client) Import(ctx context.Context, exp ChatExport) (Chat, error) {
+	var out Chat
+	err := c.getJSON(ctx, http.MethodPost, "/v1/chats/import", exp, &out)
+	return out, err
+}
+
+// Memories lists the tenant's memories in a state ("" for all).
+func (c *Client) Memories(ctx context.Context, state string) ([]Memory, error) {
+	var out struct {
+		Memories []Memory `json:"memories"`
+	}
+	err := c.getJSON(ctx, http.MethodGet, "/v1/memories?state="+url.QueryEscape(state), nil, &out)
+	return out.Memories, err
+}
+
+// EditMemory replaces a memory's text.
+func (c *Client) EditMemory(ctx context.Context, id, text string) (Memory, error) {
+	var out Memory
+	err := c.getJSON(ctx, http.MethodPatch, "/v1/memories/"+url.PathEscape(id), EditMemoryRequest{Text: text}, &out)
+	return out, err
+}
+
+// DeleteMemory forgets one memory.
+func (c *Client) DeleteMemory(ctx context.Context, id string) error {
+	resp, err := c.do(ctx, http.MethodDelete, "/v1/memories/"+url.PathEscape(id), nil, "")
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 // Transcript reads every message of a chat.
 func (c *Client) Transcript(ctx context.Context, chatID string) ([]Message, error) {
+	return c.TranscriptFrom(ctx, chatID, 0)
+}
+
+// TranscriptFrom reads a chat's messages from seq from on.
+func (c *Client) TranscriptFrom(ctx context.Context, chatID string, from int64) ([]Message, error) {
 	var out struct {
 		Messages []Message `json:"messages"`
 	}
-	err := c.getJSON(ctx, http.MethodGet, "/v1/chats/"+chatID+"/transcript", nil, &out)
+	err := c.getJSON(ctx, http.MethodGet, fmt.Sprintf("/v1/chats/%s/transcript?from_seq=%d", url.PathEscape(chatID), from), nil, &out)
 	return out.Messages, err
+}
+
+// Activity reads one page of a chat's activity log: items with id > after
+// (0: from the first), limit of them (0: the server's default).
+func (c *Client) Activity(ctx context.Context, chatID string, after int64, limit int) (ActivityPage, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/chats/" + chatID + "/activity"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ActivityPage
+	err := c.getJSON(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }
 
 // Context reads what a chat's model is sent now.

@@ -21,6 +21,39 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// UnmarshalJSON reads the native shape and also OpenAI's, which the
+// OpenAI-compatible routes (GET /v1/models among them) answer:
+// {"error": {"message", "type", "param", "code"}}; its code is the Kind.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Error json.RawMessage `json:"error"`
+		Kind  string          `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	e.Kind = raw.Kind
+	if len(raw.Error) > 0 && raw.Error[0] == '{' {
+		var o struct {
+			Message string  `json:"message"`
+			Code    *string `json:"code"`
+		}
+		if err := json.Unmarshal(raw.Error, &o); err != nil {
+			return err
+		}
+		e.Message = o.Message
+		if o.Code != nil {
+			e.Kind = *o.Code
+		}
+		return nil
+	}
+	if len(raw.Error) == 0 {
+		e.Message = ""
+		return nil
+	}
+	return json.Unmarshal(raw.Error, &e.Message)
+}
+
 // CreateChatRequest is the body of POST /v1/chats.
 type CreateChatRequest struct {
 	Model string `json:"model,omitempty"`
@@ -45,7 +78,7 @@ type Chat struct {
 	Title     string    `json:"title,omitempty"`
 	Model     string    `json:"model"`
 	CreatedAt time.Time `json:"created_at"`
-	// Messages is the chat's last seq (-1 in lists, where it is not read).
+	// Messages is the chat's last seq: how many messages its log holds.
 	Messages int64 `json:"messages"`
 	// Instructions and their version (each change is one).
 	Instructions        string    `json:"instructions,omitempty"`
@@ -72,6 +105,22 @@ type PatchChatRequest struct {
 	Settings     *Settings `json:"settings,omitempty"`
 	Toolsets     *[]string `json:"toolsets,omitempty"`
 	Tools        *[]Tool   `json:"tools,omitempty"`
+}
+
+// ExportFormat names the layout of a ChatExport; an import refuses others.
+const ExportFormat = "agentd.chat/1"
+
+// ChatExport is a whole chat as GET /v1/chats/{id}/export answers it and
+// POST /v1/chats/import takes it back: its setup, every message, and the
+// rolling summary that covers the messages before FirstKeptSeq.
+type ChatExport struct {
+	Format       string    `json:"format"`
+	ExportedAt   time.Time `json:"exported_at"`
+	Chat         Chat      `json:"chat"`
+	Summary      string    `json:"summary,omitempty"`
+	SummaryModel string    `json:"summary_model,omitempty"`
+	FirstKeptSeq int64     `json:"first_kept_seq,omitempty"`
+	Messages     []Message `json:"messages"`
 }
 
 // Origins of a sent message: empty for a person's own words.
@@ -296,7 +345,71 @@ const (
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"
+	// EventFoldWaiting comes at least once a second while a turn waits (a
+	// fold, a slow first word, a long tool); data: Waiting. Lossy.
+	EventFoldWaiting = "fold.waiting"
+	// EventToolProgress is a running tool's own report; data: ToolProgress. Lossy.
+	EventToolProgress = "tool.progress"
+	// EventMemoriesLearned: memories were learned from this chat; data: MemoriesLearned.
+	EventMemoriesLearned = "memories.learned"
 )
+
+// What a turn waits for (Waiting.WaitingFor).
+const (
+	WaitingSummary    = "summary"    // a fold of the chat's start, before the request fits
+	WaitingCompaction = "compaction" // the summariser condensing this turn's own state
+	WaitingToolIndex  = "tool-index" // tools the person's message names
+	WaitingModel      = "model"      // the model's first (or next) word
+	WaitingRetry      = "retry"      // the pause before retrying a passing fault
+	WaitingTools      = "tools"      // tool calls agentd runs
+)
+
+// Waiting is the data of fold.waiting.
+type Waiting struct {
+	// ElapsedMS is how long the turn has waited for WaitingFor.
+	ElapsedMS  int64  `json:"elapsed_ms"`
+	WaitingFor string `json:"waiting_for"`
+	// Detail names it for a person: the model, the tools running.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ToolProgress is the data of tool.progress.
+type ToolProgress struct {
+	Tool    string `json:"tool"`
+	CallID  string `json:"call_id,omitempty"`
+	Message string `json:"message"`
+	// Done of Total (pages, files), when the tool counts.
+	Done  int `json:"done,omitempty"`
+	Total int `json:"total,omitempty"`
+}
+
+// MemoriesLearned is the data of memories.learned.
+type MemoriesLearned struct {
+	IDs     []string `json:"ids"`
+	Waiting bool     `json:"waiting,omitempty"` // they wait for an OK
+}
+
+// ActivityItem is one stored event of a chat (GET /v1/chats/{id}/activity):
+// compacted, healed, turn.problem, compaction.applied, tools.loaded or
+// memories.learned, with the data its event carried.
+type ActivityItem struct {
+	// ID numbers a chat's activity from 1, in the order it happened.
+	ID     int64  `json:"id"`
+	Type   string `json:"type"`
+	TurnID string `json:"turn_id,omitempty"`
+	// AfterSeq is the chat's last stored message when it happened: it
+	// belongs after that message.
+	AfterSeq int64           `json:"after_seq"`
+	At       time.Time       `json:"at"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// ActivityPage is one page of GET /v1/chats/{id}/activity; Next, when set,
+// is the after= of the next page.
+type ActivityPage struct {
+	Activity []ActivityItem `json:"activity"`
+	Next     int64          `json:"next,omitempty"`
+}
 
 // StreamDropped says why a stream was dropped, and the last stored message
 // it was told of: read the transcript after LastSeq to catch up.
@@ -313,9 +426,14 @@ type Event struct {
 	Data   json.RawMessage `json:"data,omitempty"`
 }
 
-// Model is one entry of GET /v1/models.
+// Model is one entry of GET /v1/models: OpenAI's model object (id, object,
+// created, owned_by) with what agentd knows of it alongside.
 type Model struct {
-	ID           string `json:"id"` // provider/model
+	ID     string `json:"id"`     // provider/model
+	Object string `json:"object"` // always "model"
+	// Created is when the model was made, in Unix seconds; 0: agentd does not know.
+	Created      int64  `json:"created"`
+	OwnedBy      string `json:"owned_by"` // the provider's name
 	Provider     string `json:"provider"`
 	Window       int    `json:"window"`
 	WindowSource string `json:"window_source"`
@@ -324,9 +442,10 @@ type Model struct {
 	Loaded       bool   `json:"loaded,omitempty"`
 }
 
-// Models is the answer of GET /v1/models.
+// Models is the answer of GET /v1/models, in OpenAI's list shape.
 type Models struct {
-	Models []Model `json:"models"`
+	Object string  `json:"object"` // always "list"
+	Models []Model `json:"data"`
 	// ProviderErrors says which providers did not answer their model list.
 	ProviderErrors map[string]string `json:"provider_errors"`
 }
@@ -348,6 +467,11 @@ type Memory struct {
 	CreatedAt time.Time `json:"created_at"`
 	State     string    `json:"state"`
 	RunID     string    `json:"run_id"`
+}
+
+// EditMemoryRequest is the body of PATCH /v1/memories/{id}.
+type EditMemoryRequest struct {
+	Text string `json:"text"`
 }
 
 // MemoryRun is one learning run: what it added, and whether it was undone.

@@ -130,9 +130,29 @@ func TestAcceptance3000PagePDF(t *testing.T) {
 		}
 	}
 
+	if n := s.extractions.Load(); n != 0 {
+		t.Fatalf("%d extractions before any search", n)
+	}
 	res = call(t, r, ToolPDFSearch, map[string]any{"attachment_id": a.ID, "words": "MARKER-1234"})
 	if !strings.Contains(res.Text, "page 1234: ") || !strings.Contains(res.Text, "[1 pages matched") {
 		t.Errorf("pdf_search marker-1234 should find exactly page 1234: %s", res.Text)
+	}
+	// The first search extracted the text once into the index; later
+	// searches, and a restarted store, read the index and extract nothing.
+	res = call(t, r, ToolPDFSearch, map[string]any{"attachment_id": a.ID, "words": "marker-2999"})
+	if !strings.Contains(res.Text, "page 2999: ") || !strings.Contains(res.Text, "[1 pages matched of 3000 searched") {
+		t.Errorf("second pdf_search: %s", res.Text)
+	}
+	if n := s.extractions.Load(); n != 1 {
+		t.Errorf("two searches extracted the document %d times, want once", n)
+	}
+	restarted, err := NewStore(s.dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = call(t, newRegistry(t, restarted), ToolPDFSearch, map[string]any{"attachment_id": a.ID, "words": "marker-7 page"})
+	if !strings.Contains(res.Text, "page 7: ") || restarted.extractions.Load() != 0 {
+		t.Errorf("after a restart: %d extractions, %s", restarted.extractions.Load(), res.Text)
 	}
 
 	res = call(t, r, ToolPDFInfo, map[string]any{"attachment_id": a.ID})

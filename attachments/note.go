@@ -41,17 +41,41 @@ func Note(a chat.Attachment, f Facts) string {
 		}
 	case KindText:
 		fmt.Fprintf(&b, ", %d lines", f.Lines)
+	case KindSheet:
+		if f.Sheets != nil {
+			fmt.Fprintf(&b, ", %s, %s", formatName(f.MediaType), plural(len(f.Sheets), "sheet"))
+		}
+	case KindDoc:
+		if d := f.Doc; d != nil {
+			fmt.Fprintf(&b, ", %s", d.Format)
+			if d.Pages > 0 {
+				fmt.Fprintf(&b, ", %s", plural(d.Pages, "page"))
+			}
+			fmt.Fprintf(&b, ", %s, %s", plural(d.Words, "word"), plural(d.Headings, "heading"))
+		}
 	}
 	fmt.Fprintf(&b, ") id=%s. ", a.ID)
+	if f.Kind == KindDoc && f.Doc != nil && f.Doc.Title != "" {
+		fmt.Fprintf(&b, "Title: %q. ", clip(cleanName(f.Doc.Title), 80))
+	}
+	if f.Kind == KindSheet {
+		writeSheets(&b, f.Sheets)
+	}
 	if f.Problem != "" {
 		fmt.Fprintf(&b, "Note: %s. ", clip(f.Problem, 100))
 	}
-	switch f.Kind {
-	case KindPDF:
+	switch {
+	case (f.Kind == KindSheet || f.Kind == KindDoc) && f.Sheets == nil && f.Doc == nil:
+		b.WriteString("Its raw bytes: file_read and file_search.")
+	case f.Kind == KindSheet:
+		b.WriteString("Read it with sheet_read (cell ranges) and sheet_search (words).")
+	case f.Kind == KindDoc:
+		b.WriteString("Read it with doc_info (outline), doc_read (paragraphs or a section) and doc_search (words).")
+	case f.Kind == KindPDF:
 		b.WriteString("Read it with pdf_info, pdf_search (words) and pdf_read (page ranges).")
-	case KindImage:
+	case f.Kind == KindImage:
 		b.WriteString("Look at it with image_view if you can see images.")
-	case KindText:
+	case f.Kind == KindText:
 		b.WriteString("Read it with file_read (line ranges) and file_search (words).")
 	default:
 		b.WriteString("Binary: file_read and file_search see its raw bytes as text.")
@@ -61,6 +85,37 @@ func Note(a chat.Attachment, f Facts) string {
 	}
 	b.WriteString("]")
 	return b.String()
+}
+
+// notedSheets is how many sheets a note describes; the tools list the rest.
+const notedSheets = 3
+
+// writeSheets gives the first sheets' sizes and header rows.
+func writeSheets(b *strings.Builder, sheets []SheetFacts) {
+	for i, s := range sheets[:min(len(sheets), notedSheets)] {
+		if i == 0 {
+			b.WriteString("Sheets: ")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(b, "%q %s x %s", clip(s.Name, 40), plural(s.Rows, "row"), plural(s.Cols, "col"))
+		if len(s.Header) > 0 {
+			fmt.Fprintf(b, ", row %d: %s", s.HeaderRow, clip(strings.Join(s.Header, " | "), 90))
+		}
+	}
+	if n := len(sheets) - notedSheets; n > 0 {
+		fmt.Fprintf(b, "; and %d more (a wrong sheet name lists them all)", n)
+	}
+	if len(sheets) > 0 {
+		b.WriteString(". ")
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // cleanName drops control characters, which could fake a line break or a

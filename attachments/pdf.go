@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/ledongthuc/pdf"
+
+	"github.com/agentd/agentd/tools"
 )
 
 // Why github.com/ledongthuc/pdf (a maintained fork of rsc.io/pdf) and not
@@ -91,6 +93,27 @@ func (h headerFixer) ReadAt(p []byte, off int64) (int, error) {
 		p[i] = h.head[off+int64(i)]
 	}
 	return n, err
+}
+
+// pdfProgressPages is how many pages a walk reads between two progress
+// reports; a shorter walk reports nothing.
+const pdfProgressPages = 100
+
+// narrated wraps a walk's visit so a long walk of a big document tells the
+// caller how far it is (tools.ReportProgress), at its start and every
+// pdfProgressPages pages: a first search of 3,000 pages is not silence.
+func narrated(ctx context.Context, verb string, from, to int, visit func(n int, p pdf.Page) bool) func(n int, p pdf.Page) bool {
+	total := to - from + 1
+	if total < pdfProgressPages {
+		return visit
+	}
+	tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("%s %d pages (%d-%d)", verb, total, from, to), Total: total})
+	return func(n int, p pdf.Page) bool {
+		if done := n - from + 1; done%pdfProgressPages == 0 {
+			tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("%s page %d of %d", verb, n, to), Done: done, Total: total})
+		}
+		return visit(n, p)
+	}
 }
 
 // walkPages calls visit for pages from..to (1-based, inclusive) in order,
@@ -240,7 +263,7 @@ func pdfReadText(ctx context.Context, f *os.File, from, to, maxBytes int) (strin
 	to = min(to, total)
 	var b strings.Builder
 	last := from - 1
-	err = walkPages(ctx, r, from, to, func(n int, p pdf.Page) bool {
+	err = walkPages(ctx, r, from, to, narrated(ctx, "reading", from, to, func(n int, p pdf.Page) bool {
 		page := fmt.Sprintf("--- page %d ---\n%s\n", n, pageText(p))
 		if b.Len() > 0 && b.Len()+len(page) > maxBytes {
 			return false
@@ -251,7 +274,7 @@ func pdfReadText(ctx context.Context, f *os.File, from, to, maxBytes int) (strin
 		b.WriteString(page)
 		last = n
 		return true
-	})
+	}))
 	if err != nil {
 		return "", err
 	}
@@ -273,19 +296,57 @@ func pdfNumPage(r *pdf.Reader) (n int) {
 	return r.NumPage()
 }
 
-// pdfSearchText finds the pages, from fromPage on, whose text holds every
-// word (case-insensitive), with a snippet around the first word.
-func pdfSearchText(ctx context.Context, f *os.File, words []string, fromPage, maxHits int) (string, error) {
+// pageSource yields the text of pages from one on, in order, until visit
+// returns false: from the unit index, or by walking the page tree.
+type pageSource func(ctx context.Context, from int, visit func(n int, text string) bool) error
+
+// indexPages reads pages from a unit index: page n is unit n-1.
+func indexPages(x *unitIndex) pageSource {
+	return func(ctx context.Context, from int, visit func(n int, text string) bool) error {
+		return x.each(from-1, func(i int, unit []byte) (bool, error) {
+			if i%256 == 0 && ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return visit(i+1, string(unit)), nil
+		})
+	}
+}
+
+// walkedPages extracts each page's text from the document itself; a long
+// walk is narrated with verb.
+func walkedPages(r *pdf.Reader, verb string) pageSource {
+	return func(ctx context.Context, from int, visit func(n int, text string) bool) error {
+		to := pdfNumPage(r)
+		return walkPages(ctx, r, from, to, narrated(ctx, verb, from, to, func(n int, p pdf.Page) bool { return visit(n, pageText(p)) }))
+	}
+}
+
+// extractPDF writes every page's text into w, one unit a page.
+func extractPDF(ctx context.Context, path string, w *indexWriter) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	r, err := openPDF(f)
 	if err != nil {
-		return "", err
+		return err
 	}
-	total := pdfNumPage(r)
+	var addErr error
+	err = walkedPages(r, "indexing")(ctx, 1, func(_ int, text string) bool {
+		addErr = w.add([]byte(text))
+		return addErr == nil
+	})
+	return errors.Join(err, addErr)
+}
+
+// pdfSearchText finds the pages, from fromPage on, whose text holds every
+// word (case-insensitive), with a snippet around the first word.
+func pdfSearchText(ctx context.Context, pages pageSource, total int, words []string, fromPage, maxHits int) (string, error) {
 	m := newMatcher(words)
 	var b strings.Builder
 	hits, more, lastShown := 0, 0, 0
-	err = walkPages(ctx, r, fromPage, total, func(n int, p pdf.Page) bool {
-		text := pageText(p)
+	err := pages(ctx, fromPage, func(n int, text string) bool {
 		if !m.match([]byte(text)) {
 			return true
 		}

@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -27,6 +30,11 @@ const (
 	KindPDF    Kind = "pdf"
 	KindImage  Kind = "image"
 	KindBinary Kind = "binary"
+	// KindSheet is a spreadsheet: xlsx, ods or csv.
+	KindSheet Kind = "sheet"
+	// KindDoc is a document of paragraphs and headings: docx, odt, html or
+	// markdown.
+	KindDoc Kind = "document"
 )
 
 // Facts are what agentd learned about one stored file's content. They belong
@@ -43,6 +51,10 @@ type Facts struct {
 	Pages  int   `json:"pages,omitempty"`
 	Width  int   `json:"width,omitempty"`
 	Height int   `json:"height,omitempty"`
+	// Sheets are a spreadsheet's sheets, in order.
+	Sheets []SheetFacts `json:"sheets,omitempty"`
+	// Doc holds a document's counts and title.
+	Doc *DocFacts `json:"doc,omitempty"`
 	// Problem says why a fact of the kind could not be read (a damaged PDF).
 	Problem string `json:"problem,omitempty"`
 
@@ -56,7 +68,9 @@ type sidecar struct {
 	Marks []lineMark `json:"marks,omitempty"`
 }
 
-const sidecarVersion = 1
+// sidecarVersion 2 added sheets and documents: a version-1 sidecar is
+// rebuilt, so a spreadsheet stored before gets its sheets.
+const sidecarVersion = 2
 
 // Store keeps attachment files content-addressed under one directory:
 // <dir>/ab/cdef… holds the file whose sha256 is abcdef…, and
@@ -69,6 +83,11 @@ type Store struct {
 
 	mu   sync.Mutex // guards used and serialises commits
 	used int64
+
+	indexing singleflight.Group // one extraction per id at a time
+	// extractions counts the unit indexes built, so tests can tell an
+	// extraction from a reuse.
+	extractions atomic.Int64
 }
 
 // NewStore opens (creating if needed) the store under dir. maxBytes is the
@@ -105,6 +124,8 @@ func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 func (s *Store) blobPath(id string) string { return filepath.Join(s.dir, id[:2], id[2:]) }
 
 func (s *Store) factsPath(id string) string { return s.blobPath(id) + ".facts" }
+
+func (s *Store) indexPath(id string) string { return s.blobPath(id) + ".idx" }
 
 // measure sums the sizes of the stored blobs.
 func (s *Store) measure() (int64, error) {
@@ -174,9 +195,13 @@ func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (c
 	facts, err := s.Facts(id)
 	if errors.Is(err, ErrNotFound) {
 		facts = newFacts(id, size, sn.sniff(), mediaType, idx)
-		addKindFacts(tmpName, &facts)
+		refineKind(tmpName, name, mediaType, &facts)
+		idxTmp := s.addKindFacts(ctx, tmpName, &facts)
+		if idxTmp != "" {
+			defer os.Remove(idxTmp) // a no-op once renamed into place
+		}
 		var committed bool
-		committed, err = s.commit(tmpName, facts)
+		committed, err = s.commit(tmpName, idxTmp, facts)
 		if err == nil && !committed {
 			facts, err = s.Facts(id) // another Put of the same bytes won
 		}
@@ -226,12 +251,12 @@ func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader) (int64, erro
 	}
 }
 
-// commit moves a fully written temp file into place. The facts are written
-// first, then the blob is renamed; a blob therefore never exists without the
-// chance of its facts, and a crash between the two leaves only a sidecar that
-// the next Put of the same bytes overwrites.
-// It reports false when the same bytes were committed meanwhile.
-func (s *Store) commit(tmpName string, f Facts) (bool, error) {
+// commit moves a fully written temp file into place. The facts and the unit
+// index (idxTmp, if any) are put in place first, then the blob is renamed; a
+// blob therefore never exists without the chance of its facts, and a crash
+// between the two leaves only sidecars that the next Put of the same bytes
+// overwrites. It reports false when the same bytes were committed meanwhile.
+func (s *Store) commit(tmpName, idxTmp string, f Facts) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := os.Stat(s.blobPath(f.ID)); err == nil {
@@ -246,6 +271,11 @@ func (s *Store) commit(tmpName string, f Facts) (bool, error) {
 	}
 	if err := s.writeFacts(f); err != nil {
 		return false, err
+	}
+	if idxTmp != "" {
+		if err := os.Rename(idxTmp, s.indexPath(f.ID)); err != nil {
+			return false, fmt.Errorf("store index of %s: %w", f.ID, err)
+		}
 	}
 	if err := os.Rename(tmpName, s.blobPath(f.ID)); err != nil {
 		return false, fmt.Errorf("store %s: %w", f.ID, err)
@@ -340,7 +370,14 @@ func (s *Store) rebuildFacts(id string) (Facts, error) {
 		return Facts{}, fmt.Errorf("rebuild facts of %s: %w", id, err)
 	}
 	facts := newFacts(id, idx.n, sn.sniff(), "", idx)
-	addKindFacts(s.blobPath(id), &facts)
+	// No name is known here: a csv or markdown file rebuilt is plain text.
+	refineKind(s.blobPath(id), "", "", &facts)
+	if idxTmp := s.addKindFacts(context.Background(), s.blobPath(id), &facts); idxTmp != "" {
+		defer os.Remove(idxTmp)
+		if err := os.Rename(idxTmp, s.indexPath(id)); err != nil {
+			return Facts{}, fmt.Errorf("rebuild index of %s: %w", id, err)
+		}
+	}
 	// writeFacts uses its own temp file and an atomic rename, so a rebuild
 	// racing a commit of the same bytes leaves one whole sidecar either way.
 	return facts, s.writeFacts(facts)

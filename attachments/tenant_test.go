@@ -21,8 +21,10 @@ func TestToolsResolveIDsWithinTheCallersTenant(t *testing.T) {
 	text := putFile(t, s, writeTemp(t, "secret.txt", "alice's secret line\n"))
 	pdf := putFile(t, s, makePDF(t, testPDF{Pages: 2}))
 	img := putFile(t, s, writeTemp(t, "dot.png", string(pngBytes(t, 8, 8))))
+	sheet := putFile(t, s, writeTemp(t, "secret.csv", "alice's secret line,1\n"))
+	doc := putFile(t, s, writeTemp(t, "secret.md", "# Secrets\n\nalice's secret line\n"))
 	owners := ownerSet{}
-	for _, a := range []chat.Attachment{text, pdf, img} {
+	for _, a := range []chat.Attachment{text, pdf, img, sheet, doc} {
 		owners["alice/"+a.ID] = true
 	}
 	r := registryOwnedBy(t, s, owners)
@@ -33,12 +35,17 @@ func TestToolsResolveIDsWithinTheCallersTenant(t *testing.T) {
 		id   string
 		args map[string]any
 	}{
-		"file_read":   {ToolFileRead, text.ID, nil},
-		"file_search": {ToolFileSearch, text.ID, map[string]any{"words": "secret"}},
-		"pdf_info":    {ToolPDFInfo, pdf.ID, nil},
-		"pdf_search":  {ToolPDFSearch, pdf.ID, map[string]any{"words": "marker"}},
-		"pdf_read":    {ToolPDFRead, pdf.ID, nil},
-		"image_view":  {ToolImageView, img.ID, nil},
+		"file_read":    {ToolFileRead, text.ID, nil},
+		"file_search":  {ToolFileSearch, text.ID, map[string]any{"words": "secret"}},
+		"pdf_info":     {ToolPDFInfo, pdf.ID, nil},
+		"pdf_search":   {ToolPDFSearch, pdf.ID, map[string]any{"words": "marker"}},
+		"pdf_read":     {ToolPDFRead, pdf.ID, nil},
+		"image_view":   {ToolImageView, img.ID, nil},
+		"sheet_read":   {ToolSheetRead, sheet.ID, nil},
+		"sheet_search": {ToolSheetSearch, sheet.ID, map[string]any{"words": "secret"}},
+		"doc_info":     {ToolDocInfo, doc.ID, nil},
+		"doc_read":     {ToolDocRead, doc.ID, nil},
+		"doc_search":   {ToolDocSearch, doc.ID, map[string]any{"words": "secret"}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -218,6 +218,17 @@ func (m *matcher) match(s []byte) bool {
 	return true
 }
 
+// any reports whether s holds at least one of the words.
+func (m *matcher) any(s string) bool {
+	low := m.lower([]byte(s))
+	for _, w := range m.words {
+		if bytes.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // snippet returns about width bytes of text around the first word, with
 // runs of white space collapsed.
 func (m *matcher) snippet(text string, width int) string {

@@ -30,6 +30,9 @@ const (
 	PartOverhead  = "overhead"
 	PartScale     = "scale"
 	PartFindTools = "find_tools"
+	// PartChatCompletions replays through POST /v1/chat/completions, the
+	// client re-sending the whole history each turn.
+	PartChatCompletions = "chat_completions"
 )
 
 // Options choose what a run measures.
@@ -55,6 +58,8 @@ type Options struct {
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
 	ConfigPath string
+	// Profile writes CPU and heap profiles of agentd's replay turn loops.
+	Profile Profiles
 }
 
 func (o *Options) defaults() {
@@ -93,7 +98,9 @@ type Report struct {
 	Scale     []*ScaleResult    `json:"scale,omitempty"`
 	FindTools []FindToolsResult `json:"find_tools,omitempty"`
 	Real      *SideResult       `json:"real,omitempty"`
-	Errors    []string          `json:"errors,omitempty"`
+	// ChatCompletions is the replay through Chat Completions (8K window).
+	ChatCompletions *ChatCompletionsResult `json:"chat_completions,omitempty"`
+	Errors          []string               `json:"errors,omitempty"`
 }
 
 // Ratio compares agentd with a peer on one window.
@@ -137,6 +144,10 @@ func machine() Machine {
 	return m
 }
 
+// chatCompletionsWindow is the window of the Chat Completions replay: the
+// smallest the long-chat replay runs on, where re-sending costs the most.
+const chatCompletionsWindow = 8_000
+
 func (o *Options) want(part string) bool { return o.Only == "" || o.Only == part }
 
 // Run measures what o asks, printing as it goes to w.
@@ -170,7 +181,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			}
 			var sides []*SideResult
 			if o.want(PartReplay) {
-				res, err := ReplayAgentd(ctx, rp, win, turns)
+				res, err := ReplayAgentd(ctx, rp, win, turns, o.Profile.forWindow(win, len(o.Windows) > 1))
 				if err != nil {
 					fail(fmt.Sprintf("replay agentd %d", win), err)
 				} else {
@@ -204,6 +215,17 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		for _, r := range rep.Ratios {
 			fmt.Fprintf(w, "ratio agentd/%s on %s over %d turns: total input %.3f, largest request %.3f, overhead p50 %.3f, facts carried %s\n",
 				r.Peer, shortTokens(r.Window), r.Turns, r.TotalInput, r.Largest, r.Overhead, r.Carried)
+		}
+	}
+	if o.want(PartChatCompletions) {
+		res, err := ChatCompletions(ctx, rp, chatCompletionsWindow, o.Turns)
+		if err != nil {
+			fail("chat_completions", err)
+		} else {
+			rep.ChatCompletions = res
+			fmt.Fprintf(w, "chat completions on %s, %d turns, the client re-sending its history: the client sent %d tokens (largest request %d), the provider received %d (%d for the turns, largest %d, %d over the window) in %d requests; %d chat(s), %d messages stored; %.1f s\n",
+				shortTokens(res.Window), res.Turns, res.ClientTokens, res.ClientLargest, res.ProviderTokens, res.ProviderTurnTokens, res.ProviderLargest, res.OverWindow,
+				res.ProviderRequests, res.Chats, res.Stored, res.WallSeconds)
 		}
 	}
 	if o.want(PartOverhead) {
@@ -262,6 +284,9 @@ func printSide(w io.Writer, r *SideResult) {
 		fmt.Fprintf(w, "; search finds %d/%d ids %d/%d instructions", f.IdentifiersFound, f.Identifiers, f.InstructionsFound, f.Instructions)
 	}
 	fmt.Fprintf(w, " (%.1f s)\n", r.WallSeconds)
+	c := r.Cache
+	fmt.Fprintf(w, "cache %-24s window %-5s: chat input %d, cached %d (%.1f%%); summarising+learning input %d, cached %d (%.1f%%); prefix breaks %v, their uncached tokens %v\n",
+		r.Side, shortTokens(r.Window), c.ChatInput, c.ChatCached, 100*c.ChatShare(), c.SummaryInput+c.LearnInput, c.SummaryCached+c.LearnCached, 100*c.BackgroundShare(), c.Breaks, c.BreakUncached)
 }
 
 func ratios(sides []*SideResult) []Ratio {

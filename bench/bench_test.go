@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,7 +175,7 @@ func TestAnalyseCountsEverySideTheSameWay(t *testing.T) {
 	fact := rp.Plants[0]
 	reqs := []testkit.Received{
 		{Messages: []chat.Message{{Role: chat.RoleUser, Content: "[turn 0] hi"}}, InputTokens: 100, MaxTokens: 50},
-		{System: summarizer.Instructions, Messages: []chat.Message{{Role: chat.RoleUser, Content: "lines"}}, InputTokens: 400},
+		{System: summarizer.Instructions, Messages: []chat.Message{{Role: chat.RoleUser, Content: "lines"}}, InputTokens: 400, CachedTokens: 256},
 		{System: learner.Instructions, InputTokens: 30},
 		{Messages: []chat.Message{{Role: chat.RoleUser, Content: "[turn 1] " + fact.Text}}, InputTokens: 9000, MaxTokens: 10},
 	}
@@ -182,7 +183,11 @@ func TestAnalyseCountsEverySideTheSameWay(t *testing.T) {
 	analyse(r, reqs, rp, 10)
 	want := SideResult{Window: 8000, Sawtooth: [][2]int{{0, 100}, {1, 9000}}, Other: [][2]int{{0, 400}, {0, 30}}, TotalInputTokens: 9530, TurnInputTokens: 9100,
 		SummaryInputTokens: 400, LearnInputTokens: 30, Requests: 4, SummaryRequests: 1, LearnRequests: 1,
-		LargestRequest: 9000, LargestWithAnswer: 9010, OverWindow: 1}
+		LargestRequest: 9000, LargestWithAnswer: 9010, OverWindow: 1,
+		// The second chat request's first message is not the first's: a
+		// fold, by the order the prompt is read.
+		Cache: CacheFigures{PerRequest: [][2]int{{0, 100}, {0, 9000}}, ChatInput: 9100, SummaryInput: 400, SummaryCached: 256, LearnInput: 30,
+			Breaks: map[string]int{BreakFold: 1}, BreakUncached: map[string]int{BreakFold: 9000}}}
 	f := r.Fidelity
 	r.Fidelity = Fidelity{}
 	if !reflect.DeepEqual(*r, want) {
@@ -233,5 +238,40 @@ func TestQuantiles(t *testing.T) {
 	q := quantiles([]float64{5, 1, 4, 2, 3, 100, 6, 7, 8, 9})
 	if q.P50 != 6 || q.P99 != 100 || q.Max != 100 || q.N != 10 {
 		t.Fatalf("quantiles = %+v", q)
+	}
+}
+
+func TestBreakReasonNamesTheFirstDifference(t *testing.T) {
+	user := chat.Message{Role: chat.RoleUser, Content: "[turn 0] hi"}
+	call := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: ToolName, Arguments: "{}"}}}
+	result := chat.Message{Role: chat.RoleTool, ToolCallID: "c1", Content: "a long log"}
+	prev := testkit.Received{Model: "m", System: "sys", Tools: []string{"a", "b"}, Messages: []chat.Message{user, call, result}}
+	stubbed := result
+	stubbed.Content = "[tool result of bench_lookup, 10 chars, stubbed — conversation_read …]"
+	framed := user
+	framed.Content = "<earlier-in-this-chat>…</earlier-in-this-chat>" + user.Content
+	with := func(f func(r *testkit.Received)) testkit.Received {
+		r := prev
+		r.Messages = append(slices.Clone(prev.Messages), chat.Message{Role: chat.RoleUser, Content: "[turn 1] next"})
+		f(&r)
+		return r
+	}
+	cases := []struct {
+		name string
+		cur  testkit.Received
+		want string
+	}{
+		{"extends", with(func(*testkit.Received) {}), ""},
+		{"model", with(func(r *testkit.Received) { r.Model = "other" }), BreakModelSwitch},
+		{"system", with(func(r *testkit.Received) { r.System = "sys with a new memory" }), BreakMemoryMap},
+		{"tools reordered", with(func(r *testkit.Received) { r.Tools = []string{"b", "a"} }), BreakTools},
+		{"stub", with(func(r *testkit.Received) { r.Messages[2] = stubbed }), BreakStub},
+		{"summary frame", with(func(r *testkit.Received) { r.Messages[0] = framed }), BreakFold},
+		{"head dropped", with(func(r *testkit.Received) { r.Messages = r.Messages[3:] }), BreakFold},
+	}
+	for _, c := range cases {
+		if got := breakReason(&prev, &c.cur); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }

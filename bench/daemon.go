@@ -28,6 +28,7 @@ const tenant = "default"
 // providers reached through a transport that times every model call.
 type daemon struct {
 	hub   *hub.Hub
+	cfg   configs.Config
 	model *modelClock
 }
 
@@ -51,6 +52,8 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 		cfg.DataDir = o.dir
 	} else {
 		cfg = testkit.Config(o.dir, o.fakeURL, o.window)
+		on := true
+		cfg.Providers[0].PromptCacheKey = &on // the fake takes it, as OpenAI does
 	}
 	cfg.Limits.ChatsPerTenant = 1 << 20
 	cfg.Limits.TurnsPerChat = 8
@@ -81,7 +84,7 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	return &daemon{hub: h, model: clock}, nil
+	return &daemon{hub: h, cfg: cfg, model: clock}, nil
 }
 
 type lookupArgs struct {

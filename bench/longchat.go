@@ -43,6 +43,7 @@ type SideResult struct {
 	OverheadMS         Quantiles      `json:"overhead_ms"`
 	WallSeconds        float64        `json:"wall_seconds"`
 	Fidelity           Fidelity       `json:"fidelity"`
+	Cache              CacheFigures   `json:"cache"`
 	Note               string         `json:"note,omitempty"`
 	Error              string         `json:"error,omitempty"`
 }
@@ -87,6 +88,8 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 	var last *testkit.Received
 	turnNow := 0
+	c := &r.Cache
+	c.Breaks, c.BreakUncached = map[string]int{}, map[string]int{}
 	for i := range reqs {
 		q := &reqs[i]
 		r.Requests++
@@ -102,14 +105,27 @@ func analyse(r *SideResult, reqs []testkit.Received, rp *Replay, turns int) {
 		if IsSummaryRequest(*q) {
 			r.SummaryRequests++
 			r.SummaryInputTokens += q.InputTokens
+			c.SummaryInput += q.InputTokens
+			c.SummaryCached += q.CachedTokens
 			continue
 		}
 		if IsLearnRequest(*q) {
 			r.LearnRequests++
 			r.LearnInputTokens += q.InputTokens
+			c.LearnInput += q.InputTokens
+			c.LearnCached += q.CachedTokens
 			continue
 		}
 		r.TurnInputTokens += q.InputTokens
+		c.ChatInput += q.InputTokens
+		c.ChatCached += q.CachedTokens
+		c.PerRequest = append(c.PerRequest, [2]int{q.CachedTokens, q.InputTokens - q.CachedTokens})
+		if last != nil {
+			if why := breakReason(last, q); why != "" {
+				c.Breaks[why]++
+				c.BreakUncached[why] += q.InputTokens - q.CachedTokens
+			}
+		}
 		turn := -1
 		for j := len(q.Messages) - 1; j >= 0 && turn < 0; j-- {
 			if q.Messages[j].Role == chat.RoleUser {
@@ -186,26 +202,29 @@ func carriedIn(rp *Replay, turns int, text string) Fidelity {
 
 // ReplayAgentd replays the first turns of rp through a real agentd against
 // the fake with the given window.
-func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int) (*SideResult, error) {
+// prof, when it names files, profiles the turn loop alone (not the setup
+// or the fidelity searches after it).
+func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int, prof Profiles) (*SideResult, error) {
 	turns = min(turns, len(rp.Turns))
 	res := &SideResult{Side: "agentd", Window: window, Turns: turns, Problems: map[string]int{}}
-	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
-	defer fake.Close()
-	dir, err := os.MkdirTemp("", "agentd-bench-replay-")
+	fake, d, stopDaemon, err := replayDaemon(ctx, rp, window)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
+	defer stopDaemon()
 	chatID, err := d.newChat(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	if err := d.replayTurns(ctx, chatID, rp, turns, res, nil); err != nil {
+	stopProfile, err := prof.start()
+	if err != nil {
+		return nil, err
+	}
+	err = d.replayTurns(ctx, chatID, rp, turns, res, nil)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("agentd window %d: %w", window, err)
 	}
 	analyse(res, fake.Requests(), rp, turns)
@@ -213,6 +232,28 @@ func ReplayAgentd(ctx context.Context, rp *Replay, window, turns int) (*SideResu
 		res.Error = err.Error()
 	}
 	return res, nil
+}
+
+// replayDaemon starts the fake scripted by rp on window and an in-memory
+// agentd on it, with rp's tool results; stop ends both.
+func replayDaemon(ctx context.Context, rp *Replay, window int) (*openaifake.Server, *daemon, func(), error) {
+	fake := openaifake.New(openaifake.Options{Window: window, Script: Script(rp)})
+	dir, err := os.MkdirTemp("", "agentd-bench-replay-")
+	if err != nil {
+		fake.Close()
+		return nil, nil, nil, err
+	}
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
+	if err != nil {
+		fake.Close()
+		_ = os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	return fake, d, func() {
+		_ = d.close()
+		fake.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 func toolResults(rp *Replay) map[string]string {

@@ -12,7 +12,7 @@ func TestAgentdReplayStaysUnderEveryWindow(t *testing.T) {
 	}
 	rp := NewReplay(7, 120, "")
 	for _, window := range []int{8000, 32000} {
-		res, err := ReplayAgentd(context.Background(), rp, window, len(rp.Turns))
+		res, err := ReplayAgentd(context.Background(), rp, window, len(rp.Turns), Profiles{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,5 +44,23 @@ func TestPeerReplayRuns(t *testing.T) {
 		if side == PeerSummarization && res.SummaryRequests == 0 {
 			t.Errorf("the summarization peer never summarised on 8K in 120 turns")
 		}
+	}
+}
+
+func TestChatCompletionsReplayIsOneChatUnderTheWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a daemon through a replay")
+	}
+	rp := NewReplay(7, 60, "")
+	res, err := ChatCompletions(context.Background(), rp, 8000, len(rp.Turns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Chats != 1 || res.OverWindow > 0 || res.ProviderLargest > res.Window {
+		t.Fatalf("%d chats, %d requests over the window, largest %d", res.Chats, res.OverWindow, res.ProviderLargest)
+	}
+	// Past the window the client's requests outgrow what agentd sends.
+	if res.ClientLargest <= res.Window || res.ProviderTurnTokens >= res.ClientTokens {
+		t.Fatalf("client largest %d, client total %d, provider turns %d", res.ClientLargest, res.ClientTokens, res.ProviderTurnTokens)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Role says who produced a message.
@@ -142,4 +144,31 @@ func (s Settings) Validate() error {
 		}
 	}
 	return nil
+}
+
+// TitleRunes bounds a title made from a chat's first message.
+const TitleRunes = 60
+
+// TitleFrom makes a chat's title from its first message: the first line
+// that has words, spaces collapsed, cut at a word to TitleRunes runes with
+// an ellipsis. Text with no words gives "".
+func TitleFrom(text string) string {
+	for line := range strings.Lines(text) {
+		words := strings.Fields(line)
+		if len(words) == 0 {
+			continue
+		}
+		t := strings.Join(words, " ")
+		if utf8.RuneCountInString(t) <= TitleRunes {
+			return t
+		}
+		cut := string([]rune(t)[:TitleRunes-1])
+		// A word cut in half reads worse than a shorter title, unless the
+		// last space would lose more than half of it.
+		if i := strings.LastIndexByte(cut, ' '); i > 0 && utf8.RuneCountInString(cut[:i]) > TitleRunes/2 {
+			cut = cut[:i]
+		}
+		return cut + "…"
+	}
+	return ""
 }

@@ -23,7 +23,57 @@ const (
 	// application runs (data: TurnResult, status requires_action); POST
 	// .../tool-results resumes it.
 	EventTurnRequiresAction = "turn.requires_action"
+	// Progress while a turn waits: lossy, like deltas, and never stored.
+	EventFoldWaiting  = "fold.waiting"  // data: Waiting, at least once a second while a turn waits
+	EventToolProgress = "tool.progress" // data: ToolProgress, as a running tool reports it
+	// EventMemoriesLearned: the learner stored memories from this chat's
+	// folded words (data: MemoriesLearned).
+	EventMemoriesLearned = "memories.learned"
 )
+
+// What a turn waits for (Waiting.WaitingFor).
+const (
+	WaitingSummary    = "summary"    // a fold of the chat's start, before the request fits
+	WaitingCompaction = "compaction" // the summariser condensing this turn's own state
+	WaitingToolIndex  = "tool-index" // tools the person's message names
+	WaitingModel      = "model"      // the model's first (or next) word
+	WaitingRetry      = "retry"      // the pause before retrying a passing fault
+	WaitingTools      = "tools"      // tool calls agentd runs
+)
+
+// Waiting is a fold.waiting event: what the turn has waited for, and how long.
+type Waiting struct {
+	ElapsedMS  int64  `json:"elapsed_ms"`
+	WaitingFor string `json:"waiting_for"`
+	// Detail names it for a person: the model, the tools running.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ToolProgress is a tool.progress event: a running tool's own report.
+type ToolProgress struct {
+	Tool    string `json:"tool"`
+	CallID  string `json:"call_id,omitempty"`
+	Message string `json:"message"`
+	Done    int    `json:"done,omitempty"`
+	Total   int    `json:"total,omitempty"`
+}
+
+// MemoriesLearned says what the learner stored from a chat.
+type MemoriesLearned struct {
+	IDs []string `json:"ids"`
+	// Waiting: they wait for the person's OK before they are used.
+	Waiting bool `json:"waiting,omitempty"`
+}
+
+// Activity reports whether events of type ev go to a chat's activity log:
+// what a person may need later, after the stream that carried it is gone.
+func Activity(ev string) bool {
+	switch ev {
+	case EventCompacted, EventHealed, EventTurnProblem, EventCompactionApplied, EventToolsLoaded, EventMemoriesLearned:
+		return true
+	}
+	return false
+}
 
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {

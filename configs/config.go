@@ -99,6 +99,11 @@ type Provider struct {
 	// Cheapest and Small override the company table for the summariser.
 	Cheapest string `yaml:"cheapest" json:"cheapest,omitempty"`
 	Small    string `yaml:"small" json:"small,omitempty"`
+	// PromptCacheKey sends each chat's stable prompt_cache_key (OpenAI-style
+	// APIs that take it route a chat's requests to the machine holding its
+	// cached prefix). Unset: on for api.openai.com, off elsewhere, since a
+	// strict server may refuse a field it does not know.
+	PromptCacheKey *bool `yaml:"prompt_cache_key" json:"prompt_cache_key,omitempty"`
 }
 
 // Model is one configured model: a bare id or {id, window, vision, tools}.
@@ -136,8 +141,14 @@ type Token struct {
 type Limits struct {
 	// MaxBodyBytes per HTTP request. Defaults to 1 MiB (uploads: MaxUploadBytes).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxHistoryBytes per Chat Completions request, whose client sends the
+	// whole history every time. Defaults to 32 MiB.
+	MaxHistoryBytes int64 `yaml:"max_history_bytes" json:"max_history_bytes"`
 	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
 	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`
+	// MaxImportBytes per chat import (POST /v1/chats/import), which lands
+	// in one transaction. Defaults to 4 MiB.
+	MaxImportBytes int64 `yaml:"max_import_bytes" json:"max_import_bytes"`
 	// MaxMessageBytes per message content. Defaults to 256 KiB.
 	MaxMessageBytes int `yaml:"max_message_bytes" json:"max_message_bytes"`
 	// ChatsPerTenant. Defaults to 10000.
@@ -309,12 +320,17 @@ func Load(path string) (Config, error) {
 			return c, fmt.Errorf("parse config %s: %w", path, err)
 		}
 	}
-	c.applyEnv(os.Getenv)
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	c.ApplyDefaults()
 	return c, nil
 }
 
-func (c *Config) applyEnv(get func(string) string) {
+// applyEnv applies the AGENTD_* variables that are set. A value that does
+// not parse is an error naming the variable, never ignored: a setting the
+// operator believes in and agentd does not is worse than no start.
+func (c *Config) applyEnv(get func(string) string) error {
 	str := func(key string, dst *string) {
 		if v := get(key); v != "" {
 			*dst = v
@@ -325,20 +341,26 @@ func (c *Config) applyEnv(get func(string) string) {
 	str("AGENTD_STORE", &c.Store.Kind)
 	str("AGENTD_DEFAULT_MODEL", &c.DefaultModel)
 	str("AGENTD_LOG_LEVEL", &c.LogLevel)
+	var errs []error
 	if v := get("AGENTD_IDLE_AFTER"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			c.IdleAfter.Duration = d
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("AGENTD_IDLE_AFTER=%q: want a positive duration such as 90s, 5m or 1h", v))
 		}
+		c.IdleAfter.Duration = d
 	}
 	if v := get("AGENTD_MAX_BODY_BYTES"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			c.Limits.MaxBodyBytes = n
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("AGENTD_MAX_BODY_BYTES=%q: want a positive whole number of bytes, such as 1048576", v))
 		}
+		c.Limits.MaxBodyBytes = n
 	}
 	// AGENTD_TOKEN gives the "default" tenant a token without a yaml file.
 	if get("AGENTD_TOKEN") != "" && len(c.Auth.Tokens) == 0 {
 		c.Auth.Tokens = []Token{{Tenant: "default", TokenEnv: "AGENTD_TOKEN"}}
 	}
+	return errors.Join(errs...)
 }
 
 // ApplyDefaults fills every unset field.
@@ -360,7 +382,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	l := &c.Limits
 	setInt64(&l.MaxBodyBytes, 1<<20)
+	setInt64(&l.MaxHistoryBytes, 32<<20)
 	setInt64(&l.MaxUploadBytes, 1<<30)
+	setInt64(&l.MaxImportBytes, 4<<20)
 	setInt(&l.MaxMessageBytes, 256<<10)
 	setInt(&l.ChatsPerTenant, 10000)
 	setInt(&l.TurnsPerChat, 4)
@@ -450,6 +474,11 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("store.kind must be badger or postgres, not %q", c.Store.Kind)
 	}
+	switch c.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log_level %q: use debug, info, warn or error (log_level, AGENTD_LOG_LEVEL or --log-level)", c.LogLevel)
+	}
 	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {
 		return fmt.Errorf("default_model %q must be \"provider/model\"", c.DefaultModel)
 	}
@@ -470,6 +499,41 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
 	}
 	return nil
+}
+
+// Warnings are what is allowed but probably not meant, for the log at
+// start: an api_key_env naming a variable that is not set (requests go
+// without a key and the provider refuses them), and a default model its
+// provider's models: list does not name (or a provider that does not
+// exist). get reads the environment.
+func (c *Config) Warnings(get func(string) string) []string {
+	var out []string
+	for _, p := range c.Providers {
+		if p.APIKeyEnv != "" && get(p.APIKeyEnv) == "" {
+			out = append(out, fmt.Sprintf("provider %s: api_key_env names %s, which is not set: its requests go without a key", p.Name, p.APIKeyEnv))
+		}
+	}
+	if c.DefaultModel == "" {
+		return out
+	}
+	pname, model, _ := strings.Cut(c.DefaultModel, "/")
+	for _, p := range c.Providers {
+		if p.Name != pname {
+			continue
+		}
+		if len(p.Models) == 0 {
+			return out // the provider's own list says; nothing to check here
+		}
+		var ids []string
+		for _, m := range p.Models {
+			if m.ID == model {
+				return out
+			}
+			ids = append(ids, pname+"/"+m.ID)
+		}
+		return append(out, fmt.Sprintf("default_model %s is not in provider %s's models: (%s); new chats fail if %s does not serve it", c.DefaultModel, pname, strings.Join(ids, ", "), pname))
+	}
+	return append(out, fmt.Sprintf("default_model %s names no configured provider %q; new chats that name no model will fail", c.DefaultModel, pname))
 }
 
 // IsLoopback reports whether addr (host:port) only listens on loopback.

@@ -60,6 +60,7 @@ func TestValidateRejects(t *testing.T) {
 		"default model form":     {"default_model: gpt", "provider/model"},
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
 		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
+		"log level":              {"log_level: loud", "log_level \"loud\": use debug, info, warn or error"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -116,5 +117,74 @@ func TestBareMetricsPortBindsLoopback(t *testing.T) {
 	c.ApplyDefaults()
 	if c.Metrics.Listen != "127.0.0.1:9464" {
 		t.Fatalf("metrics.listen = %q, want loopback", c.Metrics.Listen)
+	}
+}
+
+func TestBadEnvironmentValuesAreErrorsNamingTheVariable(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{"AGENTD_IDLE_AFTER", "soon", `AGENTD_IDLE_AFTER="soon": want a positive duration`},
+		{"AGENTD_IDLE_AFTER", "-5m", `AGENTD_IDLE_AFTER="-5m"`},
+		{"AGENTD_MAX_BODY_BYTES", "1MB", `AGENTD_MAX_BODY_BYTES="1MB": want a positive whole number`},
+		{"AGENTD_MAX_BODY_BYTES", "0", `AGENTD_MAX_BODY_BYTES="0"`},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			if _, err := Load(""); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load with %s=%q: %v, want an error with %q", tc.key, tc.value, err, tc.want)
+			}
+		})
+	}
+	t.Run("bad log level", func(t *testing.T) {
+		t.Setenv("AGENTD_LOG_LEVEL", "verbose")
+		c, err := Load("")
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), "AGENTD_LOG_LEVEL") {
+			t.Fatalf("AGENTD_LOG_LEVEL=verbose: %v", err)
+		}
+	})
+	t.Run("good values apply", func(t *testing.T) {
+		t.Setenv("AGENTD_IDLE_AFTER", "90s")
+		t.Setenv("AGENTD_MAX_BODY_BYTES", "2048")
+		c, err := Load("")
+		if err != nil || c.IdleAfter.Duration != 90*time.Second || c.Limits.MaxBodyBytes != 2048 {
+			t.Fatalf("idle %v, body %d, %v", c.IdleAfter, c.Limits.MaxBodyBytes, err)
+		}
+	})
+}
+
+func TestWarnings(t *testing.T) {
+	env := map[string]string{"SET_KEY": "sk-1"}
+	get := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"none", "default_model: a/m\nproviders: [{name: a, kind: openai, api_key_env: SET_KEY, models: [m]}]", nil},
+		{"unset key", "providers: [{name: a, kind: openai, api_key_env: NOT_SET}]", []string{"provider a: api_key_env names NOT_SET, which is not set"}},
+		{"default not listed", "default_model: a/x\nproviders: [{name: a, kind: openai, models: [m, n]}]", []string{"default_model a/x is not in provider a's models: (a/m, a/n)"}},
+		{"default of a provider that lists its own", "default_model: a/x\nproviders: [{name: a, kind: ollama}]", nil},
+		{"default of no provider", "default_model: b/x\nproviders: [{name: a, kind: ollama}]", []string{`default_model b/x names no configured provider "b"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Warnings(get)
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("warning %q, want it to start %q", got[i], w)
+				}
+			}
+		})
 	}
 }

@@ -121,17 +121,7 @@ func TestBrowserSendAMessageAndSeeItStream(t *testing.T) {
 func TestBrowserFoldShowsOneSummaryLineThatOpens(t *testing.T) {
 	r := newRig(t, rigOptions{window: 32000})
 	ctx := context.Background()
-	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: "Planning the team tea"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, text := range []string{"We need tea for the team meeting on Friday.", "Green tea, brewed at 80 °C.", "How many cups for twelve people?"} {
-		if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.open("#/chats/" + c.ID)
-	r.until("the transcript", `document.querySelectorAll("#transcript article.msg").length === 6`)
+	c := r.openTeaChat("Planning the team tea")
 	if n := eval[int](r, `document.querySelectorAll(".summary-line").length`); n != 0 {
 		t.Fatalf("%d summary lines before any fold", n)
 	}
@@ -207,6 +197,25 @@ func TestBrowserFoldShowsOneSummaryLineThatOpens(t *testing.T) {
 	checkSummaryLine(t, r, 7, "fake/m")
 	r.do("open the summary again", chromedp.Click(chromedp.CSS("#summary-line summary")))
 	r.shoot("console-chat.png", "")
+}
+
+// openTeaChat makes a chat of three turns about tea and opens it in the
+// console, once its six messages are shown.
+func (r *rig) openTeaChat(title string) api.Chat {
+	r.t.Helper()
+	ctx := context.Background()
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: title})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, text := range []string{"We need tea for the team meeting on Friday.", "Green tea, brewed at 80 °C.", "How many cups for twelve people?"} {
+		if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the transcript", `document.querySelectorAll("#transcript article.msg").length === 6`)
+	return c
 }
 
 // checkSummaryLine asserts exactly one quiet line, saying who it is for,

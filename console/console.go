@@ -1,5 +1,5 @@
-// Package console serves agentd's web console: three static files (a page,
-// a script and a style sheet) embedded in the binary, so someone who just ran
+// Package console serves agentd's web console: four static files (a page,
+// a script, a style sheet and an icon) embedded in the binary, so someone who just ran
 // `agentd serve` can open a browser and watch a chat, see what its model is
 // sent, and act on memories. The pages hold no data and need no build step;
 // everything they show comes from the HTTP API with the API's own bearer
@@ -35,8 +35,8 @@ type file struct {
 	etag  string
 }
 
-// Handler serves the console: GET / is the page, /app.js and /style.css its
-// script and style. Any other path answers 404, so a mistyped API path is
+// Handler serves the console: GET / is the page, /app.js, /style.css and
+// /favicon.svg its script, style and icon. Any other path answers 404, so a mistyped API path is
 // never answered with the page. The files are small and revalidated by ETag
 // on each load, so a new binary's console shows at once.
 func Handler() http.Handler {

@@ -23,6 +23,7 @@ func TestHandlerServesThePagesAndNothingElse(t *testing.T) {
 		"page by name":        {"GET", "/index.html", 200, "text/html", `<main id="main"`},
 		"script":              {"GET", "/app.js", 200, "text/javascript", "function route()"},
 		"style":               {"GET", "/style.css", 200, "text/css", "@media (max-width: 700px)"},
+		"icon":                {"GET", "/favicon.svg", 200, "image/svg+xml", "<svg"},
 		"head of the page":    {"HEAD", "/", 200, "text/html", ""},
 		"unknown file":        {"GET", "/secrets.txt", 404, "", ""},
 		"an API-looking path": {"GET", "/v2/chats", 404, "", ""},

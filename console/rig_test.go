@@ -66,7 +66,7 @@ func script(r testkit.Received) testkit.Reply {
 // rig is a daemon against the OpenAI-style fake, the console in front of
 // it, and a headless Chromium looking at it.
 type rig struct {
-	t    *testing.T
+	t    testing.TB
 	d    *daemontest.Daemon
 	fake *openaifake.Server
 	url  string
@@ -86,9 +86,12 @@ type rigOptions struct {
 	edit func(*configs.Config)
 	// fakeWindow is the window the fake enforces (0: window).
 	fakeWindow int
+	// models, when set, is the fake's model list, which the daemon reads
+	// before the test starts (as agentd serve does).
+	models []openaifake.ModelEntry
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skipf("browser tests need Debian's chromium at %s (apt-get install -y chromium): %v", chromium, err)
@@ -96,7 +99,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.fakeWindow == 0 {
 		o.fakeWindow = o.window
 	}
-	fake := openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: script})
+	fake := openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: script, Models: o.models})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), o.window)
 	cfg.Limits.RequestsPerSecond = 1000
@@ -104,6 +107,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		o.edit(&cfg)
 	}
 	d := daemontest.Start(t, cfg, o.tokens)
+	if o.models != nil {
+		d.Hub.Refresh(context.Background())
+	}
 	r := &rig{t: t, d: d, fake: fake}
 	r.url = r.serve()
 
@@ -316,7 +322,7 @@ func js(s string) string {
 	return string(b)
 }
 
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+func waitFor(ctx context.Context, t testing.TB, what string, cond func() (bool, error)) {
 	t.Helper()
 	for {
 		ok, err := cond()
@@ -332,6 +338,23 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// pressCtrl presses Ctrl and a letter together, as a keyboard shortcut is.
+func pressCtrl(letter string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		code := "Key" + strings.ToUpper(letter)
+		vk := int64(strings.ToUpper(letter)[0])
+		down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeRawKeyDown, Key: letter, Code: code,
+			WindowsVirtualKeyCode: vk, NativeVirtualKeyCode: vk, Modifiers: int64(chromedp.ModifierCtrl)}
+		if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, down); err != nil {
+			return err
+		}
+		up := down
+		up.Type = input.DispatchKeyEventTypeKeyUp
+		_, err := cdp.Call(ctx, t, input.DispatchKeyEvent, up)
+		return err
+	})
 }
 
 // pressEnter presses Enter the way a keyboard does: one keyDown carrying the

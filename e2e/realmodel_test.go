@@ -104,9 +104,7 @@ func startReal(t *testing.T, cfg daemonConfig) *daemon {
 // models is the daemon's GET /v1/models.
 func (d *daemon) models(t *testing.T) []api.Model {
 	t.Helper()
-	var out struct {
-		Models []api.Model `json:"models"`
-	}
+	var out api.Models
 	getJSON(t, d.Client.BaseURL+"/v1/models", &out)
 	return out.Models
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/agentd/agentd/eventbus"
 )
 
-// Pages of GET /v1/chats.
+// Pages of GET /v1/chats and a chat's activity.
 const (
 	defaultChatPage = 100
 	maxChatPage     = 1000
@@ -49,17 +49,27 @@ func (s *Server) titleFits(w http.ResponseWriter, title *string) bool {
 	return true
 }
 
+// pageLimit reads a page's limit= (default when absent); it answers 400
+// and reports false for anything but a whole number from 1 to maxChatPage.
+func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return defaultChatPage, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxChatPage {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit %q: want a whole number from 1 to %d", clip(v, 20), maxChatPage))
+		return 0, false
+	}
+	return n, true
+}
+
 // listChats answers one page of the tenant's chats, in id order.
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string) {
 	q := r.URL.Query()
-	limit := defaultChatPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxChatPage {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit %q: want a whole number from 1 to %d", clip(v, 20), maxChatPage))
-			return
-		}
-		limit = n
+	limit, ok := pageLimit(w, r)
+	if !ok {
+		return
 	}
 	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, q.Get("after"), limit)
 	if err != nil {
@@ -117,6 +127,33 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant strin
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
 
+// activity answers one page of a chat's activity log, oldest first.
+func (s *Server) activity(w http.ResponseWriter, r *http.Request, tenant string) {
+	limit, ok := pageLimit(w, r)
+	if !ok {
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("after %q: want an activity id (a whole number, 0 or more)", clip(v, 20)))
+			return
+		}
+		after = n
+	}
+	items, more, err := s.hub.Activity(r.Context(), tenant, r.PathValue("id"), after, limit)
+	if err != nil {
+		writeHubError(w, r, err)
+		return
+	}
+	page := api.ActivityPage{Activity: items}
+	if more {
+		page.Next = items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
 func (s *Server) context(w http.ResponseWriter, r *http.Request, tenant string) {
 	v, err := s.hub.Context(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
@@ -137,10 +174,6 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
-}
-
-func (s *Server) models(w http.ResponseWriter, r *http.Request, tenant string) {
-	writeJSON(w, http.StatusOK, s.hub.Models())
 }
 
 // refreshModels re-reads every provider's list now, as agentd does by

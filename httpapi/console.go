@@ -2,7 +2,7 @@ package httpapi
 
 import "github.com/agentd/agentd/console"
 
-// mountConsole serves the web console at / (index.html, app.js, style.css).
+// mountConsole serves the web console at / (index.html, app.js, style.css, favicon.svg).
 // The pages are public and hold no data: every chat, context and memory they
 // show comes from /v1/ with the API's bearer token, so the console is exactly
 // as protected as the API. The pattern has no method on purpose: "GET /"

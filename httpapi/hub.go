@@ -8,12 +8,15 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/httpapi/oai"
 )
 
 // Hub is everything the HTTP layer needs of the daemon, in the API's wire
 // types; *hub.Hub implements it. Every method resolves ids inside tenant,
 // and its errors are the hub's sentinels (writeHubError maps them).
 type Hub interface {
+	// oai.Hub is what the OpenAI-compatible surface needs.
+	oai.Hub
 	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
 	Chats(ctx context.Context, tenant string) ([]api.Chat, error)
 	// ChatsPage lists chats in id order after the id after, and whether more follow.
@@ -22,8 +25,13 @@ type Hub interface {
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	Export(ctx context.Context, tenant, id string) (api.ChatExport, error)
+	// Import stores an export as a new chat once every message is durable.
+	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	Context(ctx context.Context, tenant, id string) (api.Context, error)
+	// Activity returns a page of a chat's activity log after id after.
+	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
 	// Submit returns the turn's id once the message is durable.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
@@ -43,8 +51,9 @@ type Hub interface {
 	MemoryRuns(ctx context.Context, tenant string) ([]api.MemoryRun, error)
 	ApproveMemory(ctx context.Context, tenant, id string) (api.Memory, error)
 	UndoRun(ctx context.Context, tenant, id string) (api.MemoryRun, error)
+	EditMemory(ctx context.Context, tenant, id, text string) (api.Memory, error)
+	DeleteMemory(ctx context.Context, tenant, id string) error
 
-	Models() api.Models
 	Refresh(ctx context.Context) api.Models
 	Health() api.Health
 	Gatherer() prometheus.Gatherer

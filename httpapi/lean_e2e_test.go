@@ -97,6 +97,20 @@ func leanScript(r testkit.Received) testkit.Reply {
 	return testkit.Reply{Text: "Hello."}
 }
 
+// leanWindow is the window of the lean tests: small enough to be lean.
+const leanWindow = 8192
+
+// startWarehouse starts a daemon with the warehouse tools on a lean window
+// against a fake playing leanScript.
+func startWarehouse(t *testing.T) (*warehouseTools, *openaifake.Server, *daemontest.Daemon) {
+	t.Helper()
+	wh := &warehouseTools{calls: map[string]int{}}
+	fake := openaifake.New(openaifake.Options{Window: leanWindow, Script: leanScript})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), leanWindow), nil, hub.Options{Tools: wh.register})
+	return wh, fake, d
+}
+
 // turnRequests returns the turn requests made since the first n.
 func turnRequestsSince(fake *openaifake.Server, n int) []testkit.Received {
 	return requestsOf(fake, kindTurn)[n:]
@@ -136,11 +150,8 @@ func loadedIn(t *testing.T, evs []api.Event) []string {
 // person names are preloaded, find_tools loads more, a tool called by name
 // runs and is loaded, and the loaded set survives a restart.
 func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
-	const win = 8192
-	wh := &warehouseTools{calls: map[string]int{}}
-	fake := openaifake.New(openaifake.Options{Window: win, Script: leanScript})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), win), nil, hub.Options{Tools: wh.register})
+	const win = leanWindow
+	wh, fake, d := startWarehouse(t)
 	ctx := context.Background()
 
 	// The premise: every tool's spec together would not fit a quarter of
@@ -290,4 +301,48 @@ func TestLeanChatOnSmallWindowWithManyTools(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Tools a message's words preloaded that the model never calls leave the
+// list at the next fold (where the prefix changes anyway) and words load
+// them no more; a tool the model called stays.
+func TestWordLoadedToolsLeaveAtTheNextFoldUnlessCalled(t *testing.T) {
+	wh, fake, d := startWarehouse(t)
+	c := newChat(t, d, "")
+
+	preloaded := loadedIn(t, sendCollect(t, d, c.ID, "how do I inspect a pallet and price an invoice"))
+	if len(preloaded) == 0 {
+		t.Fatal("the words preloaded nothing; the test needs a preloaded tool")
+	}
+	sendCollect(t, d, c.ID, "weigh the crate C-4 please")
+	if wh.count("weigh_crate") != 1 {
+		t.Fatalf("weigh_crate ran %d times", wh.count("weigh_crate"))
+	}
+	before := chatContext(t, d, c.ID).LoadedTools
+	for _, name := range append(slices.Clone(preloaded), "weigh_crate") {
+		if !slices.Contains(before, name) {
+			t.Fatalf("loaded tools %v lack %s before the fold", before, name)
+		}
+	}
+	var folded chat.Compacted
+	if err := d.Client.Post(context.Background(), "/v1/chats/"+c.ID+"/compact", map[string]string{}, &folded); err != nil {
+		t.Fatal(err)
+	}
+	after := chatContext(t, d, c.ID).LoadedTools
+	for _, name := range preloaded {
+		if name != "weigh_crate" && slices.Contains(after, name) {
+			t.Fatalf("%s, preloaded by words and never called, is still loaded after the fold: %v", name, after)
+		}
+	}
+	if !slices.Contains(after, "weigh_crate") {
+		t.Fatalf("weigh_crate, called, left the loaded tools at the fold: %v", after)
+	}
+	// The same words load the declined tools no more: the list stays.
+	n := len(requestsOf(fake, kindTurn))
+	if again := loadedIn(t, sendCollect(t, d, c.ID, "how do I inspect a pallet and price an invoice")); len(again) > 0 {
+		t.Fatalf("words loaded %v again after the model left them uncalled", again)
+	}
+	if r := turnRequestsSince(fake, n)[0]; !slices.Contains(r.Tools, "weigh_crate") || slices.ContainsFunc(preloaded, func(n string) bool { return n != "weigh_crate" && slices.Contains(r.Tools, n) }) {
+		t.Fatalf("the next request's tools are %v", r.Tools)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
 )
 
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -27,6 +28,30 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string)
 
 func (s *Server) approveMemory(w http.ResponseWriter, r *http.Request, tenant string) {
 	m, err := s.hub.ApproveMemory(r.Context(), tenant, r.PathValue("id"))
+	writeMemory(w, r, m, err)
+}
+
+// editMemory replaces a memory's text: {"text": "..."}.
+func (s *Server) editMemory(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req api.EditMemoryRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	m, err := s.hub.EditMemory(r.Context(), tenant, r.PathValue("id"), req.Text)
+	writeMemory(w, r, m, err)
+}
+
+func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, tenant string) {
+	if err := s.hub.DeleteMemory(r.Context(), tenant, r.PathValue("id")); err != nil {
+		writeHubError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeMemory answers a memory, or the error that stopped its change: a
+// memory whose state refuses it is 409.
+func writeMemory(w http.ResponseWriter, r *http.Request, m api.Memory, err error) {
 	if errors.Is(err, hub.ErrConflict) {
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 		return

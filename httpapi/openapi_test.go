@@ -32,6 +32,7 @@ var wireTypes = []any{
 	api.SendMessageRequest{}, api.CompactRequest{}, api.Compacted{}, api.Message{}, api.TurnResult{},
 	api.Context{}, api.Event{}, api.Models{}, api.Memory{}, api.MemoryRun{}, api.Health{},
 	api.PutToolsetRequest{}, api.Toolset{}, api.ToolResultsRequest{}, api.Attachment{},
+	api.ActivityPage{}, api.Waiting{}, api.ToolProgress{}, api.MemoriesLearned{},
 }
 
 type openAPIDoc struct {

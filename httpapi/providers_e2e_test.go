@@ -188,7 +188,7 @@ func pvGet(t *testing.T, d *daemontest.Daemon, path string, out any) {
 // listedModel returns GET /v1/models' entry for ref.
 func listedModel(t *testing.T, d *daemontest.Daemon, ref string) api.Model {
 	t.Helper()
-	var list struct{ Models []api.Model }
+	var list api.Models
 	pvGet(t, d, "/v1/models", &list)
 	for _, m := range list.Models {
 		if m.ID == ref {

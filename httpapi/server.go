@@ -27,6 +27,7 @@ import (
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -96,29 +97,41 @@ func (s *Server) routes() {
 	api("GET /v1/chats/{id}", s.getChat)
 	api("PATCH /v1/chats/{id}", s.patchChat)
 	api("DELETE /v1/chats/{id}", s.deleteChat)
+	api("GET /v1/chats/{id}/export", s.exportChat)
+	// An import is bounded by limits.max_import_bytes, not max_body_bytes.
+	s.mux.Handle("POST /v1/chats/import", s.authedRaw(s.importChat, false, writeError))
 	api("POST /v1/chats/{id}/messages", s.sendMessage)
 	// The one event stream a browser's EventSource opens: it cannot set
 	// headers, so the token may come in the query here, and only here.
 	s.mux.Handle("GET /v1/chats/{id}/events", s.authed(s.watch, true))
 	api("GET /v1/chats/{id}/transcript", s.transcript)
 	api("GET /v1/chats/{id}/context", s.context)
+	api("GET /v1/chats/{id}/activity", s.activity)
 	api("POST /v1/chats/{id}/compact", s.compact)
 	api("POST /v1/chats/{id}/tool-results", s.toolResults)
 	api("GET /v1/toolsets", s.listToolsets)
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
-	api("GET /v1/models", s.models)
+	surface := oai.New(s.hub, s.cfg, s.log)
+	for _, rt := range surface.Routes() {
+		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxBodyBytes))
+	}
+	for _, rt := range surface.HistoryRoutes() {
+		s.mux.Handle(rt.Pattern, s.authedAs(rt.Handle, false, oai.WriteNativeError, s.cfg.Limits.MaxHistoryBytes))
+	}
 	api("POST /v1/models/refresh", s.refreshModels)
 	api("GET /v1/memories", s.listMemories)
 	api("GET /v1/memory-runs", s.listRuns)
 	api("POST /v1/memories/{id}/approve", s.approveMemory)
+	api("PATCH /v1/memories/{id}", s.editMemory)
+	api("DELETE /v1/memories/{id}", s.deleteMemory)
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
-	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false))
+	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false, writeError))
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.cfg.Metrics.Listen == "" {
-		s.mux.Handle("GET /metrics", s.authedRaw(func(w http.ResponseWriter, r *http.Request, _ string) { s.metrics().ServeHTTP(w, r) }, false))
+		s.mux.Handle("GET /metrics", s.authedRaw(func(w http.ResponseWriter, r *http.Request, _ string) { s.metrics().ServeHTTP(w, r) }, false, writeError))
 	}
 	s.mountConsole()
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -162,17 +175,27 @@ func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 
 // authed authenticates, rate-limits and bounds the body in size and time.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
+	return s.authedAs(h, tokenInQuery, writeError, s.cfg.Limits.MaxBodyBytes)
+}
+
+// errorWriter writes an error in one surface's shape: the native API's
+// (writeError) or OpenAI's (oai.WriteNativeError).
+type errorWriter func(w http.ResponseWriter, status int, kind, msg string)
+
+// authedAs is authed with refusals written by writeError and bodies
+// bounded to maxBody.
+func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter, maxBody int64) http.Handler {
 	return s.authedRaw(func(w http.ResponseWriter, r *http.Request, tenant string) {
 		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		h(w, r, tenant)
-	}, tokenInQuery)
+	}, tokenInQuery, writeError)
 }
 
 // authedRaw authenticates and rate-limits without bounding the body (the
-// upload route bounds it itself). A refused request's body is never read:
-// its connection closes after the answer.
-func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
+// upload route bounds it itself), refusing with writeError. A refused
+// request's body is never read: its connection closes after the answer.
+func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := s.tenantOf(r, tokenInQuery)
 		if tenant == "" {

@@ -63,6 +63,7 @@ type Records interface {
 	PutRecord(ctx context.Context, kind, id string, v any) error
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
+	DeleteRecord(ctx context.Context, kind, id string) error
 }
 
 // Options tune a Store.
@@ -238,6 +239,48 @@ func (s *Store) Approve(ctx context.Context, tenant, id string) (Memory, error) 
 		return m, fmt.Errorf("approve memory %s: %w", id, err)
 	}
 	return m, nil
+}
+
+// ErrEmpty: an edit left a memory no words.
+var ErrEmpty = errors.New("memory: empty text")
+
+// Edit replaces a memory's text with the person's own words, masked and
+// clipped as a learned one is; an undone memory is ErrState. The memory map
+// drops at once: the person corrected it, which outweighs one prompt-cache
+// miss.
+func (s *Store) Edit(ctx context.Context, tenant, id, text string) (Memory, error) {
+	text = clipText(strings.TrimSpace(s.mask(strings.TrimSpace(text))), MaxTextLen)
+	if text == "" {
+		return Memory{}, fmt.Errorf("edit memory %s: %w", id, ErrEmpty)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return m, err
+	}
+	if m.State == StateUndone {
+		return m, fmt.Errorf("edit memory %s: it was undone: %w", id, ErrState)
+	}
+	m.Text = text
+	if err := s.rec.PutRecord(ctx, memKind(tenant), id, m); err != nil {
+		return m, fmt.Errorf("edit memory %s: %w", id, err)
+	}
+	return m, s.dropMap(ctx, tenant)
+}
+
+// Delete forgets one memory for good, and takes it out of the memory map
+// at once. Its run keeps the id; undoing the run skips it.
+func (s *Store) Delete(ctx context.Context, tenant, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.Get(ctx, tenant, id); err != nil {
+		return err
+	}
+	if err := s.rec.DeleteRecord(ctx, memKind(tenant), id); err != nil {
+		return fmt.Errorf("delete memory %s: %w", id, err)
+	}
+	return s.dropMap(ctx, tenant)
 }
 
 // GetRun returns one learning run of the tenant.

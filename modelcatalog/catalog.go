@@ -118,7 +118,7 @@ func newEntry(pc configs.Provider, hc *http.Client) (*entry, error) {
 	var err error
 	switch pc.Kind {
 	case "openai":
-		client, err = openai.New(openai.Config{Name: pc.Name, Company: company.Name, BaseURL: pc.BaseURL, APIKey: key, Models: models, Windows: windows, HTTPClient: hc})
+		client, err = openai.New(openai.Config{Name: pc.Name, Company: company.Name, BaseURL: pc.BaseURL, APIKey: key, Models: models, Windows: windows, HTTPClient: hc, PromptCacheKey: pc.PromptCacheKey})
 	case "anthropic":
 		client, err = anthropic.New(anthropic.Config{Name: pc.Name, BaseURL: pc.BaseURL, APIKey: key, Models: models, Windows: windows, HTTPClient: hc})
 	case "ollama":

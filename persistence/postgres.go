@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,11 +198,14 @@ func (p *Postgres) UpdateChat(ctx context.Context, c Chat) error {
 
 // Chat reads one chat's metadata.
 func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
-	var c Chat
-	if err := p.get(ctx, &c, `SELECT data FROM chats WHERE id = $1`, id); err != nil {
-		return c, fmt.Errorf("chat %s: %w", id, err)
+	out, err := p.chats(ctx, `c.id = $1`, id)
+	if err == nil && len(out) == 0 {
+		err = ErrNotFound
 	}
-	return c, nil
+	if err != nil {
+		return Chat{}, fmt.Errorf("chat %s: %w", id, err)
+	}
+	return out[0], nil
 }
 
 // CountChats counts a tenant's chats from the tenant index.
@@ -213,7 +217,7 @@ func (p *Postgres) CountChats(ctx context.Context, tenant string) (int, error) {
 
 // Chats lists the chats of a tenant ("" lists all), oldest first.
 func (p *Postgres) Chats(ctx context.Context, tenant string) ([]Chat, error) {
-	out, err := p.chats(ctx, `SELECT data FROM chats WHERE $1 = '' OR tenant = $1`, tenant)
+	out, err := p.chats(ctx, `$1 = '' OR c.tenant = $1`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
@@ -224,7 +228,7 @@ func (p *Postgres) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 // ChatsPage lists up to limit of a tenant's chats in id order after the id
 // after, and whether more follow.
 func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error) {
-	out, err := p.chats(ctx, `SELECT data FROM chats WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit+1)
+	out, err := p.chats(ctx, `c.tenant = $1 AND c.id > $2 ORDER BY c.id LIMIT $3`, tenant, after, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("list chats of %s: %w", tenant, err)
 	}
@@ -234,18 +238,25 @@ func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit in
 	return out, false, nil
 }
 
-func (p *Postgres) chats(ctx context.Context, sql string, args ...any) ([]Chat, error) {
-	rows, err := p.pool.Query(ctx, sql, args...)
+// chats reads the chats where says, each with its LastSeq from its log's
+// primary key (the record's own copy is not kept current on Postgres: that
+// would be a second write per append).
+func (p *Postgres) chats(ctx context.Context, where string, args ...any) ([]Chat, error) {
+	rows, err := p.pool.Query(ctx, `SELECT c.data, (SELECT coalesce(max(m.seq), 0) FROM messages m WHERE m.chat_id = c.id)
+		FROM chats c WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chat, error) {
 		var b []byte
+		var last int64
 		var c Chat
-		if err := r.Scan(&b); err != nil {
+		if err := r.Scan(&b, &last); err != nil {
 			return c, err
 		}
-		return c, decode(b, &c)
+		err := decode(b, &c)
+		c.LastSeq = last
+		return c, err
 	})
 }
 
@@ -264,6 +275,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 		b := &pgx.Batch{}
 		b.Queue(`DELETE FROM snapshots WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM messages WHERE chat_id = $1`, id)
+		b.Queue(`DELETE FROM activity WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM chat_owners WHERE chat_id = $1`, id)
 		for _, r := range records {
 			b.Queue(`DELETE FROM records WHERE kind = $1 AND id = $2`, r.Kind, r.ID)
@@ -395,7 +407,73 @@ func (p *Postgres) appendTx(t *pgTxn, chatID string, out []chat.Message) (int64,
 	for i := range out {
 		out[i].Seq = first + int64(i)
 	}
-	return out[len(out)-1].Seq, nil
+	last := out[len(out)-1].Seq
+	return last, titleTx(t, chatID, last, out)
+}
+
+// titleTx gives an untitled chat a title from the person's first words,
+// in the append's transaction; appends of no person's message skip it.
+func titleTx(t *pgTxn, chatID string, last int64, out []chat.Message) error {
+	if !slices.ContainsFunc(out, func(m chat.Message) bool { return m.Role == chat.RoleUser && m.Origin == chat.OriginPerson }) {
+		return nil
+	}
+	var b []byte
+	switch err := t.tx.QueryRow(t.ctx, `SELECT data FROM chats WHERE id = $1 FOR UPDATE`, chatID).Scan(&b); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // a log without a record: tests, or a chat being deleted
+	case err != nil:
+		return err
+	}
+	var c Chat
+	if err := decode(b, &c); err != nil || c.Title != "" {
+		return err
+	}
+	noteAppended(&c, last, out)
+	val, err := encode(c)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(t.ctx, `UPDATE chats SET data = $2 WHERE id = $1`, chatID, val)
+	return err
+}
+
+// ImportChat stores a new chat with its whole log and snapshot in one
+// transaction, renumbered from 1; it fails if the id exists.
+func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	c.LastSeq = int64(len(out))
+	vals, err := stamp(out, 0)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	cval, err := encode(c)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	sval, err := encode(snap)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	err = p.update(ctx, func(t *pgTxn) error {
+		tag, err := t.tx.Exec(t.ctx, `INSERT INTO chats (id, tenant, data) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, c.ID, c.Tenant, cval)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("chat %s already exists", c.ID)
+		}
+		b := &pgx.Batch{}
+		for i, v := range vals {
+			b.Queue(`INSERT INTO messages (chat_id, seq, data) VALUES ($1, $2, $3)`, c.ID, out[i].Seq, v)
+		}
+		b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)`, c.ID, sval)
+		return t.tx.SendBatch(t.ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	return nil
 }
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
@@ -548,4 +626,59 @@ func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, 
 		}
 	}
 	return nil
+}
+
+// AppendActivity stores a at the end of a chat's activity log, durably,
+// with its ID and AfterSeq set in the same statement (one round trip).
+func (p *Postgres) AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	if a.At.IsZero() {
+		a.At = time.Now().UTC()
+	}
+	out := a
+	err := p.update(ctx, func(t *pgTxn) error {
+		out = a
+		// The chat's lock orders concurrent writers of one chat; a chat
+		// with no record yet (tests) serialises on the advisory lock.
+		if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtext('activity/' || $1))`, chatID); err != nil {
+			return err
+		}
+		if err := t.tx.QueryRow(t.ctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM activity WHERE chat_id = $1),
+			(SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1)`, chatID).Scan(&out.ID, &out.AfterSeq); err != nil {
+			return err
+		}
+		val, err := encode(out)
+		if err != nil {
+			return err
+		}
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO activity (chat_id, id, data) VALUES ($1, $2, $3)`, chatID, out.ID, val)
+		return err
+	})
+	if err != nil {
+		return Activity{}, fmt.Errorf("append activity of chat %s: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// ActivityPage returns up to limit of a chat's activity items with ID >
+// after, oldest first, and whether more follow.
+func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error) {
+	rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
+	var out []Activity
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Activity, error) {
+			var b []byte
+			var a Activity
+			if err := r.Scan(&b); err != nil {
+				return a, err
+			}
+			return a, decode(b, &a)
+		})
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read activity of chat %s: %w", chatID, err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }

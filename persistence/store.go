@@ -150,6 +150,10 @@ type Chat struct {
 	// client-executed tools.
 	Toolsets []string        `json:"toolsets,omitempty"`
 	Tools    []chat.ToolSpec `json:"tools,omitempty"`
+	// LastSeq is the seq of the log's last message, kept by every append
+	// so a listing reads no log. A chat stored before it was kept has 0
+	// here until its next append (listings then read its log's last key).
+	LastSeq int64 `json:"last_seq,omitempty"`
 }
 
 // CreateChat stores a new chat; it fails if the id exists.
@@ -171,13 +175,65 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 	})
 }
 
-// UpdateChat overwrites a chat's metadata.
-func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
-	val, err := encode(c)
-	if err != nil {
-		return err
+// ErrTooBig: what was given does not fit in one transaction.
+var ErrTooBig = errors.New("too big for one transaction")
+
+// ImportChat stores a new chat with its whole log and snapshot in one
+// transaction, so an import lands whole or not at all; it returns once
+// synced. Seqs are renumbered from 1. It fails if the id exists, and with
+// ErrTooBig when the chat does not fit in one transaction (a memtable's
+// worth).
+func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error {
+	out := make([]chat.Message, len(msgs))
+	copy(out, msgs)
+	c.LastSeq = int64(len(out))
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		if _, err := txn.Get(chatKey(c.ID)); err == nil {
+			return fmt.Errorf("chat %s already exists", c.ID)
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		if err := writeLog(txn, c.ID, 0, out); err != nil {
+			return err
+		}
+		for _, kv := range []struct {
+			key []byte
+			v   any
+		}{{snapKey(c.ID), snap}, {chatKey(c.ID), c}} {
+			val, err := encode(kv.v)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(kv.key, val); err != nil {
+				return err
+			}
+		}
+		return txn.Set(tenantKey(c.Tenant, c.ID), nil)
+	})
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		err = ErrTooBig
 	}
-	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(chatKey(c.ID), val) })
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// UpdateChat overwrites a chat's metadata but its LastSeq, which only
+// appends move.
+func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
+	return s.update(ctx, func(txn *badger.Txn) error {
+		var stored Chat
+		if err := getTxn(txn, chatKey(c.ID), &stored); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		c.LastSeq = stored.LastSeq
+		val, err := encode(c)
+		if err != nil {
+			return err
+		}
+		return txn.Set(chatKey(c.ID), val)
+	})
 }
 
 // Chat reads one chat's metadata.
@@ -254,6 +310,9 @@ func (s *Store) ChatsPage(ctx context.Context, tenant, after string, limit int) 
 			if err := getTxn(txn, chatKey(id), &c); err != nil {
 				return err
 			}
+			if err := fillLastSeq(txn, &c); err != nil {
+				return err
+			}
 			out = append(out, c)
 		}
 		return nil
@@ -274,16 +333,30 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 		if err := getTxn(txn, chatKey(string(it.Item().Key()[len(prefix):])), &c); err != nil {
 			return err
 		}
+		if err := fillLastSeq(txn, &c); err != nil {
+			return err
+		}
 		*out = append(*out, c)
 	}
 	return nil
+}
+
+// fillLastSeq sets the LastSeq of a record that has none: an empty chat,
+// or one stored before LastSeq was kept. It costs one key seek.
+func fillLastSeq(txn *badger.Txn, c *Chat) error {
+	if c.LastSeq != 0 {
+		return nil
+	}
+	var err error
+	c.LastSeq, err = lastSeq(txn, c.ID)
+	return err
 }
 
 // RecordKey names one generic record, as PutRecord was given it.
 type RecordKey struct{ Kind, ID string }
 
 // DeleteChat removes a chat: its metadata, its tenant index entry, its
-// snapshot, every message of its log, and the given records of other
+// snapshot, every message of its log and item of its activity, and the given records of other
 // packages that belong to it. ErrNotFound if there is no such chat.
 //
 // A chat whose keys fit in one Badger transaction (a memtable's worth:
@@ -329,11 +402,13 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 // and, once none is left, the tombstone; whole reports that it got there.
 func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
 	var keys [][]byte
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(id)})
-	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
+	for _, prefix := range [][]byte{activityPrefix(id), msgPrefix(id)} {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
 	}
-	it.Close()
 	for _, k := range append(keys, deletingKey(id)) {
 		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) {
 			return false, nil
@@ -421,22 +496,57 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 }
 
 // appendTxn writes out at the end of a chat's log, setting their seqs,
-// and returns the seq of the log's last message.
+// and returns the seq of the log's last message. The chat's record learns
+// its new LastSeq in the same transaction and, while it has no title, takes
+// one from the person's first words.
 func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
 	last, err := lastSeq(txn, chatID)
 	if err != nil {
 		return 0, err
 	}
-	vals, err := stamp(out, last)
+	if err := writeLog(txn, chatID, last, out); err != nil {
+		return 0, err
+	}
+	last += int64(len(out))
+	var c Chat
+	switch err := getTxn(txn, chatKey(chatID), &c); {
+	case errors.Is(err, ErrNotFound):
+		return last, nil // a log without a record: tests, or a chat being deleted
+	case err != nil:
+		return 0, err
+	}
+	noteAppended(&c, last, out)
+	val, err := encode(c)
 	if err != nil {
 		return 0, err
 	}
-	for i, val := range vals {
-		if err := txn.Set(msgKey(chatID, out[i].Seq), val); err != nil {
-			return 0, err
+	return last, txn.Set(chatKey(chatID), val)
+}
+
+// noteAppended is what an append changes in a chat's record (both
+// backends): its LastSeq and, while it has none, a title from the person's
+// first words.
+func noteAppended(c *Chat, last int64, out []chat.Message) {
+	c.LastSeq = last
+	for _, m := range out {
+		if c.Title == "" && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson {
+			c.Title = chat.TitleFrom(m.Content)
 		}
 	}
-	return last + int64(len(out)), nil
+}
+
+// writeLog writes out after seq last, setting their seqs and times.
+func writeLog(txn *badger.Txn, chatID string, last int64, out []chat.Message) error {
+	vals, err := stamp(out, last)
+	if err != nil {
+		return err
+	}
+	for i, val := range vals {
+		if err := txn.Set(msgKey(chatID, out[i].Seq), val); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stamp numbers out from the seq after last (last < 0: leaves the seqs),
@@ -503,16 +613,7 @@ func (s *Store) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	return seq, err
 }
 
-func lastSeq(txn *badger.Txn, chatID string) (int64, error) {
-	prefix := msgPrefix(chatID)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
-	defer it.Close()
-	it.Seek(append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
-	if !it.Valid() {
-		return 0, nil
-	}
-	return int64(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])), nil
-}
+func lastSeq(txn *badger.Txn, chatID string) (int64, error) { return lastKeyID(txn, msgPrefix(chatID)) }
 
 // Snapshot is the session state saved beside a chat's log. Seqs point into
 // the log; nothing here copies messages.
@@ -538,6 +639,14 @@ type Snapshot struct {
 	Untrusted bool `json:"untrusted,omitempty"`
 	// Paused is a turn waiting for the application's tool results.
 	Paused *PausedTurn `json:"paused,omitempty"`
+	// UncalledTools are loaded tools a message's words named that no call
+	// has used yet; they leave LoadedTools at the next fold, and join
+	// DeclinedTools, which words load no more (find_tools or a call does).
+	UncalledTools []string `json:"uncalled_tools,omitempty"`
+	DeclinedTools []string `json:"declined_tools,omitempty"`
+	// Requests are the chat's last requests (estimate, reported, budget),
+	// newest last, so the context view survives passivation and restarts.
+	Requests []chat.RequestLog `json:"requests,omitempty"`
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls

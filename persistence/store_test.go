@@ -39,6 +39,8 @@ type store interface {
 	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error)
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LastSeq(ctx context.Context, chatID string) (int64, error)
+	AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error)
+	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error)
 	SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error
 	LoadSnapshot(ctx context.Context, chatID string) (Snapshot, bool, error)
 	LearnWindow(ctx context.Context, provider, model string, window int) (int, error)

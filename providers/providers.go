@@ -38,6 +38,10 @@ type Request struct {
 	// Settings are the chat's sampling settings, passed through as the
 	// protocol names them (MaxOutputTokens is already in MaxTokens).
 	Settings chat.Settings
+	// CacheKey is stable for one chat's requests ("" for none): the
+	// provider's prompt-cache hints are keyed by it (OpenAI's
+	// prompt_cache_key, llama.cpp's slot).
+	CacheKey string
 }
 
 // SettingsChecker is a client that says which settings its protocol takes:

@@ -50,6 +50,14 @@ type Received struct {
 	NumCtx      int
 	InputTokens int    // counted by CountTokens over every text sent
 	Raw         []byte // the request body as sent
+	// CachedTokens is the part of InputTokens the provider served from its
+	// prompt cache (OpenAI's cached_tokens, Anthropic's
+	// cache_read_input_tokens); CacheWriteTokens is Anthropic's
+	// cache_creation_input_tokens.
+	CachedTokens     int
+	CacheWriteTokens int
+	// CacheKey is the request's prompt_cache_key (OpenAI), "" if none.
+	CacheKey string
 }
 
 // Script decides the reply to each request.

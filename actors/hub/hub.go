@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -204,7 +205,7 @@ func (h *Hub) startActors(opts Options) {
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
-		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration}))
+		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
 	// The index loads the registry when it starts, and again after a restart.
 	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
 	builder := &prompts.Builder{MemoryMap: h.memory.Map}
@@ -363,11 +364,13 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
 	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
-		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)})
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)}, h.store.CreateChat)
 	return wireChat(c, 0), err
 }
 
-func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat) (persistence.Chat, error) {
+// createChat checks a new chat against the catalog, the tenant's limit and
+// its tools, gives it an id, and stores it with write.
+func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat, write func(context.Context, persistence.Chat) error) (persistence.Chat, error) {
 	if c.Model == "" {
 		c.Model = h.catalog.Default(h.cfg.DefaultModel)
 	}
@@ -392,29 +395,29 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat)
 	if c.Instructions != "" {
 		c.InstructionsVersion = 1
 	}
-	if err := h.store.CreateChat(ctx, c); err != nil {
+	if err := write(ctx, c); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-// Chats lists a tenant's chats (their Messages is -1: not read).
+// Chats lists a tenant's chats with their last seqs.
 func (h *Hub) Chats(ctx context.Context, tenant string) ([]api.Chat, error) {
 	cs, err := h.store.Chats(ctx, tenant)
 	out := make([]api.Chat, len(cs))
 	for i, c := range cs {
-		out[i] = wireChat(c, -1)
+		out[i] = wireChat(c, c.LastSeq)
 	}
 	return out, err
 }
 
 // ChatsPage lists a page of a tenant's chats in id order after the id
-// after, and whether more follow (their Messages is -1: not read).
+// after, and whether more follow; each carries its last seq from its record.
 func (h *Hub) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]api.Chat, bool, error) {
 	cs, more, err := h.store.ChatsPage(ctx, tenant, after, limit)
 	out := make([]api.Chat, len(cs))
 	for i, c := range cs {
-		out[i] = wireChat(c, -1)
+		out[i] = wireChat(c, c.LastSeq)
 	}
 	return out, more, err
 }
@@ -456,6 +459,11 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
+	surface, err := h.surfaceRecords(ctx, id)
+	if err != nil {
+		return err
+	}
+	records = append(records, surface...)
 	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
@@ -475,6 +483,41 @@ func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64)
 	}
 	ms, err := h.store.Messages(ctx, id, from, to)
 	return wireMessages(ms), err
+}
+
+// Activity returns one page of a chat's activity log: up to limit items
+// with id > after, oldest first, and whether more follow. Export and the
+// activity route read it the same way.
+func (h *Hub) Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error) {
+	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+		return nil, false, err
+	}
+	as, more, err := h.store.ActivityPage(ctx, id, after, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]api.ActivityItem, len(as))
+	for i, a := range as {
+		out[i] = api.ActivityItem(a)
+	}
+	return out, more, nil
+}
+
+// learned stores what the learner learned from a chat in its activity log
+// and tells the chat's watchers.
+func (h *Hub) learned(ctx context.Context, o learner.Outcome) {
+	if _, err := h.store.Chat(ctx, o.ChatID); err != nil {
+		return // deleted meanwhile: nothing to keep it with
+	}
+	data := chat.MemoriesLearned{IDs: o.Added, Waiting: o.Waiting}
+	raw, err := json.Marshal(data)
+	if err == nil {
+		_, err = h.store.AppendActivity(ctx, o.ChatID, persistence.Activity{Type: chat.EventMemoriesLearned, Data: raw})
+	}
+	if err != nil {
+		h.log.Error().Err(err).Str("chat_id", o.ChatID).Msg("store learned memories in the activity log")
+	}
+	h.bus.PublishMust(eventbus.Event{Type: chat.EventMemoriesLearned, ChatID: o.ChatID, Data: data})
 }
 
 // ask sends msg to a chat's session and waits for the reply.
@@ -627,7 +670,7 @@ func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Co
 
 // Models lists what the catalog knows, and which providers did not answer.
 func (h *Hub) Models() api.Models {
-	out := api.Models{Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
+	out := api.Models{Object: "list", Models: []api.Model{}, ProviderErrors: wireErrors(h.catalog.ProviderErrors())}
 	for _, m := range h.catalog.Models() {
 		out.Models = append(out.Models, wireModel(m))
 	}

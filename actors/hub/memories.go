@@ -25,6 +25,8 @@ func memErr(err error) error {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	case errors.Is(err, memory.ErrState):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case errors.Is(err, memory.ErrEmpty):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return err
 }
@@ -58,6 +60,17 @@ func (h *Hub) MemoryRuns(ctx context.Context, tenant string) ([]api.MemoryRun, e
 func (h *Hub) ApproveMemory(ctx context.Context, tenant, id string) (api.Memory, error) {
 	m, err := h.memory.Approve(ctx, tenant, id)
 	return wireMemory(m), memErr(err)
+}
+
+// EditMemory replaces the text of one of the tenant's memories.
+func (h *Hub) EditMemory(ctx context.Context, tenant, id, text string) (api.Memory, error) {
+	m, err := h.memory.Edit(ctx, tenant, id, text)
+	return wireMemory(m), memErr(err)
+}
+
+// DeleteMemory forgets one of the tenant's memories.
+func (h *Hub) DeleteMemory(ctx context.Context, tenant, id string) error {
+	return memErr(h.memory.Delete(ctx, tenant, id))
 }
 
 // UndoRun undoes what a learning run added.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/modelcatalog"
@@ -23,10 +24,12 @@ type Store interface {
 	memory.Records
 	modelcatalog.WindowStore
 	CreateChat(ctx context.Context, c persistence.Chat) error
+	ImportChat(ctx context.Context, c persistence.Chat, snap persistence.Snapshot, msgs []chat.Message) error
 	CountChats(ctx context.Context, tenant string) (int, error)
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error)
 	DeleteChat(ctx context.Context, id string, records ...persistence.RecordKey) error
 	LastSeq(ctx context.Context, chatID string) (int64, error)
+	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]persistence.Activity, bool, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
 	Close() error
 }

@@ -35,6 +35,12 @@ func wireEvent(d any) any {
 		return api.CompactionApplied(v)
 	case chat.Healed:
 		return api.Healed(v)
+	case chat.Waiting:
+		return api.Waiting(v)
+	case chat.ToolProgress:
+		return api.ToolProgress(v)
+	case chat.MemoriesLearned:
+		return api.MemoriesLearned(v)
 	}
 	return d // maps of plain values: already wire-shaped
 }
@@ -154,7 +160,7 @@ func wireContext(v *chat.ContextView) api.Context {
 }
 
 func wireModel(m providers.ModelInfo) api.Model {
-	return api.Model{ID: m.Provider + "/" + m.ID, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource,
+	return api.Model{ID: m.Provider + "/" + m.ID, Object: "model", OwnedBy: m.Provider, Provider: m.Provider, Window: m.Window, WindowSource: m.WindowSource,
 		Vision: m.Vision, Local: m.Local, Loaded: m.Loaded}
 }
 

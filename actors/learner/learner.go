@@ -82,6 +82,10 @@ type Config struct {
 	// Observe is told of every finished run, on the actor's goroutine (keep
 	// it quick). Optional. For metrics and tests.
 	Observe func(Outcome)
+	// Learned is told of every run that stored memories, on the run's own
+	// goroutine before Observe (it may write: the chat's activity log).
+	// Optional.
+	Learned func(ctx context.Context, o Outcome)
 }
 
 // Outcome reports one finished learning run.
@@ -265,6 +269,9 @@ func (a *learnerActor) launch(ctx actor.Context, l *Learn) {
 	runCtx, cfg := a.ctx, a.cfg
 	a.work.Go(func() {
 		out := learn(runCtx, cfg, l)
+		if cfg.Learned != nil && len(out.Added) > 0 {
+			cfg.Learned(runCtx, out)
+		}
 		root.Send(self, &learnDone{out: out})
 	})
 }

@@ -120,7 +120,7 @@ func (s *session) clientCalls(su setup, calls []chat.ToolCall) []chat.ToolCall {
 // The pause is durable: a restart finds it in the snapshot.
 func (s *session) pause(ctx actor.Context) {
 	t := s.turn
-	t.phase = phasePaused
+	t.enter(phasePaused)
 	if s.snap.Paused == nil || s.snap.Paused.TurnID != t.id {
 		s.snap.Paused = &persistence.PausedTurn{TurnID: t.id, UserSeq: t.userSeq, Since: time.Now()}
 	}
@@ -151,13 +151,15 @@ func (s *session) resumePaused(ctx actor.Context) {
 	// No caller counts this turn any more: its slot went with the restart.
 	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup(), ended: func() {},
 		log: s.log.With().Str("turn_id", p.TurnID).Logger()}
-	t.phase, t.awaiting = phasePaused, slices.Clone(p.Calls)
+	t.awaiting = slices.Clone(p.Calls)
+	t.enter(phasePaused)
 	for _, m := range s.msgs {
 		if m.Seq >= p.UserSeq {
 			t.stored = append(t.stored, m)
 		}
 	}
 	s.turn = t
+	s.armProgress(ctx)
 	s.armPause(ctx, time.Until(p.Since.Add(s.deps.ToolResultsWait)))
 }
 

@@ -31,8 +31,9 @@ func (s *session) calibrate(rawSent, reported int) {
 	c := s.calibration()
 	c.Observe(rawSent, reported)
 	s.snap.Factor, s.snap.LastReported, s.snap.LastEstimate = c.Factor, c.LastReported, c.LastEstimate
-	if n := len(s.requests); n > 0 {
-		s.requests[n-1].Reported = reported
+	if n := len(s.snap.Requests); n > 0 {
+		s.snap.Requests = slices.Clone(s.snap.Requests)
+		s.snap.Requests[n-1].Reported = reported
 	}
 }
 
@@ -145,7 +146,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	req := providers.Request{
 		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
-		Settings: t.setup.settings,
+		Settings: t.setup.settings, CacheKey: s.id,
 	}
 	if t.info.ToolsInWords {
 		req.Messages, req.Tools = inWords(req.Messages), nil
@@ -201,7 +202,7 @@ func sentCalls(stored []chat.ToolCall, sent []window.ToolCall) []chat.ToolCall {
 func (s *session) contextView() *chat.ContextView {
 	v := &chat.ContextView{Model: s.snap.Model, FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary,
 		SummaryModel: s.snap.SummaryModel, Digest: s.snap.Digest, LoadedTools: append([]string{}, s.snap.LoadedTools...),
-		RecentRequests: append([]chat.RequestLog{}, s.requests...), LastSeq: s.lastSeq, StubbedSeqs: []int64{}}
+		RecentRequests: append([]chat.RequestLog{}, s.snap.Requests...), LastSeq: s.lastSeq, StubbedSeqs: []int64{}}
 	v.Factor = max(s.snap.Factor, 1)
 	_, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {

@@ -140,6 +140,7 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 		delete(s.tokens, m.Seq)
 	}
 	s.msgs = append([]chat.Message(nil), s.msgs[kept:]...)
+	s.dropUncalledTools()
 	view := s.saveAndAnnounce(f)
 	s.learnFrom(ctx, f.folded)
 	if f.replyTo != nil {

@@ -32,6 +32,9 @@ const (
 	askTimeout     = 5 * time.Second
 )
 
+// maxDeclinedTools bounds the tools words load no more.
+const maxDeclinedTools = 32
+
 // findToolsSpec is the one tool a lean chat starts with.
 var findToolsSpec = chat.ToolSpec{
 	Name: findToolsName,
@@ -124,6 +127,7 @@ func (s *session) loadTools(su setup, names ...string) []string {
 	}
 	if over := len(s.snap.LoadedTools) - maxLoadedTools; over > 0 {
 		s.snap.LoadedTools = slices.Clone(s.snap.LoadedTools[over:])
+		s.snap.UncalledTools = slices.DeleteFunc(s.snap.UncalledTools, func(n string) bool { return !slices.Contains(s.snap.LoadedTools, n) })
 	}
 	return added
 }
@@ -151,10 +155,38 @@ func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 	if s.turn == nil || s.turn.id != m.turnID {
 		return
 	}
-	if added := s.loadTools(s.turn.setup, m.names...); len(added) > 0 {
+	// A tool words loaded before and the model left uncalled is not loaded
+	// by words again: each load changes the tool list, and with it the
+	// prompt cache's prefix.
+	names := slices.DeleteFunc(m.names, func(n string) bool { return slices.Contains(s.snap.DeclinedTools, n) })
+	if added := s.loadTools(s.turn.setup, names...); len(added) > 0 {
+		s.snap.UncalledTools = append(s.snap.UncalledTools, added...)
 		s.publish(chat.EventToolsLoaded, m.turnID, map[string][]string{"names": added})
 	}
 	s.prepare(ctx)
+}
+
+// toolsUsed: the model called these tools, or asked find_tools for them;
+// they stay loaded past the next fold.
+func (s *session) toolsUsed(names []string) {
+	used := func(n string) bool { return slices.Contains(names, n) }
+	s.snap.UncalledTools = slices.DeleteFunc(s.snap.UncalledTools, used)
+	s.snap.DeclinedTools = slices.DeleteFunc(s.snap.DeclinedTools, used)
+}
+
+// dropUncalledTools unloads the tools words loaded that the model never
+// called. It runs at a fold, which changes the request's prefix anyway, so
+// the tool list changes only where the prompt cache is lost already.
+func (s *session) dropUncalledTools() {
+	if len(s.snap.UncalledTools) == 0 {
+		return
+	}
+	s.snap.LoadedTools = slices.DeleteFunc(s.snap.LoadedTools, func(n string) bool { return slices.Contains(s.snap.UncalledTools, n) })
+	s.snap.DeclinedTools = append(s.snap.DeclinedTools, s.snap.UncalledTools...)
+	if over := len(s.snap.DeclinedTools) - maxDeclinedTools; over > 0 {
+		s.snap.DeclinedTools = slices.Clone(s.snap.DeclinedTools[over:])
+	}
+	s.snap.UncalledTools = nil
 }
 
 // newestThatFit keeps the last of specs (the newest loaded) whose schemas

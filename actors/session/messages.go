@@ -69,6 +69,15 @@ type CancelQueued struct{ TurnID string }
 // Rejected answers any request the session could not serve.
 type Rejected struct{ Err error }
 
+// AddMessages stores messages in the chat's log without a turn (a
+// conversation's items an application adds, the earlier history a Chat
+// Completions client brings), in order, while no turn runs or waits: else
+// it is refused with ErrBusy. Reply: *Added once they are durable.
+type AddMessages struct{ Messages []chat.Message }
+
+// Added holds the messages AddMessages stored, with their seqs.
+type Added struct{ Messages []chat.Message }
+
 // GetContext asks what the model is sent now. Reply: *chat.ContextView.
 type GetContext struct{}
 

@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,7 +20,8 @@ import (
 	"github.com/agentd/agentd/tools"
 )
 
-// maxRequestLog is how many recent requests the context view keeps.
+// maxRequestLog is how many recent requests the context view keeps (in
+// the snapshot, so they survive passivation and restarts).
 const maxRequestLog = 50
 
 // session is the actor of one chat.
@@ -46,7 +49,6 @@ type session struct {
 
 	lastActive time.Time
 	stopTick   func()
-	requests   []chat.RequestLog
 	stopping   bool
 	// moved: another node claimed the chat; this session only refuses
 	// until the registry stops it.
@@ -116,8 +118,12 @@ func (s *session) Receive(ctx actor.Context) {
 		s.cancelQueued(ctx, m)
 	case *SubmitToolResults:
 		s.toolResults(ctx, m)
+	case *AddMessages:
+		s.addMessages(ctx, m)
 	case *pauseOverdue:
 		s.overduePause(ctx, m)
+	case *progressTick:
+		s.progressed(ctx, m)
 	default:
 		s.logger().Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
@@ -212,6 +218,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	if t := s.turn; t != nil && t.phase == phasePaused {
 		// A paused turn is durable: the next start resumes it.
 		t.timer.Stop()
+		t.progress.Stop()
 		t.cancel()
 		t.ended()
 		s.turn = nil
@@ -272,11 +279,27 @@ func (s *session) checkIdle(ctx actor.Context) {
 
 func (s *session) publish(ev string, turnID string, data any) {
 	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
-	if ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta {
+	switch {
+	case ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting:
 		s.deps.Bus.Publish(e)
 		return
+	case chat.Activity(ev):
+		s.record(ev, turnID, data)
 	}
 	s.deps.Bus.PublishMust(e)
+}
+
+// record stores an event a person may need later in the chat's activity
+// log, before anyone hears of it. A failure is logged: the event itself
+// still goes out, and the turn goes on.
+func (s *session) record(ev, turnID string, data any) {
+	raw, err := json.Marshal(data)
+	if err == nil {
+		_, err = s.deps.Store.AppendActivity(context.Background(), s.id, persistence.Activity{Type: ev, TurnID: turnID, Data: raw})
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("event", ev).Msg("store activity")
+	}
 }
 
 func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
@@ -328,7 +351,14 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		s.respond(ctx, nil)
 		return
 	}
-	meta, snap := s.meta, s.snap
+	// The store keeps the record's title from the first message and its
+	// last seq: start from what it holds, not from s.meta.
+	meta, err := s.deps.Store.Chat(context.Background(), s.id)
+	if err != nil {
+		ctx.Respond(&Rejected{Err: err})
+		return
+	}
+	snap := s.snap
 	if m.Model != nil && *m.Model != snap.Model {
 		if _, _, err := s.deps.Catalog.Resolve(*m.Model); err != nil {
 			ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
@@ -363,13 +393,53 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	ctx.Respond(&Patched{})
 }
 
+// addBatchBytes bounds one transaction of an AddMessages: a long history
+// is stored in several, each synced, so none outgrows Badger's batch.
+const addBatchBytes = 2 << 20
+
+// addMessages stores messages between turns, in batches, and announces
+// them.
+func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
+	switch {
+	case s.loadErr != nil || len(m.Messages) == 0:
+		s.respond(ctx, &Added{})
+		return
+	case s.stopping:
+		ctx.Respond(&Rejected{Err: ErrStopping})
+		return
+	case s.turn != nil || len(s.queue) > 0:
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add messages once it ends", ErrBusy)})
+		return
+	}
+	var out []chat.Message
+	for rest := m.Messages; len(rest) > 0; {
+		n, size := 0, 0
+		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= addBatchBytes) {
+			size += len(rest[n].Content)
+			n++
+		}
+		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)
+		if err != nil {
+			ctx.Respond(&Rejected{Err: fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)})
+			return
+		}
+		s.appendMsgs(stored...)
+		for _, st := range stored {
+			s.publish(chat.EventMessage, "", st)
+		}
+		out, rest = append(out, stored...), rest[n:]
+	}
+	ctx.Respond(&Added{Messages: out})
+}
+
 func (s *session) saveSnapshot() error {
 	return s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
 }
 
+// logRequest keeps r as the newest of the last requests; the snapshot the
+// turn saves carries them. A new slice each time: saved copies of the
+// snapshot never share its array.
 func (s *session) logRequest(r chat.RequestLog) {
-	s.requests = append(s.requests, r)
-	if len(s.requests) > maxRequestLog {
-		s.requests = s.requests[len(s.requests)-maxRequestLog:]
-	}
+	rs := s.snap.Requests[max(0, len(s.snap.Requests)+1-maxRequestLog):]
+	s.snap.Requests = append(slices.Clip(rs), r)
 }

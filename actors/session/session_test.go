@@ -27,12 +27,22 @@ type memStore struct {
 	chats map[string]persistence.Chat
 	msgs  map[string][]chat.Message
 	snaps map[string]persistence.Snapshot
+	acts  map[string][]persistence.Activity
 	// writes counts the writes that would each be a sync on disk.
 	writes int
 }
 
 func newMemStore() *memStore {
-	return &memStore{chats: map[string]persistence.Chat{}, msgs: map[string][]chat.Message{}, snaps: map[string]persistence.Snapshot{}}
+	return &memStore{chats: map[string]persistence.Chat{}, msgs: map[string][]chat.Message{}, snaps: map[string]persistence.Snapshot{}, acts: map[string][]persistence.Activity{}}
+}
+
+func (m *memStore) AppendActivity(_ context.Context, chatID string, a persistence.Activity) (persistence.Activity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	a.ID, a.AfterSeq = int64(len(m.acts[chatID])+1), int64(len(m.msgs[chatID]))
+	m.acts[chatID] = append(m.acts[chatID], a)
+	return a, nil
 }
 
 func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) {
@@ -336,5 +346,46 @@ func TestTooManyToolRoundsEndTheTurnWithAProblem(t *testing.T) {
 	}
 	if n := len(h.model.requests()); n != maxToolRounds {
 		t.Fatalf("model calls = %d, want %d", n, maxToolRounds)
+	}
+}
+
+func (h *harness) addMessages(msgs ...chat.Message) *Added {
+	h.t.Helper()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &AddMessages{Messages: msgs}}, time.Minute).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	a, ok := res.(*Added)
+	if !ok || len(a.Messages) != len(msgs) || a.Messages[0].Seq != 1 || a.Messages[len(msgs)-1].Seq != int64(len(msgs)) {
+		h.t.Fatalf("add answered %#v", res)
+	}
+	return a
+}
+
+func TestAddedMessagesAreStoredInBatches(t *testing.T) {
+	h := newHarness(t, 128_000, nil)
+	big := strings.Repeat("x", addBatchBytes/2+1) // two of these do not share a batch
+	writes := h.store.writes
+	h.addMessages(chat.Message{Role: chat.RoleUser, Content: big}, chat.Message{Role: chat.RoleAssistant, Content: big}, chat.Message{Role: chat.RoleUser, Content: "small"})
+	if n := h.store.writes - writes; n != 2 {
+		t.Fatalf("%d writes for two batches", n)
+	}
+	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+	if len(stored) != 3 || stored[1].Role != chat.RoleAssistant || stored[2].Content != "small" {
+		t.Fatalf("stored %d messages", len(stored))
+	}
+}
+
+func TestTheTurnAfterAddedMessagesReadsThem(t *testing.T) {
+	h := newHarness(t, 128_000, nil, reply("go on"))
+	h.addMessages(chat.Message{Role: chat.RoleUser, Content: "from elsewhere"}, chat.Message{Role: chat.RoleAssistant, Content: "an old answer"})
+	h.turn("next")
+	reqs := h.model.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model calls", len(reqs))
+	}
+	sent := reqs[0].Messages
+	if len(sent) != 3 || sent[0].Content != "from elsewhere" || sent[1].Content != "an old answer" || !strings.HasSuffix(sent[2].Content, "next") {
+		t.Fatalf("the turn's request does not carry the added messages: %+v", sent)
 	}
 }

@@ -27,7 +27,12 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
 	turnCtx, turnID, log, tracer := t.ctx, t.id, t.log, telemetry.Tracer(s.deps.Traces)
 	findRoom := int(findToolsShare * float64(t.info.Window))
-	t.phase = phaseTools
+	t.enter(phaseTools)
+	t.running = t.running[:0]
+	for _, c := range calls {
+		t.running = append(t.running, c.Name)
+	}
+	bus, chatID, seq := s.deps.Bus, s.id, s.lastSeq
 	s.work.Go(func() {
 		out := make([]toolOutcome, len(calls))
 		var wg sync.WaitGroup
@@ -49,7 +54,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 				ci.CallID = c.ID
 				// A tool called by name without being loaded simply runs, and is loaded.
 				var res tools.Result
-				res, err = view.Call(tools.WithCallInfo(callCtx, ci), c, lim)
+				res, err = view.Call(tools.WithProgress(tools.WithCallInfo(callCtx, ci), toolReporter(bus, chatID, turnID, seq, c)), c, lim)
 				if err != nil {
 					// Logged once, here: the model sees only res.
 					log.Error().Err(err).Str("tool", c.Name).Str("call_id", c.ID).Msg("tool failed")
@@ -81,6 +86,7 @@ func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 		return
 	}
 	if t.info.Window > 0 && t.plan.lean {
+		s.toolsUsed(load)
 		if added := s.loadTools(t.setup, load...); len(added) > 0 {
 			s.publish(chat.EventToolsLoaded, t.id, map[string][]string{"names": added})
 		}

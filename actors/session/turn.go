@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -71,6 +72,14 @@ type turn struct {
 	usage        chat.Usage
 	summaryUsage chat.Usage
 	started      time.Time
+
+	// What the turn waits for is timed from waitSince (enter); lastWord is
+	// when the streaming call last sent a word (unix nanoseconds, written
+	// by the call's goroutine); running names the tools of the round.
+	waitSince time.Time
+	lastWord  atomic.Int64
+	running   []string
+	progress  *time.Timer
 }
 
 func (s *session) startNext(ctx actor.Context) {
@@ -102,6 +111,7 @@ func (s *session) startNext(ctx actor.Context) {
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
+		s.armProgress(ctx)
 		s.prepare(ctx)
 	}
 }
@@ -116,7 +126,7 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 // another actor returns; its reply prepares again.
 func (s *session) prepare(ctx actor.Context) {
 	t := s.turn
-	t.phase = phasePreparing
+	t.enter(phasePreparing)
 	if s.snap.Model == "" {
 		// A chat made before any model was known takes the default now.
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
@@ -135,16 +145,17 @@ func (s *session) prepare(ctx actor.Context) {
 	f := s.requestFacts(t)
 	switch st := next(t.turnState, f); st {
 	case stepFold:
-		t.phase = phaseFolding
+		t.enter(phaseFolding)
 		s.startFold(ctx, f.foldTo, "", nil)
 	case stepAwaitFold:
-		t.phase = phaseFolding
+		t.enter(phaseFolding)
 		s.awaitFold(ctx)
 	case stepPreload:
-		t.preloaded, t.phase = true, phasePreloading
+		t.preloaded = true
+		t.enter(phasePreloading)
 		s.askNamedTools(ctx)
 	case stepCondense:
-		t.phase = phaseCondensing
+		t.enter(phaseCondensing)
 		s.startCondense(ctx)
 	case stepPause:
 		s.pause(ctx)
@@ -169,7 +180,7 @@ func (s *session) requestFacts(t *turn) facts {
 
 func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t := s.turn
-	t.phase = phaseCalling
+	t.enter(phaseCalling)
 	if t.call == 0 && t.plan.lean {
 		if w := instructionsWarning(t.setup, t.info.Window); w != "" {
 			s.publish(chat.EventTurnProblem, t.id, &chat.Problem{Kind: chat.ProblemInstructions, Message: w})
@@ -184,7 +195,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	t.callCancel = func() { cancel(context.Canceled) }
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
-	publish, tracer, info := s.publish, telemetry.Tracer(s.deps.Traces), t.info
+	publish, tracer, info, lastWord := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord
 	s.work.Go(func() {
 		defer cancel(nil)
 		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
@@ -195,6 +206,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 		textSeen := false
 		emit := func(ev providers.Event) {
 			watchdog.Reset(idleAfter)
+			lastWord.Store(time.Now().UnixNano())
 			switch ev.Kind {
 			case providers.EventText:
 				textSeen = true
@@ -361,7 +373,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 		}
 		if dl, ok := t.ctx.Deadline(); !ok || time.Until(dl) > delay {
 			t.retries++
-			t.phase = phaseBackoff
+			t.enter(phaseBackoff)
 			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
 			t.timer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
 			return
@@ -412,7 +424,7 @@ func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 		}
 	}
 	if t.heal.harder() && s.snap.FirstKeptSeq < t.userSeq && s.fold == nil {
-		t.phase = phaseFolding
+		t.enter(phaseFolding)
 		s.startFold(ctx, t.userSeq, "", nil)
 		return
 	}
@@ -496,6 +508,7 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	t.progress.Stop()
 	t.cancel()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	if problem != nil {

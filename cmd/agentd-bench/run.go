@@ -18,7 +18,7 @@ func init() {
 	f.Int("big-window-turns", 500, "turns on windows of 1M and more (the peer's unfolded requests make those runs quadratic)")
 	f.Int("trim-turns", 400, "turns of the trimMessages peer (its cost per turn grows with the square of the chat)")
 	f.String("out", "", "write the report as JSON to this file")
-	f.String("only", "", "run one part: replay, peer, overhead, scale or find_tools")
+	f.String("only", "", "run one part: replay, peer, chat_completions, overhead, scale or find_tools")
 	f.String("peer", "bench/peer", "folder of the LangChain.js peer (installed with bench/peer/run.sh)")
 	f.String("tools", "toolsearch/testdata/bfcl/tools.jsonl", "tool registry for find_tools (JSONL)")
 	f.String("queries", "toolsearch/testdata/bfcl/queries.jsonl", "queries for find_tools (JSONL)")
@@ -27,6 +27,8 @@ func init() {
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
 	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
+	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows)")
+	f.String("memprofile", "", "write a heap profile at the end of agentd's replay turn loop to this file (named as --cpuprofile)")
 	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
 		var o bench.Options
@@ -42,6 +44,8 @@ func init() {
 		o.ScaleChats, _ = f.GetIntSlice("scale-chats")
 		o.Real, _ = f.GetString("real")
 		o.ConfigPath, _ = f.GetString("config")
+		o.Profile.CPU, _ = f.GetString("cpuprofile")
+		o.Profile.Heap, _ = f.GetString("memprofile")
 		out, _ := f.GetString("out")
 		if replot, _ := f.GetString("replot"); replot != "" {
 			if o.PlotDir == "" {
@@ -54,9 +58,9 @@ func init() {
 			return bench.PlotReport(o.PlotDir, rep)
 		}
 		switch o.Only {
-		case "", bench.PartReplay, bench.PartPeer, bench.PartOverhead, bench.PartScale, bench.PartFindTools:
+		case "", bench.PartReplay, bench.PartPeer, bench.PartChatCompletions, bench.PartOverhead, bench.PartScale, bench.PartFindTools:
 		default:
-			return fmt.Errorf("--only %q: use replay, peer, overhead, scale or find_tools", o.Only)
+			return fmt.Errorf("--only %q: use replay, peer, chat_completions, overhead, scale or find_tools", o.Only)
 		}
 		if abs, err := filepath.Abs(o.PeerDir); err == nil {
 			o.PeerDir = abs

@@ -22,7 +22,7 @@ func TestChatStreamsAnswersAndCompacts(t *testing.T) {
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
 	var out bytes.Buffer
 	in := strings.NewReader("world\nagain\n/compact the greeting\n")
-	if err := runChat(context.Background(), d.Client, "", "", in, &out); err != nil {
+	if err := runChat(context.Background(), d.Client, "", "", in, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()

@@ -96,7 +96,7 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	if err != nil {
 		return err
 	}
-	logConfig(log, cfg, len(tokens))
+	logConfig(log, cfg, len(tokens), os.Getenv)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -200,8 +200,10 @@ func serveMetrics(api *httpapi.Server, cfg configs.Config, log zerolog.Logger, s
 	return srv, nil
 }
 
-// logConfig logs the effective configuration once, secrets left out.
-func logConfig(log zerolog.Logger, cfg configs.Config, tokens int) {
+// logConfig logs the effective configuration once, secrets left out, and
+// warns of what is allowed but probably not meant (configs.Config.Warnings;
+// get reads the environment).
+func logConfig(log zerolog.Logger, cfg configs.Config, tokens int, get func(string) string) {
 	ev := log.Info().Str("data_dir", cfg.DataDir).Str("default_model", cfg.DefaultModel).Int("auth_tokens", tokens)
 	for _, p := range cfg.Providers {
 		ev = ev.Str("provider_"+p.Name, p.Kind+" "+p.BaseURL)
@@ -215,5 +217,8 @@ func logConfig(log zerolog.Logger, cfg configs.Config, tokens int) {
 	}
 	if cfg.DefaultModel == "" {
 		log.Warn().Msg("no default model: new chats must name one (\"provider/model\"). " + hub.NoProviderHelp)
+	}
+	for _, w := range cfg.Warnings(get) {
+		log.Warn().Msg(w)
 	}
 }

@@ -45,6 +45,10 @@ const fmtInt = (n) => (n || 0).toLocaleString('en-US');
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '');
 const esc = encodeURIComponent;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// A long transcript renders its newest RENDER_FIRST messages at once, then
+// RENDER_BATCH older ones a task.
+const RENDER_FIRST = 100;
+const RENDER_BATCH = 400;
 
 // ---------- the API ----------
 
@@ -156,7 +160,7 @@ function modelSelect(id, current, withDefault) {
   const sel = h('select', { id });
   if (withDefault) sel.append(h('option', { value: '' }, 'Default model'));
   loadModels().then((m) => {
-    for (const mo of m.models || []) {
+    for (const mo of m.data || []) {
       const label = `${mo.id} (${fmtInt(mo.window)} tokens${mo.local ? ', on this computer' : ''})`;
       sel.append(h('option', { value: mo.id, selected: mo.id === current }, label));
     }
@@ -218,6 +222,10 @@ class ChatView {
     this.userSeq = new Map(); // turn id → the person's message seq
     this.summary = null; // the latest Compacted (or context's summary)
     this.chat = null;
+    this.maxSeq = 0; // the highest seq shown: later ones are simply appended
+    this.frag = null; // while a transcript page renders, where it collects
+    this.placeAfter = undefined; // while activity replays, the seq its card follows
+    this.progressEl = null; // the one transient "waiting for…" line
   }
 
   destroy() { this.abort.abort(); }
@@ -269,6 +277,7 @@ class ChatView {
     this.input.focus();
     this.watch();
     await this.loadTranscript();
+    await this.loadActivity();
     this.scroll();
     this.refreshContext();
   }
@@ -279,12 +288,23 @@ class ChatView {
     this.modelSlot.replaceChildren(h('label', { for: 'chat-model' }, 'Model '), sel);
   }
 
-  // loadTranscript renders the stored messages, all or those after seq after.
+  // loadTranscript renders the stored messages, all or those after seq
+  // after, and returns once every one is in the page. A long chat's newest
+  // messages, the ones in view, are read and shown first.
   async loadTranscript(after) {
-    const from = after ? `?from_seq=${after + 1}` : '';
+    const read = async (q) => (await api('GET', `/v1/chats/${esc(this.id)}/transcript${q}`, undefined, { signal: this.abort.signal })).messages;
     try {
-      const { messages } = await api('GET', `/v1/chats/${esc(this.id)}/transcript${from}`, undefined, { signal: this.abort.signal });
-      for (const m of messages) this.renderMessage(m);
+      const last = this.chat?.messages || 0;
+      let messages;
+      if (!after && last > RENDER_FIRST) {
+        const tail = await read(`?from_seq=${last - RENDER_FIRST + 1}`);
+        await this.renderAll(tail, null);
+        messages = await read(`?to_seq=${last - RENDER_FIRST}`);
+        await this.renderAll(messages, tail.length ? this.rendered.get(tail[0].seq) : null);
+      } else {
+        messages = await read(after ? `?from_seq=${after + 1}` : '');
+        await this.renderAll(messages, null);
+      }
       if (!messages.length && !this.transcript.querySelector('.msg')) {
         this.transcript.append(h('p', { class: 'empty', id: 'empty-note' }, 'No messages yet. Say something below.'));
       }
@@ -328,6 +348,112 @@ class ChatView {
     this.live.textContent = on ? 'live' : 'reconnecting…';
   }
 
+  // renderAll shows messages (in seq order) in front of the element above,
+  // or after every one shown when it is null, newest first: the last
+  // RENDER_FIRST at once, then the older ones a batch a task, each above
+  // the last, so the page answers meanwhile. Each batch is built off the
+  // page and added in one go, and the style sheet lets the browser lay out
+  // only the messages in view (BENCHMARKS.md has the figures).
+  async renderAll(messages, above) {
+    for (let end = messages.length, batch = RENDER_FIRST; end > 0 && !this.abort.signal.aborted; batch = RENDER_BATCH) {
+      const start = Math.max(0, end - batch);
+      if (end < messages.length) above = this.rendered.get(messages[end].seq);
+      this.frag = document.createDocumentFragment();
+      try {
+        for (let i = start; i < end; i++) this.renderMessage(messages[i]);
+      } finally {
+        const f = this.frag;
+        this.frag = null;
+        if (!above) {
+          this.transcript.append(f);
+          this.scroll();
+        } else {
+          // The summary line stays right in front of its first kept message.
+          (this.summaryEl && this.summaryEl.nextSibling === above ? this.summaryEl : above).before(f);
+        }
+      }
+      end = start;
+      if (end > 0) await sleep(0);
+    }
+  }
+
+  // loadActivity rebuilds the cards of what happened in this chat (problems
+  // with their next step, compactions, heals, tools loaded, memories
+  // learned) from its stored activity, each after the message it followed.
+  async loadActivity() {
+    const items = [];
+    try {
+      for (let after = 0; ;) {
+        const page = await api('GET', `/v1/chats/${esc(this.id)}/activity?limit=1000&after=${after}`, undefined, { signal: this.abort.signal });
+        items.push(...(page.activity || []));
+        if (!page.next) break;
+        after = page.next;
+      }
+    } catch (e) {
+      if (!this.abort.signal.aborted) this.note('problem', `The chat's activity could not be read: ${e.message}`);
+      return;
+    }
+    for (const it of items) {
+      this.placeAfter = it.after_seq;
+      try { this.replay(it); } finally { this.placeAfter = undefined; }
+    }
+  }
+
+  // replay shows one stored activity item as its live event did.
+  replay(it) {
+    const d = it.data || {};
+    switch (it.type) {
+      case 'turn.problem':
+        // A problem is stored right after the person's message it answers.
+        if (it.turn_id && !this.userSeq.has(it.turn_id)) this.userSeq.set(it.turn_id, it.after_seq);
+        this.problemCard(it.turn_id, d);
+        break;
+      case 'compacted': this.setSummary(d); break;
+      case 'compaction.applied': this.appliedCard(it.turn_id, d); break;
+      case 'healed': this.healedNote(d); break;
+      case 'tools.loaded': this.toolsNote(d); break;
+      case 'memories.learned': this.learnedNote(d); break;
+    }
+  }
+
+  healedNote(d) {
+    this.note('healed', `A “too long” from ${d.model} was healed: earlier messages were summarised and the request sent again` +
+      (d.window_learnt ? `; its window is now taken as ${fmtInt(d.window_learnt)} tokens.` : '.'));
+  }
+
+  toolsNote(d) { this.note('tools', `Tools loaded for this chat: ${(d.names || []).join(', ')}`); }
+
+  learnedNote(d) {
+    const n = (d.ids || []).length;
+    this.place(h('p', { class: 'note learned', role: 'note' },
+      `Learned ${n} ${n === 1 ? 'memory' : 'memories'} from this chat` + (d.waiting ? ', waiting for your OK: ' : ': '),
+      h('a', { href: '#/memories/' + (d.waiting ? 'waiting' : 'active') }, 'see memories')), this.placeAfter);
+  }
+
+  // showProgress keeps one transient line at the end of the transcript
+  // saying what the turn waits for; the turn's next other event drops it.
+  showProgress(ev) {
+    const d = ev.data || {};
+    let text;
+    if (ev.type === 'tool.progress') {
+      text = `${d.tool}: ${d.message}` + (d.total ? ` (${fmtInt(d.done)} of ${fmtInt(d.total)})` : '');
+    } else {
+      const what = {
+        summary: 'Summarising the start of this chat', compaction: 'Condensing this turn to make room',
+        'tool-index': 'Loading the tools this message names', model: `Waiting for ${d.detail || 'the model'}`,
+        retry: d.detail || 'Retrying', tools: `Running ${d.detail || 'tools'}`,
+      }[d.waiting_for] || d.detail || 'Working';
+      text = `${what}… ${Math.round((d.elapsed_ms || 0) / 1000)} s`;
+    }
+    if (!this.progressEl) this.progressEl = h('p', { class: 'progress', id: 'progress', role: 'status' });
+    this.progressEl.textContent = text;
+    this.progressEl.dataset.kind = ev.type;
+    this.transcript.append(this.progressEl);
+    this.scroll();
+  }
+
+  clearProgress() { this.progressEl?.remove(); }
+
   // handle applies one event. Both the send's own stream and the watch
   // stream carry a turn's events; the first to show a turn owns it, so
   // nothing is shown twice.
@@ -339,6 +465,11 @@ class ChatView {
       else if (o !== source) return;
     }
     const d = ev.data || {};
+    if (ev.type === 'fold.waiting' || ev.type === 'tool.progress') {
+      this.showProgress(ev);
+      return;
+    }
+    this.clearProgress();
     switch (ev.type) {
       case 'turn.started':
         this.userSeq.set(ev.turn_id, d.user_seq);
@@ -378,12 +509,14 @@ class ChatView {
         this.appliedCard(ev.turn_id, d);
         break;
       case 'healed':
-        this.note('healed', `A “too long” from ${d.model} was healed: earlier messages were summarised and the request sent again` +
-          (d.window_learnt ? `; its window is now taken as ${fmtInt(d.window_learnt)} tokens.` : '.'));
+        this.healedNote(d);
         break;
       case 'tools.loaded':
-        this.note('tools', `Tools loaded for this chat: ${(d.names || []).join(', ')}`);
+        this.toolsNote(d);
         this.refreshContext();
+        break;
+      case 'memories.learned':
+        this.learnedNote(d);
         break;
     }
   }
@@ -397,23 +530,29 @@ class ChatView {
   }
 
   // place puts an element where it belongs in the log: before the first
-  // message with a higher seq (a reload can deliver old ones late), else last.
+  // message with a higher seq (a reload can deliver old ones late), else
+  // last. The common case, a seq past every one shown, is a plain append.
   place(el, seq) {
     document.getElementById('empty-note')?.remove();
-    if (seq !== undefined) {
+    if (this.frag) {
+      this.frag.append(el); // renderAll: a batch, in order
+      return;
+    }
+    if (seq !== undefined && seq < this.maxSeq) {
       let next = null;
       let nextSeq = Infinity;
       for (const [k, other] of this.rendered) {
-        if (k > seq && k < nextSeq && other.isConnected) { next = other; nextSeq = k; }
+        if (k > seq && k < nextSeq && other.parentNode) { next = other; nextSeq = k; }
       }
       if (next) {
         // The summary line stays right in front of its first kept message.
         const before = this.summaryEl && this.summaryEl.nextSibling === next ? this.summaryEl : next;
-        this.transcript.insertBefore(el, before);
+        before.before(el);
         return;
       }
     }
     this.transcript.append(el);
+    if (this.progressEl?.isConnected) this.transcript.append(this.progressEl);
     this.scroll();
   }
 
@@ -445,8 +584,9 @@ class ChatView {
     if (m.partial) el.append(h('p', { class: 'meta partial' }, `Cut short: ${m.problem || 'the answer did not finish'}`));
     this.rendered.set(m.seq, el);
     this.place(el, m.seq);
+    this.maxSeq = Math.max(this.maxSeq, m.seq);
     // A summary line waiting for its first kept message goes in front of it.
-    if (this.summaryEl && this.summary.first_kept_seq === m.seq) this.transcript.insertBefore(this.summaryEl, el);
+    if (this.summaryEl && this.summary.first_kept_seq === m.seq) el.before(this.summaryEl);
   }
 
   bubble(turnID) {
@@ -498,12 +638,12 @@ class ChatView {
 
   card(cls, ...kids) {
     const el = h('div', { class: `card ${cls}`, role: 'status' }, ...kids);
-    this.place(el);
+    this.place(el, this.placeAfter);
     return el;
   }
 
   note(cls, text) {
-    this.place(h('p', { class: `note ${cls}`, role: 'note' }, text));
+    this.place(h('p', { class: `note ${cls}`, role: 'note' }, text), this.placeAfter);
   }
 
   startedCard(turnID, d) {
@@ -525,7 +665,7 @@ class ChatView {
     const old = this.pending.get(turnID || '');
     this.pending.delete(turnID || '');
     if (old && old.isConnected) old.replaceWith(el);
-    else this.place(el);
+    else this.place(el, this.placeAfter);
   }
 
   problemCard(turnID, p) {
@@ -555,7 +695,7 @@ class ChatView {
       } }, 'Start a new chat with this message');
     }
     const el = this.card('problem too-long', h('strong', {}, 'Too long for this model'), h('p', {}, p.message), button);
-    el.setAttribute('role', 'alert');
+    if (this.placeAfter === undefined) el.setAttribute('role', 'alert'); // a replayed card is history, not news
   }
 
   async switchModel(model) {
@@ -816,6 +956,97 @@ class MemoriesView {
   }
 }
 
+// ---------- the command palette (⌘K / Ctrl-K) ----------
+
+async function newChat() {
+  const c = await api('POST', '/v1/chats', {});
+  location.hash = '#/chats/' + esc(c.id);
+}
+
+// paletteCommands lists what the palette offers where the person is: in a
+// chat, summarising its start and every other model; everywhere, a new
+// chat, the memories and the chats.
+async function paletteCommands() {
+  const cmds = [];
+  const v = state.view;
+  if (v instanceof ChatView && v.chat) {
+    cmds.push({ id: 'compact', label: 'Summarise the start of this chat', run: () => v.compact('') });
+    let models = [];
+    try { models = (await loadModels()).models || []; } catch { /* no models: no switch commands */ }
+    for (const m of models) {
+      if (m.id !== v.chat.model) {
+        cmds.push({ id: 'model:' + m.id, label: `Switch model to ${m.id}`, hint: `${fmtInt(m.window)} tokens`, run: () => v.switchModel(m.id) });
+      }
+    }
+  }
+  cmds.push({ id: 'new-chat', label: 'New chat', run: newChat });
+  cmds.push({ id: 'memories', label: 'Memories', run: () => { location.hash = '#/memories'; } });
+  cmds.push({ id: 'chats', label: 'Chats', run: () => { location.hash = '#/'; } });
+  return cmds;
+}
+
+const palette = { cmds: [], shown: [], at: 0, back: null };
+
+async function openPalette() {
+  const box = document.getElementById('palette');
+  if (!box.hidden) return;
+  palette.back = document.activeElement;
+  palette.cmds = await paletteCommands();
+  const input = document.getElementById('palette-input');
+  input.value = '';
+  box.hidden = false;
+  input.focus();
+  filterPalette();
+}
+
+function closePalette() {
+  const box = document.getElementById('palette');
+  if (box.hidden) return;
+  box.hidden = true;
+  if (palette.back?.isConnected) palette.back.focus();
+}
+
+// filterPalette shows the commands holding every word typed.
+function filterPalette() {
+  const words = document.getElementById('palette-input').value.toLowerCase().split(/\s+/).filter(Boolean);
+  palette.shown = palette.cmds.filter((c) => words.every((w) => c.label.toLowerCase().includes(w)));
+  palette.at = 0;
+  drawPalette();
+}
+
+function drawPalette() {
+  const list = document.getElementById('palette-list');
+  const input = document.getElementById('palette-input');
+  list.replaceChildren(...palette.shown.map((c, i) => h('li', {
+    role: 'option', id: 'palette-opt-' + i, 'data-command': c.id, 'aria-selected': String(i === palette.at),
+    onmousedown: (ev) => { ev.preventDefault(); runPalette(i); },
+  }, c.label, c.hint ? h('span', { class: 'meta' }, ' · ' + c.hint) : null)));
+  if (!palette.shown.length) list.append(h('li', { class: 'empty', role: 'presentation' }, 'No command matches.'));
+  if (palette.shown.length) input.setAttribute('aria-activedescendant', 'palette-opt-' + palette.at);
+  else input.removeAttribute('aria-activedescendant');
+  document.getElementById('palette-opt-' + palette.at)?.scrollIntoView({ block: 'nearest' });
+}
+
+async function runPalette(i) {
+  const c = palette.shown[i];
+  if (!c) return;
+  closePalette();
+  try { await c.run(); } catch (e) { announce(`${c.label}: ${e.message}`); }
+}
+
+function paletteKey(ev) {
+  const n = palette.shown.length;
+  switch (ev.key) {
+    case 'ArrowDown': palette.at = n ? (palette.at + 1) % n : 0; break;
+    case 'ArrowUp': palette.at = n ? (palette.at - 1 + n) % n : 0; break;
+    case 'Enter': runPalette(palette.at); break;
+    case 'Escape': closePalette(); break;
+    default: return;
+  }
+  ev.preventDefault();
+  if (ev.key.startsWith('Arrow')) drawPalette();
+}
+
 // ---------- routing ----------
 
 function route() {
@@ -850,6 +1081,16 @@ document.addEventListener('DOMContentLoaded', () => {
     sec.hidden = !sec.hidden;
     if (!sec.hidden) document.getElementById('token-input').focus();
   });
-  window.addEventListener('hashchange', route);
+  document.addEventListener('keydown', (ev) => {
+    if ((ev.metaKey || ev.ctrlKey) && !ev.altKey && ev.key.toLowerCase() === 'k') {
+      ev.preventDefault();
+      if (document.getElementById('palette').hidden) openPalette(); else closePalette();
+    }
+  });
+  document.getElementById('palette-button').addEventListener('click', openPalette);
+  document.getElementById('palette-input').addEventListener('input', filterPalette);
+  document.getElementById('palette-input').addEventListener('keydown', paletteKey);
+  document.getElementById('palette').addEventListener('mousedown', (ev) => { if (ev.target.id === 'palette') closePalette(); });
+  window.addEventListener('hashchange', () => { closePalette(); route(); });
   route();
 });

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,8 +90,10 @@ func TestUsageOverrideAndCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Usage != u {
-		t.Fatalf("usage %+v, want %+v as the provider reported it", res.Usage, u)
+	// Anthropic's input_tokens leaves out the cache read: the whole prompt
+	// is both.
+	if want := (chat.Usage{InputTokens: 7 + 4096, OutputTokens: 11, CachedTokens: 4096}); res.Usage != want {
+		t.Fatalf("usage %+v, want %+v", res.Usage, want)
 	}
 }
 
@@ -472,4 +475,35 @@ func TestModels(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// TestCacheBreakpointsAreReadBack: the request marks tools, system, the
+// first and the newest message (four marks, the API's most), and the next
+// request of the same chat, one exchange longer, is billed as a cache read
+// of everything the first one held; the usage still counts the whole prompt.
+func TestCacheBreakpointsAreReadBack(t *testing.T) {
+	srv := fake(t, anthropicfake.Options{Script: testkit.Always(testkit.Reply{Text: "ok"})})
+	c := newClient(t, srv.URL(), nil)
+	tools := []chat.ToolSpec{{Name: "get_weather", Description: "Weather of a city.", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
+	system := strings.Repeat("Answer briefly and cite the source. ", 200)
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "<earlier-in-this-chat>summary</earlier-in-this-chat> first question"},
+		{Role: chat.RoleAssistant, Content: "first answer"}, {Role: chat.RoleUser, Content: "second question"}}
+	first, err := c.Stream(context.Background(), providers.Request{Model: model, System: system, Tools: tools, Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(srv.Requests()[0].Raw, []byte(`"cache_control"`)) != 4 {
+		t.Fatalf("want 4 cache_control marks in %s", srv.Requests()[0].Raw)
+	}
+	msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: "second answer"}, chat.Message{Role: chat.RoleUser, Content: "third"})
+	second, err := c.Stream(context.Background(), providers.Request{Model: model, System: system, Tools: tools, Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Usage.CachedTokens != 0 || second.Usage.CachedTokens != first.Usage.InputTokens {
+		t.Fatalf("cached %d then %d, want 0 then the first prompt's %d", first.Usage.CachedTokens, second.Usage.CachedTokens, first.Usage.InputTokens)
+	}
+	if got := srv.Requests()[1].InputTokens; second.Usage.InputTokens != got {
+		t.Fatalf("usage input %d, want the whole prompt %d", second.Usage.InputTokens, got)
+	}
 }

@@ -43,11 +43,54 @@ func (c *Client) params(req providers.Request) (anthropic.MessageNewParams, erro
 		return p, err
 	}
 	p.Messages = msgs
+	cacheBreakpoints(&p)
 	p.StopSequences = req.Settings.Stop
 	if e := req.Settings.ReasoningEffort; e != "" {
 		p.OutputConfig.Effort = anthropic.OutputConfigEffort(e)
 	}
 	return p, c.CheckSettings(req.Settings)
+}
+
+// cacheBreakpoints marks the stable parts of a request for the prompt
+// cache, at most four as the API allows: the tools, the system prompt, the
+// first message (it carries the summary frame, which changes only at a
+// fold) and the newest message (the next request repeats all of this one).
+// The API reads the longest prefix written earlier, looking back 20 blocks
+// from each mark, so the mark on the newest message finds the one of the
+// request before it.
+func cacheBreakpoints(p *anthropic.MessageNewParams) {
+	mark := func(cc *anthropic.CacheControlEphemeralParam) {
+		if cc != nil {
+			*cc = anthropic.NewCacheControlEphemeralParam()
+		}
+	}
+	if n := len(p.Tools); n > 0 {
+		mark(p.Tools[n-1].GetCacheControl())
+	}
+	if n := len(p.System); n > 0 {
+		mark(&p.System[n-1].CacheControl)
+	}
+	markLast := func(m *anthropic.MessageParam) {
+		var content []anthropic.ContentBlockParamUnion
+		switch {
+		case m.OfUser != nil:
+			content = m.OfUser.Content
+		case m.OfAssistant != nil:
+			content = m.OfAssistant.Content
+		}
+		for i := len(content) - 1; i >= 0; i-- {
+			if cc := content[i].GetCacheControl(); cc != nil {
+				mark(cc) // thinking blocks take no mark: the one before them does
+				return
+			}
+		}
+	}
+	if n := len(p.Messages); n > 0 {
+		markLast(&p.Messages[0])
+		if n > 1 {
+			markLast(&p.Messages[n-1])
+		}
+	}
 }
 
 // anthropicEfforts are the efforts output_config.effort names.

@@ -82,7 +82,9 @@ func (a *assembler) handle(ev anthropic.MessageStreamEventUnion) error {
 	case "message_start":
 		a.started = true
 		u := ev.Message.Usage
-		a.usage = chat.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CachedTokens: int(u.CacheReadInputTokens)}
+		// input_tokens leaves out what the prompt cache read or wrote; the
+		// whole prompt is what the window holds.
+		a.usage = chat.Usage{InputTokens: int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens), OutputTokens: int(u.OutputTokens), CachedTokens: int(u.CacheReadInputTokens)}
 	case "content_block_start":
 		return a.start(ev.Index, ev.ContentBlock)
 	case "content_block_delta":
@@ -205,7 +207,7 @@ func (a *assembler) messageDelta(ev anthropic.MessageStreamEventUnion) {
 		a.usage.OutputTokens = int(u.OutputTokens)
 	}
 	if u.JSON.InputTokens.Valid() && u.InputTokens > 0 {
-		a.usage.InputTokens = int(u.InputTokens)
+		a.usage.InputTokens = int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens)
 	}
 	if u.JSON.CacheReadInputTokens.Valid() && u.CacheReadInputTokens > 0 {
 		a.usage.CachedTokens = int(u.CacheReadInputTokens)

@@ -79,7 +79,7 @@ func TestRedactedThinkingKeptAndReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Usage != (chat.Usage{InputTokens: 12, OutputTokens: 42, CachedTokens: 3000}) {
+	if res.Usage != (chat.Usage{InputTokens: 12 + 3000, OutputTokens: 42, CachedTokens: 3000}) {
 		t.Errorf("usage %+v", res.Usage)
 	}
 	if res.FinishReason != providers.FinishToolCalls || res.Message.Content != "It is 4." {

@@ -96,6 +96,7 @@ func (c *Client) list(ctx context.Context) (map[string]int, map[string]bool, err
 	if c.co.propsPath != "" {
 		// llama.cpp serves one model; its window is the n_ctx it runs with.
 		if props, err := c.get(ctx, c.co.propsPath); err == nil {
+			c.readSlots(props)
 			if pw, err := providers.WindowsFromModelList(c.co.name, props); err == nil {
 				for _, w := range pw {
 					if w > 0 {
@@ -188,4 +189,14 @@ func lmStudioLoaded(body []byte) map[string]bool {
 		out[m.Key] = len(m.LoadedInstances) > 0
 	}
 	return out
+}
+
+// readSlots keeps llama.cpp's total_slots from its /props.
+func (c *Client) readSlots(props []byte) {
+	var p struct {
+		TotalSlots int64 `json:"total_slots"`
+	}
+	if json.Unmarshal(props, &p) == nil && p.TotalSlots > 0 {
+		c.slots.Store(p.TotalSlots)
+	}
 }

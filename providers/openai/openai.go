@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -56,6 +57,9 @@ type Config struct {
 	// HTTPClient is used for every call; nil takes a fresh client (never
 	// http.DefaultClient, so nothing global is shared or changed).
 	HTTPClient *http.Client
+	// PromptCacheKey sends Request.CacheKey as prompt_cache_key; nil takes
+	// the company's default (on for OpenAI itself).
+	PromptCacheKey *bool
 }
 
 // company is how one company's server differs from the OpenAI protocol. The
@@ -79,8 +83,12 @@ type company struct {
 	// listPath is the model-list path relative to the base URL.
 	listPath string
 	// propsPath, when set, is fetched after the list for the window the
-	// server was started with (llama.cpp's n_ctx).
+	// server was started with (llama.cpp's n_ctx) and its slot count.
 	propsPath string
+	// promptCacheKey: the API takes prompt_cache_key.
+	promptCacheKey bool
+	// llamaCache: llama.cpp's cache_prompt and id_slot are sent.
+	llamaCache bool
 }
 
 // quirks is the table of differences, keyed by the canonical company name.
@@ -95,17 +103,20 @@ type company struct {
 // its body strictly and sends usage on its final chunk
 // (https://docs.mistral.ai/api/); LM Studio's native list says the window a
 // model is loaded with (https://lmstudio.ai/docs/developer/rest/list);
-// llama.cpp's /props carries n_ctx
-// (https://github.com/ggml-org/llama.cpp/tree/master/tools/server).
+// llama.cpp's /props carries n_ctx and total_slots, and its completion
+// takes cache_prompt and id_slot
+// (https://github.com/ggml-org/llama.cpp/tree/master/tools/server); OpenAI
+// takes prompt_cache_key
+// (https://platform.openai.com/docs/guides/prompt-caching).
 var quirks = map[string]company{
-	"openai":     {maxCompletion: true},
+	"openai":     {maxCompletion: true, promptCacheKey: true},
 	"azure":      {maxCompletion: true, azure: true},
 	"openrouter": {replayField: "reasoning"},
 	"deepseek":   {replayField: "reasoning_content", replayToolTurnsOnly: true},
 	"zhipu":      {replayField: "reasoning_content", replayToolTurnsOnly: true},
 	"moonshot":   {replayField: "reasoning_content", replayToolTurnsOnly: true},
 	"mistral":    {noStreamOptions: true},
-	"llamacpp":   {propsPath: "../props"},
+	"llamacpp":   {propsPath: "../props", llamaCache: true},
 	"lmstudio":   {listPath: "../api/v1/models"},
 }
 
@@ -138,7 +149,7 @@ func resolve(cfg Config) (company, string) {
 }
 
 // Client is one configured OpenAI-style provider. It is immutable after New
-// and safe for concurrent use.
+// (but for the slot count a model list reads) and safe for concurrent use.
 type Client struct {
 	cfg     Config
 	co      company
@@ -148,6 +159,9 @@ type Client struct {
 	chat    openai.ChatCompletionService
 	azureV1 bool   // Azure's /openai/v1 API: model = deployment, no api-version
 	apiVer  string // Azure deployments API version
+	// slots is llama.cpp's total_slots as its /props last said (0: not
+	// read): with more than one, a chat keeps its own slot.
+	slots atomic.Int64
 }
 
 // azureDefaultAPIVersion is the GA data-plane version of Azure OpenAI's
@@ -172,6 +186,9 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{}
 	}
 	c := &Client{cfg: cfg, co: co, http: hc, local: co.local}
+	if cfg.PromptCacheKey != nil {
+		c.co.promptCacheKey = *cfg.PromptCacheKey
+	}
 
 	if co.azure {
 		q := u.Query()

@@ -597,3 +597,64 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// TestCacheHints: OpenAI gets the chat's prompt_cache_key, a generic server
+// only when configured; llama.cpp gets cache_prompt, and once its /props
+// says it runs several slots, the same slot for every request of a chat.
+func TestCacheHints(t *testing.T) {
+	on := true
+	props := `{"default_generation_settings":{"n_ctx":4096},"total_slots":4}`
+	cases := []struct {
+		name  string
+		cfg   Config
+		key   bool // prompt_cache_key sent
+		llama bool // cache_prompt and id_slot sent
+	}{
+		{"openai", Config{Company: "openai"}, true, false},
+		{"generic server", Config{Company: "vllm"}, false, false},
+		{"generic server, configured", Config{Company: "vllm", PromptCacheKey: &on}, true, false},
+		{"llama.cpp", Config{Company: "llamacpp"}, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := openaifake.New(openaifake.Options{Props: props, Models: []openaifake.ModelEntry{{ID: "gpt-test"}}})
+			defer fake.Close()
+			cfg := tc.cfg
+			cfg.Name, cfg.BaseURL = "p", fake.URL()
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Models(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			slots := map[any]bool{}
+			for _, chatID := range []string{"chat-a", "chat-a", "chat-b"} {
+				req := userReq("hi")
+				req.CacheKey = chatID
+				if r := run(t, c, context.Background(), req); r.err != nil {
+					t.Fatal(r.err)
+				}
+				var body map[string]any
+				reqs := fake.Requests()
+				_ = json.Unmarshal(reqs[len(reqs)-1].Raw, &body)
+				if got, want := body["prompt_cache_key"], any(chatID); tc.key != (got == want) {
+					t.Fatalf("prompt_cache_key %v (want sent: %v)", got, tc.key)
+				}
+				if tc.llama != (body["cache_prompt"] == true) {
+					t.Fatalf("cache_prompt %v (want sent: %v)", body["cache_prompt"], tc.llama)
+				}
+				slot, hasSlot := body["id_slot"]
+				if tc.llama != hasSlot {
+					t.Fatalf("id_slot %v (want sent: %v)", slot, tc.llama)
+				}
+				if chatID == "chat-a" {
+					slots[slot] = true
+				}
+			}
+			if len(slots) != 1 {
+				t.Fatalf("one chat went to slots %v", slots)
+			}
+		})
+	}
+}

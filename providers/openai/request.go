@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
@@ -38,7 +39,29 @@ func (c *Client) params(req providers.Request) (openai.ChatCompletionNewParams, 
 		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	}
 	applySettings(&p, req.Settings)
+	c.cacheHints(&p, req.CacheKey)
 	return p, nil
+}
+
+// cacheHints asks the server to keep this chat's prefix: OpenAI routes
+// requests with one prompt_cache_key to the same cache; llama.cpp reuses a
+// slot's evaluated prompt (cache_prompt), and with several slots a chat
+// keeps its own (id_slot by the key's hash), so chats do not evict each
+// other's prefix. A busy slot makes its chat wait rather than move.
+func (c *Client) cacheHints(p *openai.ChatCompletionNewParams, key string) {
+	if key != "" && c.co.promptCacheKey {
+		p.PromptCacheKey = openai.String(key)
+	}
+	if !c.co.llamaCache {
+		return
+	}
+	extra := map[string]any{"cache_prompt": true}
+	if n := c.slots.Load(); n > 1 && key != "" {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(key))
+		extra["id_slot"] = int64(h.Sum64() % uint64(n))
+	}
+	p.SetExtraFields(extra)
 }
 
 // openAIEfforts are the reasoning efforts Chat Completions names.

@@ -73,6 +73,8 @@ type Server struct {
 	srv  *httptest.Server
 	log  testkit.Log
 	seq  atomic.Int64
+	// cache answers cache reads and writes by Anthropic's prompt-cache rule.
+	cache testkit.PromptCache
 }
 
 // New starts a fake on a loopback port.
@@ -120,6 +122,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		// recorded here; the shape is the documented error shape.
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
+	}
+	if p.problem == "" && s.tooLong(p.received) == "" {
+		p.received.CachedTokens, p.received.CacheWriteTokens = s.cache.Anthropic(p.blocks)
 	}
 	s.log.Add(p.received)
 	if !testkit.Sleep(r.Context(), s.opts.Latency, nil) {

@@ -62,23 +62,30 @@ func stopReason(reply testkit.Reply) string {
 	}
 }
 
+// usage is what an answer reports: Anthropic's input_tokens is the part
+// neither read from nor written to the prompt cache.
+type usage struct {
+	chat.Usage
+	cacheWrite int
+}
+
 // usageFor counts the answer: input as counted on arrival, output over
 // every generated text (thinking, text and tool arguments).
-func usageFor(r testkit.Received, reply testkit.Reply) chat.Usage {
+func usageFor(r testkit.Received, reply testkit.Reply) usage {
 	if reply.Usage != nil {
-		return *reply.Usage
+		return usage{Usage: *reply.Usage}
 	}
 	out := count(reply.Thinking) + count(reply.Text)
 	for _, c := range reply.ToolCalls {
 		out += count(c.Arguments)
 	}
-	return chat.Usage{InputTokens: r.InputTokens, OutputTokens: out}
+	return usage{Usage: chat.Usage{InputTokens: r.InputTokens - r.CachedTokens - r.CacheWriteTokens, OutputTokens: out, CachedTokens: r.CachedTokens}, cacheWrite: r.CacheWriteTokens}
 }
 
-func wireUsage(u chat.Usage, output int) map[string]any {
+func wireUsage(u usage, output int) map[string]any {
 	return map[string]any{
 		"input_tokens":                u.InputTokens,
-		"cache_creation_input_tokens": 0,
+		"cache_creation_input_tokens": u.cacheWrite,
 		"cache_read_input_tokens":     u.CachedTokens,
 		"output_tokens":               output,
 	}

@@ -41,6 +41,12 @@ type wireBlock struct {
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 	Source    *wireSource     `json:"source,omitempty"`
+	// CacheControl marks a prompt-cache breakpoint ({"type":"ephemeral"}).
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
 }
 
 type wireSource struct {
@@ -50,10 +56,11 @@ type wireSource struct {
 }
 
 type wireTool struct {
-	Type        string          `json:"type,omitempty"`
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
 }
 
 // parsed is a request read into neutral form plus what the fake checks.
@@ -62,6 +69,9 @@ type parsed struct {
 	received testkit.Received
 	// problem is a 400 message the real API would answer with, "" if none.
 	problem string
+	// blocks is the prompt in the order the prompt cache reads it: tools,
+	// system, messages, each content block one block.
+	blocks []testkit.Block
 }
 
 // parseRequest reads a Messages request. A body that is not JSON is an
@@ -83,7 +93,13 @@ func parseRequest(raw []byte) (parsed, error) {
 	r.InputTokens = count(sys)
 	for _, t := range p.wire.Tools {
 		r.Tools = append(r.Tools, t.Name)
-		r.InputTokens += count(t.Name) + count(t.Description) + count(string(t.InputSchema))
+		n := count(t.Name) + count(t.Description) + count(string(t.InputSchema))
+		r.InputTokens += n
+		p.blocks = append(p.blocks, testkit.Block{Text: "tool\x00" + t.Name + "\x00" + t.Description + "\x00" + string(t.InputSchema), Tokens: n, Breakpoint: t.CacheControl != nil})
+	}
+	sysBlocks, _ := blocksOf(p.wire.System)
+	for _, b := range sysBlocks {
+		p.blocks = append(p.blocks, cacheBlock("system", b))
 	}
 	var prevToolUse []string
 	for i, m := range p.wire.Messages {
@@ -99,6 +115,7 @@ func parseRequest(raw []byte) (parsed, error) {
 		}
 		prevToolUse = prevToolUse[:0]
 		for _, b := range blocks {
+			p.blocks = append(p.blocks, cacheBlock(m.Role, b))
 			if b.Type == "tool_use" {
 				prevToolUse = append(prevToolUse, b.ID)
 			}
@@ -110,11 +127,38 @@ func parseRequest(raw []byte) (parsed, error) {
 		r.Messages = append(r.Messages, msgs...)
 		r.InputTokens += tokens
 	}
+	marks := 0
+	for _, b := range p.blocks {
+		if b.Breakpoint {
+			marks++
+		}
+	}
+	if p.problem == "" && marks > testkit.AnthropicMaxBreakpoints {
+		// Wording of the real refusal (see SOURCES.md).
+		p.problem = fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", testkit.AnthropicMaxBreakpoints, marks)
+	}
 	if p.problem == "" && p.wire.MaxTokens <= 0 {
 		// Wording of the real refusal for a missing max_tokens.
 		p.problem = "max_tokens: Field required"
 	}
 	return p, nil
+}
+
+// cacheBlock is one content block as the prompt cache sees it, counted as
+// the input count counts it.
+func cacheBlock(role string, b wireBlock) testkit.Block {
+	text := b.Text + b.Thinking + b.Data
+	if b.Type == "tool_use" {
+		text = b.Name + "\x00" + compact(b.Input)
+	}
+	if b.Type == "tool_result" {
+		text, _ = textOf(b.Content)
+	}
+	tokens := count(text)
+	if b.Type == "tool_use" {
+		tokens = count(b.Name) + count(compact(b.Input))
+	}
+	return testkit.Block{Text: role + "\x00" + b.Type + "\x00" + b.ID + b.ToolUseID + "\x00" + text, Tokens: tokens, Breakpoint: b.CacheControl != nil}
 }
 
 // checkOrder enforces the tool_use / tool_result pairing the real API

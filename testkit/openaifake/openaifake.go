@@ -54,6 +54,9 @@ type Options struct {
 	// ReasoningField names the delta field thinking is streamed in:
 	// "reasoning_content" (DeepSeek, the default) or "reasoning" (OpenRouter).
 	ReasoningField string
+	// Props, when set, is served at GET /props as llama.cpp's llama-server
+	// does (n_ctx, total_slots).
+	Props string
 	// Listener, when set, is where the fake serves (a test that starts it
 	// at an address agentd already knows); nil picks a free port.
 	Listener net.Listener
@@ -70,6 +73,8 @@ type Server struct {
 	quit chan struct{}
 	once sync.Once
 	seq  atomic.Int64
+	// cache answers cached_tokens by OpenAI's prompt-cache rule.
+	cache testkit.PromptCache
 }
 
 // New starts a fake server.
@@ -81,6 +86,12 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /v1/models", s.models)
+	if opts.Props != "" {
+		mux.HandleFunc("GET /props", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, opts.Props)
+		})
+	}
 	s.ts = httptest.NewUnstartedServer(mux)
 	if opts.Listener != nil {
 		_ = s.ts.Listener.Close()
@@ -111,6 +122,7 @@ type wireRequest struct {
 	Tools               []wireTool    `json:"tools"`
 	MaxTokens           int           `json:"max_tokens"`
 	MaxCompletionTokens int           `json:"max_completion_tokens"`
+	PromptCacheKey      string        `json:"prompt_cache_key"`
 	Stream              bool          `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -154,25 +166,45 @@ type wirePart struct {
 	} `json:"image_url"`
 }
 
-// received turns a wire request into the neutral record and counts its input.
-func received(req wireRequest, raw []byte) (testkit.Received, error) {
-	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens}
+// received turns a wire request into the neutral record and counts its
+// input. It returns the prompt's blocks for the cache: the leading system
+// messages, then the tools (OpenAI renders them after the instructions),
+// then every other message.
+func received(req wireRequest, raw []byte) (testkit.Received, []testkit.Block, error) {
+	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens, CacheKey: req.PromptCacheKey}
 	if req.MaxCompletionTokens > 0 {
 		r.MaxTokens = req.MaxCompletionTokens
 	}
-	var texts []string
+	var lead, rest []testkit.Block
+	// add appends one block: its role (or "tool") names it without being
+	// counted, as before this fake counted only the texts.
+	add := func(to *[]testkit.Block, role string, texts ...string) {
+		b := testkit.Block{Text: role + "\x00"}
+		for _, t := range texts {
+			if t != "" {
+				b.Text += t + "\x00"
+				b.Tokens += testkit.CountTokens(t)
+			}
+		}
+		*to = append(*to, b)
+		r.InputTokens += b.Tokens
+	}
 	for i, m := range req.Messages {
 		text, images, err := content(m.Content)
 		if err != nil {
-			return r, fmt.Errorf("messages[%d].content: %w", i, err)
+			return r, nil, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
-		texts = append(texts, text)
 		switch m.Role {
 		case "system", "developer":
 			if r.System != "" {
 				r.System += "\n"
 			}
 			r.System += text
+			to := &lead
+			if len(rest) > 0 {
+				to = &rest
+			}
+			add(to, m.Role, text)
 			continue
 		}
 		cm := chat.Message{Role: chat.Role(m.Role), Content: text, Images: images, ToolCallID: m.ToolCallID, ToolName: m.Name}
@@ -180,23 +212,19 @@ func received(req wireRequest, raw []byte) (testkit.Received, error) {
 		if cm.Thinking == "" {
 			cm.Thinking = m.Reasoning
 		}
-		texts = append(texts, cm.Thinking)
+		texts := []string{text, cm.Thinking}
 		for _, tc := range m.ToolCalls {
 			cm.ToolCalls = append(cm.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			texts = append(texts, tc.Function.Name, tc.Function.Arguments)
 		}
+		add(&rest, m.Role, texts...)
 		r.Messages = append(r.Messages, cm)
 	}
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, t.Function.Name)
-		texts = append(texts, t.Function.Name, t.Function.Description, string(t.Function.Parameters))
+		add(&lead, "tool", t.Function.Name, t.Function.Description, string(t.Function.Parameters))
 	}
-	for _, t := range texts {
-		if t != "" {
-			r.InputTokens += testkit.CountTokens(t)
-		}
-	}
-	return r, nil
+	return r, append(lead, rest...), nil
 }
 
 // content reads a message content that is either a string or a list of
@@ -280,11 +308,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_request_error", nil)
 		return
 	}
-	rec, err := received(req, raw)
+	rec, blocks, err := received(req, raw)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", nil)
 		return
 	}
+	rec.CachedTokens = s.cache.OpenAI(blocks)
 	s.log.Add(rec)
 
 	if !testkit.Sleep(r.Context(), s.opts.Latency, s.quit) {
@@ -321,7 +350,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, reply.Body)
 		return
 	}
-	usage := chat.Usage{InputTokens: rec.InputTokens, OutputTokens: outputTokens(reply)}
+	usage := chat.Usage{InputTokens: rec.InputTokens, OutputTokens: outputTokens(reply), CachedTokens: rec.CachedTokens}
 	if reply.Usage != nil {
 		usage = *reply.Usage
 	}

@@ -185,3 +185,45 @@ func TestModelList(t *testing.T) {
 		t.Errorf("a model without a window names one: %v", l.Data[2])
 	}
 }
+
+// TestCachedTokensByOpenAIRule: a request that repeats an earlier one's
+// prefix of 1,024 tokens or more reports it cached, in 128-token steps; a
+// changed system prompt or tool list in front breaks it.
+func TestCachedTokensByOpenAIRule(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	long := strings.Repeat("word ", 1300)
+	tool := `"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}}]`
+	cached := func(system, tools, rest string) int {
+		t.Helper()
+		res := post(t, s, `{"model":"m","prompt_cache_key":"chat-1","messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"`+long+`"}`+rest+`]`+tools+`}`)
+		var body struct {
+			Usage struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return body.Usage.PromptTokensDetails.CachedTokens
+	}
+	if n := cached("sys", ","+tool, ""); n != 0 {
+		t.Fatalf("first request: %d cached", n)
+	}
+	// sys(1) + tool(1+1+5) + user(6,500 bytes: 1,625) = 1,633 shared: 1,536 counted.
+	if n := cached("sys", ","+tool, `,{"role":"assistant","content":"ok"},{"role":"user","content":"more"}`); n != 1536 {
+		t.Fatalf("repeated prefix: %d cached, want 1536", n)
+	}
+	if n := cached("sys", "", ""); n != 0 {
+		t.Fatalf("tools changed: %d cached, want 0", n)
+	}
+	if n := cached("other", ","+tool, ""); n != 0 {
+		t.Fatalf("system changed: %d cached, want 0", n)
+	}
+	if got := s.Requests()[0].CacheKey; got != "chat-1" {
+		t.Fatalf("prompt_cache_key recorded as %q", got)
+	}
+}

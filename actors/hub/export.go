@@ -1,0 +1,114 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
+)
+
+// Export returns a tenant's chat whole: its setup, its stored messages and
+// its rolling summary, as they are stored.
+func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, error) {
+	c, err := h.chatOf(ctx, tenant, id)
+	if err != nil {
+		return api.ChatExport{}, err
+	}
+	ms, err := h.store.Messages(ctx, id, 0, 0)
+	if err != nil {
+		return api.ChatExport{}, err
+	}
+	snap, _, err := h.store.LoadSnapshot(ctx, id)
+	if err != nil {
+		return api.ChatExport{}, err
+	}
+	last := int64(0)
+	if len(ms) > 0 {
+		last = ms[len(ms)-1].Seq
+	}
+	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: wireChat(c, last),
+		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq, Messages: wireMessages(ms)}, nil
+}
+
+// Import stores an exported chat as a new chat of tenant, checked as a
+// new chat is (model, limit, toolsets) and its messages as a log must be;
+// it returns once every message is durable. Seqs are renumbered from 1.
+func (h *Hub) Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error) {
+	if exp.Format != api.ExportFormat {
+		return api.Chat{}, fmt.Errorf("%w: format %q: this agentd imports %q (what GET /v1/chats/{id}/export answers)", ErrInvalid, exp.Format, api.ExportFormat)
+	}
+	msgs, err := messagesOf(exp.Messages)
+	if err != nil {
+		return api.Chat{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	// The summary covers the messages before FirstKeptSeq, renumbered with them.
+	snap := persistence.Snapshot{Summary: exp.Summary, SummaryModel: exp.SummaryModel, FirstKeptSeq: 1}
+	if exp.FirstKeptSeq > 0 {
+		kept := 0
+		for _, m := range exp.Messages {
+			if m.Seq < exp.FirstKeptSeq {
+				kept++
+			}
+		}
+		snap.FirstKeptSeq = int64(kept) + 1
+	}
+	if snap.FirstKeptSeq == 1 {
+		snap.Summary, snap.SummaryModel = "", ""
+	}
+	// Outside text read before is still outside text: learning waits for an OK.
+	snap.Untrusted = slices.ContainsFunc(msgs, func(m chat.Message) bool { return m.Untrusted })
+	in := exp.Chat
+	if in.Title == "" {
+		if i := slices.IndexFunc(msgs, func(m chat.Message) bool { return m.Role == chat.RoleUser && m.Origin == chat.OriginPerson }); i >= 0 {
+			in.Title = chat.TitleFrom(msgs[i].Content)
+		}
+	}
+	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: in.Model, Title: in.Title, Instructions: in.Instructions,
+		Settings: settingsOf(in.Settings), Toolsets: in.Toolsets, Tools: specsOfWire(in.Tools)},
+		func(ctx context.Context, c persistence.Chat) error {
+			snap.Model = c.Model
+			return h.store.ImportChat(ctx, c, snap, msgs)
+		})
+	if errors.Is(err, persistence.ErrTooBig) {
+		return api.Chat{}, fmt.Errorf("%w: %d messages do not fit in one write; import a shorter chat", ErrLimit, len(msgs))
+	}
+	return wireChat(c, int64(len(msgs))), err
+}
+
+// messagesOf converts imported messages to stored ones, refusing a log no
+// provider would take: an unknown role, or a tool result that answers no
+// earlier call.
+func messagesOf(ms []api.Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(ms))
+	calls := map[string]bool{}
+	for i, m := range ms {
+		switch m.Role {
+		case api.RoleUser, api.RoleAssistant:
+		case api.RoleTool:
+			if !calls[m.ToolCallID] {
+				return nil, fmt.Errorf("message %d (seq %d): tool result for call %q, which no earlier message made", i, m.Seq, m.ToolCallID)
+			}
+		default:
+			return nil, fmt.Errorf("message %d (seq %d): role %q: use user, assistant or tool", i, m.Seq, m.Role)
+		}
+		out[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, CreatedAt: m.CreatedAt, Thinking: m.Thinking,
+			ThinkingSignature: m.ThinkingSignature, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError,
+			Untrusted: m.Untrusted, Origin: m.Origin, Partial: m.Partial, Problem: m.Problem, Model: m.Model}
+		for _, c := range m.ToolCalls {
+			calls[c.ID] = true
+			out[i].ToolCalls = append(out[i].ToolCalls, chat.ToolCall(c))
+		}
+		for _, im := range m.Images {
+			out[i].Images = append(out[i].Images, chat.Image(im))
+		}
+		for _, a := range m.Attachments {
+			out[i].Attachments = append(out[i].Attachments, chat.Attachment(a))
+		}
+	}
+	return out, nil
+}

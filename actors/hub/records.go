@@ -1,0 +1,92 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
+)
+
+// chatRecords is the persistence kind of a chat's surface records: what a
+// surface over the hub (the OpenAI-compatible API's responses) keeps about
+// one chat, deleted with it.
+func chatRecords(chatID string) string { return "chatrec/" + chatID }
+
+// PutChatRecord stores v, durably, as the record kind/id of a tenant's
+// chat; DeleteChat deletes it with the chat.
+func (h *Hub) PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return err
+	}
+	return h.store.PutRecord(ctx, chatRecords(chatID), kind+"/"+id, v)
+}
+
+// ChatRecord reads the record kind/id of a tenant's chat into v; a missing
+// one (or chat) is ErrNotFound.
+func (h *Hub) ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return err
+	}
+	err := h.store.Record(ctx, chatRecords(chatID), kind+"/"+id, v)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
+	}
+	return err
+}
+
+// DeleteChatRecord removes the record kind/id of a tenant's chat; a
+// missing record is no error.
+func (h *Hub) DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return err
+	}
+	return h.store.DeleteRecord(ctx, chatRecords(chatID), kind+"/"+id)
+}
+
+// surfaceRecords names every surface record of a chat, for deleting it.
+func (h *Hub) surfaceRecords(ctx context.Context, chatID string) ([]persistence.RecordKey, error) {
+	var out []persistence.RecordKey
+	err := h.store.Records(ctx, chatRecords(chatID), func(id string, _ func(any) error) error {
+		out = append(out, persistence.RecordKey{Kind: chatRecords(chatID), ID: id})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("records of chat %s: %w", chatID, err)
+	}
+	return out, nil
+}
+
+// AddMessages stores messages in a tenant's chat between turns — a
+// conversation's items an application adds, the earlier history a Chat
+// Completions client brings (with its tool calls and results) — and
+// answers them stored, with their seqs; ErrBusy while a turn runs.
+func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error) {
+	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+		return nil, err
+	}
+	in := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case api.RoleUser, api.RoleAssistant, api.RoleTool:
+		default:
+			return nil, fmt.Errorf("%w: message %d has role %q; add user, assistant or tool messages", ErrInvalid, i, m.Role)
+		}
+		in[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Origin: m.Origin}
+		for _, c := range m.ToolCalls {
+			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
+		}
+	}
+	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in}, askTimeout)
+	if err != nil {
+		return nil, err
+	}
+	added, ok := res.(*session.Added)
+	if !ok {
+		return nil, fmt.Errorf("add messages: unexpected reply %T", res)
+	}
+	return wireMessages(added.Messages), nil
+}

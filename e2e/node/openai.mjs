@@ -1,0 +1,114 @@
+// Drives a running agentd with the official `openai` npm package, as an
+// application would after pointing baseURL at agentd: a Responses chain, a
+// conversation, and a Chat Completions client that re-sends its whole
+// growing history, every call streamed. It checks what the SDK itself sees
+// and prints one JSON line for the Go test (e2e TestNodeOpenAIClient), which
+// checks what the provider received.
+//
+// Environment: AGENTD_BASE_URL (…/v1), AGENTD_TOKEN, AGENTD_MODEL, TURNS.
+import OpenAI from 'openai';
+
+const turns = Number(process.env.TURNS || 20);
+const model = process.env.AGENTD_MODEL || 'fake/m';
+const client = new OpenAI({
+  baseURL: process.env.AGENTD_BASE_URL,
+  apiKey: process.env.AGENTD_TOKEN || 'no-token',
+  maxRetries: 0,
+  timeout: 120_000,
+});
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+
+// words makes a message long enough that a small window must fold.
+function words(i) {
+  return `Message ${i}: ` + Array.from({ length: 60 }, (_, k) => `word${(i * 7 + k) % 97}`).join(' ');
+}
+
+// outputText joins a response's output_text parts, as the SDK's
+// output_text does for a response it did not stream.
+function outputText(r) {
+  return r.output
+    .filter((o) => o.type === 'message')
+    .flatMap((o) => o.content)
+    .filter((c) => c.type === 'output_text')
+    .map((c) => c.text)
+    .join('');
+}
+
+// Responses: a previous_response_id chain, streamed.
+async function responses() {
+  let previous;
+  let last;
+  for (let i = 0; i < turns; i++) {
+    const stream = await client.responses.create({ model, input: words(i), previous_response_id: previous, stream: true });
+    let text = '';
+    let completed;
+    for await (const ev of stream) {
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') completed = ev.response;
+      check(ev.type !== 'response.failed' && ev.type !== 'error', `responses turn ${i}: ${JSON.stringify(ev)}`);
+    }
+    check(completed, `responses turn ${i}: no response.completed`);
+    check(text.length > 0 && outputText(completed) === text, `responses turn ${i}: streamed text ${JSON.stringify(text)} is not the response's ${JSON.stringify(outputText(completed))}`);
+    check(completed.usage && completed.usage.input_tokens > 0, `responses turn ${i}: no usage`);
+    previous = completed.id;
+    last = completed;
+  }
+  const again = await client.responses.retrieve(last.id);
+  check(again.id === last.id && again.output_text === outputText(last), 'responses.retrieve differs from the streamed response');
+  return last.id;
+}
+
+// Conversations: one made with items, then turns in it.
+async function conversations() {
+  const conv = await client.conversations.create({
+    metadata: { from: 'node' },
+    items: [{ type: 'message', role: 'user', content: 'Remember the word lantern.' }],
+  });
+  check(conv.id && conv.object === 'conversation', `conversations.create: ${JSON.stringify(conv)}`);
+  for (let i = 0; i < Math.max(2, turns / 4); i++) {
+    const stream = await client.responses.create({ model, conversation: conv.id, input: words(1000 + i), stream: true });
+    let done = false;
+    for await (const ev of stream) {
+      if (ev.type === 'response.completed') done = true;
+      check(ev.type !== 'response.failed' && ev.type !== 'error', `conversation turn ${i}: ${JSON.stringify(ev)}`);
+    }
+    check(done, `conversation turn ${i}: no response.completed`);
+  }
+  const items = await client.conversations.items.list(conv.id);
+  check(items.data.length >= 3, `conversation has ${items.data.length} items`);
+  return conv.id;
+}
+
+// Chat Completions: the client keeps the history and sends all of it.
+async function chatCompletions() {
+  const messages = [{ role: 'system', content: 'You are terse.' }];
+  const chats = new Set();
+  let usage = 0;
+  for (let i = 0; i < turns; i++) {
+    messages.push({ role: 'user', content: words(2000 + i) });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model, messages, stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    chats.add(response.headers.get('x-agentd-chat'));
+    let text = '';
+    let finish;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage.prompt_tokens;
+      for (const c of chunk.choices) {
+        text += c.delta?.content || '';
+        finish = c.finish_reason || finish;
+      }
+    }
+    check(text.length > 0 && finish === 'stop', `chat turn ${i}: text ${JSON.stringify(text)}, finish ${finish}`);
+    check(usage > 0, `chat turn ${i}: no usage chunk`);
+    messages.push({ role: 'assistant', content: text });
+  }
+  check(chats.size === 1 && !chats.has(null), `the growing history went to chats ${JSON.stringify([...chats])}, not one`);
+  return { chat: [...chats][0], messages: messages.length };
+}
+
+const out = { response: await responses(), conversation: await conversations(), chat_completions: await chatCompletions() };
+console.log(JSON.stringify(out));

@@ -1,0 +1,562 @@
+package oai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/eventbus"
+)
+
+// ChatHeader names the agentd chat of a Chat Completions request and its
+// answer: a client that sets it continues that chat whatever history it
+// sends; every answer carries it.
+const ChatHeader = "X-Agentd-Chat"
+
+// chatRequest is what agentd reads of POST /v1/chat/completions
+// (https://platform.openai.com/docs/api-reference/chat/create). Fields it
+// does not name are ignored, as sampling knobs the model's protocol may
+// lack; the ones that would change the answer's shape are refused (check).
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"`
+	ReasoningEffort     string          `json:"reasoning_effort"`
+	N                   *int            `json:"n"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Modalities []string `json:"modalities"`
+	Logprobs   bool     `json:"logprobs"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []chatToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	// Index is set in stream chunks only.
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// text reads a message's content: a string, or text parts. Pictures and
+// other parts are refused: Chat Completions carries them inline, and agentd
+// takes files as attachments (docs/openai.md).
+func (m chatMessage) text(i int) (string, error) {
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if raw[0] == '"' {
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", refuse(fmt.Sprintf("messages[%d].content", i), "messages[%d].content is neither a string nor an array of parts", i)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", refuse(fmt.Sprintf("messages[%d].content[%d].type", i, j), "messages[%d].content[%d] is a %q part; agentd reads text parts here (send files as attachments through agentd's own API)", i, j, p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// parsed is a request read into agentd's terms.
+type parsed struct {
+	instructions string
+	history      []HistoryMessage
+	tools        []api.Tool
+	settings     *api.Settings
+}
+
+// parse checks a request and splits its messages: system and developer
+// messages are the chat's instructions; the rest is the history.
+func (req *chatRequest) parse() (parsed, error) {
+	var p parsed
+	switch {
+	case req.Model == "":
+		return p, refuse("model", "model is required: \"provider/model\" as GET /v1/models lists")
+	case len(req.Messages) == 0:
+		return p, refuse("messages", "messages is empty")
+	case req.N != nil && *req.N != 1:
+		return p, refuse("n", "n is %d; agentd answers one choice", *req.N)
+	case req.ResponseFormat != nil && req.ResponseFormat.Type != "text":
+		return p, refuse("response_format", "response_format %q is not honoured: agentd does not constrain the model's output", req.ResponseFormat.Type)
+	case slices.ContainsFunc(req.Modalities, func(m string) bool { return m != "text" }):
+		return p, refuse("modalities", "agentd answers in text only")
+	case req.Logprobs:
+		return p, refuse("logprobs", "logprobs are not available through agentd")
+	}
+	noTools, err := toolChoice(req.ToolChoice)
+	if err != nil {
+		return p, err
+	}
+	var system []string
+	for i, m := range req.Messages {
+		text, err := m.text(i)
+		if err != nil {
+			return p, err
+		}
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, text)
+			continue
+		case "user", "assistant", "tool":
+		default:
+			return p, refuse(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q: use system, developer, user, assistant or tool", i, m.Role)
+		}
+		if m.Role == "tool" && m.ToolCallID == "" {
+			return p, refuse(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] is a tool result without tool_call_id", i)
+		}
+		h := HistoryMessage{Role: m.Role, Content: text, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			h.ToolCalls = append(h.ToolCalls, HistoryCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		p.history = append(p.history, h)
+	}
+	if len(p.history) == 0 {
+		return p, refuse("messages", "messages holds only system messages; send a user message")
+	}
+	p.instructions = strings.Join(system, "\n\n")
+	p.tools = []api.Tool{}
+	for i, t := range req.Tools {
+		if t.Type != "function" {
+			return p, refuse(fmt.Sprintf("tools[%d].type", i), "tools[%d] is of type %q; agentd takes function tools", i, t.Type)
+		}
+		if !noTools {
+			p.tools = append(p.tools, api.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		}
+	}
+	s, err := req.settings()
+	p.settings = s
+	return p, err
+}
+
+// settings are the request's sampling settings as agentd's chat settings.
+func (req *chatRequest) settings() (*api.Settings, error) {
+	s := api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxCompletionTokens, ReasoningEffort: req.ReasoningEffort}
+	if s.MaxOutputTokens == nil {
+		s.MaxOutputTokens = req.MaxTokens
+	}
+	if stop := bytes.TrimSpace(req.Stop); len(stop) > 0 && string(stop) != "null" {
+		var one string
+		if json.Unmarshal(stop, &one) == nil {
+			s.Stop = []string{one}
+		} else if json.Unmarshal(stop, &s.Stop) != nil {
+			return nil, refuse("stop", "stop is neither a string nor an array of strings")
+		}
+	}
+	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && s.ReasoningEffort == "" && len(s.Stop) == 0 {
+		return nil, nil
+	}
+	return &s, nil
+}
+
+// chatCompletions serves POST /v1/chat/completions: it finds the agentd
+// chat the history continues (ChatHeader, else the history's prefix),
+// stores only what is new, and answers the chat's turn as a chat
+// completion, streamed or whole.
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req chatRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p, err := req.parse()
+	if err != nil {
+		writeRefusal(w, r, err)
+		return
+	}
+	for i, m := range p.history {
+		if most := h.cfg.Limits.MaxMessageBytes; len(m.Content) > most {
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "messages", fmt.Sprintf("a message of the history (%d of %d, not counting system messages) is %d bytes; the limit is %d (limits.max_message_bytes)", i+1, len(p.history), len(m.Content), most))
+			return
+		}
+	}
+	ctx := r.Context()
+	chain := Chain(p.history)
+	chatID, known, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
+	if err != nil {
+		writeRefusal(w, r, err)
+		return
+	}
+	w.Header().Set(ChatHeader, chatID)
+	fresh := p.history[known:]
+	want := api.PatchChatRequest{Model: &req.Model, Instructions: &p.instructions, Settings: p.settings, Tools: &p.tools}
+	if _, err := h.setUp(ctx, tenant, chatID, want, resuming(fresh)); err != nil {
+		writeRefusal(w, r, err)
+		return
+	}
+	sub := h.hub.Subscribe(chatID, streamBuffer)
+	defer sub.Close()
+	turnID, err := h.send(ctx, tenant, chatID, fresh)
+	if err != nil {
+		writeRefusal(w, r, err)
+		return
+	}
+	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix()}
+	if req.Stream {
+		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	} else {
+		a.whole(w, r, sub, turnID)
+	}
+	if a.res != nil && a.answered() {
+		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], a.message()), len(p.history)+1, time.Now())
+	}
+}
+
+// findChat returns the chat a request continues and how many messages of
+// its history that chat already holds. ChatHeader names it outright (then
+// what follows the history's last answer is new, unless the history starts
+// with the chat's tip); else the longest prefix that is a chat's tip; else
+// a new chat holding everything before the history's last answer.
+func (h *Handler) findChat(ctx context.Context, tenant, named, model string, chain []Digest, p parsed) (string, int, error) {
+	matched, known, ok := h.histories.Match(tenant, chain, time.Now())
+	if named != "" {
+		if _, err := h.hub.Chat(ctx, tenant, named); err != nil {
+			return "", 0, fmt.Errorf("%s %q: %w", ChatHeader, named, err)
+		}
+		if ok && matched == named {
+			return named, known, nil
+		}
+		return named, afterLastAnswer(p.history), nil
+	}
+	if ok {
+		if _, err := h.hub.Chat(ctx, tenant, matched); err == nil {
+			return matched, known, nil
+		}
+		h.histories.Forget(matched) // deleted since
+	}
+	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings})
+	if err != nil {
+		return "", 0, err
+	}
+	earlier := afterLastAnswer(p.history)
+	if earlier > 0 {
+		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
+			return "", 0, err
+		}
+	}
+	return c.ID, earlier, nil
+}
+
+// afterLastAnswer is the index after a history's last assistant message:
+// what a client adds to an answer it got is new.
+func afterLastAnswer(hist []HistoryMessage) int {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Role == "assistant" {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func wireHistory(hist []HistoryMessage) []api.Message {
+	out := make([]api.Message, len(hist))
+	for i, m := range hist {
+		out[i] = api.Message{Role: api.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, api.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+	}
+	return out
+}
+
+// resuming reports whether what is new is tool results alone: they answer
+// the chat's paused turn.
+func resuming(fresh []HistoryMessage) bool {
+	return len(fresh) > 0 && !slices.ContainsFunc(fresh, func(m HistoryMessage) bool { return m.Role != "tool" })
+}
+
+// send stores what is new and starts its turn: tool results answer the
+// paused turn; else the last message must be the person's, and what comes
+// before it in fresh is stored as it is, then the turn answers it.
+func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []HistoryMessage) (string, error) {
+	if len(fresh) == 0 {
+		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
+	}
+	if resuming(fresh) {
+		results := make([]api.ToolResult, len(fresh))
+		for i, m := range fresh {
+			results[i] = api.ToolResult{CallID: m.ToolCallID, Output: m.Content}
+		}
+		return h.hub.SubmitToolResults(ctx, tenant, chatID, api.ToolResultsRequest{Results: results})
+	}
+	last := fresh[len(fresh)-1]
+	if last.Role != "user" {
+		return "", refuse("messages", "the history's last message is a %s message after messages agentd has not answered; end it with a user message, or send tool results alone", last.Role)
+	}
+	if strings.TrimSpace(last.Content) == "" {
+		return "", refuse("messages", "the last user message is empty")
+	}
+	if len(fresh) > 1 {
+		if _, err := h.hub.AddMessages(ctx, tenant, chatID, wireHistory(fresh[:len(fresh)-1])); err != nil {
+			return "", err
+		}
+	}
+	return h.hub.Submit(ctx, tenant, chatID, api.SendMessageRequest{Content: last.Content})
+}
+
+// answer is one turn told as a chat completion.
+type answer struct {
+	id, model string
+	created   int64
+	// text is what the client was told the assistant said.
+	text strings.Builder
+	res  *api.TurnResult
+}
+
+// answered reports whether the turn gave the client an answer to keep in
+// its history: text or calls to run.
+func (a *answer) answered() bool { return a.text.Len() > 0 || len(a.res.ToolCalls) > 0 }
+
+// message is the assistant message the client keeps, as the history hash
+// reads it.
+func (a *answer) message() HistoryMessage {
+	m := HistoryMessage{Role: "assistant", Content: a.text.String()}
+	for _, c := range a.res.ToolCalls {
+		m.ToolCalls = append(m.ToolCalls, HistoryCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return m
+}
+
+func (a *answer) finish() string {
+	switch {
+	case a.res.Status == "requires_action":
+		return "tool_calls"
+	case a.res.Problem != nil && a.res.Problem.Kind == "answer-too-large":
+		return "length"
+	}
+	return "stop"
+}
+
+func (a *answer) toolCalls(indexed bool) []chatToolCall {
+	var out []chatToolCall
+	for i, c := range a.res.ToolCalls {
+		tc := chatToolCall{ID: c.ID, Type: "function", Function: chatFunction{Name: c.Name, Arguments: c.Arguments}}
+		if indexed {
+			tc.Index = &i
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (a *answer) usage() chatUsage {
+	u := chatUsage{PromptTokens: a.res.Usage.InputTokens, CompletionTokens: a.res.Usage.OutputTokens,
+		TotalTokens: a.res.Usage.InputTokens + a.res.Usage.OutputTokens}
+	u.PromptTokensDetails.CachedTokens = a.res.Usage.CachedTokens
+	return u
+}
+
+// failure is the error a turn that ended with nothing to show answers.
+func (a *answer) failure() (int, string, string) {
+	p := a.res.Problem
+	if p == nil {
+		return http.StatusBadGateway, "provider_error", "the turn ended without an answer"
+	}
+	msg := p.Message
+	if p.NextStep != nil {
+		if b, err := json.Marshal(p.NextStep); err == nil {
+			msg += " (agentd's next step: " + string(b) + ")"
+		}
+	}
+	switch p.Kind {
+	case api.ProblemTooLong:
+		return http.StatusBadRequest, "context_length_exceeded", msg
+	case api.ProblemTimeout, api.ProblemToolResults:
+		return http.StatusGatewayTimeout, "timeout", msg
+	case api.ProblemShutdown:
+		return http.StatusServiceUnavailable, "unavailable", msg
+	}
+	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), msg
+}
+
+// whole waits for the turn to complete or pause and answers it in one
+// chat.completion object. Its text is the assistant messages stored while
+// this request waited (a resumed turn's result also lists the ones its
+// client was answered before the pause).
+func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
+	for a.res == nil {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				WriteError(w, http.StatusGatewayTimeout, "timeout", "", "this request fell behind its turn's events; the turn goes on: read it from the chat's transcript ("+ChatHeader+")")
+				return
+			}
+			if m, ok := ev.Data.(api.Message); ok && ev.TurnID == turnID && ev.Type == api.EventMessage && m.Role == api.RoleAssistant {
+				a.text.WriteString(m.Content)
+			}
+			a.take(ev, turnID)
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if !a.answered() {
+		status, code, msg := a.failure()
+		WriteError(w, status, code, "", msg)
+		return
+	}
+	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
+	if calls := a.toolCalls(false); len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": a.id, "object": "chat.completion", "created": a.created, "model": a.model,
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": a.finish(), "logprobs": nil}},
+		"usage":   a.usage(),
+	})
+}
+
+// take reads one event of the turn; it sets res when the turn ends its step.
+func (a *answer) take(ev eventbus.Event, turnID string) {
+	if ev.TurnID != turnID {
+		return
+	}
+	if ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction {
+		if res, ok := ev.Data.(api.TurnResult); ok {
+			a.res = &res
+		}
+	}
+}
+
+// stream answers the turn as chat.completion.chunk events: the text as it
+// comes, the client's tool calls when the turn pauses for them, the finish
+// reason, the usage chunk when asked, then [DONE].
+func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool) {
+	out, err := startStream(w)
+	if err != nil {
+		return
+	}
+	defer func() { _ = out.rc.SetWriteDeadline(time.Time{}) }()
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
+	}
+	out.data(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	// round is what the deltas told of the assistant message being written.
+	var round strings.Builder
+	say := func(s string) {
+		if s != "" {
+			round.WriteString(s)
+			a.text.WriteString(s)
+			out.data(chunk(map[string]any{"content": s}, nil))
+		}
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for a.res == nil && !out.gone {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				out.data(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
+				return
+			}
+			switch {
+			case ev.TurnID != turnID:
+			case ev.Type == api.EventMessageDelta:
+				if d, ok := ev.Data.(map[string]string); ok {
+					say(d["text"])
+				}
+			case ev.Type == api.EventMessage:
+				// The stored message is whole: tell what a dropped delta missed.
+				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant {
+					if rest, ok := strings.CutPrefix(m.Content, round.String()); ok {
+						say(rest)
+					}
+					round.Reset()
+				}
+			default:
+				a.take(ev, turnID)
+			}
+		case <-keepalive.C:
+			out.write(": keepalive\n\n")
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if a.res == nil {
+		return
+	}
+	if !a.answered() {
+		status, code, msg := a.failure()
+		typ := typeInvalidRequest
+		if status >= 500 {
+			typ = typeServer
+		}
+		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
+		return
+	}
+	if calls := a.toolCalls(true); len(calls) > 0 {
+		out.data(chunk(map[string]any{"tool_calls": calls}, nil))
+	}
+	out.data(chunk(map[string]any{}, a.finish()))
+	if withUsage {
+		out.data(map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model, "choices": []any{}, "usage": a.usage()})
+	}
+	out.write("data: [DONE]\n\n")
+}
+
+// data writes one Chat Completions event: a data line, no event name.
+func (s *stream) data(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.gone = true
+		return
+	}
+	s.write("data: " + string(b) + "\n\n")
+}

@@ -1,0 +1,296 @@
+package oai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
+)
+
+// A conversation is an agentd chat: its id is conv_ + the chat's, its
+// items are the chat's transcript, and its metadata a chat record.
+const (
+	kindConversation = "conversation"
+	conversationMeta = "meta"
+)
+
+// conversationRecord is what a conversation keeps beside its chat.
+type conversationRecord struct {
+	CreatedAt int64             `json:"created_at"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+type conversation struct {
+	ID        string            `json:"id"`
+	Object    string            `json:"object"` // "conversation"
+	CreatedAt int64             `json:"created_at"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+// maxItemsAtOnce is how many items one request may add, as on OpenAI.
+const maxItemsAtOnce = 20
+
+type conversationRequest struct {
+	Items    []inputItem       `json:"items"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (h *Handler) conversationRoutes() []Route {
+	return []Route{
+		{"POST /v1/conversations", h.createConversation},
+		{"GET /v1/conversations/{id}", h.getConversation},
+		{"POST /v1/conversations/{id}", h.updateConversation},
+		{"DELETE /v1/conversations/{id}", h.deleteConversation},
+		{"GET /v1/conversations/{id}/items", h.listItems},
+		{"POST /v1/conversations/{id}/items", h.addItems},
+		{"GET /v1/conversations/{id}/items/{item_id}", h.getItem},
+		{"DELETE /v1/conversations/{id}/items/{item_id}", h.deleteItem},
+	}
+}
+
+// messagesOf reads a conversation's new items: messages of the user or
+// the assistant, in text.
+func messagesOf(its []inputItem) ([]api.Message, error) {
+	if len(its) > maxItemsAtOnce {
+		return nil, refuse("items", "%d items: add at most %d at a time", len(its), maxItemsAtOnce)
+	}
+	out := make([]api.Message, 0, len(its))
+	for i, it := range its {
+		param := fmt.Sprintf("items[%d]", i)
+		if it.Type != itemMessage && !(it.Type == "" && it.Role != "") {
+			return nil, refuse(param+".type", "item type %q: agentd adds message items to a conversation (function calls come from its responses)", it.Type)
+		}
+		if it.Role != "user" && it.Role != "assistant" {
+			return nil, refuse(param+".role", "role %q: add user or assistant messages (instructions go with each response)", it.Role)
+		}
+		ps, err := parts(it.Content, param+".content")
+		if err != nil {
+			return nil, err
+		}
+		var text []string
+		for _, p := range ps {
+			if p.Type == "input_image" {
+				return nil, refuse(param+".content", "images are added with a response's input, not as conversation items")
+			}
+			text = append(text, p.Text)
+		}
+		out = append(out, api.Message{Role: api.Role(it.Role), Content: strings.Join(text, "\n\n")})
+	}
+	return out, nil
+}
+
+func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req conversationRequest
+	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	msgs, err := messagesOf(req.Items)
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{})
+	if err != nil {
+		WriteHubError(w, r, err)
+		return
+	}
+	rec := conversationRecord{CreatedAt: unix(), Metadata: req.Metadata}
+	err = h.hub.PutChatRecord(ctx, tenant, c.ID, kindConversation, conversationMeta, rec)
+	if err == nil && len(msgs) > 0 {
+		_, err = h.hub.AddMessages(ctx, tenant, c.ID, msgs)
+	}
+	if err != nil {
+		// All or nothing: a conversation whose items were not stored goes.
+		_ = h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, c.ID)
+		WriteHubError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(c.ID, rec))
+}
+
+func wireConversation(chatID string, rec conversationRecord) conversation {
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	return conversation{ID: conversationID(chatID), Object: "conversation", CreatedAt: rec.CreatedAt, Metadata: rec.Metadata}
+}
+
+// conversationOfPath resolves the path's conversation inside tenant and
+// reads its record (a chat made by a response has none: its created_at is
+// the chat's).
+func (h *Handler) conversationOfPath(ctx context.Context, tenant, id string) (string, conversationRecord, error) {
+	var rec conversationRecord
+	chatID, ok := chatOfConversation(id)
+	if !ok {
+		return "", rec, notFound("", fmt.Sprintf("Conversation with id '%s' not found.", clip(id, 100)))
+	}
+	c, err := h.hub.Chat(ctx, tenant, chatID)
+	if errors.Is(err, hub.ErrNotFound) {
+		return "", rec, notFound("", fmt.Sprintf("Conversation with id '%s' not found.", clip(id, 100)))
+	}
+	if err != nil {
+		return "", rec, err
+	}
+	err = h.hub.ChatRecord(ctx, tenant, chatID, kindConversation, conversationMeta, &rec)
+	if errors.Is(err, hub.ErrNotFound) {
+		rec, err = conversationRecord{CreatedAt: c.CreatedAt.Unix()}, nil
+	}
+	return chatID, rec, err
+}
+
+func (h *Handler) getConversation(w http.ResponseWriter, r *http.Request, tenant string) {
+	chatID, rec, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(chatID, rec))
+}
+
+// updateConversation replaces the conversation's metadata.
+func (h *Handler) updateConversation(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	chatID, rec, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	if err == nil {
+		rec.Metadata = req.Metadata
+		err = h.hub.PutChatRecord(r.Context(), tenant, chatID, kindConversation, conversationMeta, rec)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(chatID, rec))
+}
+
+// deleteConversation deletes its chat and everything stored under it.
+func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	chatID, _, err := h.conversationOfPath(r.Context(), tenant, id)
+	if err == nil {
+		err = h.hub.DeleteChat(r.Context(), tenant, chatID)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
+}
+
+// conversationItems are the chat's transcript as items: its messages,
+// each assistant message's tool calls as function_calls, and tool results
+// as function_call_outputs, with ids that name their seq.
+func (h *Handler) conversationItems(ctx context.Context, tenant, chatID string) ([]item, error) {
+	msgs, err := h.hub.Transcript(ctx, tenant, chatID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	return transcriptItems(msgs), nil
+}
+
+func transcriptItems(msgs []api.Message) []item {
+	out := []item{}
+	for _, m := range msgs {
+		seq := strconv.FormatInt(m.Seq, 10)
+		switch m.Role {
+		case api.RoleUser:
+			ps := []part{{Type: "input_text", Text: m.Content}}
+			out = append(out, item{Type: itemMessage, ID: "msg_" + seq, Status: statusCompleted, Role: "user", Content: &ps})
+		case api.RoleAssistant:
+			if m.Content != "" {
+				out = append(out, messageItem("msg_"+seq, statusCompleted, outputText(m.Content)))
+			}
+			for i, c := range m.ToolCalls {
+				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
+		case api.RoleTool:
+			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: m.Content})
+		}
+	}
+	return out
+}
+
+func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant string) {
+	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	var its []item
+	if err == nil {
+		its, err = h.conversationItems(r.Context(), tenant, chatID)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeList(w, r, its)
+}
+
+// addItems stores new messages in the conversation between its responses.
+func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req struct {
+		Items []inputItem `json:"items"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	msgs, err := messagesOf(req.Items)
+	if err == nil && len(msgs) == 0 {
+		err = refuse("items", "items is empty: send the messages to add")
+	}
+	chatID := ""
+	if err == nil {
+		chatID, _, err = h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	}
+	var stored []api.Message
+	if err == nil {
+		stored, err = h.hub.AddMessages(r.Context(), tenant, chatID, msgs)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	its := transcriptItems(stored)
+	page := map[string]any{"object": "list", "data": its, "has_more": false, "first_id": nil, "last_id": nil}
+	if len(its) > 0 {
+		page["first_id"], page["last_id"] = its[0].ID, its[len(its)-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) getItem(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("item_id")
+	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	var its []item
+	if err == nil {
+		its, err = h.conversationItems(r.Context(), tenant, chatID)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(its, func(it item) bool { return it.ID == id })
+	if i < 0 {
+		WriteError(w, http.StatusNotFound, "", "", fmt.Sprintf("Item with id '%s' not found.", clip(id, 100)))
+		return
+	}
+	writeJSON(w, http.StatusOK, its[i])
+}
+
+// deleteItem is refused: agentd keeps a chat's log whole, since its
+// summary, memories and healing are built from it.
+func (h *Handler) deleteItem(w http.ResponseWriter, r *http.Request, tenant string) {
+	if _, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id")); err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	WriteError(w, http.StatusBadRequest, "unsupported", "item_id", "deleting a conversation item is not supported by agentd: it keeps a chat's log whole (its summary and memories are built from it); delete the conversation instead")
+}

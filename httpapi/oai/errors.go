@@ -1,0 +1,102 @@
+package oai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/actors/hub"
+)
+
+// Error types OpenAI's API answers.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeRateLimit      = "requests"
+	typeServer         = "server_error"
+)
+
+// apiError is OpenAI's error object; an empty param or code is sent as
+// null, as OpenAI does.
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// WriteError answers {"error": {"message", "type", "param", "code"}} with
+// status; the type follows from the status as on OpenAI's API. param names
+// the request field at fault, code is a stable word ("" for neither).
+func WriteError(w http.ResponseWriter, status int, code, param, msg string) {
+	typ := typeInvalidRequest
+	switch {
+	case status == http.StatusTooManyRequests:
+		typ = typeRateLimit
+	case status >= 500:
+		typ = typeServer
+	}
+	writeJSON(w, status, struct {
+		Error apiError `json:"error"`
+	}{apiError{Message: msg, Type: typ, Param: nullable(param), Code: nullable(code)}})
+}
+
+// nativeCodes maps the native API's error kinds to the codes OpenAI sends
+// for the same failure; other kinds are sent as they are.
+var nativeCodes = map[string]string{
+	"unauthorized": "invalid_api_key",
+	"rate_limited": "rate_limit_exceeded",
+	"bad_request":  "",
+	"not_found":    "",
+}
+
+// WriteNativeError writes an error the shared front of httpapi (auth,
+// limits, body bounds) words with a native kind, in OpenAI's shape.
+func WriteNativeError(w http.ResponseWriter, status int, kind, msg string) {
+	code, ok := nativeCodes[kind]
+	if !ok {
+		code = kind
+	}
+	WriteError(w, status, code, "", msg)
+}
+
+// WriteHubError maps the hub's errors to statuses in OpenAI's shape; an
+// error the hub does not name is logged with the request's id and answered
+// as a bare 500 naming that id, so nothing internal reaches the client.
+func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, hub.ErrNotFound):
+		WriteError(w, http.StatusNotFound, "", "", err.Error())
+	case errors.Is(err, hub.ErrInvalid):
+		WriteError(w, http.StatusBadRequest, "", "", err.Error())
+	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusTooManyRequests, "busy", "", err.Error())
+	case errors.Is(err, hub.ErrLimit):
+		WriteError(w, http.StatusTooManyRequests, "limit", "", err.Error())
+	case errors.Is(err, hub.ErrNotPaused):
+		WriteError(w, http.StatusConflict, "conflict", "", err.Error())
+	case errors.Is(err, hub.ErrStopping):
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
+	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		WriteError(w, http.StatusGatewayTimeout, "timeout", "", err.Error())
+	default:
+		zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("internal error answered 500")
+		WriteError(w, http.StatusInternalServerError, "internal", "", "internal error; the operator's log has it under request id "+w.Header().Get("X-Request-Id"))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

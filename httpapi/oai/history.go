@@ -1,0 +1,175 @@
+package oai
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+	"time"
+)
+
+// How long and how many histories Chat Completions recognises (docs/openai.md):
+// one tip per chat, the newest historyTips of each tenant, each for
+// historyIdle after it was last answered or matched. A history past either
+// bound is unknown: it starts a new chat holding what the client sent.
+const (
+	historyTips = 10_000
+	historyIdle = 7 * 24 * time.Hour
+)
+
+// HistoryMessage is one message of a Chat Completions history as the
+// rolling hash reads it: the client's view, never agentd's stored log (a
+// turn agentd ran with its own tools is one assistant message to the
+// client). System and developer messages are not in it: they are the chat's
+// instructions, which a client may change without changing the chat.
+type HistoryMessage struct {
+	Role       string
+	Content    string
+	ToolCalls  []HistoryCall
+	ToolCallID string
+}
+
+// HistoryCall is one tool call of an assistant message.
+type HistoryCall struct{ ID, Name, Arguments string }
+
+// Digest is the rolling hash of a history's first n messages.
+type Digest [sha256.Size]byte
+
+// Chain returns the digest of every prefix of msgs: out[0] is the empty
+// history's, out[i] that of msgs[:i]. Each step hashes the previous digest
+// and the message, every field length-prefixed, so no two histories share
+// a digest by moving bytes between fields or messages.
+func Chain(msgs []HistoryMessage) []Digest {
+	out := make([]Digest, len(msgs)+1)
+	for i, m := range msgs {
+		out[i+1] = Step(out[i], m)
+	}
+	return out
+}
+
+// Step extends the digest d of a history by m.
+func Step(d Digest, m HistoryMessage) Digest {
+	h := sha256.New()
+	h.Write(d[:])
+	field := func(s string) {
+		var n [binary.MaxVarintLen64]byte
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	field(m.Role)
+	field(m.Content)
+	field(m.ToolCallID)
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(m.ToolCalls)))])
+	for _, c := range m.ToolCalls {
+		field(c.ID)
+		field(c.Name)
+		field(c.Arguments)
+	}
+	var out Digest
+	h.Sum(out[:0])
+	return out
+}
+
+// Histories recognises the histories agentd answered, per tenant: each
+// chat's tip is the digest of the history as its client will re-send it
+// (what it sent plus the answer it got). A request whose history starts
+// with a tip continues that chat. Only tips are kept, so a history that
+// branches from an older point of a chat (an edited or regenerated
+// message) is unknown and starts a new chat rather than grafting onto the
+// wrong one. Safe for concurrent use; no I/O, the caller gives the time.
+type Histories struct {
+	mu      sync.Mutex
+	most    int
+	idle    time.Duration
+	tips    map[tipKey]*list.Element
+	byChat  map[string]*list.Element
+	tenants map[string]*list.List // each tenant's tips, least recently used first
+}
+
+type tipKey struct {
+	tenant string
+	digest Digest
+}
+
+type tip struct {
+	key    tipKey
+	chatID string
+	n      int // messages in the history
+	at     time.Time
+}
+
+// NewHistories keeps at most most tips per tenant, each for idle after its
+// last use.
+func NewHistories(most int, idle time.Duration) *Histories {
+	return &Histories{most: most, idle: idle, tips: map[tipKey]*list.Element{}, byChat: map[string]*list.Element{}, tenants: map[string]*list.List{}}
+}
+
+// Match finds the longest prefix of a history (its Chain) that is a
+// tenant's chat's tip, and returns that chat and how many messages of the
+// history it already holds. A history that is exactly a tip matches too
+// (known == len(chain)-1): nothing in it is new.
+func (h *Histories) Match(tenant string, chain []Digest, now time.Time) (chatID string, known int, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(chain) - 1; i > 0; i-- {
+		e, found := h.tips[tipKey{tenant, chain[i]}]
+		if !found {
+			continue
+		}
+		t := e.Value.(*tip)
+		if now.Sub(t.at) > h.idle {
+			h.remove(e)
+			continue
+		}
+		t.at = now
+		h.tenants[tenant].MoveToBack(e)
+		return t.chatID, t.n, true
+	}
+	return "", 0, false
+}
+
+// Remember makes d, the digest of a history of n messages, chatID's tip,
+// replacing its previous one. The tenant's least recently used tips past
+// the bound, and any tip idle too long, are forgotten.
+func (h *Histories) Remember(tenant, chatID string, d Digest, n int, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.byChat[chatID]; ok {
+		h.remove(e)
+	}
+	if e, ok := h.tips[tipKey{tenant, d}]; ok { // another chat with the very same history: the newest answer wins
+		h.remove(e)
+	}
+	l := h.tenants[tenant]
+	if l == nil {
+		l = list.New()
+		h.tenants[tenant] = l
+	}
+	e := l.PushBack(&tip{key: tipKey{tenant, d}, chatID: chatID, n: n, at: now})
+	h.tips[tipKey{tenant, d}] = e
+	h.byChat[chatID] = e
+	for front := l.Front(); front != nil && (l.Len() > h.most || now.Sub(front.Value.(*tip).at) > h.idle); front = l.Front() {
+		h.remove(front)
+	}
+}
+
+// Forget drops a chat's tip (the chat is gone).
+func (h *Histories) Forget(chatID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.byChat[chatID]; ok {
+		h.remove(e)
+	}
+}
+
+func (h *Histories) remove(e *list.Element) {
+	t := e.Value.(*tip)
+	l := h.tenants[t.key.tenant]
+	l.Remove(e)
+	if l.Len() == 0 {
+		delete(h.tenants, t.key.tenant)
+	}
+	delete(h.tips, t.key)
+	delete(h.byChat, t.chatID)
+}

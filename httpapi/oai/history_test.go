@@ -1,0 +1,165 @@
+package oai
+
+import (
+	"testing"
+	"time"
+)
+
+func user(s string) HistoryMessage      { return HistoryMessage{Role: "user", Content: s} }
+func assistant(s string) HistoryMessage { return HistoryMessage{Role: "assistant", Content: s} }
+
+func TestStepSeparatesFields(t *testing.T) {
+	var zero Digest
+	pairs := []struct {
+		name string
+		a, b HistoryMessage
+	}{
+		{"bytes moved from role to content", HistoryMessage{Role: "user", Content: "x"}, HistoryMessage{Role: "use", Content: "rx"}},
+		{"content vs tool call id", HistoryMessage{Role: "tool", Content: "ab"}, HistoryMessage{Role: "tool", Content: "a", ToolCallID: "b"}},
+		{"call name vs arguments", HistoryMessage{Role: "assistant", ToolCalls: []HistoryCall{{ID: "1", Name: "ab", Arguments: "c"}}},
+			HistoryMessage{Role: "assistant", ToolCalls: []HistoryCall{{ID: "1", Name: "a", Arguments: "bc"}}}},
+		{"one call vs none", HistoryMessage{Role: "assistant", ToolCalls: []HistoryCall{{}}}, HistoryMessage{Role: "assistant"}},
+		{"other role", user("hi"), assistant("hi")},
+	}
+	for _, p := range pairs {
+		if Step(zero, p.a) == Step(zero, p.b) {
+			t.Errorf("%s: same digest", p.name)
+		}
+	}
+	if Step(zero, user("hi")) != Step(zero, user("hi")) {
+		t.Error("the same message hashed twice differs")
+	}
+}
+
+func TestChainIsRolling(t *testing.T) {
+	h := []HistoryMessage{user("a"), assistant("b"), user("c")}
+	c := Chain(h)
+	if len(c) != 4 || c[0] != (Digest{}) {
+		t.Fatalf("chain of 3 has %d digests, first %x", len(c), c[0])
+	}
+	for i, m := range h {
+		if Step(c[i], m) != c[i+1] {
+			t.Errorf("digest %d is not the step of the one before", i+1)
+		}
+	}
+	// Splitting one message into two, or reordering, changes the digest.
+	if Chain([]HistoryMessage{user("ab")})[1] == Chain([]HistoryMessage{user("a"), user("b")})[2] {
+		t.Error("one message and two share a digest")
+	}
+	if Chain([]HistoryMessage{user("a"), user("b")})[2] == Chain([]HistoryMessage{user("b"), user("a")})[2] {
+		t.Error("order does not count")
+	}
+}
+
+func TestHistoriesMatch(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	first := []HistoryMessage{user("hello"), assistant("hi there")}
+	second := append(append([]HistoryMessage{}, first...), user("and now?"), assistant("this"))
+	type want struct {
+		chat  string
+		known int
+		ok    bool
+	}
+	cases := []struct {
+		name    string
+		setup   func(h *Histories)
+		tenant  string
+		history []HistoryMessage
+		at      time.Time
+		want    want
+	}{
+		{"unknown history", func(h *Histories) {}, "t", append(first, user("x")), t0, want{}},
+		{"one message appended continues the chat",
+			func(h *Histories) { h.Remember("t", "c1", Chain(first)[2], 2, t0) },
+			"t", append(first[:2:2], user("next")), t0, want{"c1", 2, true}},
+		{"several appended: the known part is the tip",
+			func(h *Histories) { h.Remember("t", "c1", Chain(first)[2], 2, t0) },
+			"t", append(first[:2:2], user("a"), user("b")), t0, want{"c1", 2, true}},
+		{"exactly the tip: nothing new",
+			func(h *Histories) { h.Remember("t", "c1", Chain(first)[2], 2, t0) },
+			"t", first, t0, want{"c1", 2, true}},
+		{"another tenant's history is unknown",
+			func(h *Histories) { h.Remember("other", "c1", Chain(first)[2], 2, t0) },
+			"t", append(first[:2:2], user("next")), t0, want{}},
+		{"a branch from an older point is unknown once the chat moved on",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.Remember("t", "c1", Chain(second)[4], 4, t0)
+			},
+			"t", append(first[:2:2], user("edited")), t0, want{}},
+		{"the newest tip continues",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.Remember("t", "c1", Chain(second)[4], 4, t0)
+			},
+			"t", append(second[:4:4], user("more")), t0, want{"c1", 4, true}},
+		{"the longest known prefix wins",
+			func(h *Histories) {
+				h.Remember("t", "short", Chain(first)[2], 2, t0)
+				h.Remember("t", "long", Chain(second)[4], 4, t0)
+			},
+			"t", append(second[:4:4], user("more")), t0, want{"long", 4, true}},
+		{"a changed old message is another history",
+			func(h *Histories) { h.Remember("t", "c1", Chain(second)[4], 4, t0) },
+			"t", []HistoryMessage{user("HELLO"), assistant("hi there"), user("and now?"), assistant("this"), user("x")}, t0, want{}},
+		{"idle past the bound is forgotten",
+			func(h *Histories) { h.Remember("t", "c1", Chain(first)[2], 2, t0) },
+			"t", append(first[:2:2], user("next")), t0.Add(historyIdle + time.Second), want{}},
+		{"just inside the idle bound is kept",
+			func(h *Histories) { h.Remember("t", "c1", Chain(first)[2], 2, t0) },
+			"t", append(first[:2:2], user("next")), t0.Add(historyIdle), want{"c1", 2, true}},
+		{"the same history answered in two chats: the newest wins",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.Remember("t", "c2", Chain(first)[2], 2, t0)
+			},
+			"t", append(first[:2:2], user("next")), t0, want{"c2", 2, true}},
+		{"a forgotten chat is unknown",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.Forget("c1")
+			},
+			"t", append(first[:2:2], user("next")), t0, want{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := NewHistories(historyTips, historyIdle)
+			c.setup(h)
+			chat, known, ok := h.Match(c.tenant, Chain(c.history), c.at)
+			if (want{chat, known, ok}) != c.want {
+				t.Errorf("Match = %q %d %v, want %q %d %v", chat, known, ok, c.want.chat, c.want.known, c.want.ok)
+			}
+		})
+	}
+}
+
+func TestHistoriesBoundPerTenant(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := NewHistories(3, time.Hour)
+	hist := func(i int) []HistoryMessage { return []HistoryMessage{user(string(rune('a' + i))), assistant("ok")} }
+	for i := range 4 {
+		h.Remember("t", string(rune('A'+i)), Chain(hist(i))[2], 2, t0.Add(time.Duration(i)*time.Second))
+	}
+	h.Remember("other", "Z", Chain(hist(9))[2], 2, t0)
+	if _, _, ok := h.Match("t", Chain(hist(0)), t0.Add(5*time.Second)); ok {
+		t.Error("the least recently used tip past the bound is still kept")
+	}
+	for i := 1; i < 4; i++ {
+		if c, _, ok := h.Match("t", Chain(hist(i)), t0.Add(5*time.Second)); !ok || c != string(rune('A'+i)) {
+			t.Errorf("tip %d: %q %v", i, c, ok)
+		}
+	}
+	if c, _, ok := h.Match("other", Chain(hist(9)), t0.Add(5*time.Second)); !ok || c != "Z" {
+		t.Errorf("another tenant's tip went with this tenant's bound: %q %v", c, ok)
+	}
+	// A match counts as a use: B, used last, outlives C and D.
+	h.Match("t", Chain(hist(1)), t0.Add(6*time.Second))
+	h.Remember("t", "E", Chain(hist(4))[2], 2, t0.Add(7*time.Second))
+	h.Remember("t", "F", Chain(hist(5))[2], 2, t0.Add(8*time.Second))
+	if c, _, ok := h.Match("t", Chain(hist(1)), t0.Add(9*time.Second)); !ok || c != "B" {
+		t.Errorf("the recently matched tip was evicted: %q %v", c, ok)
+	}
+	if _, _, ok := h.Match("t", Chain(hist(2)), t0.Add(9*time.Second)); ok {
+		t.Error("C, least recently used, is still kept")
+	}
+}

@@ -1,0 +1,59 @@
+package oai_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// TestModelsList: the SDK lists agentd's models with the tenant's token,
+// each carrying agentd's window; agentd's own client reads the same body;
+// a wrong token is a 401 in OpenAI's shape, which both clients read.
+func TestModelsList(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 8192})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 8192), map[string]string{"tok-a": "a"})
+	ctx := context.Background()
+
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(0))
+	page, err := sdk.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 1 || page.Data[0].ID != "fake/m" || page.Data[0].OwnedBy != "fake" || page.Data[0].Object != "model" {
+		t.Fatalf("SDK list: %+v", page.Data)
+	}
+	if w := page.Data[0].JSON.ExtraFields["window"].Raw(); w != "8192" {
+		t.Fatalf("window alongside: %q, want 8192", w)
+	}
+
+	native := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	ms, err := native.Models(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms.Models) != 1 || ms.Models[0].ID != "fake/m" || ms.Models[0].Window != 8192 {
+		t.Fatalf("native list: %+v", ms)
+	}
+
+	bad := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("wrong"), option.WithMaxRetries(0))
+	_, err = bad.Models.List(ctx)
+	var aerr *openai.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusUnauthorized || aerr.Code != "invalid_api_key" ||
+		aerr.Type != "invalid_request_error" || aerr.Message == "" {
+		t.Fatalf("wrong token: %v (%+v)", err, aerr)
+	}
+	_, err = (&api.Client{BaseURL: d.Server.URL, Token: "wrong"}).Models(ctx)
+	var nerr *api.Error
+	if !errors.As(err, &nerr) || nerr.Status != http.StatusUnauthorized || nerr.Kind != "invalid_api_key" || nerr.Message != aerr.Message {
+		t.Fatalf("native client on a wrong token: %v", err)
+	}
+}

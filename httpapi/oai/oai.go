@@ -1,0 +1,92 @@
+// Package oai is agentd's OpenAI-compatible HTTP surface: Responses,
+// Conversations, Chat Completions and the models list, as OpenAI's API
+// reference describes them, for the official SDKs and the tools built on
+// them (docs/openai.md). A response is a turn of an agentd chat, a chain
+// of previous_response_ids is one chat, and a conversation is a chat: this
+// package translates, the hub does the work. httpapi mounts its routes
+// behind the native API's authentication (the same tenant tokens), and
+// every error here is in OpenAI's shape (WriteError).
+package oai
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/eventbus"
+)
+
+// Hub is what this surface needs of the daemon; httpapi's Hub embeds it.
+// Every method resolves ids inside tenant, and its errors are the hub's
+// sentinels (WriteHubError maps them).
+type Hub interface {
+	Models() api.Models
+	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
+	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
+	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	DeleteChat(ctx context.Context, tenant, id string) error
+	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	// Submit and SubmitToolResults return the turn's id once what they
+	// carry is durable; Subscribe before calling them to miss no event.
+	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
+	Subscribe(chatID string, buf int) *eventbus.Sub
+	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
+	// AddMessages stores messages between turns (a conversation's items).
+	AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error)
+	// Chat records are what this surface keeps about a chat (its
+	// responses, a conversation's metadata), deleted with it.
+	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
+	DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error
+}
+
+// Handler serves the OpenAI-compatible routes.
+type Handler struct {
+	hub Hub
+	cfg configs.Config
+	log zerolog.Logger
+	// histories recognises the Chat Completions histories agentd answered.
+	histories *Histories
+}
+
+// New builds the surface over h.
+func New(h Hub, cfg configs.Config, log zerolog.Logger) *Handler {
+	return &Handler{hub: h, cfg: cfg, log: log.With().Str("component", "oai").Logger(), histories: NewHistories(historyTips, historyIdle)}
+}
+
+// Route is one route of the surface: a ServeMux pattern and its handler,
+// called with the caller's tenant once httpapi has authenticated it.
+type Route struct {
+	Pattern string
+	Handle  func(w http.ResponseWriter, r *http.Request, tenant string)
+}
+
+// Routes lists every route the surface serves, for httpapi to mount.
+func (h *Handler) Routes() []Route {
+	return append([]Route{
+		{"GET /v1/models", h.models},
+		{"POST /v1/responses", h.createResponse},
+		{"GET /v1/responses/{id}", h.getResponse},
+		{"DELETE /v1/responses/{id}", h.deleteResponse},
+		{"GET /v1/responses/{id}/input_items", h.inputItems},
+	}, h.conversationRoutes()...)
+}
+
+// HistoryRoutes lists the routes whose client re-sends the whole history
+// every time: httpapi bounds their bodies with limits.max_history_bytes
+// rather than limits.max_body_bytes.
+func (h *Handler) HistoryRoutes() []Route {
+	return []Route{{"POST /v1/chat/completions", h.chatCompletions}}
+}
+
+// models answers the models list in OpenAI's shape, each entry carrying
+// agentd's window and its source alongside; agentd's own clients read the
+// same body.
+func (h *Handler) models(w http.ResponseWriter, r *http.Request, tenant string) {
+	writeJSON(w, http.StatusOK, h.hub.Models())
+}

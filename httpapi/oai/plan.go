@@ -1,0 +1,353 @@
+package oai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/api"
+)
+
+// plan is what one POST /v1/responses does: which chat it continues and
+// what it hands the chat (a message, or the results of its calls).
+type plan struct {
+	req     createRequest
+	chatID  string
+	model   string
+	message *api.SendMessageRequest
+	results []api.ToolResult
+	input   []item // as stored for input_items
+}
+
+// message is what the input's messages say, gathered.
+type gathered struct {
+	text    []string
+	images  []part
+	system  []string
+	results []api.ToolResult
+	input   []item
+}
+
+// gather sorts the input's items. A continued chain may echo the
+// function_calls of its last output; agentd has them already. Assistant
+// messages are refused: agentd keeps the chat's history itself.
+func gather(its []inputItem, continued bool) (gathered, error) {
+	var g gathered
+	for i, it := range its {
+		param := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case itemMessage:
+			ps, err := parts(it.Content, param+".content")
+			if err != nil {
+				return g, err
+			}
+			switch it.Role {
+			case "user":
+				for _, p := range ps {
+					if p.Type == "input_image" {
+						g.images = append(g.images, p)
+					} else {
+						g.text = append(g.text, p.Text)
+					}
+				}
+				g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: "user", Content: &ps})
+			case "system", "developer":
+				for _, p := range ps {
+					g.system = append(g.system, p.Text)
+				}
+				g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: it.Role, Content: &ps})
+			case "assistant":
+				return g, refuse(param+".role", "assistant messages in input are not supported by agentd: it keeps the chat's history itself; continue with previous_response_id or conversation and send only what is new")
+			default:
+				return g, refuse(param+".role", "role %q: use user, system or developer", it.Role)
+			}
+		case itemCallOutput:
+			if it.CallID == "" {
+				return g, refuse(param+".call_id", "a function_call_output needs the call_id of its call")
+			}
+			out, err := callOutput(it.Output, param+".output")
+			if err != nil {
+				return g, err
+			}
+			g.results = append(g.results, api.ToolResult{CallID: it.CallID, Output: out})
+			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: out})
+		case itemFunctionCall:
+			if !continued {
+				return g, refuse(param+".type", "a function_call in input needs previous_response_id or conversation: agentd keeps the chat's history itself")
+			}
+		default:
+			return g, refuse(param+".type", "input item type %q is not supported by agentd: use message or function_call_output", it.Type)
+		}
+	}
+	switch {
+	case len(g.results) > 0 && (len(g.text) > 0 || len(g.images) > 0):
+		return g, refuse("input", "send function_call_output items without new messages: agentd resumes the paused response with them, then takes the next message in its own request")
+	case len(g.results) == 0 && len(g.text) == 0 && len(g.images) == 0:
+		return g, refuse("input", "input holds no user message and no function_call_output")
+	}
+	return g, nil
+}
+
+// plan checks req and resolves its chat inside tenant, creating one for a
+// new chain; nothing is stored before every check has passed.
+func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*plan, error) {
+	if req.Background {
+		return nil, refuse("background", "background responses are not supported by agentd: stream instead, or wait for the answer")
+	}
+	tools, err := functionTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	noTools, err := toolChoice(req.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := conversationOf(req.Conversation)
+	if err != nil {
+		return nil, err
+	}
+	if conv != "" && req.PreviousResponseID != "" {
+		return nil, refuse("conversation", "send previous_response_id or conversation, not both")
+	}
+	its, err := items(req.Input)
+	if err != nil {
+		return nil, err
+	}
+	g, err := gather(its, conv != "" || req.PreviousResponseID != "")
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{req: req, input: g.input}
+	if len(g.results) > 0 {
+		p.results = g.results
+	} else {
+		p.message = &api.SendMessageRequest{Content: strings.Join(g.text, "\n\n")}
+		if len(p.message.Content) > h.cfg.Limits.MaxMessageBytes {
+			return nil, refuse("input", "the input's text is %d bytes; the limit is %d (limits.max_message_bytes)", len(p.message.Content), h.cfg.Limits.MaxMessageBytes)
+		}
+	}
+	setup := chatSetup(req, tools, noTools, g.system)
+	switch {
+	case req.PreviousResponseID != "":
+		prev, err := h.record(ctx, tenant, req.PreviousResponseID, "previous_response_id", "Previous response")
+		if err != nil {
+			return nil, err
+		}
+		p.chatID = prev.ChatID
+		if err := awaited(prev, g.results); err != nil {
+			return nil, err
+		}
+	case conv != "":
+		chatID, ok := chatOfConversation(conv)
+		if _, err := h.hub.Chat(ctx, tenant, chatID); !ok || errors.Is(err, hub.ErrNotFound) {
+			return nil, notFound("conversation", fmt.Sprintf("Conversation with id '%s' not found.", clip(conv, 100)))
+		} else if err != nil {
+			return nil, err
+		}
+		p.chatID = chatID
+	case len(g.results) > 0:
+		return nil, refuse("input", "function_call_output items need the previous_response_id of the response that asked for them")
+	}
+	if p.chatID == "" {
+		c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: req.Model, Instructions: derefOr(setup.Instructions),
+			Settings: setup.Settings, Tools: derefTools(setup.Tools)})
+		if err != nil {
+			return nil, err
+		}
+		p.chatID, p.model = c.ID, c.Model
+	} else if p.model, err = h.setUp(ctx, tenant, p.chatID, setup, len(g.results) > 0); err != nil {
+		return nil, err
+	}
+	if err := h.attachImages(ctx, tenant, p, g.images); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// chatSetup is the chat's setup a request asks for: OpenAI carries no
+// instructions, tools or settings over from a previous response, so each
+// request says them whole.
+func chatSetup(req createRequest, tools []functionTool, noTools bool, system []string) api.PatchChatRequest {
+	instr := strings.Join(slices.DeleteFunc(append([]string{derefOr(req.Instructions)}, system...), func(s string) bool { return s == "" }), "\n\n")
+	ts := []api.Tool{}
+	if !noTools {
+		for _, t := range tools {
+			ts = append(ts, api.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	var settings *api.Settings
+	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil {
+		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens}
+	}
+	setup := api.PatchChatRequest{Instructions: &instr, Settings: settings, Tools: &ts}
+	if req.Model != "" {
+		setup.Model = &req.Model
+	}
+	return setup
+}
+
+// setUp changes what of the chat's setup the request changes (a paused
+// turn keeps the setup it started with) and returns the chat's model.
+func (h *Handler) setUp(ctx context.Context, tenant, chatID string, want api.PatchChatRequest, paused bool) (string, error) {
+	c, err := h.hub.Chat(ctx, tenant, chatID)
+	if err != nil {
+		return "", err
+	}
+	if paused {
+		return c.Model, nil
+	}
+	var patch api.PatchChatRequest
+	changed := false
+	if want.Model != nil && *want.Model != c.Model {
+		patch.Model, changed = want.Model, true
+	}
+	if *want.Instructions != c.Instructions {
+		patch.Instructions, changed = want.Instructions, true
+	}
+	if !sameSettings(want.Settings, c.Settings) {
+		s := want.Settings
+		if s == nil {
+			s = &api.Settings{}
+		}
+		patch.Settings, changed = s, true
+	}
+	if !sameTools(*want.Tools, c.Tools) {
+		patch.Tools, changed = want.Tools, true
+	}
+	if !changed {
+		return c.Model, nil
+	}
+	if err := h.hub.Patch(ctx, tenant, chatID, patch); err != nil {
+		return "", err
+	}
+	if patch.Model != nil {
+		return *patch.Model, nil
+	}
+	return c.Model, nil
+}
+
+func sameSettings(a, b *api.Settings) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if a == nil {
+		ja, _ = json.Marshal(&api.Settings{})
+	}
+	if b == nil {
+		jb, _ = json.Marshal(&api.Settings{})
+	}
+	return bytes.Equal(ja, jb)
+}
+
+func sameTools(a, b []api.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !sameJSON(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// awaited checks that results answer every call the previous response
+// asked for, as OpenAI does: a turn resumes only when all are in.
+func awaited(prev responseRecord, results []api.ToolResult) error {
+	if len(results) == 0 {
+		return nil
+	}
+	got := map[string]bool{}
+	for _, r := range results {
+		got[r.CallID] = true
+	}
+	for _, it := range prev.Response.Output {
+		if it.Type == itemFunctionCall && !got[it.CallID] {
+			return refuse("input", "No tool output found for function call %s.", it.CallID)
+		}
+	}
+	return nil
+}
+
+// attachImages stores the input's images as the tenant's attachments and
+// names them in the message.
+func (h *Handler) attachImages(ctx context.Context, tenant string, p *plan, images []part) error {
+	for i, img := range images {
+		mediaType, data, err := dataImage(img.ImageURL)
+		if err != nil {
+			return refuse("input", "image %d: %v", i+1, err)
+		}
+		att, err := h.hub.Attach(ctx, tenant, bytes.NewReader(data), fmt.Sprintf("image-%d", i+1), mediaType)
+		if err != nil {
+			return err
+		}
+		p.message.AttachmentIDs = append(p.message.AttachmentIDs, att.ID)
+	}
+	return nil
+}
+
+// record reads a stored response of the tenant; an id that names no
+// response of the tenant is a 404 naming what, with param.
+func (h *Handler) record(ctx context.Context, tenant, id, param, what string) (responseRecord, error) {
+	var rec responseRecord
+	chatID, ok := chatOfResponse(id)
+	if ok {
+		err := h.hub.ChatRecord(ctx, tenant, chatID, kindResponse, id, &rec)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, hub.ErrNotFound) {
+			return rec, err
+		}
+	}
+	return rec, notFound(param, fmt.Sprintf("%s with id '%s' not found.", what, clip(id, 100)))
+}
+
+// missing is a 404 naming the field at fault.
+type missing struct{ param, msg string }
+
+func (e *missing) Error() string { return e.msg }
+
+func notFound(param, msg string) error { return &missing{param: param, msg: msg} }
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefTools(ts *[]api.Tool) []api.Tool {
+	if ts == nil || len(*ts) == 0 {
+		return nil
+	}
+	return *ts
+}
+
+// unix is now in Unix seconds, as OpenAI's created_at.
+func unix() int64 { return time.Now().Unix() }
+
+// writePlanError answers a failed plan: a refusal as 400, a missing id as
+// 404, the hub's errors as they map.
+func writePlanError(w http.ResponseWriter, r *http.Request, err error) {
+	var m *missing
+	if errors.As(err, &m) {
+		WriteError(w, http.StatusNotFound, "", m.param, m.msg)
+		return
+	}
+	writeRefusal(w, r, err)
+}

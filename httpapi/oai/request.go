@@ -1,0 +1,237 @@
+package oai
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// createRequest is the body of POST /v1/responses: the fields agentd
+// reads. Others OpenAI defines (user, prompt_cache_key, include,
+// service_tier, …) are accepted and have no effect (docs/openai.md).
+type createRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	Store              *bool             `json:"store"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Metadata           map[string]string `json:"metadata"`
+	Stream             bool              `json:"stream"`
+	Background         bool              `json:"background"`
+	ContextManagement  []struct {
+		Type             string `json:"type"`
+		CompactThreshold *int   `json:"compact_threshold"`
+	} `json:"context_management"`
+}
+
+// functionTool is a tool of type function: one the client runs.
+type functionTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// inputItem is one item of a request's input (or of a conversation's
+// items): a message, a function_call_output, or an echoed function_call.
+type inputItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	CallID  string          `json:"call_id"`
+	Output  json.RawMessage `json:"output"`
+	Name    string          `json:"name"`
+	Args    string          `json:"arguments"`
+}
+
+// badRequest is a 400 naming the field at fault.
+type badRequest struct {
+	param, msg string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func refuse(param, format string, args ...any) error {
+	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// writeRefusal answers err: a badRequest as a 400 naming its field.
+func writeRefusal(w http.ResponseWriter, r *http.Request, err error) {
+	var bad *badRequest
+	if errors.As(err, &bad) {
+		WriteError(w, http.StatusBadRequest, "invalid_value", bad.param, bad.msg)
+		return
+	}
+	WriteHubError(w, r, err)
+}
+
+// decode reads a JSON body into v, answering the error itself. The body is
+// bounded by httpapi (limits.max_body_bytes); unknown fields are accepted,
+// as OpenAI adds fields a client may send that agentd has no use for.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over the limit of %d bytes (limits.max_body_bytes; Chat Completions: limits.max_history_bytes)", tooBig.Limit))
+		return false
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		WriteError(w, http.StatusBadRequest, "", "", "the request body did not arrive whole: "+err.Error())
+		return false
+	case !utf8.Valid(body):
+		WriteError(w, http.StatusBadRequest, "", "", "request body is not valid UTF-8")
+		return false
+	case len(bytes.TrimSpace(body)) == 0:
+		WriteError(w, http.StatusBadRequest, "", "", "request body is empty; send a JSON object")
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		WriteError(w, http.StatusBadRequest, "", "", "We could not parse the JSON body of your request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// items reads input: a string (one user message) or a list of items.
+func items(raw json.RawMessage) ([]inputItem, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, refuse("input", "input is missing: send a string or a list of input items")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		c, _ := json.Marshal(s)
+		return []inputItem{{Type: itemMessage, Role: "user", Content: c}}, nil
+	}
+	var out []inputItem
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, refuse("input", "input is neither a string nor a list of input items: %v", err)
+	}
+	for i := range out {
+		if out[i].Type == "" && out[i].Role != "" {
+			out[i].Type = itemMessage
+		}
+	}
+	return out, nil
+}
+
+// parts reads a message's content: a string or a list of parts.
+func parts(raw json.RawMessage, param string) ([]part, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []part{{Type: "input_text", Text: s}}, nil
+	}
+	var ps []part
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return nil, refuse(param, "%s is neither a string nor a list of content parts", param)
+	}
+	for i, p := range ps {
+		switch p.Type {
+		case "input_text", "output_text":
+		case "input_image":
+			if !strings.HasPrefix(p.ImageURL, "data:") {
+				return nil, refuse(fmt.Sprintf("%s[%d].image_url", param, i), "agentd takes images as base64 data URLs only (it fetches no URL and keeps no files by id)")
+			}
+		default:
+			return nil, refuse(fmt.Sprintf("%s[%d].type", param, i), "content part type %q is not supported by agentd: use input_text or input_image", p.Type)
+		}
+	}
+	return ps, nil
+}
+
+// dataImage decodes a base64 data URL.
+func dataImage(u string) (mediaType string, data []byte, err error) {
+	rest, _ := strings.CutPrefix(u, "data:")
+	mediaType, b64, ok := strings.Cut(rest, ";base64,")
+	if !ok {
+		return "", nil, errors.New("image data URL is not base64")
+	}
+	data, err = base64.StdEncoding.DecodeString(b64)
+	return mediaType, data, err
+}
+
+// callOutput reads a function_call_output's output: a string, or a list
+// of text parts joined.
+func callOutput(raw json.RawMessage, param string) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	ps, err := parts(raw, param)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// functionTools reads the request's tools: only type function, which the
+// client runs; agentd's own tools are offered by agentd itself.
+func functionTools(raw []json.RawMessage) ([]functionTool, error) {
+	out := make([]functionTool, 0, len(raw))
+	for i, r := range raw {
+		var t functionTool
+		if err := json.Unmarshal(r, &t); err != nil {
+			return nil, refuse(fmt.Sprintf("tools[%d]", i), "tools[%d] is not a tool object: %v", i, err)
+		}
+		if t.Type != "function" {
+			return nil, refuse(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported by agentd: it takes tools of type function, which the client runs (agentd offers its own tools, such as fetch_url and find_tools, by itself)", t.Type)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// toolChoice reads tool_choice: "auto" (the default) or "none" (no tools
+// this turn). agentd cannot make a model call a tool, so "required" and a
+// named tool are refused.
+func toolChoice(raw json.RawMessage) (none bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && (s == "auto" || s == "none") {
+		return s == "none", nil
+	}
+	return false, refuse("tool_choice", "tool_choice %s is not supported by agentd: use \"auto\" or \"none\" (it cannot force every provider's model to call a tool)", clip(string(raw), 100))
+}
+
+// conversationOf reads conversation: an id or {"id": ...}.
+func conversationOf(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var ref conversationRef
+	if err := json.Unmarshal(raw, &ref); err != nil || ref.ID == "" {
+		return "", refuse("conversation", "conversation is neither an id nor {\"id\": ...}")
+	}
+	return ref.ID, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

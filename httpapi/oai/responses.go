@@ -1,0 +1,381 @@
+package oai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/eventbus"
+)
+
+// kindResponse is the chat record kind of a stored response.
+const kindResponse = "response"
+
+// streamBuffer is each response's event buffer, as the native API's turns.
+const streamBuffer = 256
+
+// responseRecord is a stored response: the object as answered, its input
+// items and the agentd turn it was.
+type responseRecord struct {
+	ChatID   string   `json:"chat_id"`
+	TurnID   string   `json:"turn_id"`
+	Response response `json:"response"`
+	Input    []item   `json:"input"`
+}
+
+func (h *Handler) createResponse(w http.ResponseWriter, r *http.Request, tenant string) {
+	var req createRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p, err := h.plan(r.Context(), tenant, req)
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	h.respond(w, r, tenant, p)
+}
+
+// respond runs the plan's turn (or resumes it) and answers it: SSE events
+// as it goes when the request streams, else the response once it ends.
+// The response is stored before its end is told.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string, p *plan) {
+	ctx := r.Context()
+	sub := h.hub.Subscribe(p.chatID, streamBuffer)
+	defer sub.Close()
+	var turnID string
+	var err error
+	if p.results != nil {
+		turnID, err = h.hub.SubmitToolResults(ctx, tenant, p.chatID, api.ToolResultsRequest{Results: p.results})
+	} else {
+		turnID, err = h.hub.Submit(ctx, tenant, p.chatID, *p.message)
+	}
+	if err != nil {
+		WriteHubError(w, r, err)
+		return
+	}
+	b := &builder{resp: p.response()}
+	if p.req.Stream {
+		if b.out, err = startStream(w); err != nil {
+			WriteError(w, http.StatusInternalServerError, "internal", "", err.Error())
+			return
+		}
+		// The connection may serve a next request: lift the write deadline.
+		defer func() { _ = b.out.rc.SetWriteDeadline(time.Time{}) }()
+		b.emit("response.created", map[string]any{"response": b.resp})
+		b.emit("response.in_progress", map[string]any{"response": b.resp})
+	}
+	res, ok := b.follow(ctx, sub, turnID)
+	if !ok {
+		why := "the response did not finish while the request was open; it goes on in its chat"
+		if d := sub.Dropped(); d != nil {
+			why = "this request fell behind its response's events (" + d.Reason + "); the response goes on in its chat"
+		}
+		if b.out != nil {
+			b.emit("error", map[string]any{"code": "timeout", "message": why, "param": nil})
+			return
+		}
+		WriteError(w, http.StatusGatewayTimeout, "timeout", "", why)
+		return
+	}
+	b.finish(res)
+	if b.resp.Store {
+		rec := responseRecord{ChatID: p.chatID, TurnID: turnID, Response: *b.resp, Input: p.input}
+		if err := h.hub.PutChatRecord(context.WithoutCancel(ctx), tenant, p.chatID, kindResponse, b.resp.ID, rec); err != nil {
+			if b.out != nil {
+				b.emit("error", map[string]any{"code": "internal", "message": "could not store the response: " + err.Error(), "param": nil})
+				return
+			}
+			WriteHubError(w, r, err)
+			return
+		}
+	}
+	if b.out == nil {
+		writeJSON(w, http.StatusOK, b.resp)
+		return
+	}
+	end := "response.completed"
+	if b.resp.Status == statusFailed {
+		end = "response.failed"
+	}
+	b.emit(end, map[string]any{"response": b.resp})
+}
+
+// response is the plan's response as it starts: in progress, no output.
+func (p *plan) response() *response {
+	req := p.req
+	store := req.Store == nil || *req.Store
+	resp := &response{ID: responseID(p.chatID), Object: "response", CreatedAt: unix(), Status: statusInProgress,
+		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: p.model, Output: []item{},
+		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls, Store: store,
+		Temperature: req.Temperature, TopP: req.TopP, ToolChoice: req.ToolChoice, Tools: req.Tools,
+		Truncation: "disabled", Metadata: req.Metadata}
+	if resp.ToolChoice == nil {
+		resp.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	if resp.Tools == nil {
+		resp.Tools = []json.RawMessage{}
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	resp.Text.Format.Type = "text"
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	if conv, _ := conversationOf(req.Conversation); conv != "" {
+		resp.Conversation = &conversationRef{ID: conv}
+	}
+	return resp
+}
+
+func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, tenant string) {
+	rec, err := h.record(r.Context(), tenant, r.PathValue("id"), "", "Response")
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.Response)
+}
+
+// deleteResponse forgets a stored response; its turn stays in its chat,
+// whose transcript agentd keeps whole.
+func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	rec, err := h.record(r.Context(), tenant, id, "", "Response")
+	if err == nil {
+		err = h.hub.DeleteChatRecord(r.Context(), tenant, rec.ChatID, kindResponse, id)
+	}
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+// inputItems lists a response's input items, newest first unless
+// order=asc, a page of limit (1-100, default 20) after the item after.
+func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, tenant string) {
+	rec, err := h.record(r.Context(), tenant, r.PathValue("id"), "", "Response")
+	if err != nil {
+		writePlanError(w, r, err)
+		return
+	}
+	its := slices.Clone(rec.Input)
+	if its == nil {
+		its = []item{}
+	}
+	writeList(w, r, its)
+}
+
+// writeList answers a page of items in OpenAI's list shape, by the
+// request's order (default desc), after and limit.
+func writeList(w http.ResponseWriter, r *http.Request, its []item) {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			WriteError(w, http.StatusBadRequest, "invalid_value", "limit", fmt.Sprintf("limit %q: want a whole number from 1 to 100", clip(v, 20)))
+			return
+		}
+		limit = n
+	}
+	switch q.Get("order") {
+	case "", "desc":
+		slices.Reverse(its)
+	case "asc":
+	default:
+		WriteError(w, http.StatusBadRequest, "invalid_value", "order", "order: use asc or desc")
+		return
+	}
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(its, func(it item) bool { return it.ID == after })
+		its = its[i+1:] // -1: no such item, the whole list
+	}
+	more := len(its) > limit
+	its = its[:min(limit, len(its))]
+	page := map[string]any{"object": "list", "data": its, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(its) > 0 {
+		page["first_id"], page["last_id"] = its[0].ID, its[len(its)-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// builder turns one turn's events into a response's output, writing the
+// stream's events as it goes when out is set.
+type builder struct {
+	resp *response
+	out  *stream
+	open int  // index of the message item taking deltas, when has
+	has  bool // a message item is open
+	text []byte
+}
+
+// follow reads the turn's events until it completes or pauses for the
+// client's function calls.
+func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				return api.TurnResult{}, false
+			}
+			if ev.TurnID != turnID {
+				continue
+			}
+			switch ev.Type {
+			case api.EventMessageDelta:
+				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
+					b.delta(d["text"])
+				}
+			case api.EventMessage:
+				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant && (m.Content != "" || b.has) {
+					b.closeText(m.Content)
+				}
+			case api.EventTurnCompleted, api.EventTurnRequiresAction:
+				res, ok := ev.Data.(api.TurnResult)
+				return res, ok
+			}
+		case <-ctx.Done():
+			return api.TurnResult{}, false
+		}
+	}
+}
+
+func (b *builder) openText() {
+	b.open, b.has, b.text = len(b.resp.Output), true, b.text[:0]
+	it := messageItem(newID("msg_"), statusInProgress)
+	b.resp.Output = append(b.resp.Output, it)
+	b.emit("response.output_item.added", map[string]any{"output_index": b.open, "item": it})
+	b.emit("response.content_part.added", map[string]any{"item_id": it.ID, "output_index": b.open, "content_index": 0, "part": outputText("")})
+}
+
+func (b *builder) delta(text string) {
+	if !b.has {
+		b.openText()
+	}
+	b.text = append(b.text, text...)
+	b.emit("response.output_text.delta", map[string]any{"item_id": b.resp.Output[b.open].ID, "output_index": b.open, "content_index": 0,
+		"delta": text, "logprobs": []any{}})
+}
+
+// closeText ends the open message item with the stored text, which wins
+// over the deltas (a lagging stream may have missed some).
+func (b *builder) closeText(text string) {
+	if !b.has {
+		b.openText()
+	}
+	id := b.resp.Output[b.open].ID
+	it := messageItem(id, statusCompleted, outputText(text))
+	b.resp.Output[b.open] = it
+	b.emit("response.output_text.done", map[string]any{"item_id": id, "output_index": b.open, "content_index": 0, "text": text, "logprobs": []any{}})
+	b.emit("response.content_part.done", map[string]any{"item_id": id, "output_index": b.open, "content_index": 0, "part": outputText(text)})
+	b.emit("response.output_item.done", map[string]any{"output_index": b.open, "item": it})
+	b.has = false
+}
+
+// finish ends the response with the turn's result: the client's calls
+// as function_call items, the usage, and a failure's error.
+func (b *builder) finish(res api.TurnResult) {
+	if b.has {
+		b.closeText(string(b.text))
+	}
+	for _, c := range res.ToolCalls {
+		i := len(b.resp.Output)
+		it := item{Type: itemFunctionCall, ID: newID("fc_"), Status: statusInProgress, CallID: c.ID, Name: c.Name}
+		b.resp.Output = append(b.resp.Output, it)
+		b.emit("response.output_item.added", map[string]any{"output_index": i, "item": it})
+		b.emit("response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": i, "delta": c.Arguments})
+		b.emit("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": i, "name": c.Name, "arguments": c.Arguments})
+		it.Status, it.Arguments = statusCompleted, c.Arguments
+		b.resp.Output[i] = it
+		b.emit("response.output_item.done", map[string]any{"output_index": i, "item": it})
+	}
+	u := &usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.InputTokens + res.Usage.OutputTokens}
+	u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
+	b.resp.Usage = u
+	b.resp.Status = statusCompleted
+	if res.Problem != nil {
+		b.resp.Status, b.resp.Error = statusFailed, problemError(res.Problem)
+	}
+}
+
+// problemError is OpenAI's error for why a turn ended without its answer:
+// a too-long problem agentd could not heal is context_length_exceeded,
+// naming agentd's next step.
+func problemError(p *api.Problem) *responseError {
+	if p.Kind != api.ProblemTooLong {
+		return &responseError{Code: "server_error", Message: p.Message}
+	}
+	msg := p.Message
+	if p.NextStep != nil && p.NextStep.Message != "" {
+		msg += " Next step: " + p.NextStep.Message
+	}
+	return &responseError{Code: "context_length_exceeded", Message: msg}
+}
+
+// emit sends one stream event, numbered; without a stream it does nothing.
+// A client gone is not waited for: the response goes on and is stored.
+func (b *builder) emit(typ string, fields map[string]any) {
+	if b.out != nil {
+		b.out.send(typ, fields)
+	}
+}
+
+// stream writes a response's Server-Sent Events with explicit flushes,
+// each write bounded by writeWait, numbering them from 0.
+type stream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	seq  int
+	gone bool
+}
+
+// writeWait bounds one write to a stream's client, as the native API's.
+const writeWait = 30 * time.Second
+
+func startStream(w http.ResponseWriter) (*stream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return nil, fmt.Errorf("streaming is not supported by this connection: %w", err)
+	}
+	return &stream{w: w, rc: rc}, nil
+}
+
+func (s *stream) send(typ string, fields map[string]any) {
+	if s.gone {
+		return
+	}
+	fields["type"], fields["sequence_number"] = typ, s.seq
+	s.seq++
+	data, err := json.Marshal(fields)
+	if err != nil {
+		s.gone = true
+		return
+	}
+	s.write("event: " + typ + "\ndata: " + string(data) + "\n\n")
+}
+
+// write sends text to the client, bounded by writeWait; after a write
+// that fails the stream is gone.
+func (s *stream) write(text string) {
+	if s.gone {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeWait))
+	if _, err := io.WriteString(s.w, text); err != nil || s.rc.Flush() != nil {
+		s.gone = true
+	}
+}

@@ -1,0 +1,255 @@
+package oai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// start runs a daemon on an OpenAI-style fake with window and script, and
+// returns it with an SDK client of tenant a.
+func start(t *testing.T, window int, script testkit.Script) (*daemontest.Daemon, *openaifake.Server, openai.Client) {
+	t.Helper()
+	fake := openaifake.New(openaifake.Options{Window: window, Script: script})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), window), map[string]string{"tok-a": "a", "tok-b": "b"})
+	return d, fake, sdkFor(d, "tok-a")
+}
+
+func sdkFor(d *daemontest.Daemon, token string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
+}
+
+// streamed creates a response by streaming, checks the events' numbering
+// and that the text deltas and done events agree with the final response,
+// and returns the final response.
+func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) responses.Response {
+	t.Helper()
+	s := sdk.Responses.NewStreaming(context.Background(), params)
+	defer s.Close()
+	var types []string
+	var deltas strings.Builder
+	var final responses.Response
+	next := int64(0)
+	for s.Next() {
+		ev := s.Current()
+		if ev.SequenceNumber != next {
+			t.Fatalf("event %d (%s) has sequence_number %d", next, ev.Type, ev.SequenceNumber)
+		}
+		next++
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed", "response.failed":
+			final = ev.Response
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(types) < 3 || types[0] != "response.created" || types[1] != "response.in_progress" {
+		t.Fatalf("events %v: want response.created, response.in_progress first", types)
+	}
+	if last := types[len(types)-1]; last != "response.completed" && last != "response.failed" {
+		t.Fatalf("last event %s", last)
+	}
+	if final.Status == "completed" && deltas.Len() > 0 && deltas.String() != final.OutputText() {
+		t.Fatalf("deltas say %q, the response %q", deltas.String(), final.OutputText())
+	}
+	return final
+}
+
+// TestResponsesChainOfThreeHundredTurnsFoldsOnAnEightKWindow: 300
+// responses chained by previous_response_id, every other one streamed,
+// are one agentd chat; it folds, and no request the provider receives is
+// over its 8K window. Each response is stored and read back.
+func TestResponsesChainOfThreeHundredTurnsFoldsOnAnEightKWindow(t *testing.T) {
+	const window, turns = 8192, 300
+	answer := strings.Repeat("a fairly long answer that fills the window over the turns ", 6)
+	d, fake, sdk := start(t, window, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: answer} })
+	ctx := context.Background()
+	prev := ""
+	for i := range turns {
+		params := responses.ResponseNewParams{Model: "fake/m", Instructions: openai.String("Be brief."),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 40)))}}
+		if prev != "" {
+			params.PreviousResponseID = openai.String(prev)
+		}
+		var resp responses.Response
+		if i%2 == 1 {
+			resp = streamed(t, sdk, params)
+		} else {
+			r, err := sdk.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatalf("turn %d: %v", i, err)
+			}
+			resp = *r
+		}
+		if resp.Status != "completed" || resp.OutputText() != answer || resp.Usage.InputTokens == 0 {
+			t.Fatalf("turn %d: status %s, text %q, usage %+v, error %+v", i, resp.Status, resp.OutputText(), resp.Usage, resp.Error)
+		}
+		if i > 0 && resp.PreviousResponseID != prev {
+			t.Fatalf("turn %d: previous_response_id %q, want %q", i, resp.PreviousResponseID, prev)
+		}
+		prev = resp.ID
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("the chain is %d chats (%v), want one", len(cs), err)
+	}
+	v, err := d.Hub.Context(ctx, "a", cs[0].ID)
+	if err != nil || v.FirstKeptSeq == 0 || v.Summary == "" {
+		t.Fatalf("the chat did not fold: first kept %d, summary %q (%v)", v.FirstKeptSeq, v.Summary, err)
+	}
+	for i, r := range fake.Requests() {
+		if r.InputTokens+r.MaxTokens > window {
+			t.Fatalf("request %d: %d input + %d answer tokens, over the %d window", i, r.InputTokens, r.MaxTokens, window)
+		}
+	}
+	got, err := sdk.Responses.Get(ctx, prev, responses.ResponseGetParams{})
+	if err != nil || got.ID != prev || got.OutputText() != answer {
+		t.Fatalf("GET the last response: %v %+v", err, got)
+	}
+	// After a restart the chain's responses are still there and go on.
+	d = d.Restart()
+	sdk = sdkFor(d, "tok-a")
+	items, err := sdk.Responses.InputItems.List(ctx, prev, responses.InputItemListParams{})
+	if err != nil || len(items.Data) != 1 || items.Data[0].Role != "user" || !strings.Contains(items.Data[0].RawJSON(), fmt.Sprintf(`"text":"question %d:`, turns-1)) {
+		t.Fatalf("input items after a restart: %v %+v", err, items)
+	}
+	next, err := sdk.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(prev),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("one more")}})
+	if err != nil || next.OutputText() != answer {
+		t.Fatalf("after a restart: %v", err)
+	}
+}
+
+// TestResponsesFunctionToolRoundTrip: a function tool is run by the
+// client: the response ends with its function_call, and the next one,
+// carrying the function_call_output, has the model's answer from it.
+func TestResponsesFunctionToolRoundTrip(t *testing.T) {
+	script := func(r testkit.Received) testkit.Reply {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == chat.RoleTool {
+			return testkit.Reply{Text: "It is " + last.Content + " there."}
+		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+	}
+	_, fake, sdk := start(t, 32000, script)
+	ctx := context.Background()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Description: openai.String("The weather in a city"),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}}
+	for _, stream := range []bool{false, true} {
+		params := responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")}}
+		var first responses.Response
+		if stream {
+			first = streamed(t, sdk, params)
+		} else {
+			r, err := sdk.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first = *r
+		}
+		if len(first.Output) != 1 || first.Output[0].Type != "function_call" || first.Output[0].Name != "get_weather" ||
+			first.Output[0].CallID != "call_1" || first.Output[0].Arguments.OfString != `{"city":"Paris"}` {
+			t.Fatalf("stream %v: first output %+v", stream, first.Output)
+		}
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+		out.OfFunctionCallOutput.CallID = openai.String("call_1")
+		second, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
+			Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.OutputText() != "It is sunny there." {
+			t.Fatalf("stream %v: after the output: %q %+v", stream, second.OutputText(), second.Output)
+		}
+	}
+	sawTool := false
+	for _, r := range fake.Requests() {
+		sawTool = sawTool || len(r.Tools) > 0 && strings.Contains(strings.Join(r.Tools, ","), "get_weather")
+	}
+	if !sawTool {
+		t.Fatal("the provider was never offered get_weather")
+	}
+}
+
+// TestResponsesBadInput: unknown and other tenants' ids are 404s in
+// OpenAI's shape, an unsupported tool type a 400 naming it; nothing is
+// created by a refused request.
+func TestResponsesBadInput(t *testing.T) {
+	d, _, sdk := start(t, 32000, nil)
+	ctx := context.Background()
+	mine, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := sdkFor(d, "tok-b")
+	cases := map[string]struct {
+		call   func() error
+		status int
+		param  string
+		words  string
+	}{
+		"unknown previous_response_id": {func() error {
+			_, err := sdk.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String("resp_nope"),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+			return err
+		}, 404, "previous_response_id", "resp_nope"},
+		"another tenant's response": {func() error {
+			_, err := other.Responses.Get(ctx, mine.ID, responses.ResponseGetParams{})
+			return err
+		}, 404, "", "not found"},
+		"another tenant's previous_response_id": {func() error {
+			_, err := other.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(mine.ID),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+			return err
+		}, 404, "previous_response_id", "not found"},
+		"unsupported tool type": {func() error {
+			_, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Tools: []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: "web_search"}}},
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+			return err
+		}, 400, "tools[0].type", `"web_search"`},
+		"malformed JSON": {func() error {
+			return sdk.Post(ctx, "responses", json.RawMessage(`{"input": `), nil)
+		}, 400, "", "JSON"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var aerr *openai.Error
+			if err := tc.call(); !errors.As(err, &aerr) || aerr.StatusCode != tc.status || aerr.Param != tc.param ||
+				!strings.Contains(aerr.Message, tc.words) || aerr.Type != "invalid_request_error" {
+				t.Fatalf("got %v (%+v), want %d naming %q with param %q", err, aerr, tc.status, tc.words, tc.param)
+			}
+		})
+	}
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats, want its one", len(cs))
+	}
+	if cs, _ := d.Hub.Chats(ctx, "b"); len(cs) != 0 {
+		t.Fatalf("tenant b has %d chats after refused requests", len(cs))
+	}
+	if err := sdk.Responses.Delete(ctx, mine.ID); err != nil {
+		t.Fatal(err)
+	}
+	var aerr *openai.Error
+	if _, err := sdk.Responses.Get(ctx, mine.ID, responses.ResponseGetParams{}); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET a deleted response: %v", err)
+	}
+}

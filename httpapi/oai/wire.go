@@ -1,0 +1,159 @@
+package oai
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+)
+
+// The wire shapes of OpenAI's Responses API that agentd answers with, as
+// its API reference and the openai-go v3 SDK's responses package define
+// them: only the fields agentd fills, with OpenAI's nulls where it has none.
+
+// response is a Response object.
+type response struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"` // "response"
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"` // in_progress, completed, failed
+	Error              *responseError    `json:"error"`
+	IncompleteDetails  *struct{}         `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []item            `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Conversation       *conversationRef  `json:"conversation"`
+	Store              bool              `json:"store"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	Text               textConfig        `json:"text"`
+	Truncation         string            `json:"truncation"`
+	Usage              *usage            `json:"usage"`
+	Metadata           map[string]string `json:"metadata"`
+}
+
+type conversationRef struct {
+	ID string `json:"id"`
+}
+
+type textConfig struct {
+	Format struct {
+		Type string `json:"type"`
+	} `json:"format"`
+}
+
+// responseError is a failed response's error.
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type usage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// item is one item of a response's output, its input or a conversation:
+// a message, a function_call or a function_call_output.
+type item struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Status string `json:"status,omitempty"`
+	// message
+	Role    string  `json:"role,omitempty"`
+	Content *[]part `json:"content,omitempty"`
+	// function_call and function_call_output
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	Output    string `json:"output,omitempty"`
+}
+
+// part is one content part of a message: input_text, output_text or
+// input_image.
+type part struct {
+	Type        string    `json:"type"`
+	Text        string    `json:"text,omitempty"`
+	Annotations *[]string `json:"annotations,omitempty"`
+	ImageURL    string    `json:"image_url,omitempty"`
+}
+
+// Item types and statuses.
+const (
+	itemMessage      = "message"
+	itemFunctionCall = "function_call"
+	itemCallOutput   = "function_call_output"
+
+	statusInProgress = "in_progress"
+	statusCompleted  = "completed"
+	statusFailed     = "failed"
+)
+
+func outputText(text string) part {
+	return part{Type: "output_text", Text: text, Annotations: &[]string{}}
+}
+
+// messageItem is an assistant message item with the given text parts.
+func messageItem(id, status string, parts ...part) item {
+	if parts == nil {
+		parts = []part{}
+	}
+	return item{Type: itemMessage, ID: id, Status: status, Role: "assistant", Content: &parts}
+}
+
+// newID returns prefix and 24 random hex digits: the shape of agentd's ids.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// chatIDLen is the length of an agentd chat id (hub.NewID).
+const chatIDLen = 24
+
+// Ids that name their chat: a response's is resp_ + chat id + its own, a
+// conversation's conv_ + chat id, so either resolves to its chat (inside
+// the caller's tenant) without an index.
+const (
+	responsePrefix     = "resp_"
+	conversationPrefix = "conv_"
+)
+
+func responseID(chatID string) string { return newID(responsePrefix + chatID) }
+
+// chatOfResponse returns the chat a response id names, or false.
+func chatOfResponse(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, responsePrefix)
+	if !ok || len(rest) != 2*chatIDLen || !isHex(rest) {
+		return "", false
+	}
+	return rest[:chatIDLen], true
+}
+
+func conversationID(chatID string) string { return conversationPrefix + chatID }
+
+// chatOfConversation returns the chat a conversation id names, or false.
+func chatOfConversation(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, conversationPrefix)
+	if !ok || len(rest) != chatIDLen || !isHex(rest) {
+		return "", false
+	}
+	return rest, true
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}

@@ -1,0 +1,114 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// reopen closes s and opens the store in dir again, as a restart does.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAppendKeepsTheRecordsCountAndTitle(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	for _, c := range []Chat{{ID: "a", Tenant: "t"}, {ID: "b", Tenant: "t", Title: "Given"}, {ID: "c", Tenant: "t"}} {
+		if err := s.CreateChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Origin: chat.OriginApp, Content: "injected"},
+		chat.Message{Role: chat.RoleUser, Content: "\n  Plan my   trip\nto Lisbon"}, chat.Message{Role: chat.RoleAssistant, Content: "Sure"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "Another thing"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "b", chat.Message{Role: chat.RoleUser, Content: "Not the title"}); err != nil {
+		t.Fatal(err)
+	}
+	// A patch written from an older copy of the record keeps the count.
+	if err := s.UpdateChat(ctx, Chat{ID: "b", Tenant: "t", Title: "Renamed"}); err != nil {
+		t.Fatal(err)
+	}
+	cs, _, err := s.ChatsPage(ctx, "t", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Chat{}
+	for _, c := range cs {
+		got[c.ID] = c
+	}
+	for id, want := range map[string]Chat{"a": {Title: "Plan my trip", LastSeq: 4}, "b": {Title: "Renamed", LastSeq: 1}, "c": {}} {
+		if got[id].Title != want.Title || got[id].LastSeq != want.LastSeq {
+			t.Errorf("chat %s: title %q, last seq %d; want %q, %d", id, got[id].Title, got[id].LastSeq, want.Title, want.LastSeq)
+		}
+	}
+}
+
+func TestImportChatLandsWholeOrNotAtAll(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openTemp(t)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	msgs := []chat.Message{{Seq: 7, Role: chat.RoleUser, Content: "hi", CreatedAt: at}, {Seq: 9, Role: chat.RoleAssistant, Content: "hello", CreatedAt: at}}
+	c := Chat{ID: "imp", Tenant: "t", Title: "Imported"}
+	if err := s.ImportChat(ctx, c, Snapshot{Summary: "before", FirstKeptSeq: 2}, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ImportChat(ctx, c, Snapshot{}, nil); err == nil {
+		t.Fatal("importing over an existing id succeeded")
+	}
+	s = reopen(t, s, dir)
+	defer s.Close()
+	got, err := s.Messages(ctx, "imp", 0, 0)
+	if err != nil || len(got) != 2 || got[0].Seq != 1 || got[1].Seq != 2 || !got[0].CreatedAt.Equal(at) || got[1].Content != "hello" {
+		t.Fatalf("messages after reopen = %+v, %v", got, err)
+	}
+	snap, ok, err := s.LoadSnapshot(ctx, "imp")
+	if err != nil || !ok || snap.Summary != "before" || snap.FirstKeptSeq != 2 {
+		t.Fatalf("snapshot = %+v %v %v", snap, ok, err)
+	}
+	if n, err := s.CountChats(ctx, "t"); err != nil || n != 1 {
+		t.Fatalf("tenant t has %d chats (%v), want 1", n, err)
+	}
+	if stored, err := s.Chat(ctx, "imp"); err != nil || stored.LastSeq != 2 || stored.Title != "Imported" {
+		t.Fatalf("record = %+v, %v", stored, err)
+	}
+}
+
+func TestImportTooBigForOneTransactionLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir(), Options{memTable: 8 << 20}) // about 1.2 MB a transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := make([]chat.Message, 2000)
+	for i := range big {
+		big[i] = chat.Message{Role: chat.RoleUser, Content: strings.Repeat("x", 1000)}
+	}
+	if err := s.ImportChat(ctx, Chat{ID: "big", Tenant: "t"}, Snapshot{}, big); !errors.Is(err, ErrTooBig) {
+		t.Fatalf("import of a chat bigger than a transaction: %v, want ErrTooBig", err)
+	}
+	if _, err := s.Chat(ctx, "big"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("half an import is stored: %v", err)
+	}
+	if ms, err := s.Messages(ctx, "big", 0, 0); err != nil || len(ms) != 0 {
+		t.Fatalf("%d messages of a refused import are stored (%v)", len(ms), err)
+	}
+}
