@@ -232,6 +232,9 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	// ProblemMoved: another agentd node claimed the chat mid-turn; the
+	// answer was not stored (docs/cluster.md, single writer).
+	ProblemMoved = "moved"
 	// ProblemInstructions is a notice: the application's instructions
 	// alone pass lean mode's share of the window, and are sent whole.
 	ProblemInstructions = "instructions-too-long"

@@ -98,6 +98,9 @@ const (
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
 	ProblemDeleted    = "deleted"
+	// ProblemMoved: another agentd node claimed the chat mid-turn (the
+	// single-writer fence); what this node had not stored is dropped.
+	ProblemMoved = "moved"
 	// ProblemAnswerTooLarge: the model's answer passed
 	// limits.max_answer_bytes; the part before the cap is kept.
 	ProblemAnswerTooLarge = "answer-too-large"

@@ -310,6 +310,9 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case errors.Is(err, hub.ErrMoved):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "moved", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
 	default:

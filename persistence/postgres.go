@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,10 @@ import (
 type Postgres struct {
 	pool *pgxpool.Pool
 	w    *committer[*pgTxn]
+
+	mu sync.Mutex
+	// epochs are the owner epochs this store claimed, by chat (Claim).
+	epochs map[string]int64
 }
 
 // PostgresOptions tune OpenPostgres.
@@ -32,6 +37,10 @@ type PostgresOptions struct {
 	// minute.
 	BatchTimeout time.Duration
 }
+
+// idleInTxTimeout is how long the server lets a transaction of agentd's
+// wait on it idle; a batch's statements follow each other at once.
+const idleInTxTimeout = "30s"
 
 // connectTimeout bounds the first connection when the DSN sets none.
 const connectTimeout = 10 * time.Second
@@ -48,6 +57,13 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	// whatever the server's default; a DSN may ask for more (remote_apply).
 	if _, set := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	}
+	// A node paused (SIGSTOP, a VM frozen) inside a batch would hold its
+	// chats' owner rows (fence) and keep another node's Claim waiting as
+	// long as its connection lives; the server ends such a transaction
+	// instead, and the paused node's commit fails when it wakes.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
@@ -79,7 +95,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if o.BatchTimeout <= 0 {
 		o.BatchTimeout = time.Minute
 	}
-	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout})}, applied, nil
+	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout}), epochs: map[string]int64{}}, applied, nil
 }
 
 // Close commits the writes already submitted, then closes the connections;
@@ -260,6 +276,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 		b.Queue(`DELETE FROM snapshots WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM messages WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM activity WHERE chat_id = $1`, id)
+		b.Queue(`DELETE FROM chat_owners WHERE chat_id = $1`, id)
 		for _, r := range records {
 			b.Queue(`DELETE FROM records WHERE kind = $1 AND id = $2`, r.Kind, r.ID)
 		}
@@ -268,7 +285,53 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 	if err != nil {
 		return fmt.Errorf("delete chat %s: %w", id, err)
 	}
+	p.mu.Lock()
+	delete(p.epochs, id)
+	p.mu.Unlock()
 	return nil
+}
+
+// Claim makes this store the chat's single writer: it raises the chat's
+// owner epoch and remembers it, and from then on every append and snapshot
+// of the chat through this store checks the epoch inside its transaction,
+// failing with ErrChatMoved once another store claimed the chat after
+// this one. A session claims before it reads the log: the claim waits for
+// the old owner's writes in flight (they hold a share lock on the epoch's
+// row) and fences every later one, so what the new owner reads is all the
+// old one will ever have written. The claim is its own committed statement
+// (not in a batch of the committer) holding one row lock, so a deadlock
+// needs two claims crossing two nodes' batches; Postgres then fails one
+// of them whole, and nothing of it lands.
+func (p *Postgres) Claim(ctx context.Context, chatID string) error {
+	var epoch int64
+	err := p.pool.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
+		ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
+	if err != nil {
+		return fmt.Errorf("claim chat %s: %w", chatID, err)
+	}
+	p.mu.Lock()
+	p.epochs[chatID] = epoch
+	p.mu.Unlock()
+	return nil
+}
+
+// fence fails with ErrChatMoved when another store claimed the chat after
+// this one; a chat this store never claimed (a tool writing directly, not
+// a session) is not fenced. The share lock holds a competing Claim until
+// this transaction ends.
+func (p *Postgres) fence(t *pgTxn, chatID string) error {
+	p.mu.Lock()
+	mine, claimed := p.epochs[chatID]
+	p.mu.Unlock()
+	if !claimed {
+		return nil
+	}
+	var epoch int64
+	err := t.tx.QueryRow(t.ctx, `SELECT epoch FROM chat_owners WHERE chat_id = $1 FOR SHARE`, chatID).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && epoch != mine) {
+		return fmt.Errorf("%w (this node holds epoch %d, the chat is at %d)", ErrChatMoved, mine, epoch)
+	}
+	return err
 }
 
 // Append stores messages at the end of a chat's log, assigning each the
@@ -314,6 +377,9 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 // come from the database: the stored values carry seq 0, and a read takes
 // each message's seq from its row.
 func (p *Postgres) appendTx(t *pgTxn, chatID string, out []chat.Message) (int64, error) {
+	if err := p.fence(t, chatID); err != nil {
+		return 0, err
+	}
 	if len(out) == 0 {
 		var last int64
 		err := t.tx.QueryRow(t.ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&last)
@@ -454,7 +520,13 @@ func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapsho
 	if err != nil {
 		return err
 	}
-	if err := p.update(ctx, func(t *pgTxn) error { return saveSnapshotTx(t, chatID, val) }); err != nil {
+	err = p.update(ctx, func(t *pgTxn) error {
+		if err := p.fence(t, chatID); err != nil {
+			return err
+		}
+		return saveSnapshotTx(t, chatID, val)
+	})
+	if err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil

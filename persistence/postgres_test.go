@@ -43,6 +43,10 @@ func TestMigrationsApplyOnceAndAFailedOneChangesNothing(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sync); err != nil || sync != "on" {
 		t.Fatalf("synchronous_commit = %q, %v; the durability promise needs on", sync, err)
 	}
+	var idle string
+	if err := s.pool.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&idle); err != nil || idle != idleInTxTimeout {
+		t.Fatalf("idle_in_transaction_session_timeout = %q, %v; a paused node must not hold its chats' owner rows", idle, err)
+	}
 	_ = s.Close()
 	if len(applied) != 0 {
 		t.Fatalf("a second open applied %v again", applied)

@@ -21,6 +21,11 @@ const FormatVersion = 1
 // ErrNotFound is returned for an unknown chat or record.
 var ErrNotFound = errors.New("not found")
 
+// ErrChatMoved is returned for a write of a chat another store (another
+// agentd node) claimed after this one did: this store is no longer the
+// chat's single writer, and its write did not land.
+var ErrChatMoved = errors.New("chat moved: another node claimed it")
+
 // Store is the Badger-backed store. It is safe for concurrent use; each
 // chat's log has a single writer (its session actor), which keeps seq
 // assignment simple, and every update of every chat goes through one
@@ -591,6 +596,11 @@ func (s *Store) Messages(ctx context.Context, chatID string, from, to int64) ([]
 	}
 	return out, nil
 }
+
+// Claim makes this store the chat's writer. Badger's directory is held by
+// one process, which is then the only writer of every chat: nothing to
+// fence.
+func (s *Store) Claim(context.Context, string) error { return nil }
 
 // LastSeq returns the seq of a chat's last message (0 when empty).
 func (s *Store) LastSeq(ctx context.Context, chatID string) (int64, error) {

@@ -50,7 +50,10 @@ var (
 	ErrBusy     = session.ErrBusy
 	ErrLimit    = errors.New("limit reached")
 	ErrStopping = session.ErrStopping
-	ErrTimeout  = errors.New("timed out")
+	// ErrMoved: another node claimed the chat while this one held it (the
+	// store's single-writer fence); nothing was stored, send it again.
+	ErrMoved   = session.ErrMoved
+	ErrTimeout = errors.New("timed out")
 )
 
 // askTimeout bounds a question to a session (not a turn).

@@ -18,6 +18,10 @@ import (
 // Store is what a session needs of persistence.
 type Store interface {
 	Chat(ctx context.Context, id string) (persistence.Chat, error)
+	// Claim makes this node the chat's single writer before the session
+	// reads it; a later claim by another node makes this one's writes
+	// fail with persistence.ErrChatMoved.
+	Claim(ctx context.Context, chatID string) error
 	UpdateChat(ctx context.Context, c persistence.Chat) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
 	// AppendWithSnapshot appends and saves the snapshot snap builds from

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -17,6 +18,10 @@ var (
 	ErrStopping  = errors.New("agentd is shutting down")
 	ErrCancelled = errors.New("the caller went away before the turn started")
 	ErrNotPaused = errors.New("no turn of this chat waits for tool results")
+	// ErrMoved: another agentd node claimed the chat (persistence's
+	// single-writer fence); this node's session stopped, and the message
+	// was not stored. Sent again, it reaches the chat's new session.
+	ErrMoved = persistence.ErrChatMoved
 )
 
 // Envelope routes Msg to the session of ChatID through the registry.

@@ -50,6 +50,9 @@ type session struct {
 	lastActive time.Time
 	stopTick   func()
 	stopping   bool
+	// moved: another node claimed the chat; this session only refuses
+	// until the registry stops it.
+	moved bool
 }
 
 type pending struct {
@@ -174,6 +177,11 @@ func (s *session) load() error {
 		return err
 	}
 	s.meta = meta
+	// Claim before reading: what this session reads is then all another
+	// node's old session of the chat will ever have written.
+	if err := s.deps.Store.Claim(bg, s.id); err != nil {
+		return err
+	}
 	snap, _, err := s.deps.Store.LoadSnapshot(bg, s.id)
 	if err != nil {
 		return err
@@ -236,6 +244,30 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.queue = nil
 }
 
+// movedAway reports whether a store error says another node claimed the
+// chat. The first time, the session gives the chat up: it refuses the
+// turns waiting and asks the registry to stop it (as an idle one), so the
+// next message starts a session that claims the chat again and reads the
+// log as the other node left it. Its own state is never written again.
+func (s *session) movedAway(ctx actor.Context, err error) bool {
+	if !errors.Is(err, persistence.ErrChatMoved) {
+		return false
+	}
+	if !s.moved {
+		s.moved = true
+		s.logger().Warn().Err(err).Msg("the chat moved to another node; this session stops")
+		for _, p := range s.queue {
+			p.refuse(ctx, ErrMoved)
+		}
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.TurnsWaiting(-len(s.queue))
+		}
+		s.queue = nil
+		ctx.Send(ctx.Parent(), &idle{chatID: s.id})
+	}
+	return true
+}
+
 func (s *session) checkIdle(ctx actor.Context) {
 	busy := s.turn != nil || len(s.queue) > 0 || s.fold != nil
 	if !busy && s.deps.Bus.Watchers(s.id) == 0 && time.Since(s.lastActive) >= s.deps.IdleAfter {
@@ -282,6 +314,9 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 		return
 	case s.stopping:
 		p.refuse(ctx, ErrStopping)
+		return
+	case s.moved:
+		p.refuse(ctx, ErrMoved)
 		return
 	case waiting >= s.deps.TurnsPerChat:
 		p.refuse(ctx, fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat))

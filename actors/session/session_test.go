@@ -55,6 +55,9 @@ func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) 
 	return c, nil
 }
 
+// Claim: one memStore is one node, the only writer of its chats.
+func (m *memStore) Claim(context.Context, string) error { return nil }
+
 func (m *memStore) UpdateChat(_ context.Context, c persistence.Chat) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -94,6 +94,7 @@ func (s *session) startNext(ctx actor.Context) {
 		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
 		if err != nil {
 			p.refuse(ctx, fmt.Errorf("store message: %w", err))
+			s.movedAway(ctx, err)
 			continue
 		}
 		s.appendMsgs(stored...)
@@ -333,7 +334,7 @@ func (s *session) contextFull(t *turn, u chat.Usage) bool {
 func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
 	stored, err := s.deps.Store.Append(context.Background(), s.id, msgs...)
 	if err != nil {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()})
+		s.endTurn(ctx, s.storeProblem(ctx, err))
 		return false
 	}
 	s.announceTurnMsgs(stored)
@@ -471,7 +472,7 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 			return snap
 		}, final...)
 		if err != nil {
-			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()})
+			s.endTurn(ctx, s.storeProblem(ctx, err))
 			return
 		}
 		s.snap = snap
@@ -480,10 +481,21 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 		return
 	}
 	s.snap.LastSeqSent = s.lastSeq
-	if err := s.saveSnapshot(); err != nil {
-		s.logger().Error().Err(err).Msg("save snapshot")
+	if !s.moved { // else another node writes the chat now
+		if err := s.saveSnapshot(); err != nil {
+			s.logger().Error().Err(err).Msg("save snapshot")
+		}
 	}
 	s.closeTurn(ctx, problem)
+}
+
+// storeProblem is the problem a turn whose answer could not be stored
+// ends with: the chat moved to another node, or the store failed.
+func (s *session) storeProblem(ctx actor.Context, err error) *chat.Problem {
+	if s.movedAway(ctx, err) {
+		return &chat.Problem{Kind: chat.ProblemMoved, Message: "this chat moved to another agentd node while it answered; the answer was not stored (ask again)"}
+	}
+	return &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()}
 }
 
 // closeTurn stops what the turn still runs and announces its end; its state

@@ -1,0 +1,151 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit/pgtest"
+)
+
+// twoNodes opens two stores on one Postgres schema: two agentd nodes.
+func twoNodes(t *testing.T) (*Postgres, *Postgres) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	var out [2]*Postgres
+	for i := range out {
+		s, _, err := OpenPostgres(context.Background(), dsn, PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out[i] = s
+	}
+	return out[0], out[1]
+}
+
+func user(text string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: text} }
+
+func TestAStaleOwnersWritesFailOnceAnotherNodeClaimsTheChat(t *testing.T) {
+	ctx := context.Background()
+	a, b := twoNodes(t)
+	if err := a.CreateChat(ctx, Chat{ID: "c", Tenant: "t", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Append(ctx, "c", user("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Claim(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Append(ctx, "c", user("stale"))
+	if !errors.Is(err, ErrChatMoved) {
+		t.Fatalf("the stale owner's append: %v; want ErrChatMoved", err)
+	}
+	_, err = a.AppendWithSnapshot(ctx, "c", func(int64) Snapshot { return Snapshot{Summary: "stale"} }, user("stale too"))
+	if !errors.Is(err, ErrChatMoved) {
+		t.Fatalf("the stale owner's append with its snapshot: %v; want ErrChatMoved", err)
+	}
+	if err := a.SaveSnapshot(ctx, "c", Snapshot{Summary: "stale"}); !errors.Is(err, ErrChatMoved) {
+		t.Fatalf("the stale owner's snapshot: %v; want ErrChatMoved", err)
+	}
+	got, err := b.Append(ctx, "c", user("two"))
+	if err != nil || got[0].Seq != 2 {
+		t.Fatalf("the new owner's append: %v, %v; want seq 2", got, err)
+	}
+	if _, ok, _ := b.LoadSnapshot(ctx, "c"); ok {
+		t.Fatal("the stale owner's snapshot landed")
+	}
+	msgs, err := b.Messages(ctx, "c", 1, 0)
+	if err != nil || len(msgs) != 2 || msgs[0].Content != "one" || msgs[1].Content != "two" {
+		t.Fatalf("log = %+v, %v; want one, two", msgs, err)
+	}
+	// Claiming back fences the other way; writes through a chat neither
+	// store claimed (no session) are not fenced.
+	if err := a.Claim(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(ctx, "c", user("stale")); !errors.Is(err, ErrChatMoved) {
+		t.Fatalf("b after a claimed back: %v; want ErrChatMoved", err)
+	}
+	if _, err := a.Append(ctx, "c", user("three")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(ctx, "unclaimed", user("x")); err != nil {
+		t.Fatal(err)
+	}
+	// A deleted chat forgets its owner: a stale store cannot write it.
+	if err := a.DeleteChat(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(ctx, "c", user("after delete")); !errors.Is(err, ErrChatMoved) {
+		t.Fatalf("b's append after the delete: %v; want ErrChatMoved", err)
+	}
+}
+
+// The race a failover is: the old owner keeps appending while the new one
+// claims and reads the log. What the new owner reads after its claim must
+// be everything the old owner ever manages to write: none of the old
+// owner's writes lands after the claim.
+func TestWhatTheNewOwnerReadsIsAllTheOldOneEverWrites(t *testing.T) {
+	ctx := context.Background()
+	for round := range 5 {
+		a, b := twoNodes(t)
+		id := fmt.Sprintf("race-%d", round)
+		if err := a.Claim(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		acked := make(chan int, 1)
+		go func() {
+			n := 0
+			for {
+				if _, err := a.Append(ctx, id, user(fmt.Sprint(n))); err != nil {
+					if !errors.Is(err, ErrChatMoved) {
+						t.Errorf("old owner: %v", err)
+					}
+					acked <- n
+					return
+				}
+				n++
+			}
+		}()
+		// Let the old owner write some before the takeover: wait for its
+		// rows, not for time.
+		for deadline := time.Now().Add(time.Minute); ; {
+			if n, err := b.LastSeq(ctx, id); err != nil || n >= 3 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := b.Claim(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		seen, err := b.Messages(ctx, id, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := <-acked
+		if len(seen) != n {
+			t.Fatalf("round %d: the old owner had %d appends acknowledged, the new owner read %d after its claim", round, n, len(seen))
+		}
+		got, err := b.Append(ctx, id, user("new owner"))
+		if err != nil || got[0].Seq != int64(n+1) {
+			t.Fatalf("round %d: the new owner's append: %v, %v; want seq %d", round, got, err, n+1)
+		}
+		all, err := b.Messages(ctx, id, 1, 0)
+		if err != nil || len(all) != n+1 {
+			t.Fatalf("round %d: log has %d, %v; want %d", round, len(all), err, n+1)
+		}
+		for i, m := range all[:n] {
+			if m.Content != fmt.Sprint(i) {
+				t.Fatalf("round %d: seq %d = %q, want %d in order, once each", round, m.Seq, m.Content, i)
+			}
+		}
+	}
+}
