@@ -13,6 +13,10 @@ type Settings struct {
 	MaxOutputTokens *int     `json:"max_output_tokens,omitempty"`
 	Stop            []string `json:"stop,omitempty"`
 	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
+	// CompactThreshold (tokens, at least 1000) folds the chat once a request
+	// would pass it, below what the model's window allows; agentd's own, never
+	// sent to the model.
+	CompactThreshold *int `json:"compact_threshold,omitempty"`
 }
 
 // Tool is one tool an application brings: Name is 1-64 letters, digits,

@@ -121,7 +121,15 @@ type Settings struct {
 	// ReasoningEffort is how hard a reasoning model thinks, in the
 	// protocol's own words (OpenAI: minimal, low, medium, high).
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// CompactThreshold is agentd's own, never sent: the request size in
+	// tokens past which the chat folds, below what its window allows
+	// (OpenAI's context_management compact_threshold).
+	CompactThreshold *int `json:"compact_threshold,omitempty"`
 }
+
+// MinCompactThreshold is the smallest compact_threshold a chat may set
+// (OpenAI's own minimum).
+const MinCompactThreshold = 1000
 
 // maxStops is the most stop sequences a chat may set (OpenAI's limit).
 const maxStops = 4
@@ -135,6 +143,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("settings: top_p %g is outside (0, 1]", *s.TopP)
 	case s.MaxOutputTokens != nil && *s.MaxOutputTokens < 1:
 		return fmt.Errorf("settings: max_output_tokens %d must be at least 1", *s.MaxOutputTokens)
+	case s.CompactThreshold != nil && *s.CompactThreshold < MinCompactThreshold:
+		return fmt.Errorf("settings: compact_threshold %d must be at least %d tokens", *s.CompactThreshold, MinCompactThreshold)
 	case len(s.Stop) > maxStops:
 		return fmt.Errorf("settings: %d stop sequences; at most %d", len(s.Stop), maxStops)
 	}

@@ -31,6 +31,14 @@ func NewBudget(window, systemTokens, toolTokens int) Budget {
 	return b
 }
 
+// Within lowers the transcript's share so the whole request stays within
+// total tokens (a chat's compact_threshold); a total above the budget's own
+// limit changes nothing.
+func (b Budget) Within(total int) Budget {
+	b.Transcript = max(min(b.Transcript, total-b.System-b.Tools), 0)
+	return b
+}
+
 // Limit is the most the whole request (system prompt, tools and transcript)
 // may be estimated at.
 func (b Budget) Limit() int { return b.System + b.Tools + b.Transcript }

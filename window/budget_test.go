@@ -38,3 +38,29 @@ func TestNewBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetWithin(t *testing.T) {
+	b := NewBudget(32000, 500, 700)
+	cases := []struct {
+		name  string
+		total int
+		want  int // the transcript's share
+	}{
+		{"a total above the budget changes nothing", 1 << 20, b.Transcript},
+		{"the budget's own limit changes nothing", b.Limit(), b.Transcript},
+		{"a lower total lowers the transcript's share", 2000, 2000 - 500 - 700},
+		{"a total the fixed parts fill leaves none", 1000, 0},
+	}
+	for _, c := range cases {
+		got := b.Within(c.total)
+		if got.Transcript != c.want {
+			t.Errorf("%s: transcript %d, want %d", c.name, got.Transcript, c.want)
+		}
+		if got.System != b.System || got.Tools != b.Tools || got.Window != b.Window || got.Answer != b.Answer {
+			t.Errorf("%s: changed more than the transcript: %+v", c.name, got)
+		}
+		if c.want > 0 && got.Limit() > c.total {
+			t.Errorf("%s: limit %d over the total %d", c.name, got.Limit(), c.total)
+		}
+	}
+}

@@ -92,6 +92,9 @@ func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *plan
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
 	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
+	if t := su.settings.CompactThreshold; t != nil {
+		b = b.Within(*t)
+	}
 	if harder {
 		b.Transcript /= 2
 	}

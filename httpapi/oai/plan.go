@@ -183,14 +183,27 @@ func chatSetup(req createRequest, tools []functionTool, noTools bool, system []s
 		}
 	}
 	var settings *api.Settings
-	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil {
-		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens}
+	threshold := compactThreshold(req)
+	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil || threshold != nil {
+		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens, CompactThreshold: threshold}
 	}
 	setup := api.PatchChatRequest{Instructions: &instr, Settings: settings, Tools: &ts}
 	if req.Model != "" {
 		setup.Model = &req.Model
 	}
 	return setup
+}
+
+// compactThreshold is the request's context_management compaction
+// threshold: the chat then folds once a request would pass it (below what
+// its window allows), as OpenAI compacts past it.
+func compactThreshold(req createRequest) *int {
+	for _, cm := range req.ContextManagement {
+		if cm.Type == "compaction" && cm.CompactThreshold != nil {
+			return cm.CompactThreshold
+		}
+	}
+	return nil
 }
 
 // setUp changes what of the chat's setup the request changes (a paused

@@ -318,3 +318,47 @@ func TestResponsesTooLongFailsWithContextLengthExceeded(t *testing.T) {
 		t.Fatalf("stored: %v, %+v", err, stored)
 	}
 }
+
+// TestACompactThresholdFoldsBelowTheWindow: a request's context_management
+// compact_threshold lowers the chat's fold trigger: on a 32K window that
+// twenty short turns never fill, the chat folds to stay under 2,000 tokens.
+// A threshold under OpenAI's minimum of 1,000 is refused, naming it.
+func TestACompactThresholdFoldsBelowTheWindow(t *testing.T) {
+	const window, threshold, turns = 32000, 2000, 20
+	answer := strings.Repeat("an answer of some length ", 8)
+	d, _, sdk := start(t, window, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: answer} })
+	ctx := context.Background()
+	compaction := []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(threshold)}}
+	prev := ""
+	for i := range turns {
+		params := responses.ResponseNewParams{Model: "fake/m", ContextManagement: compaction,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 30)))}}
+		if prev != "" {
+			params.PreviousResponseID = openai.String(prev)
+		}
+		r, err := sdk.Responses.New(ctx, params)
+		if err != nil || r.Status != "completed" {
+			t.Fatalf("turn %d: %v %+v", i, err, r)
+		}
+		prev = r.ID
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("the chain is %d chats (%v), want one", len(cs), err)
+	}
+	v, err := d.Hub.Context(ctx, "a", cs[0].ID)
+	if err != nil || v.FirstKeptSeq <= 1 || v.Summary == "" {
+		t.Errorf("a chat past its compact_threshold did not fold: first kept %d, summary %q (%v)", v.FirstKeptSeq, v.Summary, err)
+	}
+	if b := v.Budget; b.System+b.Tools+b.Transcript > threshold {
+		t.Errorf("the chat's budget allows %d tokens, over its compact_threshold of %d", b.System+b.Tools+b.Transcript, threshold)
+	}
+
+	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(prev),
+		ContextManagement: []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(500)}},
+		Input:             responses.ResponseNewParamsInputUnion{OfString: openai.String("smaller?")}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "compact_threshold") {
+		t.Errorf("a compact_threshold of 500: %v, want a 400 naming compact_threshold", err)
+	}
+}
