@@ -17,9 +17,12 @@ import (
 
 // Lean mode thresholds (seed 0086 §2): nobody sets lean; these decide it.
 const (
-	leanWindow     = 16 << 10 // a window this small is always lean
-	leanShare      = 0.30     // the full prompt and tools past this share of the window
-	toolListShare  = 0.10     // the tool list alone past this share of the window
+	leanWindow = 16 << 10 // a window this small is always lean
+	leanShare  = 0.30     // the full prompt and tools past this share of the window
+	// toolListShare: the tool list alone past this share of the window. It
+	// catches an application's big registry; agentd's own tools (≈3.4K
+	// tokens with the document tools) stay under it on a 32K window.
+	toolListShare  = 0.15
 	maxLoadedTools = 10
 	// findToolsShare bounds find_tools' answer and loadedShare the loaded
 	// tools' schemas, as shares of the window: on a 4K model ten schemas

@@ -239,14 +239,13 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		writePlanError(w, r, err)
 		return
 	}
-	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix()}
+	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix(), kept: func(a *answer) {
+		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], a.message()), len(p.history)+1, time.Now())
+	}}
 	if req.Stream {
 		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	} else {
 		a.whole(w, r, sub, turnID)
-	}
-	if a.res != nil && a.answered() {
-		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], a.message()), len(p.history)+1, time.Now())
 	}
 }
 
@@ -349,6 +348,10 @@ type answer struct {
 	// text is what the client was told the assistant said.
 	text strings.Builder
 	res  *api.TurnResult
+	// kept records the answer as the chat's new tip; it runs before the
+	// client reads the answer's end, so the client's next request (its
+	// tool results, at once) finds the chat.
+	kept func(*answer)
 }
 
 // answered reports whether the turn gave the client an answer to keep in
@@ -451,6 +454,7 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 		WriteError(w, status, code, "", msg)
 		return
 	}
+	a.kept(a)
 	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
 	if calls := a.toolCalls(false); len(calls) > 0 {
 		msg["tool_calls"] = calls
@@ -541,6 +545,7 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
 		return
 	}
+	a.kept(a)
 	if calls := a.toolCalls(true); len(calls) > 0 {
 		out.data(chunk(map[string]any{"tool_calls": calls}, nil))
 	}
