@@ -86,7 +86,7 @@ type planned struct {
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *planned {
 	lean := s.isLean(info, su)
-	system, specs := s.systemAndTools(lean, info.Vision, info.Window, su)
+	system, specs := s.systemAndTools(lean, info.Vision, requestRoom(info, su), su)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)

@@ -49,12 +49,23 @@ var findToolsSpec = chat.ToolSpec{
 
 // isLean decides whether a request goes lean on info's window.
 func (s *session) isLean(info providers.ModelInfo, su setup) bool {
-	if info.Window <= leanWindow || info.ToolsInWords {
+	w := requestRoom(info, su)
+	if w <= leanWindow || info.ToolsInWords {
 		return true
 	}
 	all := s.allToolTokens(info.Vision, su)
 	full := window.EstimateText(withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false))) + all
-	return float64(full) > leanShare*float64(info.Window) || float64(all) > toolListShare*float64(info.Window)
+	return float64(full) > leanShare*float64(w) || float64(all) > toolListShare*float64(w)
+}
+
+// requestRoom is the most a request of the chat may hold: the model's
+// window, or the chat's compact_threshold below it. A chat held to 2,000
+// tokens is a small-window chat, lean whatever its model reads.
+func requestRoom(info providers.ModelInfo, su setup) int {
+	if t := su.settings.CompactThreshold; t != nil && *t < info.Window {
+		return *t
+	}
+	return info.Window
 }
 
 // toolsCost caches what every tool of a scope costs to send: an
