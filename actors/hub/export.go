@@ -36,7 +36,7 @@ func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, er
 	var activity []api.ActivityItem
 	for after, more := int64(0), true; more; {
 		var page []api.ActivityItem
-		if page, more, err = h.Activity(ctx, tenant, id, after, exportActivityPage); err != nil {
+		if page, more, err = h.activityPage(ctx, id, after, exportActivityPage); err != nil {
 			return api.ChatExport{}, err
 		}
 		activity = append(activity, page...)

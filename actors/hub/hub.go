@@ -492,6 +492,11 @@ func (h *Hub) Activity(ctx context.Context, tenant, id string, after int64, limi
 	if _, err := h.chatOf(ctx, tenant, id); err != nil {
 		return nil, false, err
 	}
+	return h.activityPage(ctx, id, after, limit)
+}
+
+// activityPage reads a page of a chat already resolved in its tenant.
+func (h *Hub) activityPage(ctx context.Context, id string, after int64, limit int) ([]api.ActivityItem, bool, error) {
 	as, more, err := h.store.ActivityPage(ctx, id, after, limit)
 	if err != nil {
 		return nil, false, err
