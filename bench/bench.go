@@ -58,7 +58,7 @@ type Options struct {
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
 	ConfigPath string
-	// Profile writes CPU and heap profiles of agentd's replay turn loops.
+	// Profile writes CPU and heap profiles of agentd's replay and scale turn loops.
 	Profile Profiles
 }
 
@@ -244,7 +244,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			if n == o.ScaleChats[0] {
 				wake = 200
 			}
-			res, err := Scale(ctx, n, 2, wake)
+			res, err := Scale(ctx, n, 2, wake, o.Profile.forScale(n))
 			if err != nil {
 				fail(fmt.Sprintf("scale %d", n), err)
 				continue

@@ -8,8 +8,9 @@ import (
 	"runtime/pprof"
 )
 
-// Profiles names the files a replay's turn loop is profiled into (empty:
-// no profile). With several windows each file gets the window in its name.
+// Profiles names the files a replay's or a scale run's turn loop is
+// profiled into (empty: no profile). With several windows each replay's
+// file gets the window in its name; a scale run's always gets its chats.
 type Profiles struct {
 	CPU  string `json:"cpu,omitempty"`
 	Heap string `json:"heap,omitempty"`
@@ -19,11 +20,18 @@ func (p Profiles) forWindow(window int, several bool) Profiles {
 	if !several {
 		return p
 	}
+	return p.suffixed(shortTokens(window))
+}
+
+// forScale names a scale run's files: "scale10000" appended.
+func (p Profiles) forScale(chats int) Profiles { return p.suffixed(fmt.Sprintf("scale%d", chats)) }
+
+func (p Profiles) suffixed(suffix string) Profiles {
 	name := func(path string) string {
 		if path == "" {
 			return ""
 		}
-		return fmt.Sprintf("%s.%s", path, shortTokens(window))
+		return path + "." + suffix
 	}
 	return Profiles{CPU: name(p.CPU), Heap: name(p.Heap)}
 }

@@ -84,12 +84,13 @@ func settle() (heap, rss uint64) {
 
 // Scale drives chats chats at once, turns each, on Badger on disk (every
 // message synced), then measures idle memory; with wake set it lets the
-// chats passivate and times waking wake of them.
-func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
+// chats passivate and times waking wake of them. prof, when it names
+// files, profiles the CPU of the turns and the heap once they are idle.
+func Scale(ctx context.Context, chats, turns, wake int, prof Profiles) (*ScaleResult, error) {
 	limit := raiseFileLimit()
 	// Each turn in flight holds two sockets here; keep well under the limit.
 	maxConns := int(min(uint64(4096), max(limit, 1024)/4))
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Forget: true, Script: func(r testkit.Received) testkit.Reply {
 		return testkit.Reply{Text: "Fine, noted.", ChunkRunes: 64}
 	}})
 	defer fake.Close()
@@ -155,6 +156,10 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 			}
 		}
 	})
+	stopProfile, err := prof.start()
+	if err != nil {
+		return nil, err
+	}
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -172,6 +177,9 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 	secs := time.Since(start).Seconds()
 	close(stop)
 	sampler.Wait()
+	if err := stopProfile(); err != nil {
+		return nil, err
+	}
 	heap1, rss1 := settle()
 	per := func(a, b uint64) float64 {
 		if a < b {
