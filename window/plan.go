@@ -28,6 +28,9 @@ type PlanInput struct {
 	Calibration Calibration
 	Summary     string // the current summary, which rides in front
 	Digest      string // optional digest riding after it
+	// SummaryTokens is SummaryTokens(Summary, Digest) when the caller
+	// keeps it (the summary changes only at a fold); 0 computes it.
+	SummaryTokens int
 }
 
 // PlanResult says what to keep and what to fold.
@@ -107,7 +110,10 @@ func Plan(in PlanInput) PlanResult {
 	ms := in.Msgs
 	b, cal := in.Budget, in.Calibration
 	fixed := b.System + b.Tools
-	sumTokens := summaryTokens(in.Summary, in.Digest)
+	sumTokens := in.SummaryTokens
+	if sumTokens <= 0 {
+		sumTokens = SummaryTokens(in.Summary, in.Digest)
+	}
 	if len(ms) == 0 {
 		raw := fixed
 		est := cal.Estimate(raw)
@@ -154,9 +160,9 @@ func Plan(in PlanInput) PlanResult {
 	return res
 }
 
-// summaryTokens is what the summary block costs in front of a message; one
+// SummaryTokens is what the summary block costs in front of a message; one
 // more token covers rounding where it joins the message's text.
-func summaryTokens(summary, digest string) int {
+func SummaryTokens(summary, digest string) int {
 	f := frame(summary, digest)
 	if f == "" {
 		return 0
@@ -166,7 +172,7 @@ func summaryTokens(summary, digest string) int {
 
 // summaryReserve is the room a fold keeps for the summary it triggers.
 func summaryReserve(b Budget) int {
-	return summaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
+	return SummaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
 }
 
 func scanMsgs(ms []Msg) *scan {
