@@ -249,11 +249,17 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 // stored originals.
 func (s *session) fromWindow(sent []window.Msg) []chat.Message {
 	out := make([]chat.Message, 0, len(sent))
+	at := 0 // s.msgs runs in seq order, one message a seq, and so mostly does sent
 	for _, w := range sent {
 		var m chat.Message
-		// s.msgs runs in seq order, one message a seq.
-		if i, ok := slices.BinarySearchFunc(s.msgs, w.Seq, func(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) }); ok && s.msgs[i].Role == chat.Role(w.Role) {
-			m = s.msgs[i]
+		if at < len(s.msgs) && s.msgs[at].Seq > w.Seq {
+			at, _ = slices.BinarySearchFunc(s.msgs, w.Seq, func(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) })
+		}
+		for at < len(s.msgs) && s.msgs[at].Seq < w.Seq {
+			at++
+		}
+		if at < len(s.msgs) && s.msgs[at].Seq == w.Seq && s.msgs[at].Role == chat.Role(w.Role) {
+			m = s.msgs[at]
 		}
 		m.Seq, m.Role, m.Content = w.Seq, chat.Role(w.Role), w.Text
 		m.ToolCallID, m.ToolName, m.IsError = w.ToolCallID, w.ToolName, w.IsError
