@@ -473,4 +473,3 @@ func (c *Client) replayMask(log []chat.Message) []bool {
 	}
 	return mask
 }
-
