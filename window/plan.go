@@ -31,6 +31,11 @@ type PlanInput struct {
 	// SummaryTokens is SummaryTokens(Summary, Digest) when the caller
 	// keeps it (the summary changes only at a fold); 0 computes it.
 	SummaryTokens int
+	// Early, below 1, fires the message and byte triggers at that share of
+	// their limits (the caller lowers the budget itself): a fold planned
+	// in the background after a turn then runs before the next turn would
+	// have to wait for one. 0 is 1.
+	Early float64
 }
 
 // PlanResult says what to keep and what to fold.
@@ -126,12 +131,16 @@ func Plan(in PlanInput) PlanResult {
 	}
 	res := PlanResult{SummaryTokens: sumTokens}
 	keptTok, keptN, keptBytes := sc.kept(c0, len(ms))
+	maxMsgs, maxBytes := MaxMessages, MaxBytes
+	if in.Early > 0 && in.Early < 1 {
+		maxMsgs, maxBytes = int(in.Early*MaxMessages), int(in.Early*MaxBytes)
+	}
 	switch {
 	case cal.Estimate(fixed+sumTokens+keptTok) > b.Limit():
 		res.Reason = ReasonBudget
-	case keptN > MaxMessages:
+	case keptN > maxMsgs:
 		res.Reason = ReasonMessages
-	case keptBytes > MaxBytes:
+	case keptBytes > maxBytes:
 		res.Reason = ReasonBytes
 	case c0 > 0:
 		res.Reason = ReasonStart

@@ -125,11 +125,17 @@ func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *pla
 }
 
 func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estimate {
+	return s.planEarly(msgs, b, lean, 0)
+}
+
+// planEarly plans with the message and byte triggers at early of their
+// limits (window.PlanInput.Early).
+func (s *session) planEarly(msgs []window.Msg, b window.Budget, lean bool, early float64) estimate {
 	if e := &s.summaryEst; e.summary != s.snap.Summary || e.digest != s.snap.Digest || e.tokens == 0 {
 		*e = summaryEstimate{summary: s.snap.Summary, digest: s.snap.Digest, tokens: window.SummaryTokens(s.snap.Summary, s.snap.Digest)}
 	}
 	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
-		SummaryTokens: s.summaryEst.tokens})
+		SummaryTokens: s.summaryEst.tokens, Early: early})
 	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
 }
 

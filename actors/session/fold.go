@@ -170,7 +170,8 @@ func (s *session) resumeAfterFold(ctx actor.Context) {
 }
 
 // maybeBackgroundFold folds after a turn when the kept part passed the soft
-// threshold, so the next request fits without waiting.
+// threshold of the budget, or of the message or byte limits, so the next
+// request fits without waiting.
 func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if s.fold != nil {
 		return
@@ -182,7 +183,7 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	p := s.frameFor(info, false, s.currentSetup())
 	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
-	plan := s.planMsgs(p.msgs, soft, p.lean).plan
+	plan := s.planEarly(p.msgs, soft, p.lean, softFold).plan
 	if plan.Fold && plan.FirstKept > s.snap.FirstKeptSeq {
 		s.startFold(ctx, plan.FirstKept, "", nil)
 	}
