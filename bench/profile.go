@@ -8,9 +8,10 @@ import (
 	"runtime/pprof"
 )
 
-// Profiles names the files a replay's or a scale run's turn loop is
-// profiled into (empty: no profile). With several windows each replay's
-// file gets the window in its name; a scale run's always gets its chats.
+// Profiles names the files the turn loop of a replay, of the overhead part
+// or of a scale run is profiled into (empty: no profile). With several
+// windows each replay's file gets the window in its name; the overhead
+// part's gets "overhead", a scale run's its chats ("scale10000").
 type Profiles struct {
 	CPU  string `json:"cpu,omitempty"`
 	Heap string `json:"heap,omitempty"`
