@@ -64,7 +64,10 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	}
 	clock := &modelClock{}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
+	// Every connection a run may open is kept for the next call: closing
+	// and dialling again is work a long-running daemon does not do.
+	tr.MaxIdleConnsPerHost = max(256, o.maxConns)
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
 	tr.MaxConnsPerHost = o.maxConns
 	opts := hub.Options{InMemory: o.inMemory, HTTPClient: &http.Client{Transport: &timedTransport{base: tr, clock: clock}}}
 	if o.results != nil {
