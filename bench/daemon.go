@@ -30,6 +30,9 @@ type daemon struct {
 	hub   *hub.Hub
 	cfg   configs.Config
 	model *modelClock
+	// transport holds the provider connections, a pool as big as a run's
+	// calls in flight.
+	transport *http.Transport
 }
 
 type daemonOptions struct {
@@ -87,7 +90,7 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	return &daemon{hub: h, cfg: cfg, model: clock}, nil
+	return &daemon{hub: h, cfg: cfg, model: clock, transport: tr}, nil
 }
 
 type lookupArgs struct {

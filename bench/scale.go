@@ -195,6 +195,9 @@ func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profil
 	secs, cpu := time.Since(start).Seconds(), processCPU()-cpu0
 	close(stop)
 	sampler.Wait()
+	// The provider connections are a pool bounded by maxConns, not any
+	// chat's: the idle chats are measured without it.
+	d.transport.CloseIdleConnections()
 	if err := stopProfile(); err != nil {
 		return nil, err
 	}
