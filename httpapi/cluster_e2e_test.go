@@ -93,7 +93,9 @@ func TestClusterServesAChatOnItsNodeThroughAnyNode(t *testing.T) {
 	tokens := map[string]string{"tok": "alice", "tok-b": "bob"}
 	ds := startCluster(t, 3, fake.URL(), 32000, tokens)
 	ctx := context.Background()
-	client := func(d *daemontest.Daemon, tok string) *api.Client { return &api.Client{BaseURL: d.Server.URL, Token: tok} }
+	client := func(d *daemontest.Daemon, tok string) *api.Client {
+		return &api.Client{BaseURL: d.Server.URL, Token: tok}
+	}
 
 	c, err := client(ds[0], "tok").CreateChat(ctx, api.CreateChatRequest{})
 	if err != nil {
