@@ -17,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -242,4 +246,33 @@ func TestClusterToolsetPutOnOneNodeIsFoundOnEvery(t *testing.T) {
 	if err != nil || res.Status != "requires_action" || res.ToolCalls[0].Name != "refund_invoice_emea" {
 		t.Fatalf("find_tools on the chat's node did not find the tool put on node 0: %+v, %v", res, err)
 	}
+}
+
+func TestClusterResponsesChainedThroughEveryNodeAreOneChat(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: testkit.NewHold("").Script})
+	defer fake.Close()
+	ds := startCluster(t, 3, fake.URL(), 32000, map[string]string{"tok": "alice"})
+	ctx := context.Background()
+	prev := ""
+	for i, words := range []string{"one", "two", "three", "four"} {
+		sdk := openai.NewClient(option.WithBaseURL(ds[i%3].Server.URL+"/v1"), option.WithAPIKey("tok"), option.WithMaxRetries(0))
+		params := responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(words)}}
+		if prev != "" {
+			params.PreviousResponseID = openai.String(prev)
+		}
+		resp, err := sdk.Responses.New(ctx, params)
+		if err != nil || resp.Status != "completed" {
+			t.Fatalf("response %d through node %d: %+v, %v", i, i%3, resp, err)
+		}
+		prev = resp.ID
+	}
+	cs, err := ds[0].Hub.Chats(ctx, "alice")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("the chain is %d chats (%v), want one", len(cs), err)
+	}
+	msgs, err := (&api.Client{BaseURL: ds[2].Server.URL, Token: "tok"}).Transcript(ctx, cs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WantLog(t, msgs, "one", "answer to one", "two", "answer to two", "three", "answer to three", "four", "answer to four")
 }

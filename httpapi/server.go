@@ -126,10 +126,14 @@ func (s *Server) routes() {
 	surface := oai.New(s.hub, s.cfg, s.log)
 	oaiRoutes := func(routes []oai.Route, maxBody int64) {
 		for _, rt := range routes {
+			h := rt.Handle
+			if rt.Chat != nil {
+				h = s.chatRouted(h, rt.Chat, oai.WriteHubError, oai.WriteNativeError)
+			}
 			s.mux.Handle(rt.Pattern, s.authedAs(func(w http.ResponseWriter, r *http.Request, tenant string) {
 				s.turns.Add(1)
 				defer s.turns.Done()
-				rt.Handle(w, r, tenant)
+				h(w, r, tenant)
 			}, false, oai.WriteNativeError, maxBody))
 		}
 	}
