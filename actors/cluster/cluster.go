@@ -119,7 +119,7 @@ func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvi
 		}
 		return p, nil
 	case configs.ClusterEtcd:
-		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: ctx})
+		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
 		if err != nil {
 			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
 		}
@@ -168,7 +168,7 @@ func (n *Node) ToolsetChanged(tenant, name string) {
 // also ends the actor system's own loops (protoactor's Shutdown closes
 // it), so the hub must not Shutdown the system again.
 func (n *Node) Leave() {
-	n.c.ActorSystem.Root.Stop(n.notices)
+	_ = n.c.ActorSystem.Root.StopFuture(n.notices).Wait()
 	n.c.Shutdown(true)
 }
 
