@@ -27,6 +27,8 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/cluster/clusterpb"
@@ -81,7 +83,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	if err != nil {
 		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
 	}
-	provider, err := newProvider(ctx, cc)
+	provider, err := newProvider(ctx, cc, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 const askTimeout = 10 * time.Second
 
 // newProvider builds the membership provider cc names.
-func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvider, error) {
+func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (pcluster.ClusterProvider, error) {
 	switch cc.Provider {
 	case configs.ClusterKubernetes:
 		p, err := k8s.New()
@@ -119,13 +121,20 @@ func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvi
 		}
 		return p, nil
 	case configs.ClusterEtcd:
-		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
+			Context: context.WithoutCancel(ctx), Logger: zapInto(log.With().Str("component", "etcd").Logger())})
 		if err != nil {
 			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
 		}
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
+}
+
+// zapInto sends the etcd client's own log (zap) at Warn and above into
+// log, one JSON line each, instead of its default of stderr at Info.
+func zapInto(log zerolog.Logger) *zap.Logger {
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zap.WarnLevel))
 }
 
 // Address is this node's cluster (gRPC) address.
