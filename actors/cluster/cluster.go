@@ -121,6 +121,9 @@ func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (p
 		}
 		return p, nil
 	case configs.ClusterEtcd:
+		if err := reachEtcd(ctx, cc.EtcdEndpoints); err != nil {
+			return nil, err
+		}
 		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
 			Context: context.WithoutCancel(ctx), Logger: zapInto(log.With().Str("component", "etcd").Logger())})
 		if err != nil {
@@ -129,6 +132,26 @@ func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (p
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
+}
+
+// etcdWait bounds the check that etcd answers before joining.
+const etcdWait = 10 * time.Second
+
+// reachEtcd reads one key from etcd, bounded: protoactor's provider asks
+// etcd without a deadline, so an etcd that does not answer would hang the
+// start instead of failing it.
+func reachEtcd(ctx context.Context, endpoints []string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdWait, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("cluster provider etcd at %v: %w", endpoints, err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, etcdWait)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/agentd", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("cluster provider etcd at %v does not answer: %w", endpoints, err)
+	}
+	return nil
 }
 
 // zapInto sends the etcd client's own log (zap) at Warn and above into
