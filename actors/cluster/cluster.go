@@ -92,18 +92,19 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	pc := pcluster.Configure(cc.Name, provider, disthash.New(), remote.Configure(host, port),
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(askTimeout))
 	n.c = pcluster.New(system, pc)
+	// The notices actor is there before the other nodes can see this one.
+	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
+		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
+	}
 	// protoactor panics where it cannot start (a port taken, etcd refusing):
 	// agentd reports that as an error at start instead.
 	defer func() {
 		if r := recover(); r != nil {
+			system.Root.Stop(n.notices)
 			err = fmt.Errorf("join cluster %s: %v", cc.Name, r)
 		}
 	}()
 	n.c.StartMember()
-	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
-		n.c.Shutdown(false)
-		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
-	}
 	cfg.Log.Info().Str("cluster", cc.Name).Str("address", n.Address()).Str("http", cfg.AdvertiseHTTP).Msg("joined the cluster")
 	return n, nil
 }
