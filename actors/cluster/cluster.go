@@ -28,7 +28,6 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/cluster/clusterpb"
@@ -83,7 +82,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	if err != nil {
 		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
 	}
-	provider, err := newProvider(ctx, cc, cfg.Log)
+	provider, err := newProvider(ctx, cc)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +112,13 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 const askTimeout = 10 * time.Second
 
 // newProvider builds the membership provider cc names.
-func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (pcluster.ClusterProvider, error) {
+//
+// The etcd client's own log (zap, stderr at Info by default) is off: the
+// provider never closes its client, which outlives the node and would log
+// into a closed logger ("lease keepalive response queue is full" once a
+// second after Leave); the provider logs its failures itself, through the
+// actor system's logger.
+func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvider, error) {
 	switch cc.Provider {
 	case configs.ClusterKubernetes:
 		p, err := k8s.New()
@@ -126,7 +131,7 @@ func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (p
 			return nil, err
 		}
 		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
-			Context: context.WithoutCancel(ctx), Logger: zapInto(log.With().Str("component", "etcd").Logger())})
+			Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
 		if err != nil {
 			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
 		}
@@ -153,12 +158,6 @@ func reachEtcd(ctx context.Context, endpoints []string) error {
 		return fmt.Errorf("cluster provider etcd at %v does not answer: %w", endpoints, err)
 	}
 	return nil
-}
-
-// zapInto sends the etcd client's own log (zap) at Warn and above into
-// log, one JSON line each, instead of its default of stderr at Info.
-func zapInto(log zerolog.Logger) *zap.Logger {
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zap.WarnLevel))
 }
 
 // Address is this node's cluster (gRPC) address.
