@@ -40,6 +40,7 @@ type chatLog struct {
 	id       string
 	acks     []ack
 	attempts map[string]bool // every content sent, acknowledged or not
+	answered atomic.Int64    // turns that ended with an answer (no problem)
 }
 
 // tally counts what the workers saw, for the figures.
@@ -106,7 +107,7 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	tl := &tally{problems: map[string]int{}}
 	var wg sync.WaitGroup
 	for i, cl := range logs {
-		wg.Go(func() { drive(d.Client, i, cl, tl, &stop) })
+		wg.Go(func() { drive([]*api.Client{d.Client}, i, cl, tl, &stop) })
 	}
 
 	started := time.Now()
@@ -136,7 +137,7 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	wg.Wait()
 	elapsed := time.Since(started)
 
-	lost, folded := verify(t, d, logs)
+	lost, folded := verify(t, d.Client, logs)
 	if n, first := d.panics(); n > 0 {
 		t.Errorf("%d panic or race lines in the daemon's logs; first: %s", n, first)
 	}
@@ -184,8 +185,12 @@ Command: `+"`go test -run TestKillHarness -v ./e2e/`"+` (seed %d, %s on %s; Post
 }
 
 // drive sends numbered messages to one chat until stop, one at a time,
-// recording which were acknowledged. Sends fail while the daemon is down.
-func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
+// recording which were acknowledged and which answered. It starts on node
+// i of nodes and, after a send that fails (the node is down or restarting,
+// a 503, a stream cut), moves to the next, as a client behind a load
+// balancer would.
+func drive(nodes []*api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
+	node := i % len(nodes)
 	for n := 0; !stop.Load(); n++ {
 		content := fmt.Sprintf("chat %d message %d", i, n)
 		if n%4 == 3 {
@@ -194,7 +199,7 @@ func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
 		cl.attempts[content] = true
 		acked := false
 		ctx, cancel := withTimeout(sendTimeout)
-		res, err := c.Send(ctx, cl.id, api.SendMessageRequest{Content: content}, func(ev api.Event) {
+		res, err := nodes[node].Send(ctx, cl.id, api.SendMessageRequest{Content: content}, func(ev api.Event) {
 			if ev.Type != chat.EventTurnStarted {
 				return
 			}
@@ -212,31 +217,35 @@ func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
 			tl.completed.Add(1)
 			if res.Problem != nil {
 				tl.problem(res.Problem.Kind)
+			} else {
+				cl.answered.Add(1)
 			}
+			continue
 		case !acked:
 			tl.unacked.Add(1)
 			var apiErr *api.Error
 			if errors.As(err, &apiErr) {
 				tl.problem(fmt.Sprintf("http-%d-%s", apiErr.Status, apiErr.Kind))
 			}
-			time.Sleep(20 * time.Millisecond) // the daemon is restarting
 		}
+		node = (node + 1) % len(nodes)
+		time.Sleep(20 * time.Millisecond) // the node is restarting, or the chat moving
 	}
 }
 
 // verify checks every chat's transcript and context against what its worker
 // saw. It returns how many acknowledged messages were lost or duplicated and
 // how many chats have folded.
-func verify(t *testing.T, d *daemon, logs []*chatLog) (lost, folded int) {
+func verify(t *testing.T, c *api.Client, logs []*chatLog) (lost, folded int) {
 	t.Helper()
 	for i, cl := range logs {
 		ctx, cancel := withTimeout(30 * time.Second)
-		msgs, err := d.Client.Transcript(ctx, cl.id)
+		msgs, err := c.Transcript(ctx, cl.id)
 		if err != nil {
 			cancel()
 			t.Fatalf("chat %d transcript: %v", i, err)
 		}
-		view, err := d.Client.Context(ctx, cl.id)
+		view, err := c.Context(ctx, cl.id)
 		cancel()
 		if err != nil {
 			t.Fatalf("chat %d context: %v", i, err)

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/openaifake"
+	"github.com/agentd/agentd/testkit/pgtest"
+)
+
+// cluster is agentd nodes on one Postgres schema. Each node has a fake
+// model of its own, all running one brain, so the test knows on which node
+// a chat's model call runs.
+type cluster struct {
+	nodes    []*daemon
+	clients  []*api.Client
+	inflight []atomic.Int32 // model calls running, per node
+}
+
+// newCluster starts n nodes on a fresh Postgres schema, or skips without
+// AGENTD_TEST_PG_DSN. limits go under each node's limits:.
+func newCluster(t testing.TB, n int, b *brain, window int, limits map[string]string) *cluster {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	extra := "store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\n"
+	c := &cluster{inflight: make([]atomic.Int32, n)}
+	for i := range n {
+		fake := openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
+			c.inflight[i].Add(1)
+			defer c.inflight[i].Add(-1)
+			return b.Script(r)
+		}})
+		t.Cleanup(fake.Close)
+		d := newDaemon(t, daemonConfig{FakeURL: fake.URL(), Window: window, Extra: extra, Limits: limits,
+			Env: []string{"AGENTD_PG_DSN=" + dsn}})
+		c.nodes = append(c.nodes, d)
+		c.clients = append(c.clients, d.Client)
+	}
+	for _, d := range c.nodes {
+		d.start()
+	}
+	return c
+}
+
+// createChats makes n chats, spread over the nodes.
+func (c *cluster) createChats(t testing.TB, n int) []*chatLog {
+	t.Helper()
+	logs := make([]*chatLog, n)
+	for i := range logs {
+		ctx, cancel := withTimeout(30 * time.Second)
+		ch, err := c.clients[i%len(c.clients)].CreateChat(ctx, api.CreateChatRequest{Title: fmt.Sprintf("cluster %d", i)})
+		cancel()
+		if err != nil {
+			t.Fatalf("create chat %d: %v", i, err)
+		}
+		logs[i] = &chatLog{id: ch.ID, attempts: map[string]bool{}}
+	}
+	return logs
+}
+
+// answeredNow is each chat's count of answered turns now.
+func answeredNow(logs []*chatLog) []int64 {
+	n := make([]int64, len(logs))
+	for i, cl := range logs {
+		n[i] = cl.answered.Load()
+	}
+	return n
+}
+
+// waitAllAnswer waits until every chat has answered a turn more than in
+// before, failing after limit with the chats that have not.
+func (c *cluster) waitAllAnswer(t testing.TB, logs []*chatLog, before []int64, limit time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var silent []int
+		for i, cl := range logs {
+			if cl.answered.Load() <= before[i] {
+				silent = append(silent, i)
+			}
+		}
+		if len(silent) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var tails []string
+			for i, d := range c.nodes {
+				if d.cmd != nil {
+					tails = append(tails, fmt.Sprintf("node %d %s", i, d.logTail(15)))
+				}
+			}
+			t.Fatalf("%s: %d chats did not answer within %s: %v\n%s", what, len(silent), limit, silent, strings.Join(tails, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitInflight waits until node i has a model call running: a kill then
+// lands mid-turn.
+func (c *cluster) waitInflight(t testing.TB, i int) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); c.inflight[i].Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d had no model call in flight for 2 minutes", i)
+		}
+	}
+}
+
+// Failover e2e parameters.
+const (
+	clusterNodes  = 3
+	clusterChats  = 50
+	clusterKills  = 4
+	clusterWindow = 8192
+)
+
+// TestClusterFailoverLosesNothingAcknowledged is issue 23's failover: three
+// agentd nodes on one Postgres, 50 chats sending through all three (a
+// client moves to another node when one refuses or cuts it), a slow model
+// so that kills land mid-turn, and one node SIGKILLed at a time (a
+// different one each time, restarted after). After each kill every chat
+// must answer again through the survivors; at the end every acknowledged
+// message is in its chat's log exactly once and no log forked.
+func TestClusterFailoverLosesNothingAcknowledged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster failover: skipped with -short")
+	}
+	b := newBrain(23)
+	b.MaxDelay, b.Words = 400*time.Millisecond, 60
+	c := newCluster(t, clusterNodes, b, clusterWindow, map[string]string{"requests_per_second": "1000000", "model_idle_timeout": "30s"})
+	logs := c.createChats(t, clusterChats)
+
+	var stop atomic.Bool
+	tl := &tally{problems: map[string]int{}}
+	var wg sync.WaitGroup
+	for i, cl := range logs {
+		wg.Go(func() { drive(c.clients, i, cl, tl, &stop) })
+	}
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			stop.Store(true)
+			wg.Wait()
+		}
+	}
+	defer halt()
+
+	c.waitAllAnswer(t, logs, make([]int64, len(logs)), 3*time.Minute, "before any kill")
+	for k := range clusterKills {
+		victim := k % clusterNodes
+		c.waitInflight(t, victim)
+		before := answeredNow(logs)
+		c.nodes[victim].kill()
+		c.waitAllAnswer(t, logs, before, 3*time.Minute, fmt.Sprintf("kill %d (node %d down)", k+1, victim))
+		c.nodes[victim].start()
+		c.waitAllAnswer(t, logs, answeredNow(logs), 3*time.Minute, fmt.Sprintf("after node %d restarted", victim))
+	}
+	halt()
+
+	lost, _ := verify(t, c.clients[0], logs)
+	for i, d := range c.nodes {
+		if n, first := d.panics(); n > 0 {
+			t.Errorf("node %d: %d panic or race lines in its logs; first: %s", i, n, first)
+		}
+	}
+	if n := b.unpaired.Load(); n > 0 {
+		t.Errorf("%d requests reached the model with a tool call and result unpaired; first: %s", n, b.firstUnpaired())
+	}
+	kinds := make([]string, 0, len(tl.problems))
+	for k, n := range tl.problems {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("%d chats, %d kills: %d acknowledged, %d completed, %d refused or cut before acknowledgement, problems: %s; lost or duplicated: %d",
+		clusterChats, clusterKills, tl.acked.Load(), tl.completed.Load(), tl.unacked.Load(), strings.Join(kinds, ", "), lost)
+}
