@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -15,21 +17,34 @@ import (
 	"github.com/agentd/agentd/testkit/pgtest"
 )
 
-// cluster is agentd nodes on one Postgres schema. Each node has a fake
-// model of its own, all running one brain, so the test knows on which node
-// a chat's model call runs.
+// etcdEnv names the variable holding the test etcd's client endpoints
+// (comma-separated); testkit/etcd/etcd.sh start DIR prints one.
+const etcdEnv = "AGENTD_TEST_ETCD_ENDPOINTS"
+
+// cluster is agentd nodes in cluster mode on one Postgres schema and one
+// etcd. Each node has a fake model of its own, all running one brain, so
+// the test knows on which node a chat's model call runs.
 type cluster struct {
 	nodes    []*daemon
 	clients  []*api.Client
 	inflight []atomic.Int32 // model calls running, per node
 }
 
-// newCluster starts n nodes on a fresh Postgres schema, or skips without
+// newCluster starts n nodes of a cluster of their own on a fresh Postgres
+// schema, or skips without AGENTD_TEST_ETCD_ENDPOINTS or
 // AGENTD_TEST_PG_DSN. limits go under each node's limits:.
 func newCluster(t testing.TB, n int, b *brain, window int, limits map[string]string) *cluster {
 	t.Helper()
+	endpoints := os.Getenv(etcdEnv)
+	if endpoints == "" {
+		t.Skipf("%s is unset: cluster mode is not tested (testkit/etcd/etcd.sh start DIR prints an endpoint)", etcdEnv)
+	}
 	dsn := pgtest.DSN(t)
-	extra := "store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\n"
+	var name [4]byte
+	_, _ = rand.Read(name[:])
+	// A name of its own: tests sharing one etcd never see each other's nodes.
+	extra := fmt.Sprintf("store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\ncluster:\n  enabled: true\n  name: agentd-test-%x\n  provider: etcd\n  etcd_endpoints: [%s]\n  bind: 127.0.0.1:0\n",
+		name, endpoints)
 	c := &cluster{inflight: make([]atomic.Int32, n)}
 	for i := range n {
 		fake := openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
@@ -122,7 +137,7 @@ const (
 )
 
 // TestClusterFailoverLosesNothingAcknowledged is issue 23's failover: three
-// agentd nodes on one Postgres, 50 chats sending through all three (a
+// agentd nodes in cluster mode on one Postgres and etcd, 50 chats sending through all three (a
 // client moves to another node when one refuses or cuts it), a slow model
 // so that kills land mid-turn, and one node SIGKILLed at a time (a
 // different one each time, restarted after). After each kill every chat
