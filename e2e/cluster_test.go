@@ -28,6 +28,35 @@ type cluster struct {
 	nodes    []*daemon
 	clients  []*api.Client
 	inflight []atomic.Int32 // model calls running, per node
+
+	mu   sync.Mutex
+	last map[int]int // chat index → the node of its latest model call
+}
+
+// saw records that node i runs a model call of the chat the person's last
+// message names ("chat N message M", as drive sends).
+func (c *cluster) saw(i int, r testkit.Received) {
+	var chatN int
+	if _, err := fmt.Sscanf(r.Messages[len(r.Messages)-1].Content, "chat %d ", &chatN); err != nil {
+		return // a summarising request
+	}
+	c.mu.Lock()
+	c.last[chatN] = i
+	c.mu.Unlock()
+}
+
+// on returns the chats whose latest model call ran on node i.
+func (c *cluster) on(i int) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var chats []int
+	for chatN, node := range c.last {
+		if node == i {
+			chats = append(chats, chatN)
+		}
+	}
+	sort.Ints(chats)
+	return chats
 }
 
 // newCluster starts n nodes of a cluster of their own on a fresh Postgres
@@ -45,11 +74,12 @@ func newCluster(t testing.TB, n int, b *brain, window int, limits map[string]str
 	// A name of its own: tests sharing one etcd never see each other's nodes.
 	extra := fmt.Sprintf("store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\ncluster:\n  enabled: true\n  name: agentd-test-%x\n  provider: etcd\n  etcd_endpoints: [%s]\n  bind: 127.0.0.1:0\n",
 		name, endpoints)
-	c := &cluster{inflight: make([]atomic.Int32, n)}
+	c := &cluster{inflight: make([]atomic.Int32, n), last: map[int]int{}}
 	for i := range n {
 		fake := openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
 			c.inflight[i].Add(1)
 			defer c.inflight[i].Add(-1)
+			c.saw(i, r)
 			return b.Script(r)
 		}})
 		t.Cleanup(fake.Close)
@@ -169,10 +199,12 @@ func TestClusterFailoverLosesNothingAcknowledged(t *testing.T) {
 	defer halt()
 
 	c.waitAllAnswer(t, logs, make([]int64, len(logs)), 3*time.Minute, "before any kill")
+	hit := 0 // chats whose latest model call ran on the node killed
 	for k := range clusterKills {
 		victim := k % clusterNodes
 		c.waitInflight(t, victim)
 		before := answeredNow(logs)
+		hit += len(c.on(victim))
 		c.nodes[victim].kill()
 		c.waitAllAnswer(t, logs, before, 3*time.Minute, fmt.Sprintf("kill %d (node %d down)", k+1, victim))
 		c.nodes[victim].start()
@@ -194,6 +226,6 @@ func TestClusterFailoverLosesNothingAcknowledged(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("%d chats, %d kills: %d acknowledged, %d completed, %d refused or cut before acknowledgement, problems: %s; lost or duplicated: %d",
-		clusterChats, clusterKills, tl.acked.Load(), tl.completed.Load(), tl.unacked.Load(), strings.Join(kinds, ", "), lost)
+	t.Logf("%d chats, %d kills (hitting %d chats mid-turn or between turns on their node): %d acknowledged, %d completed, %d refused or cut before acknowledgement, problems: %s; lost or duplicated: %d",
+		clusterChats, clusterKills, hit, tl.acked.Load(), tl.completed.Load(), tl.unacked.Load(), strings.Join(kinds, ", "), lost)
 }
