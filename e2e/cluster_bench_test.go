@@ -75,17 +75,9 @@ func BenchmarkClusterTurns(b *testing.B) {
 func BenchmarkClusterFailover(b *testing.B) {
 	c := newCluster(b, clusterNodes, zeroBrain(), 32000, benchLimits)
 	logs := c.createChats(b, clusterChats)
-	var stop atomic.Bool
-	tl := &tally{problems: map[string]int{}}
-	var wg sync.WaitGroup
-	for i, cl := range logs {
-		wg.Go(func() { drive(c.clients, i, cl, tl, &stop) })
-	}
-	defer func() {
-		stop.Store(true)
-		wg.Wait()
-	}()
-	c.waitAllAnswer(b, logs, make([]int64, len(logs)), 3*time.Minute, "before any kill")
+	_, halt := driveAll(c.clients, logs)
+	defer halt()
+	c.waitAllAnswer(b, logs, make([]int64, len(logs)), time.Now().Add(3*time.Minute), "before any kill")
 
 	var times []time.Duration
 	b.ResetTimer()
@@ -109,7 +101,7 @@ func BenchmarkClusterFailover(b *testing.B) {
 		}
 		b.StopTimer()
 		c.nodes[victim].start()
-		c.waitAllAnswer(b, logs, answeredNow(logs), 3*time.Minute, fmt.Sprintf("after node %d restarted", victim))
+		c.waitAllAnswer(b, logs, answeredNow(logs), time.Now().Add(3*time.Minute), fmt.Sprintf("after node %d restarted", victim))
 		b.StartTimer()
 	}
 	b.StopTimer()

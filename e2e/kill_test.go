@@ -103,12 +103,7 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 		logs[i] = &chatLog{id: c.ID, attempts: map[string]bool{}}
 	}
 
-	var stop atomic.Bool
-	tl := &tally{problems: map[string]int{}}
-	var wg sync.WaitGroup
-	for i, cl := range logs {
-		wg.Go(func() { drive([]*api.Client{d.Client}, i, cl, tl, &stop) })
-	}
+	tl, halt := driveAll([]*api.Client{d.Client}, logs)
 
 	started := time.Now()
 	rng := rand.New(rand.NewPCG(seed, seed+1))
@@ -133,8 +128,7 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	}
 	// Let every chat finish turns on the last daemon, then stop.
 	time.Sleep(2 * time.Second)
-	stop.Store(true)
-	wg.Wait()
+	halt()
 	elapsed := time.Since(started)
 
 	lost, folded := verify(t, d.Client, logs)
@@ -146,14 +140,6 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	}
 	if inFold == 0 {
 		t.Errorf("no kill landed during a fold (%d summarising requests in all)", b.summaries.Load())
-	}
-	kinds := make([]string, 0, len(tl.problems))
-	for k, n := range tl.problems {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(kinds)
-	if len(kinds) == 0 {
-		kinds = []string{"none"}
 	}
 	store, results := "Badger", "kill"
 	if cfg.Env != nil {
@@ -177,10 +163,43 @@ Command: `+"`go test -run TestKillHarness -v ./e2e/`"+` (seed %d, %s on %s; Post
 | acknowledged messages lost or duplicated | %d |
 | wall time of the driving phase | %s |
 `, store, seed, time.Now().UTC().Format("2006-01-02"), runtimeDesc(), killChats, killCount, inFold, tl.acked.Load(), tl.completed.Load(),
-		tl.unacked.Load(), strings.Join(kinds, ", "), b.summaries.Load(), folded, lost, elapsed.Round(time.Second))
+		tl.unacked.Load(), tl.kinds(), b.summaries.Load(), folded, lost, elapsed.Round(time.Second))
 	t.Log("\n" + fig)
 	if lost == 0 && !t.Failed() {
 		writeResults(t, results, fig)
+	}
+}
+
+// kinds lists the problems seen with their counts, or "none".
+func (t *tally) kinds() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kinds := make([]string, 0, len(t.problems))
+	for k, n := range t.problems {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	sort.Strings(kinds)
+	return strings.Join(kinds, ", ")
+}
+
+// driveAll runs drive for every chat until halt, which stops them and
+// waits for them (once; later calls return at once).
+func driveAll(nodes []*api.Client, logs []*chatLog) (tl *tally, halt func()) {
+	var stop atomic.Bool
+	tl = &tally{problems: map[string]int{}}
+	var wg sync.WaitGroup
+	for i, cl := range logs {
+		wg.Go(func() { drive(nodes, i, cl, tl, &stop) })
+	}
+	var once sync.Once
+	return tl, func() {
+		once.Do(func() {
+			stop.Store(true)
+			wg.Wait()
+		})
 	}
 }
 
