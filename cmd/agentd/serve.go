@@ -92,17 +92,19 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer flushTraces(flush, log)
-	h, err := hub.New(ctx, cfg, log, hub.Options{TracerProvider: tp})
+	// The listener first: in cluster mode the hub tells the other nodes
+	// the address it really got (listen may name port 0).
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	h, err := hub.New(ctx, cfg, log, hub.Options{TracerProvider: tp, AdvertiseHTTP: "http://" + ln.Addr().String()})
+	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	logConfig(log, cfg, len(tokens), os.Getenv)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		closeHub(h, log)
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
 	api := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(tp))
 	srv := api.HTTPServer()
 	served := make(chan error, 2)
