@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"crypto/rand"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -13,13 +11,10 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/etcdtest"
 	"github.com/agentd/agentd/testkit/openaifake"
 	"github.com/agentd/agentd/testkit/pgtest"
 )
-
-// etcdEnv names the variable holding the test etcd's client endpoints
-// (comma-separated); testkit/etcd/etcd.sh start DIR prints one.
-const etcdEnv = "AGENTD_TEST_ETCD_ENDPOINTS"
 
 // cluster is agentd nodes in cluster mode on one Postgres schema and one
 // etcd. Each node has a fake model of its own, all running one brain, so
@@ -64,16 +59,10 @@ func (c *cluster) on(i int) []int {
 // AGENTD_TEST_PG_DSN. limits go under each node's limits:.
 func newCluster(t testing.TB, n int, b *brain, window int, limits map[string]string) *cluster {
 	t.Helper()
-	endpoints := os.Getenv(etcdEnv)
-	if endpoints == "" {
-		t.Skipf("%s is unset: cluster mode is not tested (testkit/etcd/etcd.sh start DIR prints an endpoint)", etcdEnv)
-	}
+	endpoints := etcdtest.Endpoints(t)
 	dsn := pgtest.DSN(t)
-	var name [4]byte
-	_, _ = rand.Read(name[:])
-	// A name of its own: tests sharing one etcd never see each other's nodes.
-	extra := fmt.Sprintf("store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\ncluster:\n  enabled: true\n  name: agentd-test-%x\n  provider: etcd\n  etcd_endpoints: [%s]\n  bind: 127.0.0.1:0\n",
-		name, endpoints)
+	extra := fmt.Sprintf("store:\n  kind: postgres\n  dsn_env: AGENTD_PG_DSN\ncluster:\n  enabled: true\n  name: %s\n  provider: etcd\n  etcd_endpoints: [%s]\n  bind: 127.0.0.1:0\n",
+		etcdtest.ClusterName(), strings.Join(endpoints, ", "))
 	c := &cluster{inflight: make([]atomic.Int32, n), last: map[int]int{}}
 	for i := range n {
 		fake := openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
