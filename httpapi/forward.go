@@ -32,8 +32,8 @@ func newForwarder(headerWait time.Duration) *forwarder {
 }
 
 // forward serves r from the node at owner (its base URL): the body, the
-// query and the client's Authorization go as they came (the owner
-// authenticates again), the answer streams back, each SSE event flushed at
+// query, the Host and the client's Authorization go as they came (the
+// owner authenticates and checks again), the answer streams back, each SSE event flushed at
 // once. An owner that does not answer is 503 with Retry-After; nothing is
 // stored for the request on this node.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, owner string, writeError errorWriter) {
@@ -45,6 +45,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, owner string
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// The owner's Host and cross-origin checks see what this
+			// node's saw (the nodes share one configuration).
+			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedHeader, "1")
 		},

@@ -41,15 +41,23 @@ func front(t *testing.T, d *daemontest.Daemon, owner *string) *httptest.Server {
 	return srv
 }
 
-func TestAChatScopedRequestIsForwardedToItsOwnerAndStreams(t *testing.T) {
+// forwardFixture is a daemon (tenants alice, token tok, and bob, tok-b)
+// whose model answers "answer to W", and a chat of alice's.
+func forwardFixture(t *testing.T) (*daemontest.Daemon, api.Chat) {
+	t.Helper()
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: testkit.NewHold("").Script})
-	defer fake.Close()
+	t.Cleanup(fake.Close)
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok": "alice", "tok-b": "bob"})
-	ctx := context.Background()
-	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok"}).CreateChat(ctx, api.CreateChatRequest{})
+	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok"}).CreateChat(context.Background(), api.CreateChatRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d, c
+}
+
+func TestAChatScopedRequestIsForwardedToItsOwnerAndStreams(t *testing.T) {
+	d, c := forwardFixture(t)
+	ctx := context.Background()
 	owner := d.Server.URL
 	via := &api.Client{BaseURL: front(t, d, &owner).URL, Token: "tok"}
 	var events int
@@ -69,14 +77,8 @@ func TestAChatScopedRequestIsForwardedToItsOwnerAndStreams(t *testing.T) {
 }
 
 func TestAnOwnerThatDoesNotAnswerIs503AndStoresNothing(t *testing.T) {
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: testkit.NewHold("").Script})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok": "alice"})
+	d, c := forwardFixture(t)
 	ctx := context.Background()
-	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok"}).CreateChat(ctx, api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +97,8 @@ func TestAnOwnerThatDoesNotAnswerIs503AndStoresNothing(t *testing.T) {
 }
 
 func TestAForwardedRequestIsNeverForwardedAgain(t *testing.T) {
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: testkit.NewHold("").Script})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok": "alice"})
+	d, c := forwardFixture(t)
 	ctx := context.Background()
-	c, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok"}).CreateChat(ctx, api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A node whose view places the chat on itself forwards once, to itself,
 	// and serves the forwarded request there: no loop.
 	var self string

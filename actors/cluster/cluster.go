@@ -27,6 +27,8 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/cluster/clusterpb"
@@ -81,7 +83,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	if err != nil {
 		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
 	}
-	provider, err := newProvider(ctx, cc)
+	provider, err := newProvider(ctx, cc, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -90,18 +92,19 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	pc := pcluster.Configure(cc.Name, provider, disthash.New(), remote.Configure(host, port),
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(askTimeout))
 	n.c = pcluster.New(system, pc)
+	// The notices actor is there before the other nodes can see this one.
+	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
+		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
+	}
 	// protoactor panics where it cannot start (a port taken, etcd refusing):
 	// agentd reports that as an error at start instead.
 	defer func() {
 		if r := recover(); r != nil {
+			system.Root.Stop(n.notices)
 			err = fmt.Errorf("join cluster %s: %v", cc.Name, r)
 		}
 	}()
 	n.c.StartMember()
-	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
-		n.c.Shutdown(false)
-		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
-	}
 	cfg.Log.Info().Str("cluster", cc.Name).Str("address", n.Address()).Str("http", cfg.AdvertiseHTTP).Msg("joined the cluster")
 	return n, nil
 }
@@ -110,7 +113,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 const askTimeout = 10 * time.Second
 
 // newProvider builds the membership provider cc names.
-func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvider, error) {
+func newProvider(ctx context.Context, cc configs.Cluster, log zerolog.Logger) (pcluster.ClusterProvider, error) {
 	switch cc.Provider {
 	case configs.ClusterKubernetes:
 		p, err := k8s.New()
@@ -119,13 +122,43 @@ func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvi
 		}
 		return p, nil
 	case configs.ClusterEtcd:
-		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second, Context: ctx})
+		if err := reachEtcd(ctx, cc.EtcdEndpoints); err != nil {
+			return nil, err
+		}
+		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
+			Context: context.WithoutCancel(ctx), Logger: zapInto(log.With().Str("component", "etcd").Logger())})
 		if err != nil {
 			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
 		}
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
+}
+
+// etcdWait bounds the check that etcd answers before joining.
+const etcdWait = 10 * time.Second
+
+// reachEtcd reads one key from etcd, bounded: protoactor's provider asks
+// etcd without a deadline, so an etcd that does not answer would hang the
+// start instead of failing it.
+func reachEtcd(ctx context.Context, endpoints []string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdWait, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("cluster provider etcd at %v: %w", endpoints, err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, etcdWait)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/agentd", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("cluster provider etcd at %v does not answer: %w", endpoints, err)
+	}
+	return nil
+}
+
+// zapInto sends the etcd client's own log (zap) at Warn and above into
+// log, one JSON line each, instead of its default of stderr at Info.
+func zapInto(log zerolog.Logger) *zap.Logger {
+	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zap.WarnLevel))
 }
 
 // Address is this node's cluster (gRPC) address.
@@ -168,7 +201,7 @@ func (n *Node) ToolsetChanged(tenant, name string) {
 // also ends the actor system's own loops (protoactor's Shutdown closes
 // it), so the hub must not Shutdown the system again.
 func (n *Node) Leave() {
-	n.c.ActorSystem.Root.Stop(n.notices)
+	_ = n.c.ActorSystem.Root.StopFuture(n.notices).Wait()
 	n.c.Shutdown(true)
 }
 

@@ -108,19 +108,21 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	api := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(tp))
 	srv := api.HTTPServer()
 	served := make(chan error, 2)
-	go func() { served <- srv.Serve(api.Listener(ln)) }()
-	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
-	servers := 1
+	// /metrics first: the API's listener already takes connections (the
+	// hub needed its address), so a client that reached the API finds
+	// metrics.listen up too.
 	metrics, err := serveMetrics(api, cfg, log, served)
 	if err != nil {
-		_ = srv.Close()
-		<-served
+		_ = ln.Close()
 		closeHub(h, log)
 		return err
 	}
+	servers := 1
 	if metrics != nil {
 		servers++
 	}
+	go func() { served <- srv.Serve(api.Listener(ln)) }()
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
 
 	// The stop rule: stop intake (Shutdown, bounded), then wait for every
 	// Serve goroutine to return, then stop the hub, bounded, and let the
