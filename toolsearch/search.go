@@ -1,0 +1,382 @@
+package toolsearch
+
+import (
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// weighted is a query term and how much it counts.
+type weighted struct {
+	term   int32
+	weight float64
+}
+
+// cand is a doc and its score in one search.
+type cand struct {
+	doc   int32
+	score float64
+}
+
+// scratch is one search's working memory, pooled: dense arrays by doc and by
+// term that a search leaves zeroed for the next.
+type scratch struct {
+	scores  []float64 // by doc
+	touched []int32   // docs with a score
+	slot    []int32   // by term: its position+1 in the query's terms
+	qt      []weighted
+	word    []byte
+	ids     []int32
+	stems   []string
+}
+
+func (ix *Index) getScratch() *scratch {
+	s, _ := ix.scratch.Get().(*scratch)
+	if s == nil {
+		s = &scratch{}
+	}
+	if n := len(ix.docs); len(s.scores) < n {
+		s.scores = make([]float64, n+n/4)
+	}
+	if n := len(ix.post); len(s.slot) < n {
+		s.slot = make([]int32, n+n/4)
+	}
+	return s
+}
+
+// lookup returns the term of a stem, or -1 if no tool has it.
+func (ix *Index) lookup(stem string) int32 {
+	if t, ok := ix.vocab[stem]; ok {
+		return t
+	}
+	return -1
+}
+
+// own returns the terms of a request's words, as the index numbers them
+// (-1 for a stem no tool has), and their stems. Both live in s.
+func (ix *Index) own(text string, s *scratch) ([]int32, []string) {
+	ids, stems := s.ids[:0], s.stems[:0]
+	s.word = eachWord(text, s.word, func(w []byte) {
+		if t, ok := ix.wordTerm[string(w)]; ok {
+			if t >= 0 {
+				ids, stems = append(ids, t), append(stems, ix.termText[t])
+			}
+			return
+		}
+		ws := string(w)
+		if stopwords[ws] || isNumber(ws) {
+			return
+		}
+		st := stem(ws)
+		ids, stems = append(ids, ix.lookup(st)), append(stems, st)
+	})
+	s.ids, s.stems = ids, stems
+	return ids, stems
+}
+
+// idf is the inverse document frequency of t, log(1+(n-df+0.5)/(df+0.5))
+// = log((n+1)/(df+0.5)), given logN1 = log(n+1) for the n tools held.
+func (ix *Index) idf(t int32, logN1 float64) float64 { return logN1 - ix.logDF[t] }
+
+// queryTerms turns a request into weighted terms: its own words at 1, their
+// adjacent pairs, their synonyms lower, and the web terms when it contains
+// an address. Terms no tool has are left out. It marks each term's slot;
+// clearSlots undoes that.
+func (ix *Index) queryTerms(query string, s *scratch) []weighted {
+	out := s.qt[:0]
+	put := func(t int32, w float64) {
+		if t < 0 {
+			return
+		}
+		if j := s.slot[t]; j > 0 {
+			out[j-1].weight = max(out[j-1].weight, w)
+			return
+		}
+		out = append(out, weighted{t, w})
+		s.slot[t] = int32(len(out))
+	}
+	ids, own := ix.own(query, s)
+	for _, t := range ids {
+		put(t, 1)
+	}
+	for i := 1; i < len(ids); i++ {
+		if p, ok := ix.pairIDs[[2]int32{ids[i-1], ids[i]}]; ok {
+			put(p, phraseWeight)
+		}
+	}
+	for _, st := range own {
+		for _, syn := range synonyms[st] {
+			put(ix.lookup(syn), synonymWeight)
+		}
+	}
+	if hasAddress(query) {
+		for _, w := range webTerms {
+			put(ix.lookup(w), addressWeight)
+		}
+	}
+	s.qt = out
+	return out
+}
+
+func clearSlots(qt []weighted, s *scratch) {
+	for _, q := range qt {
+		s.slot[q.term] = 0
+	}
+}
+
+// Search returns up to k tools for query, best first. Equal scores are
+// ordered by name so the same tools and query always give the same list,
+// whatever order the tools were added in.
+//
+// A request with several asks ("find a flight, and then a hotel") is also
+// searched ask by ask; each ask's leaders are merged with the whole
+// request's, scores scaled to the leader of their own list, so every ask
+// gets a tool near the top.
+func (ix *Index) Search(query string, k int) []Hit {
+	if k <= 0 || ix.Len() == 0 {
+		return nil
+	}
+	s := ix.getScratch()
+	defer ix.scratch.Put(s)
+	full := ix.single(query, max(k, rerankDepth), s)
+	full = ix.promoteNamed(query, full)
+	segs := segments(query)
+	if len(segs) < 2 || len(full) == 0 {
+		return ix.hits(full[:min(k, len(full))])
+	}
+	lists := [][]cand{full}
+	var best float64
+	for _, q := range segs {
+		l := ix.single(q, segmentDepth, s)
+		if len(l) > 0 {
+			lists = append(lists, l)
+			best = max(best, l[0].score)
+		}
+	}
+	// The merge keeps each doc's best scaled score in the scratch's scores.
+	fused := s.touched[:0]
+	for i, l := range lists {
+		top := l[0].score
+		weight := 1.0
+		if i > 0 {
+			// An ask with little evidence ("can you assist me with these?")
+			// should not push real candidates out.
+			if top < segmentFloor*best {
+				continue
+			}
+			weight = segmentWeight
+		}
+		for _, h := range l {
+			if s.scores[h.doc] == 0 {
+				fused = append(fused, h.doc)
+			}
+			s.scores[h.doc] = max(s.scores[h.doc], weight*h.score/top)
+		}
+	}
+	out := make([]cand, len(fused))
+	for i, d := range fused {
+		out[i] = cand{d, s.scores[d]}
+		s.scores[d] = 0
+	}
+	s.touched = fused[:0]
+	slices.SortFunc(out, ix.order)
+	return ix.hits(out[:min(k, len(out))])
+}
+
+func (ix *Index) hits(cs []cand) []Hit {
+	out := make([]Hit, len(cs))
+	for i, c := range cs {
+		out[i] = Hit{Name: ix.docs[c.doc].name, Score: c.score}
+	}
+	return out
+}
+
+// identifier finds the spans of a request that could be a tool's exact name.
+var identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.\-]*[A-Za-z0-9_]`)
+
+// promoteNamed puts tools the request names exactly ("use
+// calculate_final_velocity") at the top, above any score: naming the tool is
+// the strongest evidence there is.
+func (ix *Index) promoteNamed(query string, hits []cand) []cand {
+	var named []cand
+	add := func(name string) {
+		if d, ok := ix.byName[name]; ok && !slices.ContainsFunc(named, func(c cand) bool { return c.doc == d }) {
+			named = append(named, cand{doc: d})
+		}
+	}
+	// The whole request may be a name: a lookup, whatever the name looks like.
+	add(strings.TrimSpace(query))
+	for _, id := range identifier.FindAllString(query, -1) {
+		// "sum", "add", "todo": a plain word is language, not a name.
+		if looksLikeCode(id) {
+			add(id)
+		}
+	}
+	if len(named) == 0 {
+		return hits
+	}
+	top := 0.0
+	if len(hits) > 0 {
+		top = hits[0].score
+	}
+	for i := range named {
+		named[i].score = top + float64(len(named)-i)
+	}
+	out := named
+	for _, h := range hits {
+		if !slices.ContainsFunc(named, func(c cand) bool { return c.doc == h.doc }) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// single ranks tools for one ask: BM25F, then the name-coverage rerank of the
+// leaders.
+func (ix *Index) single(query string, depth int, s *scratch) []cand {
+	qt := ix.queryTerms(query, s)
+	defer clearSlots(qt, s)
+	if len(qt) == 0 {
+		return nil
+	}
+	n := float64(ix.Len())
+	logN1 := math.Log(n + 1)
+	ix.score(qt, n, logN1, s)
+	top := ix.topK(s, depth)
+	for _, d := range s.touched {
+		s.scores[d] = 0
+	}
+	s.touched = s.touched[:0]
+	for i := range top {
+		top[i].score *= 1 + coverageBoost*ix.coverage(top[i].doc, logN1, s)
+	}
+	slices.SortFunc(top, ix.order)
+	return top
+}
+
+// score accumulates BM25F scores into the scratch's dense array; touched
+// lists the docs with a score so clearing and ranking skip the rest. Field
+// lengths are normalised by the averages of this moment.
+func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
+	var c0, c1 [numFields]float64
+	for f := range numFields {
+		avg := math.Max(1, float64(ix.fieldSum[f])/math.Max(1, n))
+		c0[f] = 1 - fieldB[f]
+		c1[f] = fieldB[f] / avg
+	}
+	touched := s.touched[:0]
+	for _, q := range qt {
+		w := ix.idf(q.term, logN1) * q.weight
+		for _, p := range ix.post[q.term] {
+			l := &ix.lens[p.doc]
+			var x float64
+			for f := range numFields {
+				if tf := p.tf[f]; tf != 0 {
+					x += fieldWeight[f] * float64(tf) / (c0[f] + c1[f]*float64(l[f]))
+				}
+			}
+			if s.scores[p.doc] == 0 {
+				touched = append(touched, p.doc)
+			}
+			// Rounded to float32 as the stored impacts of the first index
+			// were: look-alike tools then tie and go by name, the ranking
+			// the constants were tuned on (BENCHMARKS.md, "Tool search").
+			s.scores[p.doc] += w * float64(float32(x*(k1+1)/(x+k1)))
+		}
+	}
+	s.touched = touched
+}
+
+// order sorts best first, then by name.
+func (ix *Index) order(a, b cand) int {
+	switch {
+	case a.score > b.score:
+		return -1
+	case a.score < b.score:
+		return 1
+	}
+	return strings.Compare(ix.docs[a.doc].name, ix.docs[b.doc].name)
+}
+
+// worse reports whether a ranks below b.
+func (ix *Index) worse(a, b cand) bool { return ix.order(a, b) > 0 }
+
+// topK selects the k best touched docs with a bounded heap whose root is
+// the worst kept; most docs fail against the root on their score alone.
+func (ix *Index) topK(s *scratch, k int) []cand {
+	h := make([]cand, 0, k+1)
+	for _, d := range s.touched {
+		c := cand{d, s.scores[d]}
+		if len(h) == k && (c.score < h[0].score || !ix.worse(h[0], c)) {
+			continue
+		}
+		h = append(h, c)
+		ix.up(h, len(h)-1)
+		if len(h) > k {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+			ix.down(h, 0)
+		}
+	}
+	return h
+}
+
+func (ix *Index) up(h []cand, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !ix.worse(h[i], h[p]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (ix *Index) down(h []cand, i int) {
+	for {
+		l, w := 2*i+1, i
+		if l < len(h) && ix.worse(h[l], h[w]) {
+			w = l
+		}
+		if r := l + 1; r < len(h) && ix.worse(h[r], h[w]) {
+			w = r
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
+}
+
+// coverage is the idf-weighted share of doc's name terms that the query
+// says, synonyms counting at their weight.
+func (ix *Index) coverage(doc int32, logN1 float64, s *scratch) float64 {
+	var have, all float64
+	for _, t := range ix.docs[doc].nameTerms {
+		idf := ix.idf(t, logN1)
+		all += idf
+		if j := s.slot[t]; j > 0 {
+			have += idf * s.qt[j-1].weight
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return have / all
+}
+
+// looksLikeCode reports whether id is written like an identifier rather than
+// a word: it has a separator or a lower-to-upper case change.
+func looksLikeCode(id string) bool {
+	if strings.ContainsAny(id, "_.-") {
+		return true
+	}
+	for i := 1; i < len(id); i++ {
+		if id[i] >= 'A' && id[i] <= 'Z' && id[i-1] >= 'a' && id[i-1] <= 'z' {
+			return true
+		}
+	}
+	return false
+}
