@@ -64,9 +64,10 @@ func eachWord(text string, buf []byte, fn func(w []byte)) []byte {
 	return buf
 }
 
-func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
-func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isLetter(c byte) bool { return isUpper(c) || isLower(c) }
+func isUpper(c byte) bool  { return 'A' <= c && c <= 'Z' }
+func isLower(c byte) bool  { return 'a' <= c && c <= 'z' }
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 
 // unicodeWords is words for any text, by runes.
 func unicodeWords(text string) []string {
@@ -251,6 +252,4 @@ func mayHaveAddress(text string) bool {
 	return false
 }
 
-func isASCIIAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
+func isASCIIAlnum(c byte) bool { return isLetter(c) || isDigit(c) }
