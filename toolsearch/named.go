@@ -41,14 +41,19 @@ func (ix *Index) NamedIn(message string, limit int) []string {
 	if len(exact) >= limit {
 		return exact[:limit]
 	}
-	weights := map[int32]float64{}
+	// weights keeps the message's terms in the order said, so the sums
+	// below add up the same way every time.
+	var weights []weighted
 	put := func(stem string, w float64) {
-		if genericNameWords[stem] {
+		t := ix.lookup(stem)
+		if genericNameWords[stem] || t < 0 {
 			return
 		}
-		if t := ix.lookup(stem); t >= 0 && w > weights[t] {
-			weights[t] = w
+		if i := slices.IndexFunc(weights, func(q weighted) bool { return q.term == t }); i >= 0 {
+			weights[i].weight = max(weights[i].weight, w)
+			return
 		}
+		weights = append(weights, weighted{t, w})
 	}
 	s := ix.getScratch()
 	defer ix.scratch.Put(s)
@@ -68,10 +73,10 @@ func (ix *Index) NamedIn(message string, limit int) []string {
 	}
 	logN1 := math.Log(float64(ix.Len()) + 1)
 	found := map[int32]float64{}
-	for t, w := range weights {
-		idf := ix.idf(t, logN1)
-		for _, d := range ix.byNameTerm[t] {
-			found[d] += w * idf
+	for _, q := range weights {
+		idf := ix.idf(q.term, logN1)
+		for _, d := range ix.byNameTerm[q.term] {
+			found[d] += q.weight * idf
 		}
 	}
 	hits := make([]Hit, 0, len(found))

@@ -7,9 +7,8 @@
 // Requests that want an answer must carry a sender (RequestFuture from
 // outside actors, ctx.Request between actors); each answer carries the
 // request's ReqID. The actor owns its index: callers never see it, so no
-// locking is needed. Registrations are batched: tools sent in a burst of
-// Register messages are indexed in one rebuild, before the next request that
-// reads the index.
+// locking is needed. A Register is indexed when it arrives, at the cost of
+// its own tools (toolsearch does not rebuild an index to add to it).
 package toolindex
 
 import (
@@ -55,16 +54,9 @@ type indexActor struct {
 type scoped struct {
 	ix    *toolsearch.Index
 	tools map[string]Tool
-	// pending holds registered tools not yet in ix; they are indexed in one
-	// rebuild when something next reads the index.
-	pending []toolsearch.Doc
 }
 
 var _ actor.Actor = (*indexActor)(nil)
-
-// flushPending is a self-message: index what was registered, even if no
-// request comes to force it.
-type flushPending struct{ scope string }
 
 func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -77,8 +69,6 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		}
 	case *Register:
 		a.handleRegister(ctx, m)
-	case *flushPending:
-		a.flush(m.scope)
 	case *Unregister:
 		a.handleUnregister(ctx, m)
 	case *Search:
@@ -109,6 +99,7 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		delete(a.scopes, m.Scope)
 	}
 	sc := a.scope(m.Scope)
+	docs := make([]toolsearch.Doc, 0, len(m.Tools))
 	for _, t := range m.Tools {
 		if t.Name == "" {
 			res.Invalid = append(res.Invalid, "")
@@ -121,20 +112,16 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		}
 		t.Parameters = append([]byte(nil), t.Parameters...) // the sender may reuse its buffer
 		sc.tools[t.Name] = t
-		sc.pending = append(sc.pending, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
+		docs = append(docs, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
 		res.Count++
 	}
-	if len(sc.pending) > 0 && len(sc.pending) == res.Count {
-		// First Register of a burst: schedule the rebuild behind whatever
-		// else is already queued, so a burst costs one rebuild.
-		ctx.Send(ctx.Self(), &flushPending{scope: m.Scope})
-	}
+	sc.ix.Add(docs...)
+	a.log.Debug().Str("scope", m.Scope).Int("added", len(docs)).Int("total", sc.ix.Len()).Msg("tools indexed")
 	res.Total = len(sc.tools)
 	a.respond(ctx, res)
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
-	a.flush(m.Scope)
 	sc := a.scope(m.Scope)
 	var gone []string
 	for _, n := range m.Names {
@@ -153,12 +140,14 @@ func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
 }
 
 // read returns the indexes a request reads: the daemon's own, then each
-// scope it names that exists, flushed.
+// scope it names that exists.
 func (a *indexActor) read(scopes []string) []*scoped {
-	var out []*scoped
-	for _, name := range append([]string{""}, scopes...) {
+	out := make([]*scoped, 0, 1+len(scopes))
+	if sc, ok := a.scopes[""]; ok {
+		out = append(out, sc)
+	}
+	for _, name := range scopes {
 		if sc, ok := a.scopes[name]; ok {
-			a.flush(name)
 			out = append(out, sc)
 		}
 	}
@@ -201,16 +190,6 @@ func (a *indexActor) handleGet(ctx actor.Context, m *Get) {
 		}
 	}
 	a.respond(ctx, res)
-}
-
-func (a *indexActor) flush(scope string) {
-	sc, ok := a.scopes[scope]
-	if !ok || len(sc.pending) == 0 {
-		return
-	}
-	sc.ix.Add(sc.pending...)
-	a.log.Debug().Str("scope", scope).Int("added", len(sc.pending)).Int("total", sc.ix.Len()).Msg("tools indexed")
-	sc.pending = nil
 }
 
 // respond answers the sender if there is one: a Register sent with Send
