@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/actors"
@@ -16,13 +17,19 @@ import (
 
 // FindToolsResult is find_tools' search latency at one registry size: the
 // round trip of a Search to the real tool-index actor, the call find_tools
-// makes.
+// makes. AddOneMS is the round trip of a Register of one more tool into the
+// full index, repeated addOneTimes.
 type FindToolsResult struct {
 	Tools     int       `json:"tools"`
 	Queries   int       `json:"queries"`
 	BuildMS   float64   `json:"build_ms"`
 	LatencyMS Quantiles `json:"latency_ms"`
+	AddOneMS  Quantiles `json:"add_one_ms"`
 }
+
+// addOneTimes is how many single tools the bench registers after the
+// searches.
+const addOneTimes = 50
 
 type registryLine struct {
 	Name        string          `json:"name"`
@@ -114,8 +121,25 @@ func FindTools(ctx context.Context, toolsPath, queriesPath string, sizes []int) 
 			lat = append(lat, msOf(time.Since(t)))
 		}
 		r.LatencyMS = quantiles(lat)
+		if r.AddOneMS, err = addOne(sys.Root, pid, base[0]); err != nil {
+			return nil, err
+		}
 		out = append(out, r)
 		_ = sys.Root.StopFuture(pid).Wait()
 	}
 	return out, nil
+}
+
+// addOne times registering one new tool (a renamed copy of t) at a time.
+func addOne(root *actor.RootContext, pid *actor.PID, t toolindex.Tool) (Quantiles, error) {
+	lat := make([]float64, 0, addOneTimes)
+	for i := range addOneTimes {
+		t.Name = fmt.Sprintf("%s_added%d", t.Name, i)
+		start := time.Now()
+		if _, err := root.RequestFuture(pid, &toolindex.Register{ReqID: t.Name, Tools: []toolindex.Tool{t}}, time.Minute).Result(); err != nil {
+			return Quantiles{}, fmt.Errorf("register one tool: %w", err)
+		}
+		lat = append(lat, msOf(time.Since(start)))
+	}
+	return quantiles(lat), nil
 }

@@ -228,7 +228,11 @@ func (ix *Index) index(i int32, d Doc) {
 	}
 	for k, t := range b.ids {
 		b.slot[t] = 0
-		ix.post[t] = insertSorted(ix.post[t], b.list[k], postingDoc)
+		if l := ix.post[t]; len(l) == 0 || l[len(l)-1].doc < i {
+			ix.post[t] = append(l, b.list[k]) // a new slot: the common case
+		} else {
+			ix.post[t] = insertSorted(l, b.list[k], postingDoc)
+		}
 		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
 	}
 	ix.posted += len(b.list)
@@ -263,14 +267,9 @@ func (ix *Index) unindex(i int32) {
 func postingDoc(p posting) int32 { return p.doc }
 func self(d int32) int32         { return d }
 
-// insertSorted puts x into s, sorted by key; a new doc usually has the
-// highest slot, so appending is the common case.
+// insertSorted puts x into s, sorted by key.
 func insertSorted[T any](s []T, x T, key func(T) int32) []T {
-	k := key(x)
-	if len(s) == 0 || key(s[len(s)-1]) < k {
-		return append(s, x)
-	}
-	j, _ := slices.BinarySearchFunc(s, k, func(e T, k int32) int { return cmp.Compare(key(e), k) })
+	j, _ := slices.BinarySearchFunc(s, key(x), func(e T, k int32) int { return cmp.Compare(key(e), k) })
 	return slices.Insert(s, j, x)
 }
 

@@ -39,6 +39,7 @@ func (ix *Index) getScratch() *scratch {
 	}
 	if n := len(ix.docs); len(s.scores) < n {
 		s.scores = make([]float64, n+n/4)
+		s.touched = make([]int32, 0, n+n/4+1)
 	}
 	if n := len(ix.post); len(s.slot) < n {
 		s.slot = make([]int32, n+n/4)
@@ -284,27 +285,40 @@ func (ix *Index) single(query string, depth int, s *scratch) []cand {
 // lengths are normalised by the averages of this moment.
 func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 	ix.norms(n, s)
-	touched := s.touched[:0]
+	t := &s.norm.table
+	// touched has room for every doc and one more, so each posting writes
+	// its doc and only a first score moves past it: no branch to mispredict.
+	touched := s.touched[:len(ix.docs)+1]
+	cnt := 0
 	for _, q := range qt {
 		w := ix.idf(q.term, logN1) * q.weight
 		for _, p := range ix.post[q.term] {
 			l := &ix.lens[p.doc]
 			var x float64
-			for f := range numFields {
-				if tf := p.tf[f]; tf != 0 {
-					x += float64(tf) * s.norm.weight(f, l[f])
+			if l[0]|l[1]|l[2]|l[3] < normTable {
+				// Fields without the term add 0 × their norm, which leaves
+				// x exactly as skipping them would.
+				x = float64(p.tf[0])*t[0][l[0]] + float64(p.tf[1])*t[1][l[1]] +
+					float64(p.tf[2])*t[2][l[2]] + float64(p.tf[3])*t[3][l[3]]
+			} else {
+				for f := range numFields {
+					if tf := p.tf[f]; tf != 0 {
+						x += float64(tf) * s.norm.weight(f, l[f])
+					}
 				}
 			}
-			if s.scores[p.doc] == 0 {
-				touched = append(touched, p.doc)
+			sc := s.scores[p.doc]
+			touched[cnt] = p.doc
+			if sc == 0 {
+				cnt++
 			}
 			// Rounded to float32 as the stored impacts of the first index
 			// were: look-alike tools then tie and go by name, the ranking
 			// the constants were tuned on (BENCHMARKS.md, "Tool search").
-			s.scores[p.doc] += w * float64(float32(x*(k1+1)/(x+k1)))
+			s.scores[p.doc] = sc + w*float64(float32(x*(k1+1)/(x+k1)))
 		}
 	}
-	s.touched = touched
+	s.touched = touched[:cnt]
 }
 
 // normTable is how many field lengths norms tabulates: nearly every field
