@@ -25,7 +25,7 @@ type scratch struct {
 	touched []int32   // docs with a score
 	slot    []int32   // by term: its position+1 in the query's terms
 	qt      []weighted
-	heap    []float64
+	sel     []float64 // the scores topK selects from
 	norm    fieldNorms
 	word    []byte
 	ids     []int32
@@ -375,28 +375,20 @@ func (ix *Index) order(a, b cand) int {
 	return strings.Compare(ix.docs[a.doc].name, ix.docs[b.doc].name)
 }
 
-// topK returns the k best touched docs, unordered: a min-heap of bare
-// scores finds the k-th best score, then the docs at or above it are
-// collected, and only a tie at that score needs names to cut it.
+// topK returns the k best touched docs, unordered: the k-th best score is
+// selected from bare scores, the docs at or above it are collected, and
+// only a tie at that score needs names to cut it.
 func (ix *Index) topK(s *scratch, k int) []cand {
-	h := s.heap[:0]
-	for _, d := range s.touched {
-		v := s.scores[d]
-		switch {
-		case len(h) < k:
-			h = append(h, v)
-			siftUp(h, len(h)-1)
-		case v > h[0]:
-			h[0] = v
-			siftDown(h, 0)
-		}
-	}
-	s.heap = h
 	var floor float64
-	if k > 0 && len(h) == k {
-		floor = h[0]
+	if k > 0 && len(s.touched) > k {
+		xs := s.sel[:0]
+		for _, d := range s.touched {
+			xs = append(xs, s.scores[d])
+		}
+		s.sel = xs
+		floor = kthLargest(xs, k)
 	}
-	out := make([]cand, 0, len(h))
+	out := make([]cand, 0, min(k, len(s.touched)))
 	for _, d := range s.touched {
 		if v := s.scores[d]; v >= floor {
 			out = append(out, cand{d, v})
@@ -409,32 +401,36 @@ func (ix *Index) topK(s *scratch, k int) []cand {
 	return out
 }
 
-func siftUp(h []float64, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p] <= h[i] {
-			return
+// kthLargest returns the k-th largest of xs (1 <= k <= len(xs)), which it
+// reorders: Hoare's selection, linear on average.
+func kthLargest(xs []float64, k int) float64 {
+	lo, hi, want := 0, len(xs)-1, k-1
+	for lo < hi {
+		pivot := xs[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] > pivot {
+				i++
+			}
+			for xs[j] < pivot {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
 		}
-		h[p], h[i] = h[i], h[p]
-		i = p
+		switch {
+		case want <= j:
+			hi = j
+		case want >= i:
+			lo = i
+		default:
+			return xs[want]
+		}
 	}
-}
-
-func siftDown(h []float64, i int) {
-	for {
-		l, m := 2*i+1, i
-		if l < len(h) && h[l] < h[m] {
-			m = l
-		}
-		if r := l + 1; r < len(h) && h[r] < h[m] {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+	return xs[want]
 }
 
 // coverage is the idf-weighted share of doc's name terms that the query
