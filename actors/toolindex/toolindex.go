@@ -37,10 +37,24 @@ type Config struct {
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
+//
+// Its mailbox runs on the goroutine of the sender that finds it idle
+// (protoactor's synchronized dispatcher) rather than on a goroutine of its
+// own: a search is short and pure, and handing it to another goroutine and
+// the answer back cost more than the search (the waiting goroutine parks, the
+// work moves to the other core and its cold cache). Every sender is a
+// goroutine that waits for the answer anyway (sessions' futures, the hub's
+// toolset registration), never an actor's Receive; messages still run one at
+// a time, in order.
 func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
-	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} })
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
 }
+
+// dispatchThroughput is how many messages a sender's goroutine handles
+// before it yields the processor (protoactor's default).
+const dispatchThroughput = 300
 
 type indexActor struct {
 	log    zerolog.Logger
