@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Doc is what the index reads of one tool: its name, its description and its
@@ -99,8 +100,8 @@ type doc struct {
 
 // Index ranks tools for a request. Build it with NewIndex; Add and Remove
 // change it in place and are not safe to call concurrently with anything
-// else. Search and NamedIn only read and may run concurrently with each
-// other.
+// else. Search and NamedIn may run concurrently with each other (a search
+// caches the weights it computes atomically).
 //
 // Add and Remove cost what the tools they change hold (their postings), not
 // the size of the index: nothing is rebuilt.
@@ -125,6 +126,11 @@ type Index struct {
 	logDF []float64
 	// byNameTerm lists, by term, the docs whose name contains it (sorted).
 	byNameTerm [][]int32
+	// impacts caches, by term, its postings' BM25F weights for the
+	// statistics of one version; a search fills it for the terms it reads.
+	impacts []*atomic.Pointer[impactCache]
+	// version changes with every change of the statistics.
+	version uint64
 	// posted counts the postings Add and Remove have written or removed:
 	// their work, which tests hold to the size of the tools changed.
 	posted  int
@@ -196,6 +202,7 @@ func (ix *Index) Remove(names ...string) {
 
 // index puts d in slot i, which holds nothing.
 func (ix *Index) index(i int32, d Doc) {
+	ix.version++
 	b := &ix.build
 	b.fields[fieldName] = ix.termsOf(d.Name, b.fields[fieldName][:0])
 	b.fields[fieldDesc] = ix.termsOf(d.Description, b.fields[fieldDesc][:0])
@@ -248,6 +255,7 @@ func (ix *Index) index(i int32, d Doc) {
 
 // unindex takes slot i's postings out of the index and empties it.
 func (ix *Index) unindex(i int32) {
+	ix.version++
 	d := ix.docs[i]
 	for _, t := range d.terms {
 		ix.post[t] = deleteSorted(ix.post[t], i, postingDoc)
@@ -329,6 +337,7 @@ func (ix *Index) pairsOf(ts, dst []int32) []int32 {
 func (ix *Index) newTerm(text string) int32 {
 	ix.post = append(ix.post, nil)
 	ix.logDF = append(ix.logDF, 0)
+	ix.impacts = append(ix.impacts, new(atomic.Pointer[impactCache]))
 	ix.byNameTerm = append(ix.byNameTerm, nil)
 	ix.termText = append(ix.termText, text)
 	return int32(len(ix.post) - 1)

@@ -281,44 +281,68 @@ func (ix *Index) single(query string, depth int, s *scratch) []cand {
 }
 
 // score accumulates BM25F scores into the scratch's dense array; touched
-// lists the docs with a score so clearing and ranking skip the rest. Field
-// lengths are normalised by the averages of this moment.
+// lists the docs with a score so clearing and ranking skip the rest.
 func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
-	ix.norms(n, s)
-	t := &s.norm.table
 	// touched has room for every doc and one more, so each posting writes
 	// its doc and only a first score moves past it: no branch to mispredict.
 	touched := s.touched[:len(ix.docs)+1]
 	cnt := 0
 	for _, q := range qt {
 		w := ix.idf(q.term, logN1) * q.weight
-		for _, p := range ix.post[q.term] {
-			l := &ix.lens[p.doc]
-			var x float64
-			if l[0]|l[1]|l[2]|l[3] < normTable {
-				// Fields without the term add 0 × their norm, which leaves
-				// x exactly as skipping them would.
-				x = float64(p.tf[0])*t[0][l[0]] + float64(p.tf[1])*t[1][l[1]] +
-					float64(p.tf[2])*t[2][l[2]] + float64(p.tf[3])*t[3][l[3]]
-			} else {
-				for f := range numFields {
-					if tf := p.tf[f]; tf != 0 {
-						x += float64(tf) * s.norm.weight(f, l[f])
-					}
-				}
-			}
+		imp := ix.impactsOf(q.term, n, s)
+		for k, p := range ix.post[q.term] {
 			sc := s.scores[p.doc]
 			touched[cnt] = p.doc
 			if sc == 0 {
 				cnt++
 			}
-			// Rounded to float32 as the stored impacts of the first index
-			// were: look-alike tools then tie and go by name, the ranking
-			// the constants were tuned on (BENCHMARKS.md, "Tool search").
-			s.scores[p.doc] = sc + w*float64(float32(x*(k1+1)/(x+k1)))
+			s.scores[p.doc] = sc + w*float64(imp[k])
 		}
 	}
 	s.touched = touched[:cnt]
+}
+
+// impactCache is one term's BM25F weights, by posting, for the statistics
+// of one version of the index.
+type impactCache struct {
+	version uint64
+	w       []float32
+}
+
+// impactsOf returns t's weights for the statistics of this moment: cached
+// until the index changes, so a change costs nothing until a search reads
+// the term again. Concurrent searches that both fill it store the same
+// weights.
+func (ix *Index) impactsOf(t int32, n float64, s *scratch) []float32 {
+	if c := ix.impacts[t].Load(); c != nil && c.version == ix.version {
+		return c.w
+	}
+	ix.norms(n, s)
+	tab := &s.norm.table
+	ps := ix.post[t]
+	w := make([]float32, len(ps))
+	for k, p := range ps {
+		l := &ix.lens[p.doc]
+		var x float64
+		if l[0]|l[1]|l[2]|l[3] < normTable {
+			// Fields without the term add 0 × their norm, which leaves x
+			// exactly as skipping them would.
+			x = float64(p.tf[0])*tab[0][l[0]] + float64(p.tf[1])*tab[1][l[1]] +
+				float64(p.tf[2])*tab[2][l[2]] + float64(p.tf[3])*tab[3][l[3]]
+		} else {
+			for f := range numFields {
+				if tf := p.tf[f]; tf != 0 {
+					x += float64(tf) * s.norm.weight(f, l[f])
+				}
+			}
+		}
+		// float32, as the stored impacts of the first index were: look-alike
+		// tools then tie and go by name, the ranking the constants were
+		// tuned on (BENCHMARKS.md, "Tool search").
+		w[k] = float32(x * (k1 + 1) / (x + k1))
+	}
+	ix.impacts[t].Store(&impactCache{version: ix.version, w: w})
+	return w
 }
 
 // normTable is how many field lengths norms tabulates: nearly every field
