@@ -69,6 +69,9 @@ type Options struct {
 	// memTable overrides the memtable size, which bounds one transaction;
 	// tests shrink it to reach the batched chat deletion.
 	memTable int64
+	// vlogFile overrides the value-log file size (Badger's default: 1 GB);
+	// a test copying the files shrinks it.
+	vlogFile int64
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -84,6 +87,9 @@ func Open(dir string, o Options) (*Store, error) {
 	opts := badger.DefaultOptions(dir).WithSyncWrites(false).WithLogger(o.Logger).
 		WithNumVersionsToKeep(1).WithCompactL0OnClose(true).
 		WithMemTableSize(o.memTable).WithNumMemtables(3).WithBlockCacheSize(64 << 20)
+	if o.vlogFile != 0 {
+		opts = opts.WithValueLogFileSize(o.vlogFile)
+	}
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}

@@ -448,7 +448,13 @@ func TestDeleteOfAChatTooBigForOneTransactionFinishesAfterACrash(t *testing.T) {
 // open, with the unsynced messages in the log, and the log goes on.
 func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
 	ctx := context.Background()
-	s, dir := openTemp(t)
+	// Small files: the copy writes out their preallocated size.
+	small := Options{vlogFile: 1 << 20}
+	dir := t.TempDir()
+	s, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	if err := s.CreateChat(ctx, Chat{ID: "a", Tenant: "t"}); err != nil {
 		t.Fatal(err)
@@ -464,7 +470,7 @@ func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
 	if err := os.CopyFS(killed, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(killed, Options{})
+	s2, err := Open(killed, small)
 	if err != nil {
 		t.Fatal(err)
 	}

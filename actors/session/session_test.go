@@ -329,6 +329,24 @@ func TestAToolTurnSyncsTwiceHoweverManyRoundsItTakes(t *testing.T) {
 	}
 }
 
+// TestALogEndingInAToolCallWithoutResultsGoesOn: a crash may lose a
+// running turn's unsynced tool results and leave its call: the chat loads,
+// and the next request gives the call a marked empty result.
+func TestALogEndingInAToolCallWithoutResultsGoesOn(t *testing.T) {
+	h := newHarness(t, 128_000, echoTools(t), reply("ok"))
+	_, _ = h.store.Append(context.Background(), "c1", chat.Message{Role: chat.RoleUser, Content: "say hi"},
+		chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "k1", Name: "echo", Arguments: "{}"}}})
+	res, _ := h.turn("still there?")
+	if res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	msgs := h.model.requests()[0].Messages
+	i := slices.IndexFunc(msgs, func(m chat.Message) bool { return len(m.ToolCalls) > 0 })
+	if i < 0 || i+1 >= len(msgs) || msgs[i+1].Role != chat.RoleTool || msgs[i+1].ToolCallID != "k1" || !msgs[i+1].IsError {
+		t.Fatalf("the call is not followed by a marked empty result: %+v", msgs)
+	}
+}
+
 func TestAnAnswerCutByItsRoomContinuesAtMostThreeTimes(t *testing.T) {
 	cut := providers.Response{Message: chat.Message{Content: "part"}, FinishReason: providers.FinishLength}
 	h := newHarness(t, 128_000, nil, cut, cut, cut, cut, reply("never asked"))
