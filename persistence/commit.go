@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -14,10 +15,12 @@ const maxBatch = 256
 
 // txns is what the committer needs of a database (Badger's or Postgres's
 // transactions, T): begin one, commit or drop it, and tell a write that
-// does not fit beside the others (tooBig) from one that failed.
+// does not fit beside the others (tooBig) from one that failed. commit
+// syncs when sync says so; a commit that does not is still ordered
+// before every later one, so the next synced commit covers it.
 type txns[T any] interface {
 	begin() (T, error)
-	commit(T) error
+	commit(txn T, sync bool) error
 	discard(T)
 	tooBig(err error) bool
 }
@@ -25,9 +28,11 @@ type txns[T any] interface {
 // write is one caller's part of a batch: fn runs inside the shared
 // transaction and may run more than once (a batch is rebuilt without a
 // write that failed), so it must set, not accumulate, what it reports.
+// unsynced: the write need not be durable on its own (see doUnsynced).
 type write[T any] struct {
-	fn   func(txn T) error
-	done chan error
+	fn       func(txn T) error
+	done     chan error
+	unsynced bool
 }
 
 // committer is group commit: one goroutine takes every write of every chat
@@ -55,16 +60,26 @@ func newCommitter[T any](db txns[T]) *committer[T] {
 // do runs fn in the next batch and returns once that batch is synced (or
 // failed). Once queued, a write is waited for whatever the caller's
 // context says: returning early would leave it unknown whether it landed.
-func (c *committer[T]) do(fn func(txn T) error) error {
-	done := make(chan error, 1)
+func (c *committer[T]) do(fn func(txn T) error) error { return c.submit(write[T]{fn: fn}) }
+
+// doUnsynced is do for a write that need not survive a crash of the
+// machine on its own: it returns once committed (readable, in order), and
+// is synced by the next write that needs a sync, whose sync covers it. A
+// batch of such writes alone costs no sync.
+func (c *committer[T]) doUnsynced(fn func(txn T) error) error {
+	return c.submit(write[T]{fn: fn, unsynced: true})
+}
+
+func (c *committer[T]) submit(w write[T]) error {
+	w.done = make(chan error, 1)
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
 		return ErrClosed
 	}
-	c.in <- write[T]{fn: fn, done: done}
+	c.in <- w
 	c.mu.RUnlock()
-	return <-done
+	return <-w.done
 }
 
 // close stops taking writes and returns once every queued one is committed.
@@ -119,7 +134,8 @@ func (c *committer[T]) commit(batch []write[T]) {
 }
 
 // fill runs the writes of batch in one transaction until one fails or the
-// transaction is full, and commits the n before it. failed reports that
+// transaction is full, and commits the n before it, with a sync when any
+// of them needs one. failed reports that
 // batch[n] failed with err and nothing was committed (the transaction is
 // dropped, so none of its partial writes lands); else err is the commit's,
 // or the failure to begin one, which fails the whole batch.
@@ -150,7 +166,8 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 		}
 		n++
 	}
-	if err := c.db.commit(txn); err != nil {
+	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
+	if err := c.db.commit(txn, durable); err != nil {
 		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
 	}
 	return n, false, nil

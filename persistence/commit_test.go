@@ -7,7 +7,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/jackc/pgx/v5"
@@ -330,5 +332,53 @@ func TestWritesTooBigToShareATransactionCommitInTurn(t *testing.T) {
 		if seq, err := s.LastSeq(context.Background(), fmt.Sprint("big-", i)); err != nil || seq != 6000 {
 			t.Fatalf("big-%d ends at %d, %v", i, seq, err)
 		}
+	}
+}
+
+// syncCounter counts a backend's commits that sync.
+type syncCounter[T any] struct {
+	txns[T]
+	syncs atomic.Int32
+}
+
+func (c *syncCounter[T]) commit(txn T, sync bool) error {
+	if sync {
+		c.syncs.Add(1)
+	}
+	return c.txns.commit(txn, sync)
+}
+
+// TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne: writes
+// that need no sync of their own commit in order and readable, with no
+// sync; the next write that needs one costs one sync.
+func TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne(t *testing.T) {
+	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
+		unsyncedThenSynced(t, r, badgerTxns{r.s.(*Store).db})
+	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
+		unsyncedThenSynced(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute})
+	})
+}
+
+func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
+	c := &syncCounter[T]{txns: db}
+	w := newCommitter[T](c)
+	defer w.close()
+	for _, id := range []string{"u1", "u2", "u3"} {
+		if err := w.doUnsynced(appendOrder(r, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.syncs.Load(); n != 0 {
+		t.Fatalf("%d syncs for three unsynced writes", n)
+	}
+	if err := w.do(appendOrder(r, "d")); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := w.doUnsynced(func(txn T) error { return r.get(txn, "order", &got) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.syncs.Load(); n != 1 || got != "u1,u2,u3,d" {
+		t.Fatalf("%d syncs, order %q; want 1 and u1,u2,u3,d", n, got)
 	}
 }

@@ -129,7 +129,17 @@ func (p pgTxns) begin() (*pgTxn, error) {
 	return &pgTxn{ctx: ctx, cancel: cancel, tx: tx}, nil
 }
 
-func (pgTxns) commit(t *pgTxn) error { return t.tx.Commit(t.ctx) }
+// commit commits t; without sync, it does not wait for the WAL flush
+// (synchronous_commit off for this transaction alone): the WAL is flushed
+// in order, so the next synchronous commit makes it durable too.
+func (pgTxns) commit(t *pgTxn, sync bool) error {
+	if !sync {
+		if _, err := t.tx.Exec(t.ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+	}
+	return t.tx.Commit(t.ctx)
+}
 
 // discard rolls back what was not committed (after a commit, nothing).
 func (pgTxns) discard(t *pgTxn) {
@@ -337,9 +347,22 @@ func (p *Postgres) fence(t *pgTxn, chatID string) error {
 // Append stores messages at the end of a chat's log, assigning each the
 // next seq, and returns them with their seqs once committed.
 func (p *Postgres) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	return p.appendMsgs(ctx, chatID, p.w.do, msgs)
+}
+
+// AppendUnsynced is Append for messages that need not survive a crash on
+// their own (see Store.AppendUnsynced).
+func (p *Postgres) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	return p.appendMsgs(ctx, chatID, p.w.doUnsynced, msgs)
+}
+
+func (p *Postgres) appendMsgs(ctx context.Context, chatID string, do func(func(*pgTxn) error) error, msgs []chat.Message) ([]chat.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
-	err := p.update(ctx, func(t *pgTxn) error {
+	err := do(func(t *pgTxn) error {
 		_, err := p.appendTx(t, chatID, out)
 		return err
 	})

@@ -40,9 +40,24 @@ type Store struct {
 type badgerTxns struct{ db *badger.DB }
 
 func (b badgerTxns) begin() (*badger.Txn, error) { return b.db.NewTransaction(true), nil }
-func (badgerTxns) commit(txn *badger.Txn) error  { return txn.Commit() }
 func (badgerTxns) discard(txn *badger.Txn)       { txn.Discard() }
 func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.ErrTxnTooBig) }
+
+// commit commits txn to the memtable's write-ahead log and, when sync says
+// so, syncs that log and the value log (DB.Sync): the database is opened
+// without SyncWrites, so one sync covers every commit before it.
+func (b badgerTxns) commit(txn *badger.Txn, sync bool) error {
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if !sync {
+		return nil
+	}
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
 
 // Options tune Open.
 type Options struct {
@@ -54,6 +69,9 @@ type Options struct {
 	// memTable overrides the memtable size, which bounds one transaction;
 	// tests shrink it to reach the batched chat deletion.
 	memTable int64
+	// vlogFile overrides the value-log file size (Badger's default: 1 GB);
+	// a test copying the files shrinks it.
+	vlogFile int64
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -64,9 +82,14 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.memTable == 0 {
 		o.memTable = 32 << 20
 	}
-	opts := badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(o.Logger).
+	// No SyncWrites: the committer syncs a batch that holds a durable
+	// write, and lets writes that need no sync of their own go without.
+	opts := badger.DefaultOptions(dir).WithSyncWrites(false).WithLogger(o.Logger).
 		WithNumVersionsToKeep(1).WithCompactL0OnClose(true).
 		WithMemTableSize(o.memTable).WithNumMemtables(3).WithBlockCacheSize(64 << 20)
+	if o.vlogFile != 0 {
+		opts = opts.WithValueLogFileSize(o.vlogFile)
+	}
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
@@ -459,9 +482,24 @@ func (s *Store) finishDeletes(ctx context.Context) error {
 // next seq, and returns them with their seqs. It returns once the write is
 // synced to disk.
 func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	return s.appendMsgs(ctx, chatID, s.w.do, msgs)
+}
+
+// AppendUnsynced is Append for messages that need not survive a crash of
+// the machine on their own (a running turn's tool calls and results): it
+// returns once they are committed, with their seqs, and the next synced
+// write makes them durable.
+func (s *Store) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	return s.appendMsgs(ctx, chatID, s.w.doUnsynced, msgs)
+}
+
+func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*badger.Txn) error) error, msgs []chat.Message) ([]chat.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := do(func(txn *badger.Txn) error {
 		_, err := appendTxn(txn, chatID, out)
 		return err
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -437,5 +439,50 @@ func TestDeleteOfAChatTooBigForOneTransactionFinishesAfterACrash(t *testing.T) {
 	defer s.Close()
 	if left := keysUnder(t, s, chatKeys("t1", "crashed")...); len(left) != 0 {
 		t.Fatalf("%d keys left of the chat whose deletion a crash cut, e.g. %q", len(left), left[0])
+	}
+}
+
+// TestAStoreKilledAfterUnsyncedAppendsOpensWithThem: the files of an open
+// store, copied after appends that were never synced, are what a killed
+// process leaves behind (its commits are in the kernel's page cache). They
+// open, with the unsynced messages in the log, and the log goes on.
+func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
+	ctx := context.Background()
+	// Small files: the copy writes out their preallocated size.
+	small := Options{vlogFile: 1 << 20}
+	dir := t.TempDir()
+	s, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateChat(ctx, Chat{ID: "a", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "run it"}); err != nil {
+		t.Fatal(err)
+	}
+	call := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "k1", Name: "echo", Arguments: "{}"}}}
+	if _, err := s.AppendUnsynced(ctx, "a", call); err != nil {
+		t.Fatal(err)
+	}
+	killed := filepath.Join(t.TempDir(), "killed")
+	if err := os.CopyFS(killed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(killed, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s2.Messages(ctx, "a", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 || msgs[1].Seq != 2 || len(msgs[1].ToolCalls) != 1 || msgs[2].Seq != 3 {
+		t.Fatalf("log after the kill: %+v", msgs)
 	}
 }

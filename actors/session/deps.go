@@ -24,6 +24,10 @@ type Store interface {
 	Claim(ctx context.Context, chatID string) error
 	UpdateChat(ctx context.Context, c persistence.Chat) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
+	// AppendUnsynced is Append without a sync of its own: the messages
+	// are readable with their seqs at once, and the next synced write
+	// makes them durable.
+	AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
 	// AppendWithSnapshot appends and saves the snapshot snap builds from
 	// the log's last seq in one transaction: one sync for both.
 	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, msgs ...chat.Message) ([]chat.Message, error)

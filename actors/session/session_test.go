@@ -28,8 +28,9 @@ type memStore struct {
 	msgs  map[string][]chat.Message
 	snaps map[string]persistence.Snapshot
 	acts  map[string][]persistence.Activity
-	// writes counts the writes that would each be a sync on disk.
-	writes int
+	// writes counts the writes that would each be a sync on disk;
+	// unsynced the appends that need none.
+	writes, unsynced int
 }
 
 func newMemStore() *memStore {
@@ -70,6 +71,13 @@ func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	return m.appendLocked(chatID, msgs), nil
+}
+
+func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unsynced++
 	return m.appendLocked(chatID, msgs), nil
 }
 
@@ -280,6 +288,62 @@ func TestAPlainTurnWritesTwiceAndItsAnswerLandsWithTheSnapshot(t *testing.T) {
 		if last := log[len(log)-1]; last.Role != chat.RoleAssistant || snap.LastSeqSent != last.Seq {
 			t.Fatalf("snapshot's last seq sent %d, the log ends with %+v", snap.LastSeqSent, last)
 		}
+	}
+}
+
+// TestAToolTurnSyncsTwiceHoweverManyRoundsItTakes: a turn's tool calls and
+// their results are stored unsynced, in order and with their seqs, and the
+// answer's synced write with the snapshot covers them: two syncs a turn.
+func TestAToolTurnSyncsTwiceHoweverManyRoundsItTakes(t *testing.T) {
+	for _, rounds := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d rounds", rounds), func(t *testing.T) {
+			var replies []providers.Response
+			for i := range rounds {
+				replies = append(replies, callTool(fmt.Sprintf("k%d", i), "echo", `{"text":"hi"}`))
+			}
+			h := newHarness(t, 128_000, echoTools(t), append(replies, reply("done"))...)
+			res, evs := h.turn("say hi")
+			if res.Problem != nil {
+				t.Fatalf("problem: %+v", res.Problem)
+			}
+			h.store.mu.Lock()
+			writes, unsynced, snap, log := h.store.writes, h.store.unsynced, h.store.snaps["c1"], slices.Clone(h.store.msgs["c1"])
+			h.store.mu.Unlock()
+			if writes != 2 || unsynced != 2*rounds {
+				t.Fatalf("%d synced writes and %d unsynced, want 2 (the message; the answer with the snapshot) and %d", writes, unsynced, 2*rounds)
+			}
+			if len(log) != 2+2*rounds || snap.LastSeqSent != log[len(log)-1].Seq {
+				t.Fatalf("log of %d messages, snapshot's last seq sent %d", len(log), snap.LastSeqSent)
+			}
+			// Each tool message was announced with its stored seq as it came.
+			var announced []int64
+			for _, ev := range evs {
+				if m, ok := ev.Data.(chat.Message); ok && ev.Type == chat.EventToolResult {
+					announced = append(announced, m.Seq)
+				}
+			}
+			if len(announced) != rounds || announced[0] != 3 {
+				t.Fatalf("tool results announced with seqs %v", announced)
+			}
+		})
+	}
+}
+
+// TestALogEndingInAToolCallWithoutResultsGoesOn: a crash may lose a
+// running turn's unsynced tool results and leave its call: the chat loads,
+// and the next request gives the call a marked empty result.
+func TestALogEndingInAToolCallWithoutResultsGoesOn(t *testing.T) {
+	h := newHarness(t, 128_000, echoTools(t), reply("ok"))
+	_, _ = h.store.Append(context.Background(), "c1", chat.Message{Role: chat.RoleUser, Content: "say hi"},
+		chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "k1", Name: "echo", Arguments: "{}"}}})
+	res, _ := h.turn("still there?")
+	if res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	msgs := h.model.requests()[0].Messages
+	i := slices.IndexFunc(msgs, func(m chat.Message) bool { return len(m.ToolCalls) > 0 })
+	if i < 0 || i+1 >= len(msgs) || msgs[i+1].Role != chat.RoleTool || msgs[i+1].ToolCallID != "k1" || !msgs[i+1].IsError {
+		t.Fatalf("the call is not followed by a marked empty result: %+v", msgs)
 	}
 }
 

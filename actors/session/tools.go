@@ -82,7 +82,7 @@ func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 		}
 		load = append(load, o.load...)
 	}
-	if !s.storeTurnMsgs(ctx, msgs...) {
+	if !s.storeUnsynced(ctx, msgs...) {
 		return
 	}
 	if t.info.Window > 0 && t.plan.lean {

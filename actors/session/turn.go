@@ -288,7 +288,9 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)}, reply)
 		return
 	case stepRunTools, stepPause, stepContinue:
-		if !s.storeTurnMsgs(ctx, reply) {
+		// The turn goes on: a synced write follows (the answer with the
+		// snapshot, or the paused turn's snapshot) and covers this one.
+		if !s.storeUnsynced(ctx, reply) {
 			return
 		}
 	default:
@@ -335,7 +337,21 @@ func (s *session) contextFull(t *turn, u chat.Usage) bool {
 // storeTurnMsgs makes messages of the running turn durable, then announces
 // them. It ends the turn and reports false when the store fails.
 func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
-	stored, err := s.deps.Store.Append(context.Background(), s.id, msgs...)
+	return s.storeWith(ctx, s.deps.Store.Append, msgs)
+}
+
+// storeUnsynced stores messages of the running turn that a later synced
+// write of the turn covers (its tool calls and its tools' results), so a
+// tool round adds no sync to the turn's path. A crash of the machine
+// before that write may lose them: nothing about them was acknowledged,
+// and a call left without its result is sent with a marked empty one
+// (window.Assemble).
+func (s *session) storeUnsynced(ctx actor.Context, msgs ...chat.Message) bool {
+	return s.storeWith(ctx, s.deps.Store.AppendUnsynced, msgs)
+}
+
+func (s *session) storeWith(ctx actor.Context, store func(context.Context, string, ...chat.Message) ([]chat.Message, error), msgs []chat.Message) bool {
+	stored, err := store(context.Background(), s.id, msgs...)
 	if err != nil {
 		s.endTurn(ctx, s.storeProblem(ctx, err))
 		return false
