@@ -61,6 +61,7 @@ func TestValidateRejects(t *testing.T) {
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
 		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
 		"log level":              {"log_level: loud", "log_level \"loud\": use debug, info, warn or error"},
+		"compact threshold":      {"limits: {compact_threshold: 500}", "limits.compact_threshold 500: use at least 1000"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -93,6 +93,9 @@ type Deps struct {
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.
 	FoldWait time.Duration
+	// CompactThreshold is the compact_threshold of a chat that sets none
+	// (0 or less: its model's window).
+	CompactThreshold int
 	// NoModelHelp says why no model can take a turn and what to do: which
 	// provider does not answer, or how to configure one. Optional.
 	NoModelHelp func() string
