@@ -176,11 +176,11 @@ type harness struct {
 
 func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
 	t.Helper()
-	return newHarnessWith(t, window, reg, func(*Deps) {}, replies...)
+	return newHarnessWith(t, window, reg, func(*harness, *Deps) {}, replies...)
 }
 
 // newHarnessWith is newHarness with its deps changed by set.
-func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*Deps), replies ...providers.Response) *harness {
+func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*harness, *Deps), replies ...providers.Response) *harness {
 	t.Helper()
 	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second, nil), model: &scripted{replies: replies}}
 	if reg == nil {
@@ -192,7 +192,7 @@ func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*Dep
 		DefaultModel: "fake/m", IdleAfter: time.Hour, TurnsPerChat: 4, ToolTimeout: time.Minute, ToolResultBytes: 16 << 10,
 		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute,
 	}
-	set(deps)
+	set(h, deps)
 	h.registry = h.system.Root.Spawn(Props(deps))
 	t.Cleanup(func() { h.system.Root.Stop(h.registry) })
 	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m"}
@@ -360,7 +360,7 @@ func TestAChatWithoutCompactThresholdTakesTheDaemonsOwn(t *testing.T) {
 		wantLean bool
 	}{{"default", nil, true}, {"own", ptr(100_000), false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarnessWith(t, 128_000, reg, func(d *Deps) { d.CompactThreshold = 14_000 }, reply("ok"))
+			h := newHarnessWith(t, 128_000, reg, func(_ *harness, d *Deps) { d.CompactThreshold = 14_000 }, reply("ok"))
 			c := h.store.chats["c1"]
 			c.Settings.CompactThreshold = tc.own
 			h.store.chats["c1"] = c
