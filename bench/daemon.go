@@ -43,6 +43,9 @@ type daemonOptions struct {
 	results map[string]string
 	// maxConns caps connections to the provider (0: unlimited).
 	maxConns int
+	// compactThreshold is limits.compact_threshold (0: chats fill their
+	// window, as in the tests, so overhead and scale measure one chat size).
+	compactThreshold int
 }
 
 func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
@@ -52,6 +55,9 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 		cfg.DataDir = o.dir
 	} else {
 		cfg = testkit.Config(o.dir, o.fakeURL, o.window)
+		if o.compactThreshold != 0 {
+			cfg.Limits.CompactThreshold = o.compactThreshold
+		}
 		on := true
 		cfg.Providers[0].PromptCacheKey = &on // the fake takes it, as OpenAI does
 	}

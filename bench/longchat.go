@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
@@ -243,7 +244,9 @@ func replayDaemon(ctx context.Context, rp *Replay, window int) (*openaifake.Serv
 		fake.Close()
 		return nil, nil, nil, err
 	}
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
+	// The replay measures the daemon's default working size.
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp),
+		compactThreshold: configs.DefaultCompactThreshold})
 	if err != nil {
 		fake.Close()
 		_ = os.RemoveAll(dir)

@@ -308,6 +308,9 @@ func (Duration) JSONSchema() *jsonschema.Schema {
 // MarshalText prints the duration in Go form.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// DefaultCompactThreshold is limits.compact_threshold when none is set.
+const DefaultCompactThreshold = 14000
+
 // minCompactThreshold is the least limits.compact_threshold (a chat's own
 // least, chat.MinCompactThreshold: OpenAI's minimum).
 const minCompactThreshold = 1000
@@ -409,7 +412,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&l.TurnTimeout, 10*time.Minute)
 	setDur(&l.ModelIdleTimeout, 2*time.Minute)
 	setDur(&l.FoldWait, 20*time.Second)
-	setInt(&l.CompactThreshold, 14000)
+	setInt(&l.CompactThreshold, DefaultCompactThreshold)
 	setInt(&l.MaxAnswerBytes, 4<<20)
 	setInt(&l.MaxTitleRunes, 200)
 	h := &c.HTTP
