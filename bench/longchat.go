@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/chat"
-	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
@@ -246,7 +245,7 @@ func replayDaemon(ctx context.Context, rp *Replay, window int) (*openaifake.Serv
 	}
 	// The replay measures the daemon's default working size.
 	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp),
-		compactThreshold: configs.DefaultCompactThreshold})
+		daemonDefaults: true})
 	if err != nil {
 		fake.Close()
 		_ = os.RemoveAll(dir)

@@ -184,6 +184,11 @@ type Limits struct {
 	// token is sent again, and paid for, on every turn. -1 lets such chats
 	// fill their model's window. Defaults to 14000 (BENCHMARKS.md, issue 20).
 	CompactThreshold int `yaml:"compact_threshold" json:"compact_threshold"`
+	// FoldAsLines sends the summariser the folded turns as plain lines
+	// only. Unset, a fold asks the chat's own model right after the chat's
+	// own request prefix, which the provider serves from its prompt cache
+	// (the lines stay the fallback). Defaults to false.
+	FoldAsLines bool `yaml:"fold_as_lines" json:"fold_as_lines"`
 	// MaxAnswerBytes is the most of one model answer (text, thinking and
 	// tool-call arguments) kept and stored; past it the turn ends with the
 	// problem answer-too-large and the part before the cap kept. Defaults

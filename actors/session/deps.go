@@ -96,6 +96,8 @@ type Deps struct {
 	// CompactThreshold is the compact_threshold of a chat that sets none
 	// (0 or less: its model's window).
 	CompactThreshold int
+	// FoldAsLines leaves Fold.Prefix out: the summariser reads lines only.
+	FoldAsLines bool
 	// NoModelHelp says why no model can take a turn and what to do: which
 	// provider does not answer, or how to configure one. Optional.
 	NoModelHelp func() string

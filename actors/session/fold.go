@@ -67,8 +67,11 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 
 // foldPrefix is the chat's request as it was last sent, up to seq to: the
 // summariser asks the chat's own model after it, from the provider's prompt
-// cache. Nil when there is nothing before to.
+// cache. Nil when there is nothing before to, or lines are asked for.
 func (s *session) foldPrefix(to int64) *summarizer.Prefix {
+	if s.deps.FoldAsLines {
+		return nil
+	}
 	_, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil || info.ToolsInWords {
 		return nil
