@@ -54,6 +54,12 @@ type Options struct {
 	PlotDir        string // where sawtooth PNGs go ("" : none)
 	ScaleChats     []int  // default 1,000 and 10,000
 	OverheadStored int    // default 10,000
+	OverheadTurns  int    // default 500
+	OverheadWindow int    // default 32K
+	// Self is the bench's own binary: the overhead part runs its fake in a
+	// child process of it, so the CPU it reports is agentd's alone (empty:
+	// the fake runs in this process, and its CPU counts too).
+	Self string `json:"-"`
 	// Real, with ConfigPath, replays against a configured real provider
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
@@ -83,6 +89,12 @@ func (o *Options) defaults() {
 	}
 	if o.OverheadStored <= 0 {
 		o.OverheadStored = 10_000
+	}
+	if o.OverheadTurns <= 0 {
+		o.OverheadTurns = 500
+	}
+	if o.OverheadWindow <= 0 {
+		o.OverheadWindow = 32_000
 	}
 }
 
@@ -231,13 +243,16 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		}
 	}
 	if o.want(PartOverhead) {
-		res, err := Overhead(ctx, o.OverheadStored, 300, 128_000)
+		res, err := Overhead(ctx, o.Self, o.OverheadStored, o.OverheadTurns, o.OverheadWindow, o.Profile.suffixed("overhead"))
 		if err != nil {
 			fail("overhead", err)
 		} else {
 			rep.Overhead = res
-			fmt.Fprintf(w, "overhead: %d stored messages, %d turns: turn p50 %.3f ms p99 %.3f ms; without model time p50 %.3f ms p99 %.3f ms; first (waking, folding) turn %.1f ms\n",
-				res.StoredMessages, res.Turns, res.TurnMS.P50, res.TurnMS.P99, res.OverheadMS.P50, res.OverheadMS.P99, res.FirstTurnMS)
+			fmt.Fprintf(w, "overhead: %d stored messages on %s, %d turns: turn p50 %.3f ms p99 %.3f ms; without model time p50 %.3f ms p99 %.3f ms; first (waking, folding) turn %.1f ms\n",
+				res.StoredMessages, shortTokens(res.Window), res.Turns, res.TurnMS.P50, res.TurnMS.P99, res.OverheadMS.P50, res.OverheadMS.P99, res.FirstTurnMS)
+			fmt.Fprintf(w, "overhead: CPU per turn p50 %.3f ms p99 %.3f ms (fake apart: %v); plain turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fold turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fsync of 4 KB %.3f ms before, %.3f ms after\n",
+				res.CPUMS.P50, res.CPUMS.P99, res.FakeApart, res.PlainOverheadMS.N, res.PlainOverheadMS.P50, res.PlainOverheadMS.P99, res.PlainCPUMS.P50,
+				res.FoldOverheadMS.N, res.FoldOverheadMS.P50, res.FoldOverheadMS.P99, res.FoldCPUMS.P50, res.FsyncMS[0], res.FsyncMS[1])
 		}
 	}
 	if o.want(PartScale) {

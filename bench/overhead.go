@@ -1,10 +1,17 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentd/agentd/chat"
@@ -18,28 +25,144 @@ type OverheadResult struct {
 	StoredMessages int `json:"stored_messages"`
 	Window         int `json:"window"`
 	Turns          int `json:"turns"`
-	// FirstTurnMS is the turn that wakes the chat and folds the backlog.
+	// FirstTurnMS is the turn that wakes the chat and folds the backlog;
+	// the turns measured start once the learning of that fold is done.
 	FirstTurnMS float64 `json:"first_turn_ms"`
 	// TurnMS is POST-to-turn.completed, in process (hub.Submit to the
 	// event); OverheadMS is that less the time inside model calls (request
 	// sent to last byte read), i.e. all agentd does besides waiting.
 	TurnMS     Quantiles `json:"turn_ms"`
 	OverheadMS Quantiles `json:"overhead_ms"`
+	// CPUMS is the process's CPU time (user and system) from one turn's
+	// submit to the next's: everything agentd spends per turn, background
+	// folds and learning included. FakeApart says the fake ran in a process
+	// of its own, so none of its CPU is in these figures.
+	CPUMS     Quantiles `json:"cpu_ms"`
+	FakeApart bool      `json:"fake_apart"`
+	// Plain and fold turns apart: a fold turn is one during which a fold
+	// was applied (the summariser's work ran beside it, or it waited).
+	PlainOverheadMS Quantiles `json:"plain_overhead_ms"`
+	FoldOverheadMS  Quantiles `json:"fold_overhead_ms"`
+	PlainCPUMS      Quantiles `json:"plain_cpu_ms"`
+	FoldCPUMS       Quantiles `json:"fold_cpu_ms"`
+	// FsyncMS is one synced 4 KB write on the store's disk, measured before
+	// and after the turns (what `dd bs=4k count=200 oflag=dsync` measures).
+	FsyncMS [2]float64 `json:"fsync_ms"`
+}
+
+// overheadAnswer is what the overhead part's fake answers every turn.
+const overheadAnswer = "Noted; here is a short answer to that."
+
+func newOverheadFake(window int) *openaifake.Server {
+	return openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
+		return testkit.Reply{Text: overheadAnswer, ChunkRunes: 64}
+	}})
+}
+
+// ServeOverheadFake runs the overhead part's fake in this process: it
+// writes the fake's URL as one line to w and serves until until ends (the
+// parent closes the pipe, or dies).
+func ServeOverheadFake(window int, w io.Writer, until io.Reader) error {
+	fake := newOverheadFake(window)
+	defer fake.Close()
+	if _, err := fmt.Fprintln(w, fake.URL()); err != nil {
+		return err
+	}
+	_, err := io.Copy(io.Discard, until)
+	return err
+}
+
+// startOverheadFake starts the fake in a child process of self (the bench's
+// binary, `self overhead-fake --window N`), or in this process when self
+// is empty.
+func startOverheadFake(ctx context.Context, self string, window int) (url string, stop func(), err error) {
+	if self == "" {
+		fake := newOverheadFake(window)
+		return fake.URL(), fake.Close, nil
+	}
+	cmd := exec.CommandContext(ctx, self, "overhead-fake", "--window", strconv.Itoa(window))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start the fake: %w", err)
+	}
+	stop = func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("the fake's URL: %w", err)
+	}
+	return strings.TrimSpace(line), stop, nil
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// quiesce waits until this process uses less than 5% of a core over 200 ms
+// (at most two minutes).
+func quiesce(ctx context.Context) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		before := processCPU()
+		time.Sleep(200 * time.Millisecond)
+		if processCPU()-before < 10*time.Millisecond {
+			return
+		}
+	}
+}
+
+// fsyncMS times synced 4 KB writes in dir, as `dd if=/dev/zero of=dir/f
+// bs=4k count=200 oflag=dsync` does, and returns one write's time.
+func fsyncMS(dir string) (float64, error) {
+	const writes = 200
+	path := filepath.Join(dir, "fsync-probe")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_DSYNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	buf := make([]byte, 4096)
+	start := time.Now()
+	for range writes {
+		if _, err := f.Write(buf); err != nil {
+			return 0, errors.Join(err, f.Close())
+		}
+	}
+	took := time.Since(start)
+	return round3(msOf(took) / writes), f.Close()
 }
 
 // Overhead stores stored messages in a chat (half the person's, half the
-// answers), then measures turns on it.
-func Overhead(ctx context.Context, stored, turns, window int) (*OverheadResult, error) {
-	fake := openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
-		return testkit.Reply{Text: "Noted; here is a short answer to that.", ChunkRunes: 64}
-	}})
-	defer fake.Close()
+// answers), then measures turns on it. self, when set, is the bench's own
+// binary, which runs the fake apart (ServeOverheadFake).
+func Overhead(ctx context.Context, self string, stored, turns, window int, prof Profiles) (*OverheadResult, error) {
+	url, stopFake, err := startOverheadFake(ctx, self, window)
+	if err != nil {
+		return nil, err
+	}
+	defer stopFake()
 	dir, err := os.MkdirTemp("", "agentd-bench-overhead-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window})
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: url, window: window})
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +187,14 @@ func Overhead(ctx context.Context, stored, turns, window int) (*OverheadResult, 
 	}
 	drv := d.drive(id)
 	defer drv.close()
-	res := &OverheadResult{StoredMessages: stored, Window: window, Turns: turns}
-	var wall, over []float64
+	res := &OverheadResult{StoredMessages: stored, Window: window, Turns: turns, FakeApart: self != ""}
+	if res.FsyncMS[0], err = fsyncMS(dir); err != nil {
+		return nil, fmt.Errorf("fsync probe: %w", err)
+	}
+	var wall, over, cpu, plainOver, foldOver, plainCPU, foldCPU []float64
+	var stopProf func() error
 	for i := range turns + 1 {
-		before := d.model.total()
+		before, cpuBefore, folds := d.model.total(), processCPU(), drv.folds.Load()
 		out, err := drv.send(ctx, fmt.Sprintf("Question %d: %s", i, strings.Repeat("how does this part work? ", 4)))
 		if err != nil {
 			return nil, fmt.Errorf("overhead turn %d: %w", i, err)
@@ -77,11 +204,30 @@ func Overhead(ctx context.Context, stored, turns, window int) (*OverheadResult, 
 		}
 		if i == 0 {
 			res.FirstTurnMS = round3(msOf(out.wall))
+			// The backlog's fold goes on learning in the background: the
+			// turns measured are those of a chat that has settled.
+			quiesce(ctx)
+			if stopProf, err = prof.start(); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		wall = append(wall, msOf(out.wall))
-		over = append(over, msOf(out.wall-(d.model.total()-before)))
+		o, c := msOf(out.wall-(d.model.total()-before)), msOf(processCPU()-cpuBefore)
+		wall, over, cpu = append(wall, msOf(out.wall)), append(over, o), append(cpu, c)
+		if drv.folds.Load() != folds {
+			foldOver, foldCPU = append(foldOver, o), append(foldCPU, c)
+		} else {
+			plainOver, plainCPU = append(plainOver, o), append(plainCPU, c)
+		}
 	}
-	res.TurnMS, res.OverheadMS = quantiles(wall), quantiles(over)
+	if err := stopProf(); err != nil {
+		return nil, err
+	}
+	if res.FsyncMS[1], err = fsyncMS(dir); err != nil {
+		return nil, fmt.Errorf("fsync probe: %w", err)
+	}
+	res.TurnMS, res.OverheadMS, res.CPUMS = quantiles(wall), quantiles(over), quantiles(cpu)
+	res.PlainOverheadMS, res.FoldOverheadMS = quantiles(plainOver), quantiles(foldOver)
+	res.PlainCPUMS, res.FoldCPUMS = quantiles(plainCPU), quantiles(foldCPU)
 	return res, nil
 }

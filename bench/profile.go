@@ -8,8 +8,9 @@ import (
 	"runtime/pprof"
 )
 
-// Profiles names the files a replay's turn loop is profiled into (empty:
-// no profile). With several windows each file gets the window in its name.
+// Profiles names the files a replay's or the overhead part's turn loop is
+// profiled into (empty: no profile). With several windows each replay's
+// file gets the window in its name; the overhead part's gets "overhead".
 type Profiles struct {
 	CPU  string `json:"cpu,omitempty"`
 	Heap string `json:"heap,omitempty"`
@@ -19,11 +20,15 @@ func (p Profiles) forWindow(window int, several bool) Profiles {
 	if !several {
 		return p
 	}
+	return p.suffixed(shortTokens(window))
+}
+
+func (p Profiles) suffixed(suffix string) Profiles {
 	name := func(path string) string {
 		if path == "" {
 			return ""
 		}
-		return fmt.Sprintf("%s.%s", path, shortTokens(window))
+		return path + "." + suffix
 	}
 	return Profiles{CPU: name(p.CPU), Heap: name(p.Heap)}
 }

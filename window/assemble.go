@@ -61,7 +61,8 @@ func Assemble(in AssembleInput) []Msg {
 			m = shorten(m, in.Plan.CutChars)
 			if !framed {
 				if f := frame(in.Summary, in.Digest); f != "" {
-					m.Text, m.Tokens = f+m.Text, 0
+					m.Text = f + m.Text
+					m.uncache()
 				}
 				framed = true
 			}
@@ -176,7 +177,7 @@ func digits(n int) int {
 // it. It depends only on the message, so a result once stubbed keeps the same
 // bytes every turn after.
 func stub(m Msg) Msg {
-	m.Tokens = 0
+	m.uncache()
 	m.Text = "[tool result of " + m.ToolName + ", " + strconv.Itoa(charCount(m.Text)) +
 		" chars, stubbed — conversation_read " + seqRange(m.Seq) + " returns it]"
 	return m
@@ -208,7 +209,7 @@ func cutMiddle(m Msg, limit int) Msg {
 		return m
 	}
 	head, tail := limit/2, limit-limit/2
-	m.Tokens = 0
+	m.uncache()
 	h := runeOffset(m.Text, head)
 	t := runeOffset(m.Text, n-tail)
 	m.Text = m.Text[:h] + "\n[TRUNCATED " + strconv.Itoa(n-head-tail) + " chars — conversation_read " +

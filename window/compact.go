@@ -27,7 +27,11 @@ const (
 func ConservativeTokens(ms []Msg) int {
 	n := 0
 	for i := range ms {
-		n += conservative(&ms[i])
+		if c := ms[i].Conservative; c > 0 {
+			n += c
+		} else {
+			n += conservative(&ms[i])
+		}
 	}
 	return n
 }
@@ -41,11 +45,12 @@ func conservative(m *Msg) int {
 }
 
 // NeedsCompaction reports whether a request of fixed tokens (system prompt
-// and tools) plus ms passes the trigger: the larger of the conservative
+// and tools) plus messages counted at conservative (ConservativeTokens, or
+// Kept.Conservative) passes the trigger: the larger of the conservative
 // count and the input tokens the provider reported for the previous call of
 // this turn, against the input budget (the window less the answer room).
-func NeedsCompaction(ms []Msg, fixed, lastReported, inputBudget int) bool {
-	effective := max(fixed+ConservativeTokens(ms), lastReported)
+func NeedsCompaction(conservative, fixed, lastReported, inputBudget int) bool {
+	effective := max(fixed+conservative, lastReported)
 	return float64(effective) > CompactTrigger*float64(inputBudget)
 }
 
@@ -69,7 +74,8 @@ func CompactTurn(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactRep
 	for i := turnStart; i < len(out); i++ {
 		if out[i].Role == Tool && out[i].Images > 0 {
 			rep.ImagesStripped += out[i].Images
-			out[i].Images, out[i].Tokens = 0, 0
+			out[i].Images = 0
+			out[i].uncache()
 		}
 	}
 	target := int(CompactTarget * float64(inputBudget))

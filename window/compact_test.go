@@ -25,7 +25,7 @@ func monsterTurn(n, resultChars int) []Msg {
 func TestCompactTurnReachesTheTargetAndProtectsWhatItMust(t *testing.T) {
 	ms := monsterTurn(40, 20_000)
 	const budget = 6964 // an 8K window less its answer room
-	if !NeedsCompaction(ms, 300, 0, budget) {
+	if !NeedsCompaction(ConservativeTokens(ms), 300, 0, budget) {
 		t.Fatal("a 40×20 KB turn does not trigger compaction on an 8K window")
 	}
 	out, rep := CompactTurn(ms, 0, 300, budget)
@@ -59,7 +59,7 @@ func TestCompactTurnReachesTheTargetAndProtectsWhatItMust(t *testing.T) {
 func TestCompactTurnMeetsAReachableTarget(t *testing.T) {
 	ms := monsterTurn(40, 1_500)
 	const budget = 60_000
-	if !NeedsCompaction(ms, 300, 0, budget/2) {
+	if !NeedsCompaction(ConservativeTokens(ms), 300, 0, budget/2) {
 		t.Fatal("no trigger")
 	}
 	_, rep := CompactTurn(ms, 0, 300, budget/2)
@@ -70,10 +70,10 @@ func TestCompactTurnMeetsAReachableTarget(t *testing.T) {
 
 func TestCompactTurnLeavesASmallTurnAlone(t *testing.T) {
 	ms := monsterTurn(2, 100)
-	if NeedsCompaction(ms, 300, 0, 100_000) {
+	if NeedsCompaction(ConservativeTokens(ms), 300, 0, 100_000) {
 		t.Fatal("a small turn triggers compaction")
 	}
-	if NeedsCompaction(ms, 300, 80_000, 100_000) == false {
+	if NeedsCompaction(ConservativeTokens(ms), 300, 80_000, 100_000) == false {
 		t.Fatal("the provider's reported count past the trigger does not trigger")
 	}
 }

@@ -35,6 +35,9 @@ type Msg struct {
 	// window computes it. Caching it matters: estimating is a pass over the
 	// text, and a long chat is planned on every turn.
 	Tokens int `json:"-"`
+	// Conservative caches the message's ConservativeTokens in the same
+	// way; 0 means window computes it.
+	Conservative int `json:"-"`
 	// Bytes is the message's stored size, for the 8 MB fold trigger; 0 means
 	// the length of its texts.
 	Bytes int `json:"-"`
@@ -70,6 +73,9 @@ func EstimateMsgs(ms []Msg) int {
 	}
 	return n
 }
+
+// uncache forgets the cached estimates of a message whose text changed.
+func (m *Msg) uncache() { m.Tokens, m.Conservative = 0, 0 }
 
 func cachedTokens(m *Msg) int {
 	if m.Tokens > 0 {

@@ -34,6 +34,14 @@ type PlanInput struct {
 	Calibration Calibration
 	Summary     string // the current summary, which rides in front
 	Digest      string // optional digest riding after it
+	// SummaryTokens is SummaryTokens(Summary, Digest) when the caller
+	// keeps it (the summary changes only at a fold); 0 computes it.
+	SummaryTokens int
+	// Early, below 1, fires the message and byte triggers at that share of
+	// their limits (the caller lowers the budget itself): a fold planned
+	// in the background after a turn then runs before the next turn would
+	// have to wait for one. 0 is 1.
+	Early float64
 }
 
 // PlanResult says what to keep and what to fold.
@@ -113,7 +121,10 @@ func Plan(in PlanInput) PlanResult {
 	ms := in.Msgs
 	b, cal := in.Budget, in.Calibration
 	fixed := b.System + b.Tools
-	sumTokens := summaryTokens(in.Summary, in.Digest)
+	sumTokens := in.SummaryTokens
+	if sumTokens <= 0 {
+		sumTokens = SummaryTokens(in.Summary, in.Digest)
+	}
 	if len(ms) == 0 {
 		raw := fixed
 		est := cal.Estimate(raw)
@@ -126,12 +137,16 @@ func Plan(in PlanInput) PlanResult {
 	}
 	res := PlanResult{SummaryTokens: sumTokens}
 	keptTok, keptN, keptBytes := sc.kept(c0, len(ms))
+	maxMsgs, maxBytes := MaxMessages, MaxBytes
+	if in.Early > 0 && in.Early < 1 {
+		maxMsgs, maxBytes = int(in.Early*MaxMessages), int(in.Early*MaxBytes)
+	}
 	switch {
 	case cal.Estimate(fixed+sumTokens+keptTok) > b.Limit():
 		res.Reason = ReasonBudget
-	case keptN > MaxMessages:
+	case keptN > maxMsgs:
 		res.Reason = ReasonMessages
-	case keptBytes > MaxBytes:
+	case keptBytes > maxBytes:
 		res.Reason = ReasonBytes
 	case c0 > 0:
 		res.Reason = ReasonStart
@@ -160,9 +175,9 @@ func Plan(in PlanInput) PlanResult {
 	return res
 }
 
-// summaryTokens is what the summary block costs in front of a message; one
+// SummaryTokens is what the summary block costs in front of a message; one
 // more token covers rounding where it joins the message's text.
-func summaryTokens(summary, digest string) int {
+func SummaryTokens(summary, digest string) int {
 	f := frame(summary, digest)
 	if f == "" {
 		return 0
@@ -172,7 +187,7 @@ func summaryTokens(summary, digest string) int {
 
 // summaryReserve is the room a fold keeps for the summary it triggers.
 func summaryReserve(b Budget) int {
-	return summaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
+	return SummaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
 }
 
 func scanMsgs(ms []Msg) *scan {

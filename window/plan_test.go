@@ -248,3 +248,25 @@ func TestPlanModelSwitch(t *testing.T) {
 		t.Errorf("back on 1M: %+v, want no fold from %d", back, small.FirstKept)
 	}
 }
+
+// TestPlanEarlyFiresTheCountTriggersEarly: 140 turns of 4 messages (560)
+// pass no trigger, but a plan with Early 0.85 folds them by count (560 >
+// 510), keeping what a fold at the limit would keep.
+func TestPlanEarlyFiresTheCountTriggersEarly(t *testing.T) {
+	b := &builder{}
+	for i := range 140 {
+		b.turn(i, "package main")
+	}
+	in := PlanInput{Msgs: b.ms, Budget: NewBudget(1<<20, 0, 0)}
+	if res := Plan(in); res.Fold {
+		t.Fatalf("560 messages folded without Early: %+v", res)
+	}
+	in.Early = 0.85
+	res := Plan(in)
+	if !res.Fold || res.Reason != ReasonMessages {
+		t.Fatalf("Early 0.85 did not fold 560 messages by count: %+v", res)
+	}
+	if kept := len(b.ms) - keptIndex(b.ms, res.FirstKept); kept > MaxMessages/2 {
+		t.Errorf("kept %d messages, want at most %d", kept, MaxMessages/2)
+	}
+}

@@ -25,9 +25,10 @@ func turnStart(ms []window.Msg, userSeq int64) int {
 	return len(ms)
 }
 
-// pressure reports whether the live request passes the in-turn trigger.
-func (s *session) pressure(t *turn, ms []window.Msg, b window.Budget) bool {
-	return window.NeedsCompaction(ms, b.System+b.Tools, t.lastReported, b.Window-b.Answer)
+// pressure reports whether the planned request passes the in-turn trigger.
+func (s *session) pressure(t *turn, p *planned) bool {
+	b := p.budget
+	return window.NeedsCompaction(p.conservative, b.System+b.Tools, t.lastReported, b.Window-b.Answer)
 }
 
 // turnMsgs returns the stored messages of the running turn.
@@ -57,7 +58,7 @@ func (s *session) condenseNeeded(t *turn) bool {
 	if results < 2 || len(live)-t.stateCovers < minNewForCondense {
 		return false
 	}
-	return s.pressure(t, t.plan.msgs, t.plan.budget)
+	return s.pressure(t, t.plan)
 }
 
 func (s *session) startCondense(ctx actor.Context) {
@@ -87,8 +88,9 @@ func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
 // being built: truncation to the target, and the turn's state with the
 // continuation note at the front of its task. It reports whether it
 // compacted, and reports the compaction once per condense.
-func (s *session) compactLive(t *turn, ms []window.Msg, b window.Budget) ([]window.Msg, bool) {
-	if !s.pressure(t, ms, b) && t.state == "" {
+func (s *session) compactLive(t *turn, p *planned) ([]window.Msg, bool) {
+	ms, b := p.msgs, p.budget
+	if !s.pressure(t, p) && t.state == "" {
 		return ms, false
 	}
 	start := turnStart(ms, t.userSeq)
@@ -99,7 +101,7 @@ func (s *session) compactLive(t *turn, ms []window.Msg, b window.Budget) ([]wind
 	out, rep := window.CompactTurn(ms, start, fixed, b.Window-b.Answer)
 	if t.state != "" {
 		out[start].Text += "\n\n<task-state>\n" + t.state + "\n</task-state>\n" + summarizer.ContinuationNote
-		out[start].Tokens = 0
+		out[start].Tokens, out[start].Conservative = 0, 0
 	}
 	if !t.compactStart.IsZero() {
 		s.publish(chat.EventCompactionApplied, t.id, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,

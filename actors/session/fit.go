@@ -1,8 +1,11 @@
 package session
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -37,12 +40,23 @@ func (s *session) calibrate(rawSent, reported int) {
 	}
 }
 
-// windowMsgs converts the unfolded messages for the arithmetic. A tool
-// result over the per-result limit goes to the model as head and tail with
-// the call that returns it whole; the stored message keeps everything.
-func (s *session) windowMsgs() []window.Msg {
-	out := make([]window.Msg, len(s.msgs))
-	for i, m := range s.msgs {
+// view is the unfolded messages as the arithmetic reads them, each one
+// converted and estimated once: built on first use, kept up to date as
+// messages come and fold, dropped while the chat is idle.
+func (s *session) view() *window.Kept {
+	if s.win == nil {
+		s.win = &window.Kept{}
+		s.win.Append(s.toWindow(s.msgs)...)
+	}
+	return s.win
+}
+
+// toWindow converts stored messages for the arithmetic. A tool result over
+// the per-result limit goes to the model as head and tail with the call
+// that returns it whole; the stored message keeps everything.
+func (s *session) toWindow(ms []chat.Message) []window.Msg {
+	out := make([]window.Msg, len(ms))
+	for i, m := range ms {
 		text := m.Content
 		if m.Role == chat.RoleTool && len(text) > s.deps.ToolResultBytes {
 			text = tools.HeadTail(text, s.deps.ToolResultBytes, tools.RecoveryPointer(m.Seq))
@@ -59,15 +73,6 @@ func (s *session) windowMsgs() []window.Msg {
 			args := tools.ShortArguments(c.Arguments, s.deps.ToolArgBytes)
 			wm.ToolCalls = append(wm.ToolCalls, window.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 		}
-		if n, ok := s.tokens[m.Seq]; ok {
-			wm.Tokens = n
-		} else {
-			wm.Tokens = window.EstimateMsg(wm)
-			if s.tokens == nil {
-				s.tokens = map[int64]int{}
-			}
-			s.tokens[m.Seq] = wm.Tokens
-		}
 		out[i] = wm
 	}
 	return out
@@ -77,41 +82,129 @@ func (s *session) windowMsgs() []window.Msg {
 // window, before the in-turn safety net.
 type planned struct {
 	estimate
-	msgs   []window.Msg
-	system string
-	specs  []chat.ToolSpec
+	msgs []window.Msg
+	// conservative is ConservativeTokens of msgs, for the in-turn trigger.
+	conservative int
+	system       string
+	specs        []chat.ToolSpec
+}
+
+// summaryEstimate is the summary block's estimate, kept until a fold
+// changes the summary.
+type summaryEstimate struct {
+	summary, digest string
+	tokens          int
 }
 
 // planFor plans the next request on info's window; harder halves the
 // transcript budget (the retry after a refusal for length).
 func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *planned {
+	p := s.frameFor(info, harder, su)
+	p.estimate = s.planMsgs(p.msgs, p.budget, p.lean)
+	return p
+}
+
+// frameFor is the next request on info's window before its plan: prompt,
+// tools, budget and the kept messages.
+func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *planned {
 	lean := s.isLean(info, su)
 	system, specs := s.systemAndTools(lean, info.Vision, requestRoom(info, su), su)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
-	b := window.NewBudget(info.Window, window.EstimateText(system), toolTokens(specs))
+	b := window.NewBudget(info.Window, textTokens(system), toolTokens(specs))
 	if t := su.settings.CompactThreshold; t != nil {
 		b = b.Within(*t)
 	}
 	if harder {
 		b.Transcript /= 2
 	}
-	msgs := s.windowMsgs()
-	return &planned{estimate: s.planMsgs(msgs, b, lean), msgs: msgs, system: system, specs: specs}
+	v := s.view()
+	return &planned{estimate: estimate{budget: b, lean: lean}, msgs: v.Msgs(), conservative: v.Conservative(), system: system, specs: specs}
 }
 
 func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estimate {
-	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest})
+	return s.planEarly(msgs, b, lean, 0)
+}
+
+// planEarly plans with the message and byte triggers at early of their
+// limits (window.PlanInput.Early).
+func (s *session) planEarly(msgs []window.Msg, b window.Budget, lean bool, early float64) estimate {
+	if e := &s.summaryEst; e.summary != s.snap.Summary || e.digest != s.snap.Digest || e.tokens == 0 {
+		*e = summaryEstimate{summary: s.snap.Summary, digest: s.snap.Digest, tokens: window.SummaryTokens(s.snap.Summary, s.snap.Digest)}
+	}
+	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
+		SummaryTokens: s.summaryEst.tokens, Early: early})
 	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
 }
 
 func toolTokens(specs []chat.ToolSpec) int {
 	n := 0
 	for _, sp := range specs {
-		n += 8 + window.EstimateText(sp.Name) + window.EstimateText(sp.Description) + window.EstimateText(string(sp.Parameters))
+		n += specTokens(sp)
 	}
+	return n
+}
+
+// Estimates of the texts every request of many chats carries (system
+// prompts, tool schemas) are kept by content, shared by all chats: a
+// model call would otherwise re-estimate kilobytes it estimated before.
+// Past the bounds a cache starts again.
+const (
+	maxCachedTexts = 256
+	maxCachedSpecs = 8192
+)
+
+var (
+	estimatesMu sync.Mutex
+	textCache   = map[string]int{}
+	specCache   = map[string][]specEstimate{} // by tool name
+	specsCached int
+)
+
+type specEstimate struct {
+	spec   chat.ToolSpec
+	tokens int
+}
+
+// textTokens is window.EstimateText(text), kept for texts seen before.
+func textTokens(text string) int {
+	estimatesMu.Lock()
+	n, ok := textCache[text]
+	estimatesMu.Unlock()
+	if ok {
+		return n
+	}
+	n = window.EstimateText(text)
+	estimatesMu.Lock()
+	if len(textCache) >= maxCachedTexts {
+		clear(textCache)
+	}
+	textCache[text] = n
+	estimatesMu.Unlock()
+	return n
+}
+
+// specTokens is what one tool costs to send, kept for tools seen before.
+func specTokens(sp chat.ToolSpec) int {
+	estimatesMu.Lock()
+	for _, e := range specCache[sp.Name] {
+		if e.spec.Description == sp.Description && bytes.Equal(e.spec.Parameters, sp.Parameters) {
+			estimatesMu.Unlock()
+			return e.tokens
+		}
+	}
+	estimatesMu.Unlock()
+	n := 8 + window.EstimateText(sp.Name) + window.EstimateText(sp.Description) + window.EstimateText(string(sp.Parameters))
+	estimatesMu.Lock()
+	if specsCached >= maxCachedSpecs {
+		clear(specCache)
+		specsCached = 0
+	}
+	specCache[sp.Name] = append(specCache[sp.Name], specEstimate{spec: sp, tokens: n})
+	specsCached++
+	estimatesMu.Unlock()
 	return n
 }
 
@@ -133,7 +226,7 @@ func (s *session) foldNeeded(t *turn) int64 {
 func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	p := t.plan
 	est, msgs := p.estimate, p.msgs
-	if live, ok := s.compactLive(t, p.msgs, p.budget); ok {
+	if live, ok := s.compactLive(t, p); ok {
 		est, msgs = s.planMsgs(live, p.budget, p.lean), live
 	}
 	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
@@ -161,15 +254,18 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 // the arithmetic does not carry (pictures, thinking signatures) from the
 // stored originals.
 func (s *session) fromWindow(sent []window.Msg) []chat.Message {
-	bySeq := make(map[int64]int, len(s.msgs))
-	for i, m := range s.msgs {
-		bySeq[m.Seq] = i
-	}
 	out := make([]chat.Message, 0, len(sent))
+	at := 0 // s.msgs runs in seq order, one message a seq, and so mostly does sent
 	for _, w := range sent {
 		var m chat.Message
-		if i, ok := bySeq[w.Seq]; ok && s.msgs[i].Role == chat.Role(w.Role) {
-			m = s.msgs[i]
+		if at < len(s.msgs) && s.msgs[at].Seq > w.Seq {
+			at, _ = slices.BinarySearchFunc(s.msgs, w.Seq, func(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) })
+		}
+		for at < len(s.msgs) && s.msgs[at].Seq < w.Seq {
+			at++
+		}
+		if at < len(s.msgs) && s.msgs[at].Seq == w.Seq && s.msgs[at].Role == chat.Role(w.Role) {
+			m = s.msgs[at]
 		}
 		m.Seq, m.Role, m.Content = w.Seq, chat.Role(w.Role), w.Text
 		m.ToolCallID, m.ToolName, m.IsError = w.ToolCallID, w.ToolName, w.IsError

@@ -163,10 +163,10 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 	for kept < len(s.msgs) && s.msgs[kept].Seq < f.to {
 		kept++
 	}
-	for _, m := range s.msgs[:kept] {
-		delete(s.tokens, m.Seq)
-	}
 	s.msgs = append([]chat.Message(nil), s.msgs[kept:]...)
+	if s.win != nil {
+		s.win.DropBefore(f.to)
+	}
 	s.dropUncalledTools()
 	view := s.saveAndAnnounce(f)
 	s.learnFrom(ctx, f.folded)
@@ -197,7 +197,8 @@ func (s *session) resumeAfterFold(ctx actor.Context) {
 }
 
 // maybeBackgroundFold folds after a turn when the kept part passed the soft
-// threshold, so the next request fits without waiting.
+// threshold of the budget, or of the message or byte limits, so the next
+// request fits without waiting.
 func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if s.fold != nil {
 		return
@@ -206,10 +207,10 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	if err != nil {
 		return
 	}
-	p := s.planFor(info, false, s.currentSetup())
+	p := s.frameFor(info, false, s.currentSetup())
 	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
-	plan := s.planMsgs(p.msgs, soft, p.lean).plan
+	plan := s.planEarly(p.msgs, soft, p.lean, softFold).plan
 	if plan.Fold && plan.FirstKept > s.snap.FirstKeptSeq {
 		s.startFold(ctx, plan.FirstKept, "", nil)
 	}

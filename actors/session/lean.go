@@ -12,7 +12,6 @@ import (
 	"github.com/agentd/agentd/actors/toolindex"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
-	"github.com/agentd/agentd/window"
 )
 
 // Lean mode thresholds (seed 0086 §2): nobody sets lean; these decide it.
@@ -54,7 +53,7 @@ func (s *session) isLean(info providers.ModelInfo, su setup) bool {
 		return true
 	}
 	all := s.allToolTokens(info.Vision, su)
-	full := window.EstimateText(withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false))) + all
+	full := textTokens(withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false))) + all
 	return float64(full) > leanShare*float64(w) || float64(all) > toolListShare*float64(w)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/tools"
+	"github.com/agentd/agentd/window"
 )
 
 // maxRequestLog is how many recent requests the context view keeps (in
@@ -36,12 +37,12 @@ type session struct {
 	meta persistence.Chat
 	snap persistence.Snapshot
 	msgs []chat.Message // every message with seq >= snap.FirstKeptSeq
-	// tokens caches each unfolded message's estimate as sent: a stored
-	// message never changes, and every model call plans over all of them.
-	tokens  map[int64]int
-	cost    toolsCost
-	lastSeq int64
-	loadErr error
+	// win is msgs as the arithmetic reads them (view), nil until needed.
+	win        *window.Kept
+	summaryEst summaryEstimate
+	cost       toolsCost
+	lastSeq    int64
+	loadErr    error
 
 	queue []pending
 	turn  *turn
@@ -197,7 +198,7 @@ func (s *session) load() error {
 	if err != nil {
 		return err
 	}
-	s.msgs = msgs
+	s.msgs, s.win = msgs, nil
 	if len(msgs) > 0 {
 		s.lastSeq = msgs[len(msgs)-1].Seq
 	} else {
@@ -273,6 +274,9 @@ func (s *session) checkIdle(ctx actor.Context) {
 	if !busy && s.deps.Bus.Watchers(s.id) == 0 && time.Since(s.lastActive) >= s.deps.IdleAfter {
 		ctx.Send(ctx.Parent(), &idle{chatID: s.id})
 		return
+	}
+	if !busy && time.Since(s.lastActive) >= s.deps.IdleAfter/2 {
+		s.win = nil // an idle chat keeps only its stored messages
 	}
 	s.armIdle(ctx)
 }

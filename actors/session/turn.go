@@ -118,6 +118,9 @@ func (s *session) startNext(ctx actor.Context) {
 
 func (s *session) appendMsgs(ms ...chat.Message) {
 	s.msgs = append(s.msgs, ms...)
+	if s.win != nil {
+		s.win.Append(s.toWindow(ms)...)
+	}
 	s.lastSeq = ms[len(ms)-1].Seq
 }
 

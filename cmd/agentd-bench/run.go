@@ -28,8 +28,10 @@ func init() {
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
 	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
-	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows)")
+	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows; the overhead part's into .overhead)")
 	f.String("memprofile", "", "write a heap profile at the end of agentd's replay turn loop to this file (named as --cpuprofile)")
+	f.Int("overhead-turns", 500, "turns of the overhead part")
+	f.Int("overhead-window", 32_000, "context window of the overhead part")
 	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
 		var o bench.Options
@@ -47,6 +49,11 @@ func init() {
 		o.ConfigPath, _ = f.GetString("config")
 		o.Profile.CPU, _ = f.GetString("cpuprofile")
 		o.Profile.Heap, _ = f.GetString("memprofile")
+		o.OverheadTurns, _ = f.GetInt("overhead-turns")
+		o.OverheadWindow, _ = f.GetInt("overhead-window")
+		if self, err := os.Executable(); err == nil {
+			o.Self = self
+		}
 		out, _ := f.GetString("out")
 		if replot, _ := f.GetString("replot"); replot != "" {
 			if o.PlotDir == "" {

@@ -4,7 +4,9 @@
 // llama.cpp server, LM Studio, or any compatible server), that streams one
 // request and lists the models with their windows.
 //
-// It uses github.com/openai/openai-go/v3 for the request and the SSE framing.
+// It uses github.com/openai/openai-go/v3 to send the request and for the SSE
+// framing; the request body it writes itself (request.go), because the SDK's
+// reflective encoder re-encoded every kept message on every call.
 // Measured gaps of the SDK, and what this package does about them:
 //   - its stream ends the same way on "data: [DONE]" and on a bare EOF, so a
 //     cut stream would look like a success: a per-request middleware watches
@@ -162,6 +164,8 @@ type Client struct {
 	// slots is llama.cpp's total_slots as its /props last said (0: not
 	// read): with more than one, a chat keeps its own slot.
 	slots atomic.Int64
+	// enc keeps encoded messages and tool lists between requests.
+	enc *encoder
 }
 
 // azureDefaultAPIVersion is the GA data-plane version of Azure OpenAI's
@@ -185,7 +189,7 @@ func New(cfg Config) (*Client, error) {
 		// context bounds each call.
 		hc = &http.Client{}
 	}
-	c := &Client{cfg: cfg, co: co, http: hc, local: co.local}
+	c := &Client{cfg: cfg, co: co, http: hc, local: co.local, enc: newEncoder()}
 	if cfg.PromptCacheKey != nil {
 		c.co.promptCacheKey = *cfg.PromptCacheKey
 	}

@@ -1,46 +1,289 @@
 package openai
 
 import (
+	"bytes"
+	"container/list"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/shared"
+	"hash/maphash"
+	"slices"
+	"sync"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 )
 
-// params turns a providers.Request into the wire body.
-func (c *Client) params(req providers.Request) (openai.ChatCompletionNewParams, error) {
-	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
-	msgs, err := c.messages(req.System, req.Messages)
-	if err != nil {
-		return p, err
+// The request body is written here and handed to the SDK whole
+// (option.WithRequestBody); the SDK still sends it and parses the stream.
+// Its own encoder reflects over its param unions: on a 32K chat it took
+// about 2.7 ms of CPU a model call, a third of all agentd spent on a turn
+// (BENCHMARKS.md, issue 20 point 2). Here each message is encoded once:
+// a chat's next request reuses the bytes of every message its last one
+// carried unchanged, and a tool list's bytes are shared by every chat that
+// sends the same list, so a call encodes only what is new.
+
+// Bounds of what the encoder keeps between requests: the chats that sent
+// last (an idle chat's bytes go as others send), and the distinct tool
+// lists.
+const (
+	maxEncodedChats = 256
+	maxEncodedBytes = 16 << 20
+	maxToolLists    = 64
+)
+
+// encoder keeps encoded bytes between requests; safe for concurrent use.
+type encoder struct {
+	mu    sync.Mutex
+	chats map[string]*list.Element // of *chatBytes, newest at the front
+	order list.List
+	bytes int
+	seed  maphash.Seed
+	tools map[uint64][]toolBytes
+}
+
+// chatBytes is one chat's last request, encoded.
+type chatBytes struct {
+	key    string
+	system string
+	sysEnc []byte
+	msgs   []msgBytes
+	size   int
+}
+
+// msgBytes is one stored message as last sent, and its bytes.
+type msgBytes struct {
+	m      chat.Message
+	replay bool
+	enc    []byte
+}
+
+type toolBytes struct {
+	specs []chat.ToolSpec
+	enc   []byte
+}
+
+func newEncoder() *encoder {
+	return &encoder{chats: map[string]*list.Element{}, seed: maphash.MakeSeed(), tools: map[uint64][]toolBytes{}}
+}
+
+// take removes and returns key's bytes (nil: none), so no two requests of
+// one chat share them.
+func (e *encoder) take(key string) *chatBytes {
+	if key == "" {
+		return nil
 	}
-	p.Messages = msgs
-	for _, t := range req.Tools {
-		tool, err := functionTool(t)
-		if err != nil {
-			return p, err
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	el, ok := e.chats[key]
+	if !ok {
+		return nil
+	}
+	cb := e.order.Remove(el).(*chatBytes)
+	delete(e.chats, key)
+	e.bytes -= cb.size
+	return cb
+}
+
+// keep stores a chat's bytes as the newest, dropping the oldest past the
+// bounds.
+func (e *encoder) keep(cb *chatBytes) {
+	if cb.key == "" || cb.size > maxEncodedBytes/4 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if el, ok := e.chats[cb.key]; ok { // a concurrent request of the chat kept its own
+		e.bytes -= e.order.Remove(el).(*chatBytes).size
+	}
+	e.chats[cb.key] = e.order.PushFront(cb)
+	e.bytes += cb.size
+	for e.order.Len() > maxEncodedChats || e.bytes > maxEncodedBytes {
+		old := e.order.Remove(e.order.Back()).(*chatBytes)
+		delete(e.chats, old.key)
+		e.bytes -= old.size
+	}
+}
+
+// toolList returns the encoded tool list, shared by every request that
+// carries the same specs.
+func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	for _, sp := range specs {
+		h.WriteString(sp.Name)
+		h.WriteByte(0)
+		h.WriteString(sp.Description)
+		h.WriteByte(0)
+		h.Write(sp.Parameters)
+		h.WriteByte(0)
+	}
+	sum := h.Sum64()
+	e.mu.Lock()
+	for _, tb := range e.tools[sum] {
+		if slices.EqualFunc(tb.specs, specs, sameSpec) {
+			e.mu.Unlock()
+			return tb.enc, nil
 		}
-		p.Tools = append(p.Tools, tool)
 	}
+	e.mu.Unlock()
+	enc, err := encodeTools(specs)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.tools) >= maxToolLists {
+		clear(e.tools)
+	}
+	e.tools[sum] = append(e.tools[sum], toolBytes{specs: slices.Clone(specs), enc: enc})
+	return enc, nil
+}
+
+func sameSpec(a, b chat.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+}
+
+// wire shapes of Chat Completions (https://platform.openai.com/docs/api-reference/chat/create).
+type (
+	wireMessage struct {
+		Role       string     `json:"role"`
+		Content    any        `json:"content,omitempty"`
+		ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+		ToolCallID string     `json:"tool_call_id,omitempty"`
+	}
+	wireCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function wireFunction `json:"function"`
+	}
+	wireFunction struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	wirePart struct {
+		Type     string   `json:"type"`
+		Text     string   `json:"text,omitempty"`
+		ImageURL *wireURL `json:"image_url,omitempty"`
+	}
+	wireURL struct {
+		URL string `json:"url"`
+	}
+	wireTool struct {
+		Type     string           `json:"type"`
+		Function wireToolFunction `json:"function"`
+	}
+	wireToolFunction struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	// wireTail is the body's fields after the messages and tools.
+	wireTail struct {
+		MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+		MaxTokens           int             `json:"max_tokens,omitempty"`
+		StreamOptions       *wireStreamOpts `json:"stream_options,omitempty"`
+		Temperature         *float64        `json:"temperature,omitempty"`
+		TopP                *float64        `json:"top_p,omitempty"`
+		Stop                []string        `json:"stop,omitempty"`
+		ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
+		PromptCacheKey      string          `json:"prompt_cache_key,omitempty"`
+		CachePrompt         bool            `json:"cache_prompt,omitempty"`
+		IDSlot              *int64          `json:"id_slot,omitempty"`
+	}
+	wireStreamOpts struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+)
+
+// encodeJSON is json.Marshal without HTML escaping: the model reads the
+// text as it was written.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	en := json.NewEncoder(&b)
+	en.SetEscapeHTML(false)
+	if err := en.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
+	out := make([]wireTool, len(specs))
+	for i, t := range specs {
+		p := bytes.TrimSpace(t.Parameters)
+		if len(p) > 0 && (p[0] != '{' || !json.Valid(p)) {
+			return nil, fmt.Errorf("tool %s: parameters are not a JSON object", t.Name)
+		}
+		out[i] = wireTool{Type: "function", Function: wireToolFunction{Name: t.Name, Description: t.Description, Parameters: json.RawMessage(p)}}
+	}
+	return encodeJSON(out)
+}
+
+// body writes req's JSON body: stream first (the SDK sets it again and
+// finds it at once), then the model, messages, tools and the rest.
+func (c *Client) body(req providers.Request) ([]byte, error) {
+	prev := c.enc.take(req.CacheKey)
+	cb, msgs, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	var tools []byte
+	if len(req.Tools) > 0 {
+		if tools, err = c.enc.toolList(req.Tools); err != nil {
+			return nil, err
+		}
+	}
+	model, err := encodeJSON(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := encodeJSON(c.tail(req))
+	if err != nil {
+		return nil, err
+	}
+	n := 64 + len(model) + len(tools) + len(tail)
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(append(append(b, `{"stream":true,"model":`...), model...), `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	b = append(b, ']')
+	if tools != nil {
+		b = append(append(b, `,"tools":`...), tools...)
+	}
+	if len(tail) > 2 {
+		b = append(append(b, ','), tail[1:len(tail)-1]...)
+	}
+	c.enc.keep(cb)
+	return append(b, '}'), nil
+}
+
+// tail is the body's last fields: the answer room, usage reporting, the
+// chat's settings and the cache hints.
+func (c *Client) tail(req providers.Request) wireTail {
+	var t wireTail
 	if req.MaxTokens > 0 {
 		if c.co.maxCompletion {
-			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+			t.MaxCompletionTokens = req.MaxTokens
 		} else {
-			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+			t.MaxTokens = req.MaxTokens
 		}
 	}
 	if !c.co.noStreamOptions {
-		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		t.StreamOptions = &wireStreamOpts{IncludeUsage: true}
 	}
-	applySettings(&p, req.Settings)
-	c.cacheHints(&p, req.CacheKey)
-	return p, nil
+	s := req.Settings
+	t.Temperature, t.TopP, t.Stop, t.ReasoningEffort = s.Temperature, s.TopP, s.Stop, s.ReasoningEffort
+	c.cacheHints(&t, req.CacheKey)
+	return t
 }
 
 // cacheHints asks the server to keep this chat's prefix: OpenAI routes
@@ -48,20 +291,148 @@ func (c *Client) params(req providers.Request) (openai.ChatCompletionNewParams, 
 // slot's evaluated prompt (cache_prompt), and with several slots a chat
 // keeps its own (id_slot by the key's hash), so chats do not evict each
 // other's prefix. A busy slot makes its chat wait rather than move.
-func (c *Client) cacheHints(p *openai.ChatCompletionNewParams, key string) {
+func (c *Client) cacheHints(t *wireTail, key string) {
 	if key != "" && c.co.promptCacheKey {
-		p.PromptCacheKey = openai.String(key)
+		t.PromptCacheKey = key
 	}
 	if !c.co.llamaCache {
 		return
 	}
-	extra := map[string]any{"cache_prompt": true}
+	t.CachePrompt = true
 	if n := c.slots.Load(); n > 1 && key != "" {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(key))
-		extra["id_slot"] = int64(h.Sum64() % uint64(n))
+		slot := int64(h.Sum64() % uint64(n))
+		t.IDSlot = &slot
 	}
-	p.SetExtraFields(extra)
+}
+
+// messages encodes the wire messages: the system prompt first, then the
+// stored log in order. A message the chat's last request (prev) carried
+// unchanged keeps its bytes; the rest are encoded now. It returns what to
+// keep for the chat's next request.
+func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Message) (*chatBytes, [][]byte, error) {
+	cb := &chatBytes{key: key, system: system, msgs: make([]msgBytes, 0, len(log))}
+	out := make([][]byte, 0, len(log)+1)
+	if system != "" {
+		if prev != nil && prev.system == system {
+			cb.sysEnc = prev.sysEnc
+		} else {
+			enc, err := encodeJSON(wireMessage{Role: "system", Content: system})
+			if err != nil {
+				return nil, nil, err
+			}
+			cb.sysEnc = enc
+		}
+		cb.size += len(cb.sysEnc)
+		out = append(out, cb.sysEnc)
+	}
+	replay := c.replayMask(log)
+	// Tool messages carry text only on this protocol: pictures a tool
+	// returned follow the run of results as one user message.
+	var pictures []chat.Image
+	flush := func() error {
+		if len(pictures) == 0 {
+			return nil
+		}
+		enc, err := encodeJSON(userMessage(chat.Message{Content: "Pictures the tools above returned:", Images: pictures}))
+		out, pictures = append(out, enc), nil
+		return err
+	}
+	var old []msgBytes
+	if prev != nil {
+		old = prev.msgs
+	}
+	for i, m := range log {
+		if m.Role != chat.RoleTool {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if m.Role == chat.RoleTool {
+			pictures = append(pictures, m.Images...)
+		}
+		// Both logs run in seq order: skip what the chat no longer sends.
+		for len(old) > 0 && old[0].m.Seq < m.Seq {
+			old = old[1:]
+		}
+		var enc []byte
+		if j := slices.IndexFunc(old, func(o msgBytes) bool { return o.m.Seq > m.Seq || sameMsg(o, m, replay[i]) }); j >= 0 && old[j].m.Seq == m.Seq {
+			enc, old = old[j].enc, old[j+1:]
+		} else {
+			var err error
+			if enc, err = c.encodeMessage(m, replay[i]); err != nil {
+				return nil, nil, err
+			}
+		}
+		out = append(out, enc)
+		if len(m.Images) == 0 {
+			cb.msgs = append(cb.msgs, msgBytes{m: m, replay: replay[i], enc: enc})
+			cb.size += len(enc)
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return cb, out, nil
+}
+
+// sameMsg: o's bytes are what m encodes to now.
+func sameMsg(o msgBytes, m chat.Message, replay bool) bool {
+	a := o.m
+	return len(m.Images) == 0 && a.Seq == m.Seq && a.Role == m.Role && a.Content == m.Content && a.ToolCallID == m.ToolCallID &&
+		o.replay == replay && (!replay || a.Thinking == m.Thinking) &&
+		slices.EqualFunc(a.ToolCalls, m.ToolCalls, func(x, y chat.ToolCall) bool {
+			return x.ID == y.ID && x.Name == y.Name && x.Arguments == y.Arguments
+		})
+}
+
+// encodeMessage encodes one stored message; replayThinking sends its
+// thinking back in the company's field.
+func (c *Client) encodeMessage(m chat.Message, replayThinking bool) ([]byte, error) {
+	switch m.Role {
+	case chat.RoleUser:
+		return encodeJSON(userMessage(m))
+	case chat.RoleTool:
+		return encodeJSON(wireMessage{Role: "tool", Content: m.Content, ToolCallID: m.ToolCallID})
+	case chat.RoleAssistant:
+	default:
+		return nil, fmt.Errorf("message seq %d: unknown role %q", m.Seq, m.Role)
+	}
+	w := wireMessage{Role: "assistant"}
+	if m.Content != "" || len(m.ToolCalls) == 0 {
+		// Content is required unless there are tool calls; some servers
+		// (DeepSeek) reject an assistant message with neither.
+		w.Content = m.Content
+	}
+	for _, tc := range m.ToolCalls {
+		w.ToolCalls = append(w.ToolCalls, wireCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	enc, err := encodeJSON(w)
+	if err != nil || !replayThinking {
+		return enc, err
+	}
+	// Sent back verbatim in the company's own field: thinking is never
+	// edited.
+	field, err := encodeJSON(map[string]string{c.co.replayField: m.Thinking})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(enc[:len(enc)-1:len(enc)-1], ','), field[1:]...), nil
+}
+
+func userMessage(m chat.Message) wireMessage {
+	if len(m.Images) == 0 {
+		return wireMessage{Role: "user", Content: m.Content}
+	}
+	parts := make([]wirePart, 0, len(m.Images)+1)
+	if m.Content != "" {
+		parts = append(parts, wirePart{Type: "text", Text: m.Content})
+	}
+	for _, img := range m.Images {
+		parts = append(parts, wirePart{Type: "image_url", ImageURL: &wireURL{URL: "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}})
+	}
+	return wireMessage{Role: "user", Content: parts}
 }
 
 // openAIEfforts are the reasoning efforts Chat Completions names.
@@ -70,73 +441,6 @@ var openAIEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"
 // CheckSettings: Chat Completions takes every setting agentd passes.
 func (c *Client) CheckSettings(s chat.Settings) error {
 	return providers.CheckEffort("the OpenAI-style protocol", s.ReasoningEffort, openAIEfforts...)
-}
-
-func applySettings(p *openai.ChatCompletionNewParams, s chat.Settings) {
-	if s.Temperature != nil {
-		p.Temperature = openai.Float(*s.Temperature)
-	}
-	if s.TopP != nil {
-		p.TopP = openai.Float(*s.TopP)
-	}
-	if len(s.Stop) > 0 {
-		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: s.Stop}
-	}
-	if s.ReasoningEffort != "" {
-		p.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
-	}
-}
-
-func functionTool(t chat.ToolSpec) (openai.ChatCompletionToolUnionParam, error) {
-	def := shared.FunctionDefinitionParam{Name: t.Name}
-	if t.Description != "" {
-		def.Description = openai.String(t.Description)
-	}
-	if len(t.Parameters) > 0 {
-		var schema map[string]any
-		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-			return openai.ChatCompletionToolUnionParam{}, fmt.Errorf("tool %s: parameters are not a JSON object: %w", t.Name, err)
-		}
-		def.Parameters = shared.FunctionParameters(schema)
-	}
-	return openai.ChatCompletionFunctionTool(def), nil
-}
-
-// messages builds the wire messages: the system prompt first, then the
-// stored log in order.
-func (c *Client) messages(system string, log []chat.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
-	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(log)+1)
-	if system != "" {
-		out = append(out, openai.SystemMessage(system))
-	}
-	replay := c.replayMask(log)
-	// Tool messages carry text only on this protocol: pictures a tool
-	// returned follow the run of results as one user message.
-	var pictures []chat.Image
-	flush := func() {
-		if len(pictures) > 0 {
-			out = append(out, userMessage(chat.Message{Content: "Pictures the tools above returned:", Images: pictures}))
-			pictures = nil
-		}
-	}
-	for i, m := range log {
-		if m.Role != chat.RoleTool {
-			flush()
-		}
-		switch m.Role {
-		case chat.RoleUser:
-			out = append(out, userMessage(m))
-		case chat.RoleAssistant:
-			out = append(out, c.assistantMessage(m, replay[i]))
-		case chat.RoleTool:
-			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
-			pictures = append(pictures, m.Images...)
-		default:
-			return nil, fmt.Errorf("message seq %d: unknown role %q", m.Seq, m.Role)
-		}
-	}
-	flush()
-	return out, nil
 }
 
 // replayMask says which assistant messages get their thinking sent back.
@@ -168,42 +472,4 @@ func (c *Client) replayMask(log []chat.Message) []bool {
 		start = i + 1
 	}
 	return mask
-}
-
-func userMessage(m chat.Message) openai.ChatCompletionMessageParamUnion {
-	if len(m.Images) == 0 {
-		return openai.UserMessage(m.Content)
-	}
-	parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(m.Images)+1)
-	if m.Content != "" {
-		parts = append(parts, openai.TextContentPart(m.Content))
-	}
-	for _, img := range m.Images {
-		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
-			URL: "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data),
-		}))
-	}
-	return openai.UserMessage(parts)
-}
-
-func (c *Client) assistantMessage(m chat.Message, replayThinking bool) openai.ChatCompletionMessageParamUnion {
-	a := openai.ChatCompletionAssistantMessageParam{}
-	if m.Content != "" || len(m.ToolCalls) == 0 {
-		// Content is required unless there are tool calls; some servers
-		// (DeepSeek) reject an assistant message with neither.
-		a.Content.OfString = openai.String(m.Content)
-	}
-	for _, tc := range m.ToolCalls {
-		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-				ID:       tc.ID,
-				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: tc.Arguments},
-			},
-		})
-	}
-	if replayThinking {
-		// Sent back verbatim: thinking is never edited.
-		a.SetExtraFields(map[string]any{c.co.replayField: m.Thinking})
-	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }

@@ -26,7 +26,7 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	if emit == nil {
 		emit = func(providers.Event) {}
 	}
-	p, err := c.params(req)
+	body, err := c.body(req)
 	if err != nil {
 		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
 	}
@@ -34,8 +34,10 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 		raw   *http.Response
 		watch doneWatcher
 	)
-	opts := append(c.perModel(req.Model), option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
-	stream := c.chat.NewStreaming(ctx, p, opts...)
+	opts := append(c.perModel(req.Model), option.WithRequestBody("application/json", body),
+		option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
+	// The body is ours (request.go); the SDK's params stay empty.
+	stream := c.chat.NewStreaming(ctx, openai.ChatCompletionNewParams{}, opts...)
 	defer stream.Close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))

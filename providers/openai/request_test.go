@@ -1,0 +1,291 @@
+package openai
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+	"pgregory.net/rapid"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// tb is what these helpers need of a test or a rapid draw.
+type tb interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+}
+
+// sdkBody is the body the SDK's own types encode for req: the oracle the
+// hand-written encoder is held to.
+func sdkBody(t tb, c *Client, req providers.Request) map[string]any {
+	t.Helper()
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
+	if req.System != "" {
+		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+	}
+	replay := c.replayMask(req.Messages)
+	var pictures []chat.Image
+	flush := func() {
+		if len(pictures) > 0 {
+			p.Messages = append(p.Messages, sdkUser(chat.Message{Content: "Pictures the tools above returned:", Images: pictures}))
+			pictures = nil
+		}
+	}
+	for i, m := range req.Messages {
+		if m.Role != chat.RoleTool {
+			flush()
+		}
+		switch m.Role {
+		case chat.RoleUser:
+			p.Messages = append(p.Messages, sdkUser(m))
+		case chat.RoleTool:
+			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+			pictures = append(pictures, m.Images...)
+		case chat.RoleAssistant:
+			a := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = openai.String(m.Content)
+			}
+			for _, tc := range m.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: tc.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: tc.Arguments}}})
+			}
+			if replay[i] {
+				a.SetExtraFields(map[string]any{c.co.replayField: m.Thinking})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		}
+	}
+	flush()
+	for _, sp := range req.Tools {
+		def := shared.FunctionDefinitionParam{Name: sp.Name}
+		if sp.Description != "" {
+			def.Description = openai.String(sp.Description)
+		}
+		if len(sp.Parameters) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(sp.Parameters, &schema); err != nil {
+				t.Fatal(err)
+			}
+			def.Parameters = schema
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+	}
+	if req.MaxTokens > 0 {
+		if c.co.maxCompletion {
+			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+		} else {
+			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+		}
+	}
+	if !c.co.noStreamOptions {
+		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	s := req.Settings
+	if s.Temperature != nil {
+		p.Temperature = openai.Float(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = openai.Float(*s.TopP)
+	}
+	if len(s.Stop) > 0 {
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: s.Stop}
+	}
+	if s.ReasoningEffort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
+	}
+	var hints wireTail
+	c.cacheHints(&hints, req.CacheKey)
+	if hints.PromptCacheKey != "" {
+		p.PromptCacheKey = openai.String(hints.PromptCacheKey)
+	}
+	extra := map[string]any{}
+	if hints.CachePrompt {
+		extra["cache_prompt"] = true
+	}
+	if hints.IDSlot != nil {
+		extra["id_slot"] = *hints.IDSlot
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
+	}
+	raw, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	out["stream"] = true // the SDK's NewStreaming sets it
+	return out
+}
+
+func sdkUser(m chat.Message) openai.ChatCompletionMessageParamUnion {
+	if len(m.Images) == 0 {
+		return openai.UserMessage(m.Content)
+	}
+	var parts []openai.ChatCompletionContentPartUnionParam
+	if m.Content != "" {
+		parts = append(parts, openai.TextContentPart(m.Content))
+	}
+	for _, img := range m.Images {
+		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+			URL: "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}))
+	}
+	return openai.UserMessage(parts)
+}
+
+func decoded(t tb, b []byte) map[string]any {
+	t.Helper()
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("body is not JSON: %v\n%s", err, b)
+	}
+	return out
+}
+
+// drawRequest draws a chat request: every role, tool calls with and
+// without text, thinking, pictures from the person and from tools,
+// settings and tools.
+func drawRequest(rt *rapid.T) providers.Request {
+	text := rapid.StringMatching(`[a-z <>&"\\\n\x{00e9}\x{4e2d}]{0,40}`)
+	req := providers.Request{Model: "gpt-test", System: text.Draw(rt, "system"), MaxTokens: rapid.IntRange(0, 9000).Draw(rt, "max"),
+		CacheKey: rapid.SampledFrom([]string{"", "chat-1"}).Draw(rt, "key")}
+	seq := int64(0)
+	for range rapid.IntRange(1, 12).Draw(rt, "msgs") { // a request always carries the turn
+		seq++
+		m := chat.Message{Seq: seq, Content: text.Draw(rt, "content")}
+		switch rapid.IntRange(0, 3).Draw(rt, "role") {
+		case 0:
+			m.Role = chat.RoleUser
+		case 1, 2:
+			m.Role, m.Thinking = chat.RoleAssistant, text.Draw(rt, "thinking")
+			for i := range rapid.IntRange(0, 2).Draw(rt, "calls") {
+				m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: fmt.Sprintf("c%d-%d", seq, i), Name: "lookup", Arguments: `{"q":` + fmt.Sprintf("%q", text.Draw(rt, "arg")) + `}`})
+			}
+		default:
+			m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d-0", seq-1), "lookup"
+		}
+		if m.Role != chat.RoleAssistant && rapid.IntRange(0, 5).Draw(rt, "picture") == 0 {
+			m.Images = []chat.Image{{MediaType: "image/png", Data: []byte(text.Draw(rt, "png"))}}
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	if rapid.Bool().Draw(rt, "settings") {
+		temp, top := 0.7, 0.9
+		req.Settings = chat.Settings{Temperature: &temp, TopP: &top, Stop: []string{"END"}, ReasoningEffort: "low"}
+	}
+	for i := range rapid.IntRange(0, 3).Draw(rt, "tools") {
+		req.Tools = append(req.Tools, chat.ToolSpec{Name: fmt.Sprintf("tool_%d", i), Description: text.Draw(rt, "desc"),
+			Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)})
+	}
+	return req
+}
+
+// TestBodyIsTheSDKs: for every company's quirks, the body written here
+// decodes to what the SDK's own types encode for the same request.
+func TestBodyIsTheSDKs(t *testing.T) {
+	for _, company := range []string{"openai", "deepseek", "openrouter", "mistral", "llamacpp", "generic"} {
+		t.Run(company, func(t *testing.T) {
+			c := newClient(t, company, "http://127.0.0.1:1/v1")
+			c.slots.Store(4)
+			rapid.Check(t, func(rt *rapid.T) {
+				req := drawRequest(rt)
+				b, err := c.body(req)
+				if err != nil {
+					rt.Fatalf("body: %v", err)
+				}
+				if got, want := decoded(rt, b), sdkBody(rt, c, req); !reflect.DeepEqual(got, want) {
+					rt.Fatalf("body\n%v\nthe SDK's\n%v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// TestCachedBytesAreAFreshEncode: a chat's requests grow, fold, stub a
+// message, change the system prompt; every body built from the bytes kept
+// between them equals the body a client with nothing kept writes.
+func TestCachedBytesAreAFreshEncode(t *testing.T) {
+	c := newClient(t, "deepseek", "http://127.0.0.1:1/v1")
+	rapid.Check(t, func(rt *rapid.T) {
+		req := drawRequest(rt)
+		req.CacheKey = "chat-1"
+		for step := range 6 {
+			fresh, err := New(Config{Company: "deepseek", BaseURL: "http://127.0.0.1:1/v1"})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			got, err := c.body(req)
+			if err != nil {
+				rt.Fatalf("body: %v", err)
+			}
+			want, err := fresh.body(req)
+			if err != nil {
+				rt.Fatalf("fresh body: %v", err)
+			}
+			if string(got) != string(want) {
+				rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
+			}
+			msgs := append([]chat.Message(nil), req.Messages...)
+			switch rapid.IntRange(0, 3).Draw(rt, "change") {
+			case 0: // a new exchange
+				next := int64(len(msgs) + 100*step + 100)
+				msgs = append(msgs, chat.Message{Seq: next, Role: chat.RoleUser, Content: "more"}, chat.Message{Seq: next + 1, Role: chat.RoleAssistant, Content: "ok"})
+			case 1: // a fold drops the front
+				if len(msgs) > 0 {
+					msgs = msgs[rapid.IntRange(0, len(msgs)).Draw(rt, "fold"):]
+				}
+			case 2: // a message in the middle turns into a stub, same seq
+				if len(msgs) > 0 {
+					i := rapid.IntRange(0, len(msgs)-1).Draw(rt, "stub")
+					msgs[i].Content = "[stubbed]"
+				}
+			default:
+				req.System += " and more"
+			}
+			req.Messages = msgs
+		}
+	})
+}
+
+// TestToolListSharedBetweenChats: two chats that carry equal tools get one
+// encoded list, not a copy each.
+func TestToolListSharedBetweenChats(t *testing.T) {
+	c := newClient(t, "openai", "http://127.0.0.1:1/v1")
+	specs := func() []chat.ToolSpec {
+		return []chat.ToolSpec{{Name: "a", Description: "first", Parameters: json.RawMessage(`{"type":"object"}`)}, {Name: "b"}}
+	}
+	one, err := c.enc.toolList(specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := c.enc.toolList(specs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(one) != unsafe.SliceData(two) {
+		t.Errorf("equal tool lists were encoded twice")
+	}
+	other := specs()
+	other[1].Description = "changed"
+	three, err := c.enc.toolList(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(three) == string(one) {
+		t.Errorf("a changed tool list got the old bytes: %s", three)
+	}
+	if _, err := c.enc.toolList([]chat.ToolSpec{{Name: "bad", Parameters: json.RawMessage(`[1]`)}}); err == nil {
+		t.Errorf("parameters that are not a JSON object were sent")
+	}
+}
