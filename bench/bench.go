@@ -56,15 +56,16 @@ type Options struct {
 	OverheadStored int    // default 10,000
 	OverheadTurns  int    // default 500
 	OverheadWindow int    // default 32K
-	// Self is the bench's own binary: the overhead part runs its fake in a
-	// child process of it, so the CPU it reports is agentd's alone (empty:
-	// the fake runs in this process, and its CPU counts too).
+	// Self is the bench's own binary: the overhead and scale parts run
+	// their fake in a child process of it, so the CPU (and scale's heap)
+	// they report is agentd's alone (empty: the fake runs in this process,
+	// and its CPU counts too).
 	Self string `json:"-"`
 	// Real, with ConfigPath, replays against a configured real provider
 	// ("provider/model") instead of the fake; nothing else runs.
 	Real       string
 	ConfigPath string
-	// Profile writes CPU and heap profiles of agentd's replay turn loops.
+	// Profile writes CPU and heap profiles of agentd's replay and scale turn loops.
 	Profile Profiles
 }
 
@@ -261,7 +262,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			if n == o.ScaleChats[0] {
 				wake = 200
 			}
-			res, err := Scale(ctx, n, 2, wake)
+			res, err := Scale(ctx, o.Self, n, 2, wake, o.Profile.forScale(n))
 			if err != nil {
 				fail(fmt.Sprintf("scale %d", n), err)
 				continue
@@ -270,6 +271,9 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			fmt.Fprintf(w, "scale: %d chats x %d turns at once (durable, synced Badger; %d provider connections): %.0f turns/s, %d failed; heap per active chat %.1f KB, per idle chat %.1f KB (RSS %.1f / %.1f KB)\n",
 				res.Chats, res.TurnsPerChat, res.MaxConns, res.TurnsPerSec, res.Failed, res.ActiveHeapPerChatKB, res.IdleHeapPerChatKB, res.ActiveRSSPerChatKB, res.IdleRSSPerChatKB)
 			fmt.Fprintf(w, "scale: the hub created chats at %.0f/s (the first 1,000; the rest are written to the store directly)\n", res.CreatePerSec)
+			fmt.Fprintf(w, "scale: CPU per turn %.3f ms (fake apart: %v), the fake's %.3f ms; %d cores bound the two to %.0f turns/s; fsync of 4 KB %.3f ms before, %.3f ms after\n",
+				res.CPUPerTurnMS, res.FakeApart, res.FakeCPUPerTurnMS, runtime.NumCPU(), float64(runtime.NumCPU())*1000/max(res.CPUPerTurnMS+res.FakeCPUPerTurnMS, 0.001),
+				res.FsyncMS[0], res.FsyncMS[1])
 			if res.WakeMS != nil {
 				fmt.Fprintf(w, "wake: %d of %d chats passivated; waking one (context read) p50 %.3f ms p99 %.3f ms, a live one p50 %.3f ms p99 %.3f ms\n",
 					res.Passived, res.Chats, res.WakeMS.P50, res.WakeMS.P99, res.WarmMS.P50, res.WarmMS.P99)

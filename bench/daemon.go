@@ -30,6 +30,9 @@ type daemon struct {
 	hub   *hub.Hub
 	cfg   configs.Config
 	model *modelClock
+	// transport holds the provider connections, a pool as big as a run's
+	// calls in flight.
+	transport *http.Transport
 }
 
 type daemonOptions struct {
@@ -71,7 +74,10 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	}
 	clock := &modelClock{}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
+	// Every connection a run may open is kept for the next call: closing
+	// and dialling again is work a long-running daemon does not do.
+	tr.MaxIdleConnsPerHost = max(256, o.maxConns)
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
 	tr.MaxConnsPerHost = o.maxConns
 	opts := hub.Options{InMemory: o.inMemory, HTTPClient: &http.Client{Transport: &timedTransport{base: tr, clock: clock}}}
 	if o.results != nil {
@@ -91,7 +97,7 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agentd: %w", err)
 	}
-	return &daemon{hub: h, cfg: cfg, model: clock}, nil
+	return &daemon{hub: h, cfg: cfg, model: clock, transport: tr}, nil
 }
 
 type lookupArgs struct {

@@ -50,11 +50,14 @@ type OverheadResult struct {
 	FsyncMS [2]float64 `json:"fsync_ms"`
 }
 
-// overheadAnswer is what the overhead part's fake answers every turn.
+// overheadAnswer is what the overhead and scale parts' fake answers every
+// turn.
 const overheadAnswer = "Noted; here is a short answer to that."
 
+// newOverheadFake keeps nothing of what it serves (neither part reads it):
+// in this process, the heap measured is then agentd's.
 func newOverheadFake(window int) *openaifake.Server {
-	return openaifake.New(openaifake.Options{Window: window, Script: func(r testkit.Received) testkit.Reply {
+	return openaifake.New(openaifake.Options{Window: window, Forget: true, Script: func(r testkit.Received) testkit.Reply {
 		return testkit.Reply{Text: overheadAnswer, ChunkRunes: 64}
 	}})
 }
@@ -72,9 +75,9 @@ func ServeOverheadFake(window int, w io.Writer, until io.Reader) error {
 	return err
 }
 
-// startOverheadFake starts the fake in a child process of self (the bench's
-// binary, `self overhead-fake --window N`), or in this process when self
-// is empty.
+// startOverheadFake starts the overhead and scale parts' fake in a child
+// process of self (the bench's binary, `self overhead-fake --window N`), or
+// in this process when self is empty.
 func startOverheadFake(ctx context.Context, self string, window int) (url string, stop func(), err error) {
 	if self == "" {
 		fake := newOverheadFake(window)
@@ -106,9 +109,14 @@ func startOverheadFake(ctx context.Context, self string, window int) (url string
 }
 
 // processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
+func processCPU() time.Duration { return rusageCPU(syscall.RUSAGE_SELF) }
+
+// childrenCPU is the CPU time of this process's children that have ended.
+func childrenCPU() time.Duration { return rusageCPU(syscall.RUSAGE_CHILDREN) }
+
+func rusageCPU(who int) time.Duration {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if err := syscall.Getrusage(who, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

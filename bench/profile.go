@@ -8,9 +8,10 @@ import (
 	"runtime/pprof"
 )
 
-// Profiles names the files a replay's or the overhead part's turn loop is
-// profiled into (empty: no profile). With several windows each replay's
-// file gets the window in its name; the overhead part's gets "overhead".
+// Profiles names the files the turn loop of a replay, of the overhead part
+// or of a scale run is profiled into (empty: no profile). With several
+// windows each replay's file gets the window in its name; the overhead
+// part's gets "overhead", a scale run's its chats ("scale10000").
 type Profiles struct {
 	CPU  string `json:"cpu,omitempty"`
 	Heap string `json:"heap,omitempty"`
@@ -22,6 +23,9 @@ func (p Profiles) forWindow(window int, several bool) Profiles {
 	}
 	return p.suffixed(shortTokens(window))
 }
+
+// forScale names a scale run's files: "scale10000" appended.
+func (p Profiles) forScale(chats int) Profiles { return p.suffixed(fmt.Sprintf("scale%d", chats)) }
 
 func (p Profiles) suffixed(suffix string) Profiles {
 	name := func(path string) string {

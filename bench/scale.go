@@ -15,8 +15,6 @@ import (
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/testkit"
-	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // ScaleResult is one run of many chats driven at once.
@@ -27,6 +25,17 @@ type ScaleResult struct {
 	Seconds      float64 `json:"seconds"`
 	TurnsPerSec  float64 `json:"turns_per_second"`
 	Failed       int     `json:"failed_turns"`
+	// CPUPerTurnMS is the process's CPU time (user and system) over the
+	// turns, per turn: agentd's alone with the fake apart (FakeApart), else
+	// agentd's and the fake's. FakeCPUPerTurnMS is the fake's, when apart
+	// (its child process's whole CPU time, over the turns). The machine's
+	// cores / (both) bound turns/s on an idle machine.
+	CPUPerTurnMS     float64 `json:"cpu_per_turn_ms"`
+	FakeCPUPerTurnMS float64 `json:"fake_cpu_per_turn_ms,omitempty"`
+	FakeApart        bool    `json:"fake_apart"`
+	// FsyncMS is one synced 4 KB write on the store's disk, before and
+	// after the turns.
+	FsyncMS [2]float64 `json:"fsync_ms"`
 	// CreatePerSec: chats created per second through the hub (the first
 	// 1,000 of a run).
 	CreatePerSec float64 `json:"hub_chats_created_per_second"`
@@ -84,15 +93,21 @@ func settle() (heap, rss uint64) {
 
 // Scale drives chats chats at once, turns each, on Badger on disk (every
 // message synced), then measures idle memory; with wake set it lets the
-// chats passivate and times waking wake of them.
-func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
+// chats passivate and times waking wake of them. prof, when it names
+// files, profiles the CPU of the turns and the heap once they are idle.
+// self, when set, is the bench's own binary, which runs the fake apart
+// (ServeOverheadFake): the CPU and heap measured are then agentd's alone.
+func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profiles) (*ScaleResult, error) {
 	limit := raiseFileLimit()
 	// Each turn in flight holds two sockets here; keep well under the limit.
 	maxConns := int(min(uint64(4096), max(limit, 1024)/4))
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
-		return testkit.Reply{Text: "Fine, noted.", ChunkRunes: 64}
-	}})
-	defer fake.Close()
+	url, stopFake, err := startOverheadFake(ctx, self, 32000)
+	if err != nil {
+		return nil, err
+	}
+	stopFake = sync.OnceFunc(stopFake)
+	defer stopFake()
+	children0 := childrenCPU()
 	dir, err := os.MkdirTemp("", "agentd-bench-scale-")
 	if err != nil {
 		return nil, err
@@ -102,7 +117,7 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 	if wake > 0 {
 		idle = 3 * time.Second
 	}
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: 32000, idleAfter: idle, maxConns: maxConns})
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: url, window: 32000, idleAfter: idle, maxConns: maxConns})
 	if err != nil {
 		return nil, err
 	}
@@ -155,9 +170,17 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 			}
 		}
 	})
+	var fsync [2]float64
+	if fsync[0], err = fsyncMS(dir); err != nil {
+		return nil, fmt.Errorf("fsync probe: %w", err)
+	}
+	stopProfile, err := prof.start()
+	if err != nil {
+		return nil, err
+	}
 	var failed atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for i, id := range ids {
 		wg.Go(func() {
 			for j := range turns {
@@ -169,9 +192,18 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 		})
 	}
 	wg.Wait()
-	secs := time.Since(start).Seconds()
+	secs, cpu := time.Since(start).Seconds(), processCPU()-cpu0
 	close(stop)
 	sampler.Wait()
+	// The provider connections are a pool bounded by maxConns, not any
+	// chat's: the idle chats are measured without it.
+	d.transport.CloseIdleConnections()
+	if err := stopProfile(); err != nil {
+		return nil, err
+	}
+	if fsync[1], err = fsyncMS(dir); err != nil {
+		return nil, fmt.Errorf("fsync probe: %w", err)
+	}
 	heap1, rss1 := settle()
 	per := func(a, b uint64) float64 {
 		if a < b {
@@ -181,6 +213,7 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 	}
 	res = &ScaleResult{Chats: chats, TurnsPerChat: turns, MaxConns: maxConns, Seconds: round3(secs), CreatePerSec: res.CreatePerSec,
 		TurnsPerSec: round3(float64(chats*turns) / secs), Failed: int(failed.Load()),
+		CPUPerTurnMS: round3(msOf(cpu) / float64(chats*turns)), FsyncMS: fsync,
 		ActiveHeapPerChatKB: per(peakHeap.Load(), heap0), ActiveRSSPerChatKB: per(peakRSS.Load(), rss0),
 		IdleHeapPerChatKB: per(heap1, heap0), IdleRSSPerChatKB: per(rss1, rss0),
 		LiveSessions: d.hub.ActiveSessions()}
@@ -210,6 +243,10 @@ func Scale(ctx context.Context, chats, turns, wake int) (*ScaleResult, error) {
 		}
 		wq, hq := quantiles(woke), quantiles(warm)
 		res.WakeMS, res.WarmMS = &wq, &hq
+	}
+	if res.FakeApart = self != ""; res.FakeApart {
+		stopFake()
+		res.FakeCPUPerTurnMS = round3(msOf(childrenCPU()-children0) / float64(chats*turns))
 	}
 	return res, nil
 }

@@ -15,6 +15,8 @@ package eventbus
 
 import (
 	"fmt"
+	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,14 +40,29 @@ type Drop struct {
 	LastSeq int64
 }
 
+// shardCount splits the bus's table by chat id: a subscription coming or
+// going locks its shard alone, so with thousands of chats a publish seldom
+// waits behind another chat's watcher.
+const shardCount = 64
+
 // Bus routes events to subscribers by chat id. It is safe for concurrent use.
 type Bus struct {
 	patience time.Duration
-	mu       sync.RWMutex
-	subs     map[string]map[*Sub]struct{}
+	seed     maphash.Seed
+	shards   [shardCount]shard
 	dropped  atomic.Int64 // deltas not delivered
 	ended    atomic.Int64 // subscriptions dropped
 	convert  func(any) any
+}
+
+// shard holds the watchers of some chats; a chat has few, so a slice.
+type shard struct {
+	mu   sync.RWMutex
+	subs map[string][]*Sub
+}
+
+func (b *Bus) shard(chatID string) *shard {
+	return &b.shards[maphash.String(b.seed, chatID)%shardCount]
 }
 
 // New returns an empty bus whose subscriptions may stay behind (their
@@ -53,7 +70,11 @@ type Bus struct {
 // convert, if not nil, turns each event's Data into what watchers read (the
 // API's wire form), once per published event that has a watcher.
 func New(patience time.Duration, convert func(any) any) *Bus {
-	return &Bus{patience: patience, subs: map[string]map[*Sub]struct{}{}, convert: convert}
+	b := &Bus{patience: patience, seed: maphash.MakeSeed(), convert: convert}
+	for i := range b.shards {
+		b.shards[i].subs = map[string][]*Sub{}
+	}
+	return b
 }
 
 // Sub is one watcher of one chat. Read C until it is closed; then Dropped
@@ -77,12 +98,10 @@ func (b *Bus) Subscribe(chatID string, buf int) *Sub {
 	buf = max(buf, 1)
 	c := make(chan Event, buf)
 	s := &Sub{C: c, c: c, bus: b, chatID: chatID, mark: max(buf-buf/4, 1)}
-	b.mu.Lock()
-	if b.subs[chatID] == nil {
-		b.subs[chatID] = map[*Sub]struct{}{}
-	}
-	b.subs[chatID][s] = struct{}{}
-	b.mu.Unlock()
+	sh := b.shard(chatID)
+	sh.mu.Lock()
+	sh.subs[chatID] = append(sh.subs[chatID], s)
+	sh.mu.Unlock()
 	return s
 }
 
@@ -143,12 +162,16 @@ func (s *Sub) offer(ev Event, must bool, now time.Time) bool {
 }
 
 func (b *Bus) remove(s *Sub) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.subs[s.chatID], s)
-	if len(b.subs[s.chatID]) == 0 {
-		delete(b.subs, s.chatID)
+	sh := b.shard(s.chatID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	// A new slice: a publish may still range over the old one.
+	subs := slices.DeleteFunc(slices.Clone(sh.subs[s.chatID]), func(o *Sub) bool { return o == s })
+	if len(subs) == 0 {
+		delete(sh.subs, s.chatID)
+		return
 	}
+	sh.subs[s.chatID] = subs
 }
 
 // Publish delivers a token delta to each watcher that keeps up, dropping it
@@ -162,17 +185,18 @@ func (b *Bus) PublishMust(ev Event) { b.publish(ev, true) }
 func (b *Bus) publish(ev Event, must bool) {
 	now := time.Now()
 	var gone []*Sub
-	b.mu.RLock()
-	subs := b.subs[ev.ChatID]
+	sh := b.shard(ev.ChatID)
+	sh.mu.RLock()
+	subs := sh.subs[ev.ChatID]
+	sh.mu.RUnlock()
 	if len(subs) > 0 && b.convert != nil {
 		ev.Data = b.convert(ev.Data)
 	}
-	for s := range subs {
+	for _, s := range subs {
 		if s.offer(ev, must, now) {
 			gone = append(gone, s)
 		}
 	}
-	b.mu.RUnlock()
 	for _, s := range gone {
 		b.ended.Add(1)
 		b.remove(s)
@@ -187,7 +211,8 @@ func (b *Bus) DroppedWatchers() int64 { return b.ended.Load() }
 
 // Watchers counts subscriptions of a chat.
 func (b *Bus) Watchers(chatID string) int {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return len(b.subs[chatID])
+	sh := b.shard(chatID)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return len(sh.subs[chatID])
 }

@@ -1,6 +1,8 @@
 package eventbus
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +181,45 @@ func TestWatchersReadConvertedData(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("converted %d times, want once per event with watchers", calls)
+	}
+}
+
+// Many chats, each with watchers coming and going while its events are
+// published: a watcher that stays gets every event of its chat, in order,
+// and none of another chat's; once all are closed none is counted.
+func TestManyChatsWatchersComeAndGo(t *testing.T) {
+	b := New(time.Minute, nil)
+	const chats, events = 200, 50
+	var wg sync.WaitGroup
+	for c := range chats {
+		id := fmt.Sprint("chat-", c)
+		stay := b.Subscribe(id, events)
+		wg.Go(func() {
+			for i := range events {
+				brief := b.Subscribe(id, 1)
+				b.PublishMust(Event{Type: "m", ChatID: id, Seq: int64(i + 1)})
+				brief.Close()
+			}
+			stay.Close()
+			var seqs []int64
+			for e := range stay.C {
+				if e.ChatID != id {
+					t.Errorf("%s got an event of %s", id, e.ChatID)
+				}
+				seqs = append(seqs, e.Seq)
+			}
+			if len(seqs) != events || !slices.IsSorted(seqs) || seqs[0] != 1 {
+				t.Errorf("%s got seqs %v, want 1..%d in order", id, seqs, events)
+			}
+			if d := stay.Dropped(); d != nil {
+				t.Errorf("%s dropped: %+v", id, d)
+			}
+		})
+	}
+	wg.Wait()
+	for c := range chats {
+		if n := b.Watchers(fmt.Sprint("chat-", c)); n != 0 {
+			t.Fatalf("chat-%d still counts %d watchers", c, n)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // MapLimit caps the memory map in bytes.
@@ -42,14 +43,18 @@ func (s *Store) Map(tenant string) string {
 // memory_search finds it at once. Only an undo rebuilds it the same day.
 func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
 	day := s.now().Format("2006-01-02")
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
-	if m, ok := s.maps[tenant]; ok && m.Day == day {
-		return m.Text, nil
+	if text, ok := s.cachedMap(tenant, day); ok {
+		return text, nil
+	}
+	build := s.buildLock(tenant)
+	build.Lock()
+	defer build.Unlock()
+	if text, ok := s.cachedMap(tenant, day); ok { // built while this call waited
+		return text, nil
 	}
 	var stored dayMap
 	if err := s.rec.Record(ctx, mapKind, url.PathEscape(tenant), &stored); err == nil && stored.Day == day {
-		s.maps[tenant] = stored
+		s.cacheMap(tenant, stored)
 		return stored.Text, nil
 	}
 	mems, err := s.List(ctx, tenant, StateActive)
@@ -60,15 +65,43 @@ func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
 	if err := s.rec.PutRecord(ctx, mapKind, url.PathEscape(tenant), m); err != nil {
 		return m.Text, fmt.Errorf("save memory map of %s: %w", tenant, err)
 	}
-	s.maps[tenant] = m
+	s.cacheMap(tenant, m)
 	return m.Text, nil
+}
+
+func (s *Store) cachedMap(tenant, day string) (string, bool) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	m, ok := s.maps[tenant]
+	return m.Text, ok && m.Day == day
+}
+
+func (s *Store) cacheMap(tenant string, m dayMap) {
+	s.mapMu.Lock()
+	s.maps[tenant] = m
+	s.mapMu.Unlock()
+}
+
+// buildLock returns the tenant's lock over its stored map.
+func (s *Store) buildLock(tenant string) *sync.Mutex {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	l, ok := s.building[tenant]
+	if !ok {
+		l = &sync.Mutex{}
+		s.building[tenant] = l
+	}
+	return l
 }
 
 // dropMap forgets the tenant's map of the day, so the next call rebuilds it.
 func (s *Store) dropMap(ctx context.Context, tenant string) error {
+	build := s.buildLock(tenant)
+	build.Lock()
+	defer build.Unlock()
 	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
 	delete(s.maps, tenant)
+	s.mapMu.Unlock()
 	if err := s.rec.PutRecord(ctx, mapKind, url.PathEscape(tenant), dayMap{}); err != nil {
 		return fmt.Errorf("drop memory map of %s: %w", tenant, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
+
+	"github.com/agentd/agentd/persistence"
 )
 
 func TestMapByteStableForADay(t *testing.T) {
@@ -120,4 +122,54 @@ func TestBuildMapProperties(t *testing.T) {
 			rt.Fatalf("map lacks the newest memory %q:\n%s", newest, got)
 		}
 	})
+}
+
+// heldRecords stalls reading one tenant's stored map until released.
+type heldRecords struct {
+	*persistence.Store
+	id      string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldRecords) Record(ctx context.Context, kind, id string, v any) error {
+	if kind == mapKind && id == h.id {
+		close(h.entered)
+		<-h.release
+	}
+	return h.Store.Record(ctx, kind, id, v)
+}
+
+// TestMapOfOneTenantWaitsNotOnAnother: while one tenant's map is read from
+// a stalled store, another tenant's map of the day is still answered, and
+// every caller of the stalled tenant gets the one map built once it goes on.
+func TestMapOfOneTenantWaitsNotOnAnother(t *testing.T) {
+	db := openDB(t)
+	c := &clock{t: time.Date(2026, 10, 5, 9, 0, 0, 0, time.UTC)}
+	held := &heldRecords{Store: db, id: "slow", entered: make(chan struct{}), release: make(chan struct{})}
+	s := New(held, Options{Now: c.Now})
+	mustAdd(t, s, AddInput{Tenant: "fast", Texts: []string{"Likes chess."}})
+	mustAdd(t, s, AddInput{Tenant: "slow", Texts: []string{"Likes golf."}})
+	fast := s.Map("fast")
+	slow := make(chan string, 3)
+	for range cap(slow) {
+		go func() { slow <- s.Map("slow") }()
+	}
+	<-held.entered
+	again := make(chan string, 1)
+	go func() { again <- s.Map("fast") }()
+	select {
+	case got := <-again:
+		if got != fast || !strings.Contains(got, "chess") {
+			t.Fatalf("fast tenant's map = %q, want %q", got, fast)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a tenant's cached map waited on another tenant's store read")
+	}
+	close(held.release)
+	for range cap(slow) {
+		if got := <-slow; !strings.Contains(got, "golf") {
+			t.Fatalf("slow tenant's map = %q", got)
+		}
+	}
 }

@@ -85,8 +85,14 @@ type Store struct {
 	mu        sync.Mutex // serialises read-modify-write of records
 	lastStamp int64      // the last id's stamp; guarded by mu
 
-	mapMu sync.Mutex        // guards maps; taken after mu, never before
+	// mapMu guards maps and building; taken after mu and a tenant's build
+	// lock, never before, and never held across I/O.
+	mapMu sync.Mutex
 	maps  map[string]dayMap // tenant → the map of the day, cached
+	// building holds a lock per tenant that serialises reading, building
+	// and dropping its stored map: one tenant's store reads and synced
+	// write never hold up another tenant's cached map.
+	building map[string]*sync.Mutex
 }
 
 // New returns a store over rec.
@@ -97,7 +103,7 @@ func New(rec Records, o Options) *Store {
 	if o.Mask == nil {
 		o.Mask = func(s string) string { return s }
 	}
-	return &Store{rec: rec, now: o.Now, mask: o.Mask, maps: map[string]dayMap{}}
+	return &Store{rec: rec, now: o.Now, mask: o.Mask, maps: map[string]dayMap{}, building: map[string]*sync.Mutex{}}
 }
 
 func memKind(tenant string) string { return "memory/" + url.PathEscape(tenant) }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/agentd/agentd/chat"
 )
 
@@ -110,5 +112,61 @@ func TestImportTooBigForOneTransactionLeavesNothing(t *testing.T) {
 	}
 	if ms, err := s.Messages(ctx, "big", 0, 0); err != nil || len(ms) != 0 {
 		t.Fatalf("%d messages of a refused import are stored (%v)", len(ms), err)
+	}
+}
+
+// TestAppendGoesOnFromTheLogsEnd: an append continues the log whether the
+// chat's record says where it ends, says nothing (a record stored before
+// LastSeq was kept), or is missing; a new record never claims a log.
+func TestAppendGoesOnFromTheLogsEnd(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	if err := s.CreateChat(ctx, Chat{ID: "a", Tenant: "t", LastSeq: 40}); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(text string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: text} }
+	if _, err := s.Append(ctx, "a", msg("one"), msg("two")); err != nil {
+		t.Fatal(err)
+	}
+	// The record as an older agentd left it: no LastSeq.
+	old, err := encode(Chat{ID: "a", Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.update(ctx, func(txn *badger.Txn) error { return txn.Set(chatKey("a"), old) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "a", msg("three")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendWithSnapshot(ctx, "a", func(int64) Snapshot { return Snapshot{} }, msg("four")); err != nil {
+		t.Fatal(err)
+	}
+	// A log without a record.
+	if _, err := s.Append(ctx, "orphan", msg("one")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "orphan", msg("two")); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][]string{"a": {"one", "two", "three", "four"}, "orphan": {"one", "two"}} {
+		msgs, err := s.Messages(ctx, id, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i, m := range msgs {
+			if m.Seq != int64(i+1) {
+				t.Errorf("chat %s: message %d has seq %d", id, i, m.Seq)
+			}
+			got = append(got, m.Content)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("chat %s: log %v, want %v", id, got, want)
+		}
+	}
+	if c, err := s.Chat(ctx, "a"); err != nil || c.LastSeq != 4 {
+		t.Fatalf("record of a: last seq %d (%v), want 4", c.LastSeq, err)
 	}
 }

@@ -158,6 +158,7 @@ type Chat struct {
 
 // CreateChat stores a new chat; it fails if the id exists.
 func (s *Store) CreateChat(ctx context.Context, c Chat) error {
+	c.LastSeq = 0 // a new chat has no log yet; appends count from the log
 	val, err := encode(c)
 	if err != nil {
 		return err
@@ -310,7 +311,7 @@ func (s *Store) ChatsPage(ctx context.Context, tenant, after string, limit int) 
 			if err := getTxn(txn, chatKey(id), &c); err != nil {
 				return err
 			}
-			if err := fillLastSeq(txn, &c); err != nil {
+			if err := fillLastSeq(txn, &c, c.ID); err != nil {
 				return err
 			}
 			out = append(out, c)
@@ -333,7 +334,7 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 		if err := getTxn(txn, chatKey(string(it.Item().Key()[len(prefix):])), &c); err != nil {
 			return err
 		}
-		if err := fillLastSeq(txn, &c); err != nil {
+		if err := fillLastSeq(txn, &c, c.ID); err != nil {
 			return err
 		}
 		*out = append(*out, c)
@@ -341,14 +342,14 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 	return nil
 }
 
-// fillLastSeq sets the LastSeq of a record that has none: an empty chat,
-// or one stored before LastSeq was kept. It costs one key seek.
-func fillLastSeq(txn *badger.Txn, c *Chat) error {
+// fillLastSeq sets the LastSeq of chat id's record when it has none: an
+// empty chat, or one stored before LastSeq was kept. It costs one key seek.
+func fillLastSeq(txn *badger.Txn, c *Chat, id string) error {
 	if c.LastSeq != 0 {
 		return nil
 	}
 	var err error
-	c.LastSeq, err = lastSeq(txn, c.ID)
+	c.LastSeq, err = lastSeq(txn, id)
 	return err
 }
 
@@ -498,22 +499,28 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 // appendTxn writes out at the end of a chat's log, setting their seqs,
 // and returns the seq of the log's last message. The chat's record learns
 // its new LastSeq in the same transaction and, while it has no title, takes
-// one from the person's first words.
+// one from the person's first words. The record's LastSeq says where the
+// log ends (every append and import keeps it), so the log is read only
+// when the record has none: an iterator in a transaction holding a whole
+// group commit's writes sorts them all, once per append.
 func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
-	last, err := lastSeq(txn, chatID)
-	if err != nil {
-		return 0, err
-	}
-	if err := writeLog(txn, chatID, last, out); err != nil {
-		return 0, err
-	}
-	last += int64(len(out))
 	var c Chat
+	found := true
 	switch err := getTxn(txn, chatKey(chatID), &c); {
 	case errors.Is(err, ErrNotFound):
-		return last, nil // a log without a record: tests, or a chat being deleted
+		found = false // a log without a record: tests, or a chat being deleted
 	case err != nil:
 		return 0, err
+	}
+	if err := fillLastSeq(txn, &c, chatID); err != nil {
+		return 0, err
+	}
+	if err := writeLog(txn, chatID, c.LastSeq, out); err != nil {
+		return 0, err
+	}
+	last := c.LastSeq + int64(len(out))
+	if !found {
+		return last, nil
 	}
 	noteAppended(&c, last, out)
 	val, err := encode(c)

@@ -60,6 +60,10 @@ type Options struct {
 	// Listener, when set, is where the fake serves (a test that starts it
 	// at an address agentd already knows); nil picks a free port.
 	Listener net.Listener
+	// Forget keeps nothing of what it served: no request log (Requests is
+	// empty) and no prompt cache (cached_tokens is 0). A bench of many
+	// chats in one process then measures agentd's heap, not the fake's.
+	Forget bool
 }
 
 // DefaultAnswer is what the fake says when no script is given.
@@ -313,8 +317,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", nil)
 		return
 	}
-	rec.CachedTokens = s.cache.OpenAI(blocks)
-	s.log.Add(rec)
+	if !s.opts.Forget {
+		rec.CachedTokens = s.cache.OpenAI(blocks)
+		s.log.Add(rec)
+	}
 
 	if !testkit.Sleep(r.Context(), s.opts.Latency, s.quit) {
 		return
