@@ -182,7 +182,7 @@ type Limits struct {
 	// none: its requests stay within this many tokens on a bigger window
 	// (it folds sooner, and is lean at 16K or less), because every kept
 	// token is sent again, and paid for, on every turn. -1 lets such chats
-	// fill their model's window. Defaults to 14000 (BENCHMARKS.md, issue 20).
+	// fill their model's window. Defaults to 12000 (BENCHMARKS.md, issue 20).
 	CompactThreshold int `yaml:"compact_threshold" json:"compact_threshold"`
 	// FoldAsLines sends the summariser the folded turns as plain lines
 	// only. Unset, a fold asks the chat's own model right after the chat's
@@ -314,7 +314,7 @@ func (Duration) JSONSchema() *jsonschema.Schema {
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // DefaultCompactThreshold is limits.compact_threshold when none is set.
-const DefaultCompactThreshold = 14000
+const DefaultCompactThreshold = 12000
 
 // minCompactThreshold is the least limits.compact_threshold (a chat's own
 // least, chat.MinCompactThreshold: OpenAI's minimum).

@@ -8,10 +8,10 @@ const (
 )
 
 // FoldKeep is the share of the transcript budget a fold keeps (1/FoldKeep):
-// a third rather than half makes folds rarer per turn and every request
-// between them smaller, and each fold re-sends less uncached
-// (BENCHMARKS.md, issue 20).
-const FoldKeep = 3
+// half, so the turns just before a fold stay word for word (a third saved
+// 6% of the tokens on 32K but dropped them on a switch to a small model;
+// BENCHMARKS.md, issue 20).
+const FoldKeep = 2
 
 // SummaryMaxTokens caps the room a fold reserves for the new summary; the
 // summariser should write less (Plan returns the room in SummaryTokens).

@@ -32,7 +32,7 @@ func TestPlanFolds(t *testing.T) {
 					t.Errorf("kept %d messages, want 300", len(out))
 				}
 			}},
-		// 40 turns with a 3,000-char result each do not fit 8K: fold to a third.
+		// 40 turns with a 3,000-char result each do not fit 8K: fold to 1/FoldKeep.
 		"over-budget": {msgs: func() []Msg {
 			b := &builder{}
 			for i := range 40 {
@@ -48,7 +48,7 @@ func TestPlanFolds(t *testing.T) {
 				}
 				var cal Calibration
 				if keep := b.Transcript / FoldKeep; cal.Estimate(raw) > keep {
-					t.Errorf("kept %d tokens, want <= a third of the budget %d", cal.Estimate(raw), keep)
+					t.Errorf("kept %d tokens, want <= 1/FoldKeep of the budget %d", cal.Estimate(raw), keep)
 				}
 			}},
 		// A chat whose kept part starts with an answer folds that answer away.

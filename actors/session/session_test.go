@@ -333,7 +333,7 @@ func TestARequestThatDoesNotFitFoldsFirstAndTheModelSeesTheDigest(t *testing.T) 
 			t.Fatalf("a folded message (seq %d) was sent word for word", m.Seq)
 		}
 	}
-	// On 4K a fold keeps only this message: it may carry the frame too.
+	// On 4K a fold may keep only this message: it may carry the frame too.
 	if !strings.HasSuffix(req.Messages[len(req.Messages)-1].Content, "and now?") {
 		t.Fatalf("the request does not end with the message: %+v", req.Messages[len(req.Messages)-1])
 	}
