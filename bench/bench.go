@@ -287,8 +287,8 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		} else {
 			rep.FindTools = res
 			for _, r := range res {
-				fmt.Fprintf(w, "find_tools: %d tools (index built in %.0f ms): search p50 %.3f ms p99 %.3f ms over %d queries\n",
-					r.Tools, r.BuildMS, r.LatencyMS.P50, r.LatencyMS.P99, r.Queries)
+				fmt.Fprintf(w, "find_tools: %d tools (index built in %.0f ms): search p50 %.3f ms p99 %.3f ms over %d queries (the actor alone: p50 %.3f ms); one more tool registered in p50 %.3f ms\n",
+					r.Tools, r.BuildMS, r.LatencyMS.P50, r.LatencyMS.P99, r.Queries, r.FloorMS.P50, r.AddOneMS.P50)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/actors"
@@ -16,13 +17,22 @@ import (
 
 // FindToolsResult is find_tools' search latency at one registry size: the
 // round trip of a Search to the real tool-index actor, the call find_tools
-// makes.
+// makes. FloorMS is the same round trip for a request with no words, which
+// the index answers without a lookup: what the actor itself costs. AddOneMS
+// is the round trip of a Register of one more tool into the full index,
+// repeated addOneTimes.
 type FindToolsResult struct {
 	Tools     int       `json:"tools"`
 	Queries   int       `json:"queries"`
 	BuildMS   float64   `json:"build_ms"`
 	LatencyMS Quantiles `json:"latency_ms"`
+	FloorMS   Quantiles `json:"floor_ms"`
+	AddOneMS  Quantiles `json:"add_one_ms"`
 }
+
+// addOneTimes is how many single tools the bench registers after the
+// searches.
+const addOneTimes = 50
 
 type registryLine struct {
 	Name        string          `json:"name"`
@@ -68,7 +78,7 @@ func padTools(tools []toolindex.Tool, n int) []toolindex.Tool {
 }
 
 // FindTools loads toolsPath (and pads it to each size) into a tool-index
-// actor and times one Search (K=5, as find_tools asks) per query.
+// actor and times one Search per query.
 func FindTools(ctx context.Context, toolsPath, queriesPath string, sizes []int) ([]FindToolsResult, error) {
 	lines, err := readLines(toolsPath)
 	if err != nil {
@@ -98,24 +108,56 @@ func FindTools(ctx context.Context, toolsPath, queriesPath string, sizes []int) 
 			return nil, fmt.Errorf("first search: %w", err)
 		}
 		r := FindToolsResult{Tools: n, Queries: len(qs), BuildMS: round3(msOf(time.Since(t0)))}
-		lat := make([]float64, 0, len(qs))
-		for _, q := range qs {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			t := time.Now()
-			res, err := sys.Root.RequestFuture(pid, &toolindex.Search{ReqID: "q", Query: q.Query, K: 5}, time.Minute).Result()
-			if err != nil {
-				return nil, fmt.Errorf("search: %w", err)
-			}
-			if _, ok := res.(*toolindex.SearchResult); !ok {
-				return nil, fmt.Errorf("search: unexpected answer %T", res)
-			}
-			lat = append(lat, msOf(time.Since(t)))
+		words := make([]string, len(qs))
+		for i, q := range qs {
+			words[i] = q.Query
 		}
-		r.LatencyMS = quantiles(lat)
+		if r.LatencyMS, err = searchLatency(ctx, sys.Root, pid, words); err != nil {
+			return nil, err
+		}
+		if r.FloorMS, err = searchLatency(ctx, sys.Root, pid, make([]string, len(qs))); err != nil {
+			return nil, err
+		}
+		if r.AddOneMS, err = addOne(sys.Root, pid, base[0]); err != nil {
+			return nil, err
+		}
 		out = append(out, r)
 		_ = sys.Root.StopFuture(pid).Wait()
 	}
 	return out, nil
+}
+
+// searchLatency times one Search (K=5, as find_tools asks) per query.
+func searchLatency(ctx context.Context, root *actor.RootContext, pid *actor.PID, queries []string) (Quantiles, error) {
+	lat := make([]float64, 0, len(queries))
+	for _, q := range queries {
+		if ctx.Err() != nil {
+			return Quantiles{}, ctx.Err()
+		}
+		t := time.Now()
+		res, err := root.RequestFuture(pid, &toolindex.Search{ReqID: "q", Query: q, K: 5}, time.Minute).Result()
+		if err != nil {
+			return Quantiles{}, fmt.Errorf("search: %w", err)
+		}
+		if _, ok := res.(*toolindex.SearchResult); !ok {
+			return Quantiles{}, fmt.Errorf("search: unexpected answer %T", res)
+		}
+		lat = append(lat, msOf(time.Since(t)))
+	}
+	return quantiles(lat), nil
+}
+
+// addOne times registering one new tool (a renamed copy of t) at a time.
+func addOne(root *actor.RootContext, pid *actor.PID, t toolindex.Tool) (Quantiles, error) {
+	lat := make([]float64, 0, addOneTimes)
+	name := t.Name
+	for i := range addOneTimes {
+		t.Name = fmt.Sprintf("%s_added%d", name, i)
+		start := time.Now()
+		if _, err := root.RequestFuture(pid, &toolindex.Register{ReqID: t.Name, Tools: []toolindex.Tool{t}}, time.Minute).Result(); err != nil {
+			return Quantiles{}, fmt.Errorf("register one tool: %w", err)
+		}
+		lat = append(lat, msOf(time.Since(start)))
+	}
+	return quantiles(lat), nil
 }

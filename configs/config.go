@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -57,7 +58,41 @@ type Config struct {
 	Tenants map[string]Tenant `yaml:"tenants" json:"tenants,omitempty"`
 	// Toolsets: how the toolsets applications register over HTTP run.
 	Toolsets Toolsets `yaml:"toolsets" json:"toolsets"`
+	// Cluster joins this node to other agentd nodes (docs/cluster.md).
+	// Optional. Defaults to off: one process serves every chat.
+	Cluster Cluster `yaml:"cluster" json:"cluster"`
 }
+
+// Cluster places each chat on one node of a protoactor-go cluster
+// (docs/cluster.md, "Cluster mode"). It needs store.kind postgres: every
+// node reads and writes the same store.
+type Cluster struct {
+	// Enabled turns cluster mode on. Optional. Defaults to false.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Name: nodes with the same name form one cluster (the etcd key
+	// prefix). Optional. Defaults to agentd.
+	Name string `yaml:"name" json:"name"`
+	// Provider is the membership: etcd or kubernetes. Optional. Defaults
+	// to etcd.
+	Provider string `yaml:"provider" json:"provider"`
+	// EtcdEndpoints are the etcd client URLs (provider etcd). Also
+	// AGENTD_CLUSTER_ETCD_ENDPOINTS, comma-separated.
+	EtcdEndpoints []string `yaml:"etcd_endpoints" json:"etcd_endpoints,omitempty"`
+	// Bind is host:port of this node's cluster (gRPC) listener, which the
+	// other nodes dial: a concrete address, not 0.0.0.0; port 0 takes a
+	// free one. Optional. Defaults to 127.0.0.1:0.
+	Bind string `yaml:"bind" json:"bind"`
+	// AdvertiseHTTP is the URL other nodes forward this node's chats to.
+	// Optional. Defaults to http://<listen> (required when listen's host
+	// is unspecified, such as 0.0.0.0).
+	AdvertiseHTTP string `yaml:"advertise_http" json:"advertise_http,omitempty"`
+}
+
+// Cluster providers.
+const (
+	ClusterEtcd       = "etcd"
+	ClusterKubernetes = "kubernetes"
+)
 
 // Tenant holds one tenant's defaults.
 type Tenant struct {
@@ -359,7 +394,26 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str("AGENTD_STORE", &c.Store.Kind)
 	str("AGENTD_DEFAULT_MODEL", &c.DefaultModel)
 	str("AGENTD_LOG_LEVEL", &c.LogLevel)
+	str("AGENTD_CLUSTER_NAME", &c.Cluster.Name)
+	str("AGENTD_CLUSTER_PROVIDER", &c.Cluster.Provider)
+	str("AGENTD_CLUSTER_BIND", &c.Cluster.Bind)
+	str("AGENTD_CLUSTER_ADVERTISE_HTTP", &c.Cluster.AdvertiseHTTP)
+	if v := get("AGENTD_CLUSTER_ETCD_ENDPOINTS"); v != "" {
+		c.Cluster.EtcdEndpoints = nil
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				c.Cluster.EtcdEndpoints = append(c.Cluster.EtcdEndpoints, e)
+			}
+		}
+	}
 	var errs []error
+	if v := get("AGENTD_CLUSTER_ENABLED"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AGENTD_CLUSTER_ENABLED=%q: want true or false", v))
+		}
+		c.Cluster.Enabled = b
+	}
 	if v := get("AGENTD_IDLE_AFTER"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -432,6 +486,11 @@ func (c *Config) ApplyDefaults() {
 	}
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
 	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
+	if c.Cluster.Enabled {
+		def(&c.Cluster.Name, "agentd")
+		def(&c.Cluster.Provider, ClusterEtcd)
+		def(&c.Cluster.Bind, "127.0.0.1:0")
+	}
 	if len(c.Providers) == 0 {
 		c.Providers = []Provider{{Name: "ollama", Kind: "ollama", BaseURL: DefaultOllamaURL}}
 	}
@@ -517,8 +576,59 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("metrics.listen %q: want host:port: %w", c.Metrics.Listen, err)
 		}
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if len(c.Auth.Tokens) == 0 && !IsLoopback(c.Listen) {
 		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
+	}
+	return nil
+}
+
+// validateCluster checks the cluster section when it is enabled.
+func (c *Config) validateCluster() error {
+	cl := c.Cluster
+	if !cl.Enabled {
+		return nil
+	}
+	if c.Store.Kind != StorePostgres {
+		return fmt.Errorf("cluster.enabled needs store.kind postgres (every node reads and writes one store), not %q", c.Store.Kind)
+	}
+	if cl.Name == "" || strings.ContainsAny(cl.Name, "/ ") {
+		return fmt.Errorf("cluster.name %q: want a non-empty name without '/' or spaces", cl.Name)
+	}
+	switch cl.Provider {
+	case ClusterEtcd:
+		if len(cl.EtcdEndpoints) == 0 {
+			return errors.New("cluster.etcd_endpoints: provider etcd needs at least one endpoint (or AGENTD_CLUSTER_ETCD_ENDPOINTS)")
+		}
+		for i, e := range cl.EtcdEndpoints {
+			if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("cluster.etcd_endpoints[%d] %q: want an http:// or https:// URL such as http://127.0.0.1:2379", i, e)
+			}
+		}
+	case ClusterKubernetes:
+	default:
+		return fmt.Errorf("cluster.provider must be etcd or kubernetes, not %q", cl.Provider)
+	}
+	host, port, err := net.SplitHostPort(cl.Bind)
+	if err != nil {
+		return fmt.Errorf("cluster.bind %q: want host:port: %w", cl.Bind, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("cluster.bind %q: port %q is not a port number", cl.Bind, port)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("cluster.bind %q: the other nodes dial this address; name this node's own address, not %q", cl.Bind, host)
+	}
+	if cl.AdvertiseHTTP == "" {
+		if h, _, err := net.SplitHostPort(c.Listen); err != nil || h == "" || net.ParseIP(h).IsUnspecified() {
+			return fmt.Errorf("cluster.advertise_http: required when listen %q names no host the other nodes can reach", c.Listen)
+		}
+		return nil
+	}
+	if u, err := url.Parse(cl.AdvertiseHTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("cluster.advertise_http %q: want this node's base URL, such as http://10.0.0.5:8420", cl.AdvertiseHTTP)
 	}
 	return nil
 }

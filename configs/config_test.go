@@ -62,6 +62,15 @@ func TestValidateRejects(t *testing.T) {
 		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
 		"log level":              {"log_level: loud", "log_level \"loud\": use debug, info, warn or error"},
 		"compact threshold":      {"limits: {compact_threshold: 500}", "limits.compact_threshold 500: use at least 1000"},
+		"cluster on badger":      {"cluster: {enabled: true, etcd_endpoints: [http://127.0.0.1:2379]}", "cluster.enabled needs store.kind postgres"},
+		"cluster provider":       {"store: {kind: postgres}\ncluster: {enabled: true, provider: consul}", "cluster.provider must be etcd or kubernetes"},
+		"cluster no endpoints":   {"store: {kind: postgres}\ncluster: {enabled: true}", "cluster.etcd_endpoints: provider etcd needs"},
+		"cluster bad endpoint":   {"store: {kind: postgres}\ncluster: {enabled: true, etcd_endpoints: [127.0.0.1:2379]}", "cluster.etcd_endpoints[0]"},
+		"cluster name":           {"store: {kind: postgres}\ncluster: {enabled: true, name: a/b, etcd_endpoints: [http://e:2379]}", "cluster.name"},
+		"cluster bind form":      {"store: {kind: postgres}\ncluster: {enabled: true, bind: nowhere, etcd_endpoints: [http://e:2379]}", "cluster.bind \"nowhere\": want host:port"},
+		"cluster bind wildcard":  {"store: {kind: postgres}\ncluster: {enabled: true, bind: \"0.0.0.0:7000\", etcd_endpoints: [http://e:2379]}", "cluster.bind \"0.0.0.0:7000\": the other nodes dial"},
+		"cluster advertise":      {"store: {kind: postgres}\ncluster: {enabled: true, advertise_http: \"10.0.0.5:8420\", etcd_endpoints: [http://e:2379]}", "cluster.advertise_http \"10.0.0.5:8420\""},
+		"cluster no advertise":   {"listen: \"0.0.0.0:8420\"\nauth: {tokens: [{tenant: a, token_env: T}]}\nstore: {kind: postgres}\ncluster: {enabled: true, etcd_endpoints: [http://e:2379]}", "cluster.advertise_http: required"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -75,6 +84,41 @@ func TestValidateRejects(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestClusterFromFileAndEnvironment(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("store: {kind: postgres}\ncluster: {enabled: true, etcd_endpoints: [http://10.0.0.1:2379]}\n"), 0o600)
+	c, err := Load(p)
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl := c.Cluster; cl.Name != "agentd" || cl.Provider != ClusterEtcd || cl.Bind != "127.0.0.1:0" || cl.EtcdEndpoints[0] != "http://10.0.0.1:2379" {
+		t.Fatalf("cluster defaults = %+v", cl)
+	}
+	t.Setenv("AGENTD_STORE", "postgres")
+	t.Setenv("AGENTD_CLUSTER_ENABLED", "true")
+	t.Setenv("AGENTD_CLUSTER_NAME", "blue")
+	t.Setenv("AGENTD_CLUSTER_ETCD_ENDPOINTS", "http://a:2379, http://b:2379")
+	t.Setenv("AGENTD_CLUSTER_BIND", "10.0.0.5:7000")
+	t.Setenv("AGENTD_CLUSTER_ADVERTISE_HTTP", "http://10.0.0.5:8420")
+	if c, err = Load(""); err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Cluster
+	if !cl.Enabled || cl.Name != "blue" || strings.Join(cl.EtcdEndpoints, ",") != "http://a:2379,http://b:2379" || cl.Bind != "10.0.0.5:7000" || cl.AdvertiseHTTP != "http://10.0.0.5:8420" {
+		t.Fatalf("cluster from the environment = %+v", cl)
+	}
+	t.Setenv("AGENTD_CLUSTER_ENABLED", "sure")
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), `AGENTD_CLUSTER_ENABLED="sure"`) {
+		t.Fatalf("AGENTD_CLUSTER_ENABLED=sure: %v", err)
 	}
 }
 

@@ -40,6 +40,7 @@ type chatLog struct {
 	id       string
 	acks     []ack
 	attempts map[string]bool // every content sent, acknowledged or not
+	answered atomic.Int64    // turns that ended with an answer (no problem)
 }
 
 // tally counts what the workers saw, for the figures.
@@ -102,12 +103,7 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 		logs[i] = &chatLog{id: c.ID, attempts: map[string]bool{}}
 	}
 
-	var stop atomic.Bool
-	tl := &tally{problems: map[string]int{}}
-	var wg sync.WaitGroup
-	for i, cl := range logs {
-		wg.Go(func() { drive(d.Client, i, cl, tl, &stop) })
-	}
+	tl, halt := driveAll([]*api.Client{d.Client}, logs)
 
 	started := time.Now()
 	rng := rand.New(rand.NewPCG(seed, seed+1))
@@ -132,11 +128,10 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	}
 	// Let every chat finish turns on the last daemon, then stop.
 	time.Sleep(2 * time.Second)
-	stop.Store(true)
-	wg.Wait()
+	halt()
 	elapsed := time.Since(started)
 
-	lost, folded := verify(t, d, logs)
+	lost, folded := verify(t, d.Client, logs)
 	if n, first := d.panics(); n > 0 {
 		t.Errorf("%d panic or race lines in the daemon's logs; first: %s", n, first)
 	}
@@ -145,14 +140,6 @@ func killHarness(t *testing.T, cfg daemonConfig) {
 	}
 	if inFold == 0 {
 		t.Errorf("no kill landed during a fold (%d summarising requests in all)", b.summaries.Load())
-	}
-	kinds := make([]string, 0, len(tl.problems))
-	for k, n := range tl.problems {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(kinds)
-	if len(kinds) == 0 {
-		kinds = []string{"none"}
 	}
 	store, results := "Badger", "kill"
 	if cfg.Env != nil {
@@ -176,16 +163,53 @@ Command: `+"`go test -run TestKillHarness -v ./e2e/`"+` (seed %d, %s on %s; Post
 | acknowledged messages lost or duplicated | %d |
 | wall time of the driving phase | %s |
 `, store, seed, time.Now().UTC().Format("2006-01-02"), runtimeDesc(), killChats, killCount, inFold, tl.acked.Load(), tl.completed.Load(),
-		tl.unacked.Load(), strings.Join(kinds, ", "), b.summaries.Load(), folded, lost, elapsed.Round(time.Second))
+		tl.unacked.Load(), tl.kinds(), b.summaries.Load(), folded, lost, elapsed.Round(time.Second))
 	t.Log("\n" + fig)
 	if lost == 0 && !t.Failed() {
 		writeResults(t, results, fig)
 	}
 }
 
+// kinds lists the problems seen with their counts, or "none".
+func (t *tally) kinds() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kinds := make([]string, 0, len(t.problems))
+	for k, n := range t.problems {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	sort.Strings(kinds)
+	return strings.Join(kinds, ", ")
+}
+
+// driveAll runs drive for every chat until halt, which stops them and
+// waits for them (once; later calls return at once).
+func driveAll(nodes []*api.Client, logs []*chatLog) (tl *tally, halt func()) {
+	var stop atomic.Bool
+	tl = &tally{problems: map[string]int{}}
+	var wg sync.WaitGroup
+	for i, cl := range logs {
+		wg.Go(func() { drive(nodes, i, cl, tl, &stop) })
+	}
+	var once sync.Once
+	return tl, func() {
+		once.Do(func() {
+			stop.Store(true)
+			wg.Wait()
+		})
+	}
+}
+
 // drive sends numbered messages to one chat until stop, one at a time,
-// recording which were acknowledged. Sends fail while the daemon is down.
-func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
+// recording which were acknowledged and which answered. It starts on node
+// i of nodes and, after a send that fails (the node is down or restarting,
+// a 503, a stream cut), moves to the next, as a client behind a load
+// balancer would.
+func drive(nodes []*api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
+	node := i % len(nodes)
 	for n := 0; !stop.Load(); n++ {
 		content := fmt.Sprintf("chat %d message %d", i, n)
 		if n%4 == 3 {
@@ -194,7 +218,7 @@ func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
 		cl.attempts[content] = true
 		acked := false
 		ctx, cancel := withTimeout(sendTimeout)
-		res, err := c.Send(ctx, cl.id, api.SendMessageRequest{Content: content}, func(ev api.Event) {
+		res, err := nodes[node].Send(ctx, cl.id, api.SendMessageRequest{Content: content}, func(ev api.Event) {
 			if ev.Type != chat.EventTurnStarted {
 				return
 			}
@@ -212,31 +236,35 @@ func drive(c *api.Client, i int, cl *chatLog, tl *tally, stop *atomic.Bool) {
 			tl.completed.Add(1)
 			if res.Problem != nil {
 				tl.problem(res.Problem.Kind)
+			} else {
+				cl.answered.Add(1)
 			}
+			continue
 		case !acked:
 			tl.unacked.Add(1)
 			var apiErr *api.Error
 			if errors.As(err, &apiErr) {
 				tl.problem(fmt.Sprintf("http-%d-%s", apiErr.Status, apiErr.Kind))
 			}
-			time.Sleep(20 * time.Millisecond) // the daemon is restarting
 		}
+		node = (node + 1) % len(nodes)
+		time.Sleep(20 * time.Millisecond) // the node is restarting, or the chat moving
 	}
 }
 
 // verify checks every chat's transcript and context against what its worker
 // saw. It returns how many acknowledged messages were lost or duplicated and
 // how many chats have folded.
-func verify(t *testing.T, d *daemon, logs []*chatLog) (lost, folded int) {
+func verify(t *testing.T, c *api.Client, logs []*chatLog) (lost, folded int) {
 	t.Helper()
 	for i, cl := range logs {
 		ctx, cancel := withTimeout(30 * time.Second)
-		msgs, err := d.Client.Transcript(ctx, cl.id)
+		msgs, err := c.Transcript(ctx, cl.id)
 		if err != nil {
 			cancel()
 			t.Fatalf("chat %d transcript: %v", i, err)
 		}
-		view, err := d.Client.Context(ctx, cl.id)
+		view, err := c.Context(ctx, cl.id)
 		cancel()
 		if err != nil {
 			t.Fatalf("chat %d context: %v", i, err)

@@ -54,6 +54,10 @@ type Hub interface {
 	EditMemory(ctx context.Context, tenant, id, text string) (api.Memory, error)
 	DeleteMemory(ctx context.Context, tenant, id string) error
 
+	// Owner says where a tenant's chat is served: "" for this node, else
+	// its owner node's HTTP base URL (cluster mode).
+	Owner(ctx context.Context, tenant, chatID string) (string, error)
+
 	Refresh(ctx context.Context) api.Models
 	Health() api.Health
 	Gatherer() prometheus.Gatherer

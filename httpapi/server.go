@@ -45,6 +45,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
+	// forwarder carries chat-scoped requests to their chat's node.
+	forwarder *forwarder
 	// turns counts handlers of turns still answering their clients.
 	turns sync.WaitGroup
 }
@@ -75,7 +77,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // New builds the handler. tokens maps bearer tokens to tenants.
 func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger, opts ...Option) *Server {
 	s := &Server{hub: h, cfg: cfg, log: log, tokens: tokens, mux: &routeMux{ServeMux: http.NewServeMux()}, limiters: map[string]*rate.Limiter{},
-		tracer: telemetry.Tracer(nil)}
+		tracer: telemetry.Tracer(nil), forwarder: newForwarder(cfg.Limits.TurnTimeout.Duration * time.Duration(cfg.Limits.TurnsPerChat+1))}
 	for _, o := range opts {
 		o(s)
 	}
@@ -92,23 +94,28 @@ func (s *Server) routes() {
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		s.mux.Handle(pattern, s.authed(h, false))
 	}
+	// A chat's own routes are served on the node that holds it (cluster
+	// mode; forward.go).
+	chatAPI := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
+		api(pattern, s.chatRouted(h, pathChat, writeHubError, writeError))
+	}
 	api("POST /v1/chats", s.createChat)
 	api("GET /v1/chats", s.listChats)
-	api("GET /v1/chats/{id}", s.getChat)
-	api("PATCH /v1/chats/{id}", s.patchChat)
-	api("DELETE /v1/chats/{id}", s.deleteChat)
-	api("GET /v1/chats/{id}/export", s.exportChat)
+	chatAPI("GET /v1/chats/{id}", s.getChat)
+	chatAPI("PATCH /v1/chats/{id}", s.patchChat)
+	chatAPI("DELETE /v1/chats/{id}", s.deleteChat)
+	chatAPI("GET /v1/chats/{id}/export", s.exportChat)
 	// An import is bounded by limits.max_import_bytes, not max_body_bytes.
 	s.mux.Handle("POST /v1/chats/import", s.authedRaw(s.importChat, false, writeError))
-	api("POST /v1/chats/{id}/messages", s.sendMessage)
+	chatAPI("POST /v1/chats/{id}/messages", s.sendMessage)
 	// The one event stream a browser's EventSource opens: it cannot set
 	// headers, so the token may come in the query here, and only here.
-	s.mux.Handle("GET /v1/chats/{id}/events", s.authed(s.watch, true))
-	api("GET /v1/chats/{id}/transcript", s.transcript)
-	api("GET /v1/chats/{id}/context", s.context)
-	api("GET /v1/chats/{id}/activity", s.activity)
-	api("POST /v1/chats/{id}/compact", s.compact)
-	api("POST /v1/chats/{id}/tool-results", s.toolResults)
+	s.mux.Handle("GET /v1/chats/{id}/events", s.authed(s.chatRouted(s.watch, pathChat, writeHubError, writeError), true))
+	chatAPI("GET /v1/chats/{id}/transcript", s.transcript)
+	chatAPI("GET /v1/chats/{id}/context", s.context)
+	chatAPI("GET /v1/chats/{id}/activity", s.activity)
+	chatAPI("POST /v1/chats/{id}/compact", s.compact)
+	chatAPI("POST /v1/chats/{id}/tool-results", s.toolResults)
 	api("GET /v1/toolsets", s.listToolsets)
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
@@ -119,10 +126,14 @@ func (s *Server) routes() {
 	surface := oai.New(s.hub, s.cfg, s.log)
 	oaiRoutes := func(routes []oai.Route, maxBody int64) {
 		for _, rt := range routes {
+			h := rt.Handle
+			if rt.Chat != nil {
+				h = s.chatRouted(h, rt.Chat, oai.WriteHubError, oai.WriteNativeError)
+			}
 			s.mux.Handle(rt.Pattern, s.authedAs(func(w http.ResponseWriter, r *http.Request, tenant string) {
 				s.turns.Add(1)
 				defer s.turns.Done()
-				rt.Handle(w, r, tenant)
+				h(w, r, tenant)
 			}, false, oai.WriteNativeError, maxBody))
 		}
 	}
@@ -313,6 +324,9 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrMoved):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "moved", err.Error())
+	case errors.Is(err, hub.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
 	default:

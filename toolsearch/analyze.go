@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // words splits text into lowercase words: camelCase and PascalCase humps,
@@ -12,6 +13,64 @@ import (
 // Runs of digits stay with the letters before them only when there is no
 // case change ("mp3"), which keeps version-like names whole.
 func words(text string) []string {
+	var out []string
+	eachWord(text, nil, func(w []byte) { out = append(out, string(w)) })
+	return out
+}
+
+// eachWord calls fn with each word of text (see words), lowercased in buf,
+// which it returns for reuse; w is only valid during the call. ASCII text,
+// nearly all of it, takes a path with no allocation.
+func eachWord(text string, buf []byte, fn func(w []byte)) []byte {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= utf8.RuneSelf {
+			for _, w := range unicodeWords(text) {
+				fn([]byte(w))
+			}
+			return buf
+		}
+	}
+	start := -1
+	flush := func(end int) {
+		if start >= 0 && end > start {
+			buf = append(buf[:0], text[start:end]...)
+			for k, c := range buf {
+				if 'A' <= c && c <= 'Z' {
+					buf[k] = c + 'a' - 'A'
+				}
+			}
+			fn(buf)
+		}
+		start = -1
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if !isASCIIAlnum(c) {
+			flush(i)
+			continue
+		}
+		if start < 0 {
+			start = i
+			continue
+		}
+		prev := text[i-1]
+		if isUpper(c) && (isLower(prev) || isDigit(prev)) ||
+			isUpper(prev) && isUpper(c) && i+1 < len(text) && isLower(text[i+1]) {
+			flush(i)
+			start = i
+		}
+	}
+	flush(len(text))
+	return buf
+}
+
+func isLetter(c byte) bool { return isUpper(c) || isLower(c) }
+func isUpper(c byte) bool  { return 'A' <= c && c <= 'Z' }
+func isLower(c byte) bool  { return 'a' <= c && c <= 'z' }
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+
+// unicodeWords is words for any text, by runes.
+func unicodeWords(text string) []string {
 	var out []string
 	rs := []rune(text)
 	start := -1
@@ -66,20 +125,6 @@ func setOf(list string) map[string]bool {
 		m[w] = true
 	}
 	return m
-}
-
-// terms turns text into index terms: words, minus stopwords and bare
-// numbers, stemmed.
-func terms(text string) []string {
-	ws := words(text)
-	out := ws[:0]
-	for _, w := range ws {
-		if stopwords[w] || isNumber(w) {
-			continue
-		}
-		out = append(out, stem(w))
-	}
-	return out
 }
 
 func isNumber(w string) bool {
@@ -183,5 +228,32 @@ var addressPattern = regexp.MustCompile(`(?i)\bhttps?://\S+|\bwww\.\S+|\b[a-z0-9
 // person wants something from the web.
 var webTerms = []string{stem("web"), stem("url"), stem("browse"), stem("fetch"), stem("website"), stem("http")}
 
-// hasAddress reports whether text contains a web address.
-func hasAddress(text string) bool { return addressPattern.MatchString(text) }
+// hasAddress reports whether text contains a web address. Every match has
+// "://", "www." or a dot followed by the first letter of a domain the
+// pattern knows, so ASCII text with none of them (most requests: "3.5 km"
+// has none) skips the pattern; other text does not, since (?i) folds a few
+// non-ASCII letters into ASCII ones.
+func hasAddress(text string) bool {
+	return mayHaveAddress(text) && addressPattern.MatchString(text)
+}
+
+func mayHaveAddress(text string) bool {
+	if strings.Contains(text, "://") {
+		return true
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c >= utf8.RuneSelf {
+			return true
+		}
+		if c == '.' && (i+1 < len(text) && strings.IndexByte(domainStarts, text[i+1]|0x20) >= 0 || i >= 3 && strings.EqualFold(text[i-3:i], "www")) {
+			return true
+		}
+	}
+	return false
+}
+
+// domainStarts are the first letters of the domains addressPattern knows.
+const domainStarts = "acdefgilmnou"
+
+func isASCIIAlnum(c byte) bool { return isLetter(c) || isDigit(c) }

@@ -14,7 +14,13 @@
 //     own name ("remember", "browser", an address), to load before the model
 //     is asked?
 //
-// Concurrency: Search and NamedIn only read and may run concurrently; Add
-// and Remove mutate and must not overlap with anything. The tool-index actor
+// Changes cost what they change: postings keep term counts, and BM25F is
+// weighed at search time from the statistics of that moment, so Add and
+// Remove write only the tools' own postings, and an index changed one tool
+// at a time ranks exactly as one built at once.
+//
+// Concurrency: Search and NamedIn may run concurrently (a term's weights,
+// computed by the first search that reads it after a change, are cached
+// atomically); Add and Remove mutate and must not overlap with anything. The tool-index actor
 // (actors/toolindex) owns one Index and serializes both.
 package toolsearch

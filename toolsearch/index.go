@@ -1,11 +1,11 @@
 package toolsearch
 
 import (
+	"cmp"
 	"math"
-	"regexp"
-	"sort"
-	"strings"
+	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Doc is what the index reads of one tool: its name, its description and its
@@ -78,39 +78,84 @@ var (
 	segmentDepth = 10
 )
 
-// analyzed is a document cut into per-field terms, kept so Add and Remove
-// rebuild postings without tokenizing every tool again.
-type analyzed struct {
-	name   string
-	fields [numFields][]string
+// posting is one doc's occurrences of one term, per field. BM25F weights
+// are computed from these counts when a search runs, with the statistics of
+// that moment (tool count, document frequency, average field lengths), so
+// adding a tool writes its own postings and changes no other.
+type posting struct {
+	doc int32
+	tf  [numFields]uint16 // saturated; no real tool comes near
 }
 
-type posting struct {
-	doc    int32
-	impact float32 // BM25F saturation of the weighted term frequency, idf excluded
+// doc is one tool as the index keeps it. A removed tool leaves its slot
+// empty for the next Add to reuse.
+type doc struct {
+	name string
+	// terms are the doc's distinct terms, so Remove finds its postings.
+	terms []int32
+	// nameTerms are its distinct name terms, in order (for the coverage
+	// rerank and NamedIn).
+	nameTerms []int32
 }
 
 // Index ranks tools for a request. Build it with NewIndex; Add and Remove
 // change it in place and are not safe to call concurrently with anything
-// else. Search and NamedIn only read and may run concurrently with each
-// other.
+// else. Search and NamedIn may run concurrently with each other (a search
+// caches the weights it computes atomically).
+//
+// Add and Remove cost what the tools they change hold (their postings), not
+// the size of the index: nothing is rebuilt.
 type Index struct {
-	docs   []analyzed
-	byName map[string]int
-	post   map[string][]posting
-	idf    map[string]float64
-	// nameTerms lists, for each doc, its distinct name terms (for coverage
-	// and NamedIn).
-	nameTerms [][]string
-	// byNameTerm maps a name term to the docs whose name contains it.
-	byNameTerm map[string][]int32
-	scratch    sync.Pool
+	docs   []doc
+	lens   [][numFields]uint32 // by doc: its length in terms, per field
+	free   []int32             // empty slots of docs
+	byName map[string]int32
+	// fieldSum is the total length of each field over the tools held.
+	fieldSum [numFields]int
+	// vocab numbers word terms (stems) and pairIDs the phrase field's
+	// adjacent pairs, by their two words; both share one numbering.
+	vocab    map[string]int32
+	pairIDs  map[[2]int32]int32
+	termText []string // by term: a word term's stem ("" for a pair)
+	// wordTerm caches the term of a lowercase word (-1 for a stopword or a
+	// number), so indexing stems each distinct word once.
+	wordTerm map[string]int32
+	post     [][]posting // by term, sorted by doc
+	// logDF is log(df+0.5) by term, kept with its postings: a term's idf,
+	// log((n+1)/(df+0.5)), is then one subtraction at search time.
+	logDF []float64
+	// byNameTerm lists, by term, the docs whose name contains it (sorted).
+	byNameTerm [][]int32
+	// impacts caches, by term, its postings' BM25F weights for the
+	// statistics of one version; a search fills it for the terms it reads.
+	impacts []*atomic.Pointer[impactCache]
+	// version changes with every change of the statistics.
+	version uint64
+	// posted counts the postings Add and Remove have written or removed:
+	// their work, which tests hold to the size of the tools changed.
+	posted  int
+	build   buildScratch
+	scratch sync.Pool
+}
+
+// buildScratch is reused by every Add (which never overlaps anything).
+type buildScratch struct {
+	fields [numFields][]int32
+	slot   []int32 // by term: its position+1 in list while a doc is posted
+	list   []posting
+	ids    []int32 // the term of each entry of list
+	word   []byte
 }
 
 // NewIndex builds an index over docs. A later doc with the same name as an
 // earlier one replaces it.
 func NewIndex(docs []Doc) *Index {
-	ix := &Index{byName: map[string]int{}}
+	ix := &Index{
+		byName:   map[string]int32{},
+		vocab:    map[string]int32{},
+		pairIDs:  map[[2]int32]int32{},
+		wordTerm: map[string]int32{},
+	}
 	ix.Add(docs...)
 	return ix
 }
@@ -121,399 +166,179 @@ func (ix *Index) has(name string) bool {
 }
 
 // Len is the number of tools in the index.
-func (ix *Index) Len() int { return len(ix.docs) }
+func (ix *Index) Len() int { return len(ix.byName) }
 
-// Add registers tools, replacing any of the same name, and rebuilds the
-// postings once. Register many at once: each call costs a pass over the
-// whole index.
+// Add registers tools, replacing any of the same name.
 func (ix *Index) Add(docs ...Doc) {
 	for _, d := range docs {
-		a := analyze(d)
 		if i, ok := ix.byName[d.Name]; ok {
-			ix.docs[i] = a
+			ix.unindex(i)
+			ix.index(i, d)
 			continue
 		}
-		ix.byName[d.Name] = len(ix.docs)
-		ix.docs = append(ix.docs, a)
+		var i int32
+		if n := len(ix.free); n > 0 {
+			i, ix.free = ix.free[n-1], ix.free[:n-1]
+		} else {
+			i = int32(len(ix.docs))
+			ix.docs = append(ix.docs, doc{})
+			ix.lens = append(ix.lens, [numFields]uint32{})
+		}
+		ix.byName[d.Name] = i
+		ix.index(i, d)
 	}
-	ix.rebuild()
 }
 
 // Remove drops the named tools; unknown names are ignored.
 func (ix *Index) Remove(names ...string) {
-	drop := map[string]bool{}
 	for _, n := range names {
-		if _, ok := ix.byName[n]; ok {
-			drop[n] = true
+		if i, ok := ix.byName[n]; ok {
+			ix.unindex(i)
+			delete(ix.byName, n)
+			ix.free = append(ix.free, i)
 		}
 	}
-	if len(drop) == 0 {
-		return
-	}
-	kept := ix.docs[:0]
-	for _, a := range ix.docs {
-		if !drop[a.name] {
-			kept = append(kept, a)
-		}
-	}
-	ix.docs = kept
-	ix.byName = make(map[string]int, len(kept))
-	for i, a := range kept {
-		ix.byName[a.name] = i
-	}
-	ix.rebuild()
 }
 
-func analyze(d Doc) analyzed {
-	a := analyzed{name: d.Name}
-	a.fields[fieldName] = terms(d.Name)
-	a.fields[fieldDesc] = terms(d.Description)
-	var ps []string
+// index puts d in slot i, which holds nothing.
+func (ix *Index) index(i int32, d Doc) {
+	ix.version++
+	b := &ix.build
+	b.fields[fieldName] = ix.termsOf(d.Name, b.fields[fieldName][:0])
+	b.fields[fieldDesc] = ix.termsOf(d.Description, b.fields[fieldDesc][:0])
+	ps := b.fields[fieldParam][:0]
 	for _, p := range d.Params {
-		ps = append(ps, terms(p.Name)...)
-		ps = append(ps, terms(p.Description)...)
+		ps = ix.termsOf(p.Name, ps)
+		ps = ix.termsOf(p.Description, ps)
 	}
-	a.fields[fieldParam] = ps
-	a.fields[fieldPhrase] = append(pairs(a.fields[fieldName]), pairs(a.fields[fieldDesc])...)
-	return a
-}
+	b.fields[fieldParam] = ps
+	ph := ix.pairsOf(b.fields[fieldName], b.fields[fieldPhrase][:0])
+	b.fields[fieldPhrase] = ix.pairsOf(b.fields[fieldDesc], ph)
 
-// rebuild recomputes postings, idf and the name-term map from ix.docs.
-func (ix *Index) rebuild() {
-	n := len(ix.docs)
-	var avg [numFields]float64
-	for _, a := range ix.docs {
-		for f := range numFields {
-			avg[f] += float64(len(a.fields[f]))
-		}
+	if n := len(ix.post); len(b.slot) < n {
+		b.slot = append(b.slot, make([]int32, n-len(b.slot))...)
 	}
-	for f := range avg {
-		avg[f] = math.Max(1, avg[f]/math.Max(1, float64(n)))
-	}
-	ix.post = make(map[string][]posting)
-	ix.nameTerms = make([][]string, n)
-	ix.byNameTerm = make(map[string][]int32)
-	for i, a := range ix.docs {
-		tf := map[string]float64{}
-		for f := range numFields {
-			norm := 1 - fieldB[f] + fieldB[f]*float64(len(a.fields[f]))/avg[f]
-			for _, t := range a.fields[f] {
-				tf[t] += fieldWeight[f] / norm
+	b.list, b.ids = b.list[:0], b.ids[:0]
+	for f := range numFields {
+		ix.lens[i][f] = uint32(len(b.fields[f]))
+		ix.fieldSum[f] += len(b.fields[f])
+		for _, t := range b.fields[f] {
+			if b.slot[t] == 0 {
+				b.list = append(b.list, posting{doc: i})
+				b.ids = append(b.ids, t)
+				b.slot[t] = int32(len(b.list))
 			}
-		}
-		for t, w := range tf {
-			ix.post[t] = append(ix.post[t], posting{doc: int32(i), impact: float32(w * (k1 + 1) / (w + k1))})
-		}
-		seen := map[string]bool{}
-		for _, t := range a.fields[fieldName] {
-			if !seen[t] {
-				seen[t] = true
-				ix.nameTerms[i] = append(ix.nameTerms[i], t)
-				ix.byNameTerm[t] = append(ix.byNameTerm[t], int32(i))
+			if p := &b.list[b.slot[t]-1]; p.tf[f] < math.MaxUint16 {
+				p.tf[f]++
 			}
 		}
 	}
-	ix.idf = make(map[string]float64, len(ix.post))
-	for t, p := range ix.post {
-		df := float64(len(p))
-		ix.idf[t] = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+	for k, t := range b.ids {
+		b.slot[t] = 0
+		if l := ix.post[t]; len(l) == 0 || l[len(l)-1].doc < i {
+			ix.post[t] = append(l, b.list[k]) // a new slot: the common case
+		} else {
+			ix.post[t] = insertSorted(l, b.list[k], postingDoc)
+		}
+		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
 	}
-	ix.scratch = sync.Pool{}
+	ix.posted += len(b.list)
+	var names []int32
+	for _, t := range b.fields[fieldName] {
+		if !slices.Contains(names, t) {
+			names = append(names, t)
+			ix.byNameTerm[t] = insertSorted(ix.byNameTerm[t], i, self)
+		}
+	}
+	ix.docs[i] = doc{name: d.Name, terms: slices.Clone(b.ids), nameTerms: names}
 }
 
-// weighted is a query term and how much it counts.
-type weighted struct {
-	term   string
-	weight float64
+// unindex takes slot i's postings out of the index and empties it.
+func (ix *Index) unindex(i int32) {
+	ix.version++
+	d := ix.docs[i]
+	for _, t := range d.terms {
+		ix.post[t] = deleteSorted(ix.post[t], i, postingDoc)
+		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
+	}
+	ix.posted += len(d.terms)
+	for _, t := range d.nameTerms {
+		ix.byNameTerm[t] = deleteSorted(ix.byNameTerm[t], i, self)
+	}
+	for f := range numFields {
+		ix.fieldSum[f] -= int(ix.lens[i][f])
+	}
+	ix.lens[i] = [numFields]uint32{}
+	ix.docs[i] = doc{}
 }
 
-// queryTerms turns a request into weighted terms: its own words at 1, their
-// synonyms lower, and the web terms when it contains an address.
-func queryTerms(query string) []weighted {
-	var out []weighted
-	idx := map[string]int{}
-	put := func(t string, w float64) {
-		if i, ok := idx[t]; ok {
-			out[i].weight = math.Max(out[i].weight, w)
-			return
-		}
-		idx[t] = len(out)
-		out = append(out, weighted{t, w})
-	}
-	own := terms(query)
-	for _, t := range own {
-		put(t, 1)
-	}
-	for _, p := range pairs(own) {
-		put(p, phraseWeight)
-	}
-	for _, t := range own {
-		for _, s := range synonyms[t] {
-			put(s, synonymWeight)
-		}
-	}
-	if hasAddress(query) {
-		for _, t := range webTerms {
-			put(t, addressWeight)
-		}
-	}
-	return out
+func postingDoc(p posting) int32 { return p.doc }
+func self(d int32) int32         { return d }
+
+// insertSorted puts x into s, sorted by key.
+func insertSorted[T any](s []T, x T, key func(T) int32) []T {
+	j, _ := slices.BinarySearchFunc(s, key(x), func(e T, k int32) int { return cmp.Compare(key(e), k) })
+	return slices.Insert(s, j, x)
 }
 
-// Search returns up to k tools for query, best first. Equal scores are
-// ordered by name so the same index and query always give the same list.
-//
-// A request with several asks ("find a flight, and then a hotel") is also
-// searched ask by ask; each ask's leaders are merged with the whole
-// request's, scores scaled to the leader of their own list, so every ask
-// gets a tool near the top.
-func (ix *Index) Search(query string, k int) []Hit {
-	if k <= 0 || len(ix.docs) == 0 {
-		return nil
+// deleteSorted removes the entry of s whose key is k, if any.
+func deleteSorted[T any](s []T, k int32, key func(T) int32) []T {
+	if j, ok := slices.BinarySearchFunc(s, k, func(e T, k int32) int { return cmp.Compare(key(e), k) }); ok {
+		return slices.Delete(s, j, j+1)
 	}
-	depth := max(k, rerankDepth)
-	full := ix.single(query, depth)
-	full = ix.promoteNamed(query, full)
-	segs := segments(query)
-	if len(segs) < 2 || len(full) == 0 {
-		return full[:min(k, len(full))]
-	}
-	lists := [][]Hit{full}
-	var best float64
-	for _, s := range segs {
-		l := ix.single(s, segmentDepth)
-		if len(l) > 0 {
-			lists = append(lists, l)
-			best = max(best, l[0].Score)
-		}
-	}
-	fused := map[string]float64{}
-	for i, l := range lists {
-		if len(l) == 0 {
-			continue
-		}
-		top := l[0].Score
-		weight := 1.0
-		if i > 0 {
-			// An ask with little evidence ("can you assist me with these?")
-			// should not push real candidates out.
-			if top < segmentFloor*best {
-				continue
+	return s
+}
+
+// termsOf appends the terms of text to dst, numbering new ones: its words,
+// minus stopwords and bare numbers, stemmed.
+func (ix *Index) termsOf(text string, dst []int32) []int32 {
+	ix.build.word = eachWord(text, ix.build.word, func(w []byte) {
+		t, ok := ix.wordTerm[string(w)]
+		if !ok {
+			ws := string(w)
+			t = -1
+			if !stopwords[ws] && !isNumber(ws) {
+				t = ix.word(stem(ws))
 			}
-			weight = segmentWeight
+			ix.wordTerm[ws] = t
 		}
-		for _, h := range l {
-			fused[h.Name] = max(fused[h.Name], weight*h.Score/top)
+		if t >= 0 {
+			dst = append(dst, t)
 		}
-	}
-	out := make([]Hit, 0, len(fused))
-	for n, s := range fused {
-		out = append(out, Hit{Name: n, Score: s})
-	}
-	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
-	return out[:min(k, len(out))]
+	})
+	return dst
 }
 
-// identifier finds the spans of a request that could be a tool's exact name.
-var identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.\-]*[A-Za-z0-9_]`)
-
-// promoteNamed puts tools the request names exactly ("use
-// calculate_final_velocity") at the top, above any score: naming the tool is
-// the strongest evidence there is.
-func (ix *Index) promoteNamed(query string, hits []Hit) []Hit {
-	var named []Hit
-	seen := map[string]bool{}
-	if q := strings.TrimSpace(query); ix.has(q) {
-		// The whole request is a name: a lookup, whatever the name looks like.
-		seen[q] = true
-		named = append(named, Hit{Name: q})
+// word returns the term of a stem, numbering it if new.
+func (ix *Index) word(s string) int32 {
+	if t, ok := ix.vocab[s]; ok {
+		return t
 	}
-	for _, id := range identifier.FindAllString(query, -1) {
-		if !looksLikeCode(id) {
-			// "sum", "add", "todo": a plain word is language, not a name.
-			continue
+	t := ix.newTerm(s)
+	ix.vocab[s] = t
+	return t
+}
+
+// pairsOf appends the adjacent pairs of ts to dst ("current weather"
+// prefers get_current_weather over a tool with the two words far apart).
+func (ix *Index) pairsOf(ts, dst []int32) []int32 {
+	for k := 1; k < len(ts); k++ {
+		key := [2]int32{ts[k-1], ts[k]}
+		t, ok := ix.pairIDs[key]
+		if !ok {
+			t = ix.newTerm("")
+			ix.pairIDs[key] = t
 		}
-		if _, ok := ix.byName[id]; ok && !seen[id] {
-			seen[id] = true
-			named = append(named, Hit{Name: id})
-		}
+		dst = append(dst, t)
 	}
-	if len(named) == 0 {
-		return hits
-	}
-	top := 0.0
-	if len(hits) > 0 {
-		top = hits[0].Score
-	}
-	for i := range named {
-		named[i].Score = top + float64(len(named)-i)
-	}
-	out := append(named, hits...)
-	kept := out[:0]
-	dup := map[string]bool{}
-	for _, h := range out {
-		if !dup[h.Name] {
-			dup[h.Name] = true
-			kept = append(kept, h)
-		}
-	}
-	return kept
+	return dst
 }
 
-// single ranks tools for one ask: BM25F, then the name-coverage rerank of the
-// leaders.
-func (ix *Index) single(query string, depth int) []Hit {
-	qt := queryTerms(query)
-	if len(qt) == 0 {
-		return nil
-	}
-	scores, touched := ix.score(qt)
-	top := ix.topK(scores, touched, depth)
-	ix.release(scores, touched)
-	ix.rerank(top, qt)
-	return top
-}
-
-type scratch struct {
-	scores  []float64
-	touched []int32
-}
-
-// score accumulates BM25F scores into a dense array; touched lists the docs
-// with a non-zero score so clearing and ranking skip the rest.
-func (ix *Index) score(qt []weighted) ([]float64, []int32) {
-	s, _ := ix.scratch.Get().(*scratch)
-	if s == nil || len(s.scores) != len(ix.docs) {
-		s = &scratch{scores: make([]float64, len(ix.docs))}
-	}
-	touched := s.touched[:0]
-	for _, q := range qt {
-		idf := ix.idf[q.term] * q.weight
-		for _, p := range ix.post[q.term] {
-			if s.scores[p.doc] == 0 {
-				touched = append(touched, p.doc)
-			}
-			s.scores[p.doc] += idf * float64(p.impact)
-		}
-	}
-	return s.scores, touched
-}
-
-func (ix *Index) release(scores []float64, touched []int32) {
-	for _, d := range touched {
-		scores[d] = 0
-	}
-	ix.scratch.Put(&scratch{scores: scores, touched: touched[:0]})
-}
-
-// less orders hits best first, then by name.
-func less(a, b Hit) bool {
-	if a.Score != b.Score {
-		return a.Score > b.Score
-	}
-	return a.Name < b.Name
-}
-
-// topK selects the k best touched docs with a bounded min-heap.
-func (ix *Index) topK(scores []float64, touched []int32, k int) []Hit {
-	h := make([]Hit, 0, k+1)
-	for _, d := range touched {
-		hit := Hit{Name: ix.docs[d].name, Score: scores[d]}
-		if len(h) == k && !less(hit, h[0]) {
-			continue
-		}
-		h = append(h, hit)
-		up(h, len(h)-1)
-		if len(h) > k {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-			down(h, 0)
-		}
-	}
-	sort.Slice(h, func(i, j int) bool { return less(h[i], h[j]) })
-	return h
-}
-
-// The heap keeps the worst hit at the root.
-func up(h []Hit, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !less(h[p], h[i]) {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func down(h []Hit, i int) {
-	for {
-		l, w := 2*i+1, i
-		if l < len(h) && less(h[w], h[l]) {
-			w = l
-		}
-		if r := l + 1; r < len(h) && less(h[w], h[r]) {
-			w = r
-		}
-		if w == i {
-			return
-		}
-		h[i], h[w] = h[w], h[i]
-		i = w
-	}
-}
-
-// rerank multiplies each leader's score by how much of its name the query
-// covers, weighted by idf, and re-sorts.
-func (ix *Index) rerank(top []Hit, qt []weighted) {
-	qw := make(map[string]float64, len(qt))
-	for _, q := range qt {
-		qw[q.term] = q.weight
-	}
-	for i := range top {
-		top[i].Score *= 1 + coverageBoost*ix.coverage(ix.byName[top[i].Name], qw)
-	}
-	sort.Slice(top, func(i, j int) bool { return less(top[i], top[j]) })
-}
-
-// coverage is the idf-weighted share of doc's name terms that the query
-// says, synonyms counting at their weight.
-func (ix *Index) coverage(doc int, qw map[string]float64) float64 {
-	var have, all float64
-	for _, t := range ix.nameTerms[doc] {
-		idf := ix.idf[t]
-		all += idf
-		have += idf * qw[t]
-	}
-	if all == 0 {
-		return 0
-	}
-	return have / all
-}
-
-// pairs returns the adjacent pairs of ts as single terms ("current weather"
-// becomes "current weather" with a space, which no word contains).
-func pairs(ts []string) []string {
-	if len(ts) < 2 {
-		return nil
-	}
-	out := make([]string, 0, len(ts)-1)
-	for i := 1; i < len(ts); i++ {
-		out = append(out, ts[i-1]+" "+ts[i])
-	}
-	return out
-}
-
-// looksLikeCode reports whether id is written like an identifier rather than
-// a word: it has a separator or a lower-to-upper case change.
-func looksLikeCode(id string) bool {
-	if strings.ContainsAny(id, "_.-") {
-		return true
-	}
-	for i := 1; i < len(id); i++ {
-		if id[i] >= 'A' && id[i] <= 'Z' && id[i-1] >= 'a' && id[i-1] <= 'z' {
-			return true
-		}
-	}
-	return false
+func (ix *Index) newTerm(text string) int32 {
+	ix.post = append(ix.post, nil)
+	ix.logDF = append(ix.logDF, 0)
+	ix.impacts = append(ix.impacts, new(atomic.Pointer[impactCache]))
+	ix.byNameTerm = append(ix.byNameTerm, nil)
+	ix.termText = append(ix.termText, text)
+	return int32(len(ix.post) - 1)
 }

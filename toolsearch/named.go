@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -33,23 +34,33 @@ const namedSynonymWeight = 0.5
 // browse). Generic name words ("get", "list") do not count. Tools whose name
 // the message covers most come first; ties go by name.
 func (ix *Index) NamedIn(message string, limit int) []string {
-	if limit <= 0 || len(ix.docs) == 0 {
+	if limit <= 0 || ix.Len() == 0 {
 		return nil
 	}
 	exact := ix.exactNames(message)
 	if len(exact) >= limit {
 		return exact[:limit]
 	}
-	weights := map[string]float64{}
-	put := func(t string, w float64) {
-		if !genericNameWords[t] && w > weights[t] {
-			weights[t] = w
+	// weights keeps the message's terms in the order said, so the sums
+	// below add up the same way every time.
+	var weights []weighted
+	put := func(stem string, w float64) {
+		t := ix.lookup(stem)
+		if genericNameWords[stem] || t < 0 {
+			return
 		}
+		if i := slices.IndexFunc(weights, func(q weighted) bool { return q.term == t }); i >= 0 {
+			weights[i].weight = max(weights[i].weight, w)
+			return
+		}
+		weights = append(weights, weighted{t, w})
 	}
-	own := terms(message)
+	s := ix.getScratch()
+	defer ix.scratch.Put(s)
+	_, own := ix.own(message, s)
 	for _, t := range own {
-		for _, s := range synonyms[t] {
-			put(s, namedSynonymWeight)
+		for _, syn := range synonyms[t] {
+			put(syn, namedSynonymWeight)
 		}
 	}
 	for _, t := range own {
@@ -60,17 +71,19 @@ func (ix *Index) NamedIn(message string, limit int) []string {
 			put(t, 1)
 		}
 	}
+	logN1 := math.Log(float64(ix.Len()) + 1)
 	found := map[int32]float64{}
-	for t, w := range weights {
-		for _, d := range ix.byNameTerm[t] {
-			found[d] += w * ix.idf[t]
+	for _, q := range weights {
+		idf := ix.idf(q.term, logN1)
+		for _, d := range ix.byNameTerm[q.term] {
+			found[d] += q.weight * idf
 		}
 	}
 	hits := make([]Hit, 0, len(found))
 	for d, have := range found {
 		var all float64
-		for _, t := range ix.nameTerms[d] {
-			all += ix.idf[t]
+		for _, t := range ix.docs[d].nameTerms {
+			all += ix.idf(t, logN1)
 		}
 		hits = append(hits, Hit{Name: ix.docs[d].name, Score: have / all})
 	}
@@ -105,4 +118,12 @@ func (ix *Index) exactNames(message string) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// less orders hits best first, then by name.
+func less(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Name < b.Name
 }

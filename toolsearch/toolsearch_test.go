@@ -32,6 +32,16 @@ func TestWords(t *testing.T) {
 	}
 }
 
+// The ASCII path of eachWord cuts words as the rune path does.
+func TestWordsASCIIAsUnicode(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.StringOf(rapid.SampledFrom([]rune("aZ9_ .-/AbCDeFgh1"))).Draw(t, "s")
+		if got, want := words(s), unicodeWords(s); !slices.Equal(got, want) {
+			t.Fatalf("words(%q) = %q, by runes %q", s, got, want)
+		}
+	})
+}
+
 func TestStem(t *testing.T) {
 	// Final stems from the worked examples in Porter (1980).
 	exact := map[string]string{

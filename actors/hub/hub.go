@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/actors"
+	"github.com/agentd/agentd/actors/cluster"
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/actors/summarizer"
@@ -84,6 +85,8 @@ type Hub struct {
 	learner   *actor.PID
 	toolIndex *actor.PID
 	closeMCP  func() error
+	// node is this process's cluster membership (cluster mode), else nil.
+	node *cluster.Node
 
 	// work owns the hub's own goroutines (background refreshes, submits
 	// waiting for their turn); cancel ends the refreshes, Close waits.
@@ -113,6 +116,10 @@ type Options struct {
 	// TracerProvider gives turns, model calls, tools and folds their spans
 	// (docs/tracing.md). Optional: nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// AdvertiseHTTP is this node's HTTP base URL in cluster mode when
+	// cluster.advertise_http is unset: the address the server really
+	// listens on. Optional: http://<listen> otherwise.
+	AdvertiseHTTP string
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
@@ -185,6 +192,9 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	}
 	h.startActors(opts)
 	if err := h.loadToolsets(ctx); err != nil {
+		return err
+	}
+	if err := h.joinCluster(ctx, opts); err != nil {
 		return err
 	}
 	h.watch(opts.RefreshEvery)
@@ -294,8 +304,8 @@ func (h *Hub) Refresh(ctx context.Context) api.Models {
 	return h.Models()
 }
 
-// Close stops everything the hub started, in order, and honours ctx: the
-// sessions first (each cancels its turn and waits for its calls; queued
+// Close stops everything the hub started, in order, and honours ctx: in
+// cluster mode it leaves the cluster first; the sessions next (each cancels its turn and waits for its calls; queued
 // messages are refused), then the summariser, the learner and the tool
 // index, then the hub's own goroutines, the MCP connections and the store.
 // When ctx ends first, the actors not yet stopped are told to stop without
@@ -304,6 +314,11 @@ func (h *Hub) Close(ctx context.Context) error {
 	h.cancel()
 	var errs []error
 	root := h.system.Root
+	if h.node != nil {
+		// Leave first: the other nodes take this node's chats at once (a
+		// claim each), while the sessions here stop below.
+		h.node.Leave()
+	}
 	for _, pid := range []*actor.PID{h.registry, h.summarize, h.learner, h.toolIndex} {
 		if pid == nil {
 			continue
@@ -322,7 +337,9 @@ func (h *Hub) Close(ctx context.Context) error {
 	if !h.work.WaitContext(ctx) {
 		errs = append(errs, fmt.Errorf("hub goroutines still running: %w", ctx.Err()))
 	}
-	h.system.Shutdown()
+	if h.node == nil {
+		h.system.Shutdown() // Leave has shut it down in cluster mode
+	}
 	if h.closeMCP != nil {
 		if err := h.closeMCP(); err != nil {
 			errs = append(errs, fmt.Errorf("close mcp: %w", err))

@@ -159,6 +159,7 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 		ts.Tools = specsOf(built)
 	}
 	h.indexToolset(tenant, ts.Name, built)
+	h.announceToolset(tenant, ts.Name)
 	return ts, nil
 }
 
@@ -248,6 +249,7 @@ func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
 		h.logFor(ctx).Warn().Err(err).Str("toolset", name).Msg("close toolset")
 	}
 	h.indexToolset(tenant, name, nil)
+	h.announceToolset(tenant, name)
 	return nil
 }
 
@@ -268,17 +270,23 @@ func (h *Hub) loadToolsets(ctx context.Context) error {
 		return fmt.Errorf("load toolsets: %w", err)
 	}
 	for _, ts := range all {
-		built, closeFn, err := h.buildToolset(ctx, ts)
-		if err == nil {
-			err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn)
-		}
-		if err != nil {
-			h.log.Error().Err(err).Str("tenant", ts.Tenant).Str("toolset", ts.Name).Msg("toolset left out")
-			continue
-		}
-		h.indexToolset(ts.Tenant, ts.Name, built)
+		h.installToolset(ctx, ts)
 	}
 	return nil
+}
+
+// installToolset builds a stored toolset, registers and indexes it; one
+// that cannot be built now is logged and left out.
+func (h *Hub) installToolset(ctx context.Context, ts Toolset) {
+	built, closeFn, err := h.buildToolset(ctx, ts)
+	if err == nil {
+		err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn)
+	}
+	if err != nil {
+		h.log.Error().Err(err).Str("tenant", ts.Tenant).Str("toolset", ts.Name).Msg("toolset left out")
+		return
+	}
+	h.indexToolset(ts.Tenant, ts.Name, built)
 }
 
 // SubmitToolResults hands the application's results to the chat's paused

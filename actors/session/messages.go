@@ -133,6 +133,16 @@ type RetireDone struct{}
 // ErrNotFound. No reply.
 type Retired struct{ ChatID string }
 
+// Wake starts the chat's session if none runs (in cluster mode, its grain
+// activated on this node), so the chat is claimed and loaded before its
+// first request. Send it in an Envelope. No reply.
+type Wake struct{}
+
+// Passivate stops a chat's session as idleness does, nothing queued lost
+// (in cluster mode, its grain left this node). Send it to the registry
+// itself. No reply.
+type Passivate struct{ ChatID string }
+
 // internal messages
 type (
 	idle struct{ chatID string }

@@ -47,6 +47,8 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.route(ctx, m.ChatID, m.Msg, ctx.Sender())
 	case *idle:
 		r.passivate(ctx, m.chatID)
+	case *Passivate:
+		r.passivate(ctx, m.ChatID)
 	case *actor.Terminated:
 		r.terminated(ctx, m.Who)
 	case *Retire:

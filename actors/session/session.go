@@ -93,6 +93,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 	case *idleTick:
 		s.checkIdle(ctx)
+	case *Wake:
 	case *SubmitTurn:
 		s.submit(ctx, m)
 	case *GetContext:

@@ -14,9 +14,10 @@ type Tool struct {
 	Parameters  json.RawMessage
 }
 
-// Register adds tools, replacing any of the same name. Send many in one
-// message: the index is rebuilt once per batch. A tool registered is seen by
-// every request the actor receives after it. If the sender is known
+// Register adds tools, replacing any of the same name. Indexing costs what
+// the tools sent hold, not what the index holds: one tool can be registered
+// at a time. A tool registered is seen by every request the actor receives
+// after it. If the sender is known
 // (Request, RequestFuture) the actor answers *Registered.
 type Register struct {
 	ReqID string

@@ -7,9 +7,8 @@
 // Requests that want an answer must carry a sender (RequestFuture from
 // outside actors, ctx.Request between actors); each answer carries the
 // request's ReqID. The actor owns its index: callers never see it, so no
-// locking is needed. Registrations are batched: tools sent in a burst of
-// Register messages are indexed in one rebuild, before the next request that
-// reads the index.
+// locking is needed. A Register is indexed when it arrives, at the cost of
+// its own tools (toolsearch does not rebuild an index to add to it).
 package toolindex
 
 import (
@@ -38,10 +37,24 @@ type Config struct {
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
+//
+// Its mailbox runs on the goroutine of the sender that finds it idle
+// (protoactor's synchronized dispatcher) rather than on a goroutine of its
+// own: a search is short and pure, and handing it to another goroutine and
+// the answer back cost more than the search (the waiting goroutine parks, the
+// work moves to the other core and its cold cache). Every sender is a
+// goroutine that waits for the answer anyway (sessions' futures, the hub's
+// toolset registration), never an actor's Receive; messages still run one at
+// a time, in order.
 func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
-	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} })
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
 }
+
+// dispatchThroughput is how many messages a sender's goroutine handles
+// before it yields the processor (protoactor's default).
+const dispatchThroughput = 300
 
 type indexActor struct {
 	log    zerolog.Logger
@@ -55,16 +68,9 @@ type indexActor struct {
 type scoped struct {
 	ix    *toolsearch.Index
 	tools map[string]Tool
-	// pending holds registered tools not yet in ix; they are indexed in one
-	// rebuild when something next reads the index.
-	pending []toolsearch.Doc
 }
 
 var _ actor.Actor = (*indexActor)(nil)
-
-// flushPending is a self-message: index what was registered, even if no
-// request comes to force it.
-type flushPending struct{ scope string }
 
 func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -77,8 +83,6 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		}
 	case *Register:
 		a.handleRegister(ctx, m)
-	case *flushPending:
-		a.flush(m.scope)
 	case *Unregister:
 		a.handleUnregister(ctx, m)
 	case *Search:
@@ -109,6 +113,7 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		delete(a.scopes, m.Scope)
 	}
 	sc := a.scope(m.Scope)
+	docs := make([]toolsearch.Doc, 0, len(m.Tools))
 	for _, t := range m.Tools {
 		if t.Name == "" {
 			res.Invalid = append(res.Invalid, "")
@@ -121,20 +126,16 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		}
 		t.Parameters = append([]byte(nil), t.Parameters...) // the sender may reuse its buffer
 		sc.tools[t.Name] = t
-		sc.pending = append(sc.pending, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
+		docs = append(docs, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
 		res.Count++
 	}
-	if len(sc.pending) > 0 && len(sc.pending) == res.Count {
-		// First Register of a burst: schedule the rebuild behind whatever
-		// else is already queued, so a burst costs one rebuild.
-		ctx.Send(ctx.Self(), &flushPending{scope: m.Scope})
-	}
+	sc.ix.Add(docs...)
+	a.log.Debug().Str("scope", m.Scope).Int("added", len(docs)).Int("total", sc.ix.Len()).Msg("tools indexed")
 	res.Total = len(sc.tools)
 	a.respond(ctx, res)
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
-	a.flush(m.Scope)
 	sc := a.scope(m.Scope)
 	var gone []string
 	for _, n := range m.Names {
@@ -153,12 +154,14 @@ func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
 }
 
 // read returns the indexes a request reads: the daemon's own, then each
-// scope it names that exists, flushed.
+// scope it names that exists.
 func (a *indexActor) read(scopes []string) []*scoped {
-	var out []*scoped
-	for _, name := range append([]string{""}, scopes...) {
+	out := make([]*scoped, 0, 1+len(scopes))
+	if sc, ok := a.scopes[""]; ok {
+		out = append(out, sc)
+	}
+	for _, name := range scopes {
 		if sc, ok := a.scopes[name]; ok {
-			a.flush(name)
 			out = append(out, sc)
 		}
 	}
@@ -201,16 +204,6 @@ func (a *indexActor) handleGet(ctx actor.Context, m *Get) {
 		}
 	}
 	a.respond(ctx, res)
-}
-
-func (a *indexActor) flush(scope string) {
-	sc, ok := a.scopes[scope]
-	if !ok || len(sc.pending) == 0 {
-		return
-	}
-	sc.ix.Add(sc.pending...)
-	a.log.Debug().Str("scope", scope).Int("added", len(sc.pending)).Int("total", sc.ix.Len()).Msg("tools indexed")
-	sc.pending = nil
 }
 
 // respond answers the sender if there is one: a Register sent with Send

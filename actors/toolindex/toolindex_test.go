@@ -209,3 +209,37 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 		t.Fatalf("the source was read %d times; the actor did not restart", loads.Load())
 	}
 }
+
+// The mailbox runs on its senders' goroutines: many of them registering and
+// searching at once are still served one message at a time, each search
+// seeing the tool its goroutine registered before it.
+func TestConcurrentSenders(t *testing.T) {
+	sys, pid := spawn(t)
+	ask[*Registered](t, sys, pid, &Register{ReqID: "r", Tools: daemonTools})
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			name := fmt.Sprintf("lighthouse_%d_status", i)
+			sys.Root.Send(pid, &Register{Tools: []Tool{{Name: name, Description: fmt.Sprintf("Whether lighthouse number%d is lit.", i)}}})
+			res, err := sys.Root.RequestFuture(pid, &Search{ReqID: name, Query: name, K: 3}, wait).Result()
+			sr, ok := res.(*SearchResult)
+			switch {
+			case err != nil:
+				errs <- err
+			case !ok || len(sr.Hits) == 0 || sr.Hits[0].Name != name:
+				errs <- fmt.Errorf("search for %s: %+v", name, res)
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := ask[*Registered](t, sys, pid, &Register{ReqID: "end"}); got.Total != len(daemonTools)+n {
+		t.Errorf("total %d, want %d", got.Total, len(daemonTools)+n)
+	}
+}

@@ -92,33 +92,37 @@ func serve(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer flushTraces(flush, log)
-	h, err := hub.New(ctx, cfg, log, hub.Options{TracerProvider: tp})
+	// The listener first: in cluster mode the hub tells the other nodes
+	// the address it really got (listen may name port 0).
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	h, err := hub.New(ctx, cfg, log, hub.Options{TracerProvider: tp, AdvertiseHTTP: "http://" + ln.Addr().String()})
+	if err != nil {
+		_ = ln.Close()
 		return err
 	}
 	logConfig(log, cfg, len(tokens), os.Getenv)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		closeHub(h, log)
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
 	api := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(tp))
 	srv := api.HTTPServer()
 	served := make(chan error, 2)
-	go func() { served <- srv.Serve(api.Listener(ln)) }()
-	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
-	servers := 1
+	// /metrics first: the API's listener already takes connections (the
+	// hub needed its address), so a client that reached the API finds
+	// metrics.listen up too.
 	metrics, err := serveMetrics(api, cfg, log, served)
 	if err != nil {
-		_ = srv.Close()
-		<-served
+		_ = ln.Close()
 		closeHub(h, log)
 		return err
 	}
+	servers := 1
 	if metrics != nil {
 		servers++
 	}
+	go func() { served <- srv.Serve(api.Listener(ln)) }()
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Msg("agentd is serving; open it in a browser for the console")
 
 	// The stop rule: stop intake (Shutdown, bounded), then wait for every
 	// Serve goroutine to return, then stop the hub, bounded, and let the

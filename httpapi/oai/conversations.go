@@ -43,14 +43,14 @@ type conversationRequest struct {
 
 func (h *Handler) conversationRoutes() []Route {
 	return []Route{
-		{"POST /v1/conversations", h.createConversation},
-		{"GET /v1/conversations/{id}", h.getConversation},
-		{"POST /v1/conversations/{id}", h.updateConversation},
-		{"DELETE /v1/conversations/{id}", h.deleteConversation},
-		{"GET /v1/conversations/{id}/items", h.listItems},
-		{"POST /v1/conversations/{id}/items", h.addItems},
-		{"GET /v1/conversations/{id}/items/{item_id}", h.getItem},
-		{"DELETE /v1/conversations/{id}/items/{item_id}", h.deleteItem},
+		{"POST /v1/conversations", h.createConversation, nil},
+		{"GET /v1/conversations/{id}", h.getConversation, conversationChat},
+		{"POST /v1/conversations/{id}", h.updateConversation, conversationChat},
+		{"DELETE /v1/conversations/{id}", h.deleteConversation, conversationChat},
+		{"GET /v1/conversations/{id}/items", h.listItems, conversationChat},
+		{"POST /v1/conversations/{id}/items", h.addItems, conversationChat},
+		{"GET /v1/conversations/{id}/items/{item_id}", h.getItem, conversationChat},
+		{"DELETE /v1/conversations/{id}/items/{item_id}", h.deleteItem, conversationChat},
 	}
 }
 

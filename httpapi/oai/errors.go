@@ -87,6 +87,13 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusConflict, "conflict", "", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
+	case errors.Is(err, hub.ErrMoved), errors.Is(err, hub.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		code := "unavailable"
+		if errors.Is(err, hub.ErrMoved) {
+			code = "moved"
+		}
+		WriteError(w, http.StatusServiceUnavailable, code, "", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusGatewayTimeout, "timeout", "", err.Error())
 	default:

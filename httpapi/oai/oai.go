@@ -64,16 +64,20 @@ func New(h Hub, cfg configs.Config, log zerolog.Logger) *Handler {
 type Route struct {
 	Pattern string
 	Handle  func(w http.ResponseWriter, r *http.Request, tenant string)
+	// Chat, when set, names the chat a request is about (from its path
+	// or body; "" for none), so httpapi serves it on the chat's node in
+	// cluster mode.
+	Chat func(r *http.Request) string
 }
 
 // Routes lists every route the surface serves, for httpapi to mount.
 func (h *Handler) Routes() []Route {
 	return append([]Route{
-		{"GET /v1/models", h.models},
-		{"POST /v1/responses", h.createResponse},
-		{"GET /v1/responses/{id}", h.getResponse},
-		{"DELETE /v1/responses/{id}", h.deleteResponse},
-		{"GET /v1/responses/{id}/input_items", h.inputItems},
+		{"GET /v1/models", h.models, nil},
+		{"POST /v1/responses", h.createResponse, requestChat},
+		{"GET /v1/responses/{id}", h.getResponse, responseChat},
+		{"DELETE /v1/responses/{id}", h.deleteResponse, responseChat},
+		{"GET /v1/responses/{id}/input_items", h.inputItems, responseChat},
 	}, h.conversationRoutes()...)
 }
 
@@ -81,7 +85,7 @@ func (h *Handler) Routes() []Route {
 // every time: httpapi bounds their bodies with limits.max_history_bytes
 // rather than limits.max_body_bytes.
 func (h *Handler) HistoryRoutes() []Route {
-	return []Route{{"POST /v1/chat/completions", h.chatCompletions}}
+	return []Route{{"POST /v1/chat/completions", h.chatCompletions, nil}}
 }
 
 // models answers the models list in OpenAI's shape, each entry carrying

@@ -1,9 +1,12 @@
 package oai
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 )
 
@@ -158,4 +161,41 @@ func chatOfConversation(id string) (string, bool) {
 func isHex(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// responseChat is the chat of a route's {id}, a response id.
+func responseChat(r *http.Request) string {
+	id, _ := chatOfResponse(r.PathValue("id"))
+	return id
+}
+
+// conversationChat is the chat of a route's {id}, a conversation id.
+func conversationChat(r *http.Request) string {
+	id, _ := chatOfConversation(r.PathValue("id"))
+	return id
+}
+
+// requestChat is the chat a new response continues: its
+// previous_response_id's or its conversation's. It reads the body (already
+// bounded) and puts it back for the handler; a body it cannot read or
+// parse names no chat, and the handler answers it as it would.
+func requestChat(r *http.Request) string {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil {
+		return ""
+	}
+	var ref struct {
+		PreviousResponseID string          `json:"previous_response_id"`
+		Conversation       json.RawMessage `json:"conversation"`
+	}
+	if json.Unmarshal(body, &ref) != nil {
+		return ""
+	}
+	if id, ok := chatOfResponse(ref.PreviousResponseID); ok {
+		return id
+	}
+	conv, _ := conversationOf(ref.Conversation)
+	id, _ := chatOfConversation(conv)
+	return id
 }

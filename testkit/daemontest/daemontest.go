@@ -58,13 +58,19 @@ func Start(t testing.TB, cfg configs.Config, tokens map[string]string, opts ...h
 		// the lists when the test asks, unless it asks for the watcher.
 		o.RefreshEvery = -1
 	}
+	// The listener first: in cluster mode the hub tells the other nodes
+	// its address.
+	srv := httptest.NewUnstartedServer(nil)
+	if o.AdvertiseHTTP == "" {
+		o.AdvertiseHTTP = "http://" + srv.Listener.Addr().String()
+	}
 	h, err := hub.New(context.Background(), cfg, log, o)
 	if err != nil {
+		_ = srv.Listener.Close()
 		t.Fatal(err)
 	}
 	// The server as agentd serve runs it: its timeouts and connection bounds.
 	handler := httpapi.New(h, cfg, tokens, log, httpapi.WithTracerProvider(o.TracerProvider))
-	srv := httptest.NewUnstartedServer(handler)
 	srv.Config = handler.HTTPServer()
 	srv.Listener = handler.Listener(srv.Listener)
 	srv.Start()

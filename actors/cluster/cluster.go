@@ -1,0 +1,258 @@
+// Package cluster is agentd's cluster mode on protoactor-go's cluster
+// (docs/cluster.md, "Cluster mode"): it joins this node's actor system to
+// the other nodes through a membership provider (etcd or Kubernetes),
+// places each chat on one node as a virtual actor of kind "chat" (its
+// identity the chat's id, placed by rendezvous hashing over the members:
+// disthash), answers where a chat lives, and carries the notices every
+// node must hear (a toolset changed). The messages that cross nodes are
+// in clusterpb; the chat's session itself stays a local actor of the
+// node, woken and passivated by its grain through the callbacks the hub
+// gives.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/agentd/agentd/actors"
+	"github.com/agentd/agentd/actors/cluster/clusterpb"
+	"github.com/agentd/agentd/configs"
+)
+
+// Kind is the cluster kind of a chat's grain.
+const Kind = "chat"
+
+// noticesName is the name of every node's notices actor, reached at each
+// member's address.
+const noticesName = "agentd-notices"
+
+// ErrUnavailable: the cluster could not say where a chat lives (no member
+// answered in time, or this node is leaving).
+var ErrUnavailable = errors.New("cluster unavailable")
+
+// Config is what Join needs beyond the configuration's cluster section.
+type Config struct {
+	// AdvertiseHTTP is this node's HTTP base URL, which Locate answers.
+	AdvertiseHTTP string
+	// Log receives the node's own lines; protoactor's go through the
+	// actor system's logger factory (actors.NewSystem).
+	Log zerolog.Logger
+	// IdleAfter passivates a grain nobody asked for this long.
+	IdleAfter time.Duration
+	// Woken and Slept are called from a grain's Receive when it activates
+	// and deactivates: they must only send (wake or passivate the chat's
+	// local session), never block.
+	Woken, Slept func(chatID string)
+	// ToolsetChanged is called from the notices actor when another node
+	// put or deleted a toolset; it must not block (start the reload in a
+	// goroutine it owns).
+	ToolsetChanged func(tenant, name string)
+}
+
+// Node is this process's membership of the cluster.
+type Node struct {
+	c       *pcluster.Cluster
+	cfg     Config
+	notices *actor.PID
+}
+
+// Join starts this node's remote listener on cc.Bind, registers it with
+// the membership provider and returns once it is a member.
+func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cfg Config) (n *Node, err error) {
+	host, portText, err := net.SplitHostPort(cc.Bind)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
+	}
+	provider, err := newProvider(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg}
+	kind := pcluster.NewKind(Kind, actors.Props(cfg.Log, func() actor.Actor { return &grain{node: n} }))
+	pc := pcluster.Configure(cc.Name, provider, disthash.New(), remote.Configure(host, port),
+		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(askTimeout))
+	n.c = pcluster.New(system, pc)
+	// The notices actor is there before the other nodes can see this one.
+	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
+		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
+	}
+	// protoactor panics where it cannot start (a port taken, etcd refusing):
+	// agentd reports that as an error at start instead.
+	defer func() {
+		if r := recover(); r != nil {
+			system.Root.Stop(n.notices)
+			err = fmt.Errorf("join cluster %s: %v", cc.Name, r)
+		}
+	}()
+	n.c.StartMember()
+	cfg.Log.Info().Str("cluster", cc.Name).Str("address", n.Address()).Str("http", cfg.AdvertiseHTTP).Msg("joined the cluster")
+	return n, nil
+}
+
+// askTimeout bounds a question to a chat's grain, activation included.
+const askTimeout = 10 * time.Second
+
+// newProvider builds the membership provider cc names.
+//
+// The etcd client's own log (zap, stderr at Info by default) is off: the
+// provider never closes its client, which outlives the node and would log
+// into a closed logger ("lease keepalive response queue is full" once a
+// second after Leave); the provider logs its failures itself, through the
+// actor system's logger.
+func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvider, error) {
+	switch cc.Provider {
+	case configs.ClusterKubernetes:
+		p, err := k8s.New()
+		if err != nil {
+			return nil, fmt.Errorf("cluster provider kubernetes (in-cluster config): %w", err)
+		}
+		return p, nil
+	case configs.ClusterEtcd:
+		if err := reachEtcd(ctx, cc.EtcdEndpoints); err != nil {
+			return nil, err
+		}
+		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
+			Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
+		if err != nil {
+			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
+}
+
+// etcdWait bounds the check that etcd answers before joining.
+const etcdWait = 10 * time.Second
+
+// reachEtcd reads one key from etcd, bounded: protoactor's provider asks
+// etcd without a deadline, so an etcd that does not answer would hang the
+// start instead of failing it.
+func reachEtcd(ctx context.Context, endpoints []string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdWait, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("cluster provider etcd at %v: %w", endpoints, err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, etcdWait)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/agentd", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("cluster provider etcd at %v does not answer: %w", endpoints, err)
+	}
+	return nil
+}
+
+// Address is this node's cluster (gRPC) address.
+func (n *Node) Address() string { return n.c.ActorSystem.Address() }
+
+// Locate asks the chat's grain where the chat lives, activating it on the
+// node that owns its identity: that node's HTTP URL, and whether it is
+// this one.
+func (n *Node) Locate(ctx context.Context, chatID string) (url string, local bool, err error) {
+	timeout := askTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	res, err := n.c.Request(chatID, Kind, &clusterpb.Locate{}, pcluster.WithTimeout(timeout))
+	if err != nil {
+		return "", false, fmt.Errorf("locate chat %s: %w: %v", chatID, ErrUnavailable, err)
+	}
+	at, ok := res.(*clusterpb.Located)
+	if !ok {
+		return "", false, fmt.Errorf("locate chat %s: %w: the grain answered %T", chatID, ErrUnavailable, res)
+	}
+	return at.HttpUrl, at.Address == n.Address(), nil
+}
+
+// ToolsetChanged tells every other member that a tenant's toolset was put
+// or deleted (fire and forget: a node that misses it reloads the toolset
+// from the store when it next starts).
+func (n *Node) ToolsetChanged(tenant, name string) {
+	msg := &clusterpb.ToolsetChanged{Tenant: tenant, Name: name}
+	for _, m := range n.c.MemberList.Members().Members() {
+		if addr := m.Address(); addr != n.Address() {
+			n.c.ActorSystem.Root.Send(actor.NewPID(addr, noticesName), msg)
+		}
+	}
+}
+
+// Leave leaves the cluster gracefully: the node leaves the membership
+// first (so its chats' grains activate on the others at once), its grains
+// deactivate (passivating their sessions), then its listener stops. It
+// also ends the actor system's own loops (protoactor's Shutdown closes
+// it), so the hub must not Shutdown the system again.
+func (n *Node) Leave() {
+	_ = n.c.ActorSystem.Root.StopFuture(n.notices).Wait()
+	n.c.Shutdown(true)
+}
+
+// grain is a chat's virtual actor: while it lives on this node, so does
+// the chat's session.
+type grain struct {
+	node   *Node
+	chatID string
+	last   time.Time
+	stop   func()
+}
+
+// idleTick makes a grain check whether it has been idle long enough.
+type idleTick struct{}
+
+func (g *grain) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *pcluster.ClusterInit:
+		g.chatID = pcluster.GetClusterIdentity(ctx).Identity
+		g.last = time.Now()
+		g.node.cfg.Woken(g.chatID)
+		g.stop = everyTick(ctx, g.node.cfg.IdleAfter)
+	case *clusterpb.Locate:
+		g.last = time.Now()
+		ctx.Respond(&clusterpb.Located{HttpUrl: g.node.cfg.AdvertiseHTTP, Address: g.node.Address()})
+	case *idleTick:
+		if time.Since(g.last) >= g.node.cfg.IdleAfter {
+			ctx.Poison(ctx.Self())
+		}
+	case *actor.Stopping:
+		if g.stop != nil {
+			g.stop()
+		}
+		if g.chatID != "" {
+			g.node.cfg.Slept(g.chatID)
+		}
+	}
+}
+
+// everyTick sends the actor an idleTick every half of idle (at least a
+// second), from the scheduler's goroutine through the root context; the
+// returned func stops it.
+func everyTick(ctx actor.Context, idle time.Duration) func() {
+	every := max(idle/2, time.Second)
+	return scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(every, every, ctx.Self(), &idleTick{})
+}
+
+// notices receives what other nodes tell every node.
+type notices struct{ node *Node }
+
+func (a *notices) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*clusterpb.ToolsetChanged); ok {
+		a.node.cfg.ToolsetChanged(m.Tenant, m.Name)
+	}
+}

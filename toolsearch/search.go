@@ -1,0 +1,489 @@
+package toolsearch
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// weighted is a query term and how much it counts.
+type weighted struct {
+	term   int32
+	weight float64
+}
+
+// cand is a doc and its score in one search.
+type cand struct {
+	doc   int32
+	score float64
+}
+
+// scratch is one search's working memory, pooled: dense arrays by doc and by
+// term that a search leaves zeroed for the next.
+type scratch struct {
+	scores  []float64 // by doc
+	touched []int32   // docs with a score
+	slot    []int32   // by term: its position+1 in the query's terms
+	qt      []weighted
+	sel     []float64 // the scores topK selects from
+	norm    fieldNorms
+	word    []byte
+	ids     []int32
+	stems   []string
+}
+
+func (ix *Index) getScratch() *scratch {
+	s, _ := ix.scratch.Get().(*scratch)
+	if s == nil {
+		s = &scratch{}
+	}
+	if n := len(ix.docs); len(s.scores) < n {
+		s.scores = make([]float64, n+n/4)
+		s.touched = make([]int32, 0, n+n/4+1)
+	}
+	if n := len(ix.post); len(s.slot) < n {
+		s.slot = make([]int32, n+n/4)
+	}
+	return s
+}
+
+// lookup returns the term of a stem, or -1 if no tool has it.
+func (ix *Index) lookup(stem string) int32 {
+	if t, ok := ix.vocab[stem]; ok {
+		return t
+	}
+	return -1
+}
+
+// own returns the terms of a request's words, as the index numbers them
+// (-1 for a stem no tool has), and their stems. Both live in s.
+func (ix *Index) own(text string, s *scratch) ([]int32, []string) {
+	ids, stems := s.ids[:0], s.stems[:0]
+	s.word = eachWord(text, s.word, func(w []byte) {
+		if t, ok := ix.wordTerm[string(w)]; ok {
+			if t >= 0 {
+				ids, stems = append(ids, t), append(stems, ix.termText[t])
+			}
+			return
+		}
+		ws := string(w)
+		if stopwords[ws] || isNumber(ws) {
+			return
+		}
+		st := stem(ws)
+		ids, stems = append(ids, ix.lookup(st)), append(stems, st)
+	})
+	s.ids, s.stems = ids, stems
+	return ids, stems
+}
+
+// idf is the inverse document frequency of t, log(1+(n-df+0.5)/(df+0.5))
+// = log((n+1)/(df+0.5)), given logN1 = log(n+1) for the n tools held.
+func (ix *Index) idf(t int32, logN1 float64) float64 { return logN1 - ix.logDF[t] }
+
+// queryTerms turns a request into weighted terms: its own words at 1, their
+// adjacent pairs, their synonyms lower, and the web terms when it contains
+// an address. Terms no tool has are left out. It marks each term's slot;
+// clearSlots undoes that.
+func (ix *Index) queryTerms(query string, s *scratch) []weighted {
+	out := s.qt[:0]
+	put := func(t int32, w float64) {
+		if t < 0 {
+			return
+		}
+		if j := s.slot[t]; j > 0 {
+			out[j-1].weight = max(out[j-1].weight, w)
+			return
+		}
+		out = append(out, weighted{t, w})
+		s.slot[t] = int32(len(out))
+	}
+	ids, own := ix.own(query, s)
+	for _, t := range ids {
+		put(t, 1)
+	}
+	for i := 1; i < len(ids); i++ {
+		if p, ok := ix.pairIDs[[2]int32{ids[i-1], ids[i]}]; ok {
+			put(p, phraseWeight)
+		}
+	}
+	for _, st := range own {
+		for _, syn := range synonyms[st] {
+			put(ix.lookup(syn), synonymWeight)
+		}
+	}
+	if hasAddress(query) {
+		for _, w := range webTerms {
+			put(ix.lookup(w), addressWeight)
+		}
+	}
+	s.qt = out
+	return out
+}
+
+func clearSlots(qt []weighted, s *scratch) {
+	for _, q := range qt {
+		s.slot[q.term] = 0
+	}
+}
+
+// Search returns up to k tools for query, best first. Equal scores are
+// ordered by name so the same tools and query always give the same list,
+// whatever order the tools were added in.
+//
+// A request with several asks ("find a flight, and then a hotel") is also
+// searched ask by ask; each ask's leaders are merged with the whole
+// request's, scores scaled to the leader of their own list, so every ask
+// gets a tool near the top.
+func (ix *Index) Search(query string, k int) []Hit {
+	if k <= 0 || ix.Len() == 0 {
+		return nil
+	}
+	s := ix.getScratch()
+	defer ix.scratch.Put(s)
+	full := ix.single(query, max(k, rerankDepth), s)
+	full = ix.promoteNamed(query, full)
+	segs := segments(query)
+	if len(segs) < 2 || len(full) == 0 {
+		return ix.hits(full[:min(k, len(full))])
+	}
+	lists := [][]cand{full}
+	var best float64
+	for _, q := range segs {
+		l := ix.single(q, segmentDepth, s)
+		if len(l) > 0 {
+			lists = append(lists, l)
+			best = max(best, l[0].score)
+		}
+	}
+	// The merge keeps each doc's best scaled score in the scratch's scores.
+	fused := s.touched[:0]
+	for i, l := range lists {
+		top := l[0].score
+		weight := 1.0
+		if i > 0 {
+			// An ask with little evidence ("can you assist me with these?")
+			// should not push real candidates out.
+			if top < segmentFloor*best {
+				continue
+			}
+			weight = segmentWeight
+		}
+		for _, h := range l {
+			if s.scores[h.doc] == 0 {
+				fused = append(fused, h.doc)
+			}
+			s.scores[h.doc] = max(s.scores[h.doc], weight*h.score/top)
+		}
+	}
+	out := make([]cand, len(fused))
+	for i, d := range fused {
+		out[i] = cand{d, s.scores[d]}
+		s.scores[d] = 0
+	}
+	s.touched = fused[:0]
+	slices.SortFunc(out, ix.order)
+	return ix.hits(out[:min(k, len(out))])
+}
+
+func (ix *Index) hits(cs []cand) []Hit {
+	out := make([]Hit, len(cs))
+	for i, c := range cs {
+		out[i] = Hit{Name: ix.docs[c.doc].name, Score: c.score}
+	}
+	return out
+}
+
+// identifiers returns the spans of a request that could be a tool's exact
+// name, in order: a letter or '_', then letters, digits, '_', '.' or '-',
+// ending in a letter, digit or '_'. It is what the regexp
+// `[A-Za-z_][A-Za-z0-9_.\-]*[A-Za-z0-9_]` finds (TestIdentifiersAsPattern),
+// written out because the regexp was a tenth of a search's time.
+func identifiers(text string) []string {
+	var out []string
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; !isLetter(c) && c != '_' {
+			continue
+		}
+		end := i + 1
+		for end < len(text) && (isASCIIAlnum(text[end]) || strings.IndexByte("_.-", text[end]) >= 0) {
+			end++
+		}
+		for end > i+1 && (text[end-1] == '.' || text[end-1] == '-') {
+			end--
+		}
+		if end > i+1 {
+			out = append(out, text[i:end])
+			i = end - 1
+		}
+	}
+	return out
+}
+
+// promoteNamed puts tools the request names exactly ("use
+// calculate_final_velocity") at the top, above any score: naming the tool is
+// the strongest evidence there is.
+func (ix *Index) promoteNamed(query string, hits []cand) []cand {
+	var named []cand
+	add := func(name string) {
+		if d, ok := ix.byName[name]; ok && !slices.ContainsFunc(named, func(c cand) bool { return c.doc == d }) {
+			named = append(named, cand{doc: d})
+		}
+	}
+	// The whole request may be a name: a lookup, whatever the name looks like.
+	add(strings.TrimSpace(query))
+	for _, id := range identifiers(query) {
+		// "sum", "add", "todo": a plain word is language, not a name.
+		if looksLikeCode(id) {
+			add(id)
+		}
+	}
+	if len(named) == 0 {
+		return hits
+	}
+	top := 0.0
+	if len(hits) > 0 {
+		top = hits[0].score
+	}
+	for i := range named {
+		named[i].score = top + float64(len(named)-i)
+	}
+	out := named
+	for _, h := range hits {
+		if !slices.ContainsFunc(named, func(c cand) bool { return c.doc == h.doc }) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// single ranks tools for one ask: BM25F, then the name-coverage rerank of the
+// leaders.
+func (ix *Index) single(query string, depth int, s *scratch) []cand {
+	qt := ix.queryTerms(query, s)
+	defer clearSlots(qt, s)
+	if len(qt) == 0 {
+		return nil
+	}
+	n := float64(ix.Len())
+	logN1 := math.Log(n + 1)
+	ix.score(qt, n, logN1, s)
+	top := ix.topK(s, depth)
+	for _, d := range s.touched {
+		s.scores[d] = 0
+	}
+	s.touched = s.touched[:0]
+	for i := range top {
+		top[i].score *= 1 + coverageBoost*ix.coverage(top[i].doc, logN1, s)
+	}
+	slices.SortFunc(top, ix.order)
+	return top
+}
+
+// score accumulates BM25F scores into the scratch's dense array; touched
+// lists the docs with a score so clearing and ranking skip the rest.
+func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
+	// touched has room for every doc and one more, so each posting writes
+	// its doc and only a first score moves past it: no branch to mispredict.
+	touched := s.touched[:len(ix.docs)+1]
+	cnt := 0
+	for _, q := range qt {
+		w := ix.idf(q.term, logN1) * q.weight
+		imp := ix.impactsOf(q.term, n, s)
+		for k, p := range ix.post[q.term] {
+			sc := s.scores[p.doc]
+			touched[cnt] = p.doc
+			if sc == 0 {
+				cnt++
+			}
+			s.scores[p.doc] = sc + w*float64(imp[k])
+		}
+	}
+	s.touched = touched[:cnt]
+}
+
+// impactCache is one term's BM25F weights, by posting, for the statistics
+// of one version of the index.
+type impactCache struct {
+	version uint64
+	w       []float32
+}
+
+// impactsOf returns t's weights for the statistics of this moment: cached
+// until the index changes, so a change costs nothing until a search reads
+// the term again. Concurrent searches that both fill it store the same
+// weights.
+func (ix *Index) impactsOf(t int32, n float64, s *scratch) []float32 {
+	if c := ix.impacts[t].Load(); c != nil && c.version == ix.version {
+		return c.w
+	}
+	ix.norms(n, s)
+	tab := &s.norm.table
+	ps := ix.post[t]
+	w := make([]float32, len(ps))
+	for k, p := range ps {
+		l := &ix.lens[p.doc]
+		var x float64
+		if l[0]|l[1]|l[2]|l[3] < normTable {
+			// Fields without the term add 0 × their norm, which leaves x
+			// exactly as skipping them would.
+			x = float64(p.tf[0])*tab[0][l[0]] + float64(p.tf[1])*tab[1][l[1]] +
+				float64(p.tf[2])*tab[2][l[2]] + float64(p.tf[3])*tab[3][l[3]]
+		} else {
+			for f := range numFields {
+				if tf := p.tf[f]; tf != 0 {
+					x += float64(tf) * s.norm.weight(f, l[f])
+				}
+			}
+		}
+		// float32, as the stored impacts of the first index were: look-alike
+		// tools then tie and go by name, the ranking the constants were
+		// tuned on (BENCHMARKS.md, "Tool search").
+		w[k] = float32(x * (k1 + 1) / (x + k1))
+	}
+	ix.impacts[t].Store(&impactCache{version: ix.version, w: w})
+	return w
+}
+
+// normTable is how many field lengths norms tabulates: nearly every field
+// of a tool is shorter.
+const normTable = 64
+
+// fieldNorms gives an occurrence's BM25F weight in a field of some length:
+// fieldWeight / (1 - b + b*length/average).
+type fieldNorms struct {
+	n     float64
+	sum   [numFields]int
+	c0    [numFields]float64
+	c1    [numFields]float64
+	table [numFields][normTable]float64
+}
+
+func (fn *fieldNorms) weight(f int, length uint32) float64 {
+	if length < normTable {
+		return fn.table[f][length]
+	}
+	return fn.direct(f, length)
+}
+
+func (fn *fieldNorms) direct(f int, length uint32) float64 {
+	return fieldWeight[f] / (fn.c0[f] + fn.c1[f]*float64(length))
+}
+
+// norms fills s.norm for the statistics of this moment, unless it already
+// holds them (a pooled scratch serves many searches between changes).
+func (ix *Index) norms(n float64, s *scratch) {
+	fn := &s.norm
+	if fn.n == n && fn.sum == ix.fieldSum {
+		return
+	}
+	fn.n, fn.sum = n, ix.fieldSum
+	for f := range numFields {
+		avg := math.Max(1, float64(ix.fieldSum[f])/math.Max(1, n))
+		fn.c0[f] = 1 - fieldB[f]
+		fn.c1[f] = fieldB[f] / avg
+		for l := range uint32(normTable) {
+			fn.table[f][l] = fn.direct(f, l)
+		}
+	}
+}
+
+// order sorts best first, then by name.
+func (ix *Index) order(a, b cand) int {
+	switch {
+	case a.score > b.score:
+		return -1
+	case a.score < b.score:
+		return 1
+	}
+	return strings.Compare(ix.docs[a.doc].name, ix.docs[b.doc].name)
+}
+
+// topK returns the k best touched docs, unordered: the k-th best score is
+// selected from bare scores, the docs at or above it are collected, and
+// only a tie at that score needs names to cut it.
+func (ix *Index) topK(s *scratch, k int) []cand {
+	var floor float64
+	if k > 0 && len(s.touched) > k {
+		xs := s.sel[:0]
+		for _, d := range s.touched {
+			xs = append(xs, s.scores[d])
+		}
+		s.sel = xs
+		floor = kthLargest(xs, k)
+	}
+	out := make([]cand, 0, min(k, len(s.touched)))
+	for _, d := range s.touched {
+		if v := s.scores[d]; v >= floor {
+			out = append(out, cand{d, v})
+		}
+	}
+	if len(out) > k {
+		slices.SortFunc(out, ix.order)
+		out = out[:k]
+	}
+	return out
+}
+
+// kthLargest returns the k-th largest of xs (1 <= k <= len(xs)), which it
+// reorders: Hoare's selection, linear on average.
+func kthLargest(xs []float64, k int) float64 {
+	lo, hi, want := 0, len(xs)-1, k-1
+	for lo < hi {
+		pivot := xs[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] > pivot {
+				i++
+			}
+			for xs[j] < pivot {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case want <= j:
+			hi = j
+		case want >= i:
+			lo = i
+		default:
+			return xs[want]
+		}
+	}
+	return xs[want]
+}
+
+// coverage is the idf-weighted share of doc's name terms that the query
+// says, synonyms counting at their weight.
+func (ix *Index) coverage(doc int32, logN1 float64, s *scratch) float64 {
+	var have, all float64
+	for _, t := range ix.docs[doc].nameTerms {
+		idf := ix.idf(t, logN1)
+		all += idf
+		if j := s.slot[t]; j > 0 {
+			have += idf * s.qt[j-1].weight
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return have / all
+}
+
+// looksLikeCode reports whether id is written like an identifier rather than
+// a word: it has a separator or a lower-to-upper case change.
+func looksLikeCode(id string) bool {
+	if strings.ContainsAny(id, "_.-") {
+		return true
+	}
+	for i := 1; i < len(id); i++ {
+		if id[i] >= 'A' && id[i] <= 'Z' && id[i-1] >= 'a' && id[i-1] <= 'z' {
+			return true
+		}
+	}
+	return false
+}
