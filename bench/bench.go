@@ -46,7 +46,7 @@ type Options struct {
 	// the whole history once per message it drops, so its cost per turn
 	// grows with the square of the chat (default 400).
 	TrimTurns      int
-	Only           string // one part, or "" for all
+	Only           string // parts joined by commas, or "" for all
 	Seed           uint64
 	PeerDir        string // bench/peer, installed
 	ToolsPath      string // toolsearch/testdata/bfcl/tools.jsonl
@@ -161,7 +161,9 @@ func machine() Machine {
 // smallest the long-chat replay runs on, where re-sending costs the most.
 const chatCompletionsWindow = 8_000
 
-func (o *Options) want(part string) bool { return o.Only == "" || o.Only == part }
+func (o *Options) want(part string) bool {
+	return o.Only == "" || slices.Contains(strings.Split(o.Only, ","), part)
+}
 
 // Run measures what o asks, printing as it goes to w.
 func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {

@@ -46,6 +46,10 @@ type daemonOptions struct {
 	results map[string]string
 	// maxConns caps connections to the provider (0: unlimited).
 	maxConns int
+	// daemonDefaults keeps the daemon's own compact_threshold and
+	// fold_as_lines; otherwise chats fill their window and fold as lines,
+	// as in the tests, so overhead and scale measure one chat size.
+	daemonDefaults bool
 }
 
 func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
@@ -55,6 +59,9 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 		cfg.DataDir = o.dir
 	} else {
 		cfg = testkit.Config(o.dir, o.fakeURL, o.window)
+		if o.daemonDefaults {
+			cfg.Limits.CompactThreshold, cfg.Limits.FoldAsLines = configs.DefaultCompactThreshold, false
+		}
 		on := true
 		cfg.Providers[0].PromptCacheKey = &on // the fake takes it, as OpenAI does
 	}

@@ -20,13 +20,19 @@ import (
 const peerSummaryMarker = "Context Extraction Assistant"
 
 // IsSummaryRequest reports whether a request the fake received is a
-// summarising request of agentd (the summariser's system prompt) or of the
-// peer (LangChain's summary prompt).
+// summarising request of agentd (the summariser's system prompt, or the
+// chat's own request ending in the summariser's question) or of the peer
+// (LangChain's summary prompt).
 func IsSummaryRequest(r testkit.Received) bool {
-	if r.System == summarizer.Instructions {
+	if r.System == summarizer.Instructions || isPrefixSummary(r) {
 		return true
 	}
 	return len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, peerSummaryMarker)
+}
+
+func isPrefixSummary(r testkit.Received) bool {
+	n := len(r.Messages)
+	return n > 0 && r.Messages[n-1].Role == chat.RoleUser && strings.HasPrefix(r.Messages[n-1].Content, summarizer.PrefixMark)
 }
 
 // IsLearnRequest reports whether a request is agentd's learner asking what
@@ -40,8 +46,12 @@ func IsLearnRequest(r testkit.Received) bool { return r.System == learner.Instru
 func Script(rp *Replay) testkit.Script {
 	return func(r testkit.Received) testkit.Reply {
 		if IsSummaryRequest(r) {
+			read := r.Messages
+			if isPrefixSummary(r) {
+				read = read[:len(read)-1] // the chat, not the question after it
+			}
 			var b strings.Builder
-			for _, m := range r.Messages {
+			for _, m := range read {
 				b.WriteString(m.Content + "\n")
 			}
 			return testkit.Reply{Text: StandInSummary(b.String()), ChunkRunes: 256}

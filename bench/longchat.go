@@ -243,7 +243,9 @@ func replayDaemon(ctx context.Context, rp *Replay, window int) (*openaifake.Serv
 		fake.Close()
 		return nil, nil, nil, err
 	}
-	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp)})
+	// The replay measures the daemon's default working size.
+	d, err := startDaemon(ctx, daemonOptions{dir: dir, fakeURL: fake.URL(), window: window, inMemory: true, results: toolResults(rp),
+		daemonDefaults: true})
 	if err != nil {
 		fake.Close()
 		_ = os.RemoveAll(dir)

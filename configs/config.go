@@ -213,6 +213,17 @@ type Limits struct {
 	// FoldWait is the longest a turn waits for a summary; past it the fold
 	// applies with a digest and the summary follows. Defaults to 20s.
 	FoldWait Duration `yaml:"fold_wait" json:"fold_wait"`
+	// CompactThreshold is the compact_threshold of every chat that sets
+	// none: its requests stay within this many tokens on a bigger window
+	// (it folds sooner, and is lean at 16K or less), because every kept
+	// token is sent again, and paid for, on every turn. -1 lets such chats
+	// fill their model's window. Defaults to 12000 (BENCHMARKS.md, issue 20).
+	CompactThreshold int `yaml:"compact_threshold" json:"compact_threshold"`
+	// FoldAsLines sends the summariser the folded turns as plain lines
+	// only. Unset, a fold asks the chat's own model right after the chat's
+	// own request prefix, which the provider serves from its prompt cache
+	// (the lines stay the fallback). Defaults to false.
+	FoldAsLines bool `yaml:"fold_as_lines" json:"fold_as_lines"`
 	// MaxAnswerBytes is the most of one model answer (text, thinking and
 	// tool-call arguments) kept and stored; past it the turn ends with the
 	// problem answer-too-large and the part before the cap kept. Defaults
@@ -337,6 +348,13 @@ func (Duration) JSONSchema() *jsonschema.Schema {
 // MarshalText prints the duration in Go form.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// DefaultCompactThreshold is limits.compact_threshold when none is set.
+const DefaultCompactThreshold = 12000
+
+// minCompactThreshold is the least limits.compact_threshold (a chat's own
+// least, chat.MinCompactThreshold: OpenAI's minimum).
+const minCompactThreshold = 1000
+
 // DefaultOllamaURL is tried when no provider is configured.
 const DefaultOllamaURL = "http://127.0.0.1:11434"
 
@@ -453,6 +471,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&l.TurnTimeout, 10*time.Minute)
 	setDur(&l.ModelIdleTimeout, 2*time.Minute)
 	setDur(&l.FoldWait, 20*time.Second)
+	setInt(&l.CompactThreshold, DefaultCompactThreshold)
 	setInt(&l.MaxAnswerBytes, 4<<20)
 	setInt(&l.MaxTitleRunes, 200)
 	h := &c.HTTP
@@ -527,6 +546,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("providers[%d] model %q: tools must be native or words, not %q", i, m.ID, m.Tools)
 			}
 		}
+	}
+	if t := c.Limits.CompactThreshold; t != -1 && t < minCompactThreshold {
+		return fmt.Errorf("limits.compact_threshold %d: use at least %d tokens, or -1 for the whole window", t, minCompactThreshold)
 	}
 	switch c.Store.Kind {
 	case StoreBadger, StorePostgres:

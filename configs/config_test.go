@@ -61,6 +61,7 @@ func TestValidateRejects(t *testing.T) {
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
 		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
 		"log level":              {"log_level: loud", "log_level \"loud\": use debug, info, warn or error"},
+		"compact threshold":      {"limits: {compact_threshold: 500}", "limits.compact_threshold 500: use at least 1000"},
 		"cluster on badger":      {"cluster: {enabled: true, etcd_endpoints: [http://127.0.0.1:2379]}", "cluster.enabled needs store.kind postgres"},
 		"cluster provider":       {"store: {kind: postgres}\ncluster: {enabled: true, provider: consul}", "cluster.provider must be etcd or kubernetes"},
 		"cluster no endpoints":   {"store: {kind: postgres}\ncluster: {enabled: true}", "cluster.etcd_endpoints: provider etcd needs"},

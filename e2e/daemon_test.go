@@ -70,6 +70,13 @@ func (c daemonConfig) yaml() string {
 	}
 	b.WriteString(c.Extra)
 	b.WriteString("limits:\n")
+	// These tests were written for chats that fill their window and fold
+	// as lines.
+	for k, v := range map[string]string{"compact_threshold": "-1", "fold_as_lines": "true"} {
+		if _, ok := c.Limits[k]; !ok {
+			fmt.Fprintf(&b, "  %s: %s\n", k, v)
+		}
+	}
 	for k, v := range c.Limits {
 		fmt.Fprintf(&b, "  %s: %s\n", k, v)
 	}

@@ -7,6 +7,12 @@ const (
 	MaxBytes    = 8 << 20
 )
 
+// FoldKeep is the share of the transcript budget a fold keeps (1/FoldKeep):
+// half, so the turns just before a fold stay word for word (a third saved
+// 6% of the tokens on 32K but dropped them on a switch to a small model;
+// BENCHMARKS.md, issue 20).
+const FoldKeep = 2
+
 // SummaryMaxTokens caps the room a fold reserves for the new summary; the
 // summariser should write less (Plan returns the room in SummaryTokens).
 const SummaryMaxTokens = 2000
@@ -108,7 +114,7 @@ func (sc *scan) stubTokens(m *Msg) int {
 
 // Plan decides which messages the next request keeps. Under every trigger it
 // keeps what it has; over one, it drops whole turns from the front until
-// what is kept fits half the budget, so folds are rare and the request
+// what is kept fits 1/FoldKeep of the budget, so folds are rare and the request
 // prefix stays the same between them. The turn being answered always stays;
 // if it alone is too big, its longest texts are shortened.
 func Plan(in PlanInput) PlanResult {
@@ -148,7 +154,7 @@ func Plan(in PlanInput) PlanResult {
 	c := c0
 	if res.Reason != "" && res.Reason != ReasonStart {
 		res.SummaryTokens = max(sumTokens, summaryReserve(b))
-		c = sc.foldPoint(cal, fixed+res.SummaryTokens, fixed+b.Transcript/2, len(ms))
+		c = sc.foldPoint(cal, fixed+res.SummaryTokens, fixed+b.Transcript/FoldKeep, len(ms))
 	}
 	res.FirstKept = ms[c].Seq
 	if c > 0 {
@@ -235,9 +241,9 @@ func (sc *scan) kept(c, n int) (tokens, count, byts int) {
 	return sc.tokens, n, sc.byts // c is 0 and no boundary: everything
 }
 
-// foldPoint returns the first boundary at which what is kept fits half the
-// budget and half of each other trigger, never past the turn being answered.
-func (sc *scan) foldPoint(cal Calibration, fixed, halfLimit, n int) int {
+// foldPoint returns the first boundary at which what is kept fits keepLimit
+// and half of each other trigger, never past the turn being answered.
+func (sc *scan) foldPoint(cal Calibration, fixed, keepLimit, n int) int {
 	best := 0
 	for _, bd := range sc.bounds {
 		if bd.idx > sc.lastUser {
@@ -245,7 +251,7 @@ func (sc *scan) foldPoint(cal Calibration, fixed, halfLimit, n int) int {
 		}
 		best = bd.idx
 		tok, cnt, byts := sc.tokens-bd.tokens, n-bd.idx, sc.byts-bd.byts
-		if cal.Estimate(fixed+tok) <= halfLimit && cnt <= MaxMessages/2 && byts <= MaxBytes/2 {
+		if cal.Estimate(fixed+tok) <= keepLimit && cnt <= MaxMessages/2 && byts <= MaxBytes/2 {
 			break
 		}
 	}

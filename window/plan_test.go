@@ -32,7 +32,7 @@ func TestPlanFolds(t *testing.T) {
 					t.Errorf("kept %d messages, want 300", len(out))
 				}
 			}},
-		// 40 turns with a 3,000-char result each do not fit 8K: fold to half.
+		// 40 turns with a 3,000-char result each do not fit 8K: fold to 1/FoldKeep.
 		"over-budget": {msgs: func() []Msg {
 			b := &builder{}
 			for i := range 40 {
@@ -47,8 +47,8 @@ func TestPlanFolds(t *testing.T) {
 					raw += EstimateMsg(m)
 				}
 				var cal Calibration
-				if half := b.Transcript / 2; cal.Estimate(raw) > half {
-					t.Errorf("kept %d tokens, want <= half the budget %d", cal.Estimate(raw), half)
+				if keep := b.Transcript / FoldKeep; cal.Estimate(raw) > keep {
+					t.Errorf("kept %d tokens, want <= 1/FoldKeep of the budget %d", cal.Estimate(raw), keep)
 				}
 			}},
 		// A chat whose kept part starts with an answer folds that answer away.

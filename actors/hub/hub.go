@@ -240,7 +240,8 @@ func (h *Hub) startActors(opts Options) {
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
 		TurnTimeout: h.cfg.Limits.TurnTimeout.Duration, ModelIdle: h.cfg.Limits.ModelIdleTimeout.Duration,
-		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes,
+		FoldWait: h.cfg.Limits.FoldWait.Duration, MaxAnswerBytes: h.cfg.Limits.MaxAnswerBytes, CompactThreshold: h.cfg.Limits.CompactThreshold,
+		FoldAsLines:        h.cfg.Limits.FoldAsLines,
 		NoModelHelp:        h.noModelHelp,
 		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
 	}

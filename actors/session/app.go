@@ -34,6 +34,9 @@ func (s *session) currentSetup() setup {
 	if su.instructions == "" {
 		su.instructions = s.deps.TenantInstructions[s.meta.Tenant]
 	}
+	if t := s.deps.CompactThreshold; su.settings.CompactThreshold == nil && t > 0 {
+		su.settings.CompactThreshold = &t
+	}
 	return su
 }
 

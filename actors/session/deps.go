@@ -97,6 +97,11 @@ type Deps struct {
 	// other chats, or slow): then its fold applies with the digest, and the
 	// summary lands when it comes.
 	FoldWait time.Duration
+	// CompactThreshold is the compact_threshold of a chat that sets none
+	// (0 or less: its model's window).
+	CompactThreshold int
+	// FoldAsLines leaves Fold.Prefix out: the summariser reads lines only.
+	FoldAsLines bool
 	// NoModelHelp says why no model can take a turn and what to do: which
 	// provider does not answer, or how to configure one. Optional.
 	NoModelHelp func() string

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/window"
 )
 
 // After this many failed folds in a row a chat stops asking the summariser
@@ -46,7 +48,8 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	}
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
-	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor}
+	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor,
+		Prefix: s.foldPrefix(to)}
 	if s.turn != nil && s.turn.phase == phaseFolding {
 		// The turn waits for this fold: its span is the fold's parent.
 		req.Trace = trace.SpanContextFromContext(s.turn.ctx)
@@ -60,6 +63,30 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	if s.turn != nil && s.turn.phase == phaseFolding {
 		s.awaitFold(ctx)
 	}
+}
+
+// foldPrefix is the chat's request as it was last sent, up to seq to: the
+// summariser asks the chat's own model after it, from the provider's prompt
+// cache. Nil when there is nothing before to, or lines are asked for.
+func (s *session) foldPrefix(to int64) *summarizer.Prefix {
+	if s.deps.FoldAsLines {
+		return nil
+	}
+	_, info, err := s.deps.Catalog.Resolve(s.snap.Model)
+	if err != nil || info.ToolsInWords {
+		return nil
+	}
+	p := s.planFor(info, false, s.currentSetup())
+	sent := window.Assemble(window.AssembleInput{Msgs: p.msgs, Plan: window.PlanResult{FirstKept: s.snap.FirstKeptSeq}, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	cut := slices.IndexFunc(sent, func(m window.Msg) bool { return m.Seq >= to })
+	if cut < 0 {
+		cut = len(sent)
+	}
+	if cut == 0 {
+		return nil
+	}
+	return &summarizer.Prefix{System: p.system, Tools: p.specs, Messages: mergeUserRuns(s.fromWindow(sent[:cut])),
+		Tokens: s.calibration().Estimate(p.budget.System + p.budget.Tools + window.EstimateMsgs(sent[:cut])), CacheKey: s.id}
 }
 
 // awaitFold bounds the running turn's wait for the fold in flight, whether

@@ -184,6 +184,12 @@ type harness struct {
 
 func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...providers.Response) *harness {
 	t.Helper()
+	return newHarnessWith(t, window, reg, func(*harness, *Deps) {}, replies...)
+}
+
+// newHarnessWith is newHarness with its deps changed by set.
+func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*harness, *Deps), replies ...providers.Response) *harness {
+	t.Helper()
 	h := &harness{t: t, system: actor.NewActorSystem(), store: newMemStore(), bus: eventbus.New(time.Second, nil), model: &scripted{replies: replies}}
 	if reg == nil {
 		reg = tools.NewRegistry()
@@ -194,6 +200,7 @@ func newHarness(t *testing.T, window int, reg *tools.Registry, replies ...provid
 		DefaultModel: "fake/m", IdleAfter: time.Hour, TurnsPerChat: 4, ToolTimeout: time.Minute, ToolResultBytes: 16 << 10,
 		TurnTimeout: time.Minute, ModelIdle: time.Minute, FoldWait: time.Minute,
 	}
+	set(h, deps)
 	h.registry = h.system.Root.Spawn(Props(deps))
 	t.Cleanup(func() { h.system.Root.Stop(h.registry) })
 	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m"}
@@ -390,11 +397,46 @@ func TestARequestThatDoesNotFitFoldsFirstAndTheModelSeesTheDigest(t *testing.T) 
 			t.Fatalf("a folded message (seq %d) was sent word for word", m.Seq)
 		}
 	}
-	if req.Messages[len(req.Messages)-1].Content != "and now?" {
+	// On 4K a fold may keep only this message: it may carry the frame too.
+	if !strings.HasSuffix(req.Messages[len(req.Messages)-1].Content, "and now?") {
 		t.Fatalf("the request does not end with the message: %+v", req.Messages[len(req.Messages)-1])
 	}
 	if got := h.store.snaps["c1"].FirstKeptSeq; got != folded.FirstKeptSeq {
 		t.Fatalf("snapshot first kept = %d, announced %d", got, folded.FirstKeptSeq)
+	}
+}
+
+// TestAChatWithoutCompactThresholdTakesTheDaemonsOwn: on a 128K window a
+// chat that sets no compact_threshold is held to the daemon's (lean under
+// 16K: find_tools alone); one that sets its own above it keeps it.
+func TestAChatWithoutCompactThresholdTakesTheDaemonsOwn(t *testing.T) {
+	reg := tools.NewRegistry()
+	for i := range 3 {
+		if err := tools.Register(reg, fmt.Sprintf("tool%d", i), "A tool.", func(context.Context, struct{}) (tools.Result, error) {
+			return tools.Result{Text: "ok"}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		own      *int
+		wantLean bool
+	}{{"default", nil, true}, {"own", ptr(100_000), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, 128_000, reg, func(_ *harness, d *Deps) { d.CompactThreshold = 14_000 }, reply("ok"))
+			c := h.store.chats["c1"]
+			c.Settings.CompactThreshold = tc.own
+			h.store.chats["c1"] = c
+			if res, _ := h.turn("hello"); res.Problem != nil {
+				t.Fatalf("problem: %+v", res.Problem)
+			}
+			req := h.model.requests()[0]
+			lean := len(req.Tools) == 1 && req.Tools[0].Name == findToolsName
+			if lean != tc.wantLean {
+				t.Fatalf("tools sent %v: lean %v, want %v", toolNames(req.Tools), lean, tc.wantLean)
+			}
+		})
 	}
 }
 
@@ -452,4 +494,14 @@ func TestTheTurnAfterAddedMessagesReadsThem(t *testing.T) {
 	if len(sent) != 3 || sent[0].Content != "from elsewhere" || sent[1].Content != "an old answer" || !strings.HasSuffix(sent[2].Content, "next") {
 		t.Fatalf("the turn's request does not carry the added messages: %+v", sent)
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func toolNames(specs []chat.ToolSpec) []string {
+	out := make([]string, len(specs))
+	for i, sp := range specs {
+		out[i] = sp.Name
+	}
+	return out
 }

@@ -23,6 +23,23 @@ type Fold struct {
 	// Trace is the span of the turn that waits for the fold, if any: the
 	// fold's span is its child.
 	Trace trace.SpanContext
+	// Prefix is the chat's own last request up to the fold point, or nil.
+	Prefix *Prefix
+}
+
+// Prefix is the head of a chat's own request as it was last sent: its system
+// prompt, tools and the messages before the fold point (the summary frame
+// in front, stale results stubbed). The chat's provider holds it in its
+// prompt cache, so a summary asked of the chat's own model right after it
+// pays only for the question; the folded turns as lines are the fallback.
+type Prefix struct {
+	System   string
+	Tools    []chat.ToolSpec
+	Messages []chat.Message
+	// Tokens is the chat's estimate of System, Tools and Messages,
+	// anchored on what its provider counted (window.Calibration.Estimate).
+	Tokens   int
+	CacheKey string // the chat's prompt-cache key
 }
 
 // Folded answers Fold. With OK false, Summary is empty and the chat keeps

@@ -12,7 +12,31 @@ import (
 // Instructions is the summariser's system prompt. It is a wire string:
 // changing it changes every summary written afterwards.
 const Instructions = `You keep the running summary of a long chat between a person and an assistant.
-You get the summary so far and the next part of the chat as plain lines. Write the new summary, which
+You get the summary so far and the next part of the chat as plain lines. ` + summaryRules
+
+// PrefixMark starts the question that ends a summarising request which is
+// the chat's own request up to the fold point (Fold.Prefix). A wire string.
+const PrefixMark = "[agentd, not the person: stop the chat here.]"
+
+// PrefixPrompt is that question: the chat's system prompt leads such a
+// request, so the summariser's instructions ride last, in agentd's words.
+// framed says the summary so far rides in front of the messages.
+func PrefixPrompt(framed bool, focus string) string {
+	p := PrefixMark + " You keep the running summary of this chat.\n"
+	if framed {
+		p += "The summary so far is in " + window.SummaryOpen + " above; the messages after it are the next part. "
+	} else {
+		p += "There is no summary yet: the messages above are the first part. "
+	}
+	p += summaryRules
+	if focus != "" {
+		p += "\nThe person asked to keep especially: " + focus
+	}
+	return p
+}
+
+// summaryRules are what both summarising prompts ask for.
+const summaryRules = `Write the new summary, which
 replaces the old one and must keep everything in it that still matters. Write in the chat's language,
 as short notes under these headings:
 What the person wants:

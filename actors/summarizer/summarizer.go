@@ -283,8 +283,17 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 		start = strings.TrimSpace(start + "\nFacts noted without a summary:\n" + mk.Mask(m.Digest))
 	}
 	focus := mk.Mask(m.Focus)
+	var first outcome
+	if len(models) > 0 {
+		if text, ok := prefixFold(ctx, cfg, m, models[0], sems[0], &first); ok {
+			res.OK, res.Summary, res.Model, res.Digest = true, text, models[0], ""
+			res.Usage, res.Requests = first.usage, first.requests
+			return res
+		}
+	}
 	o := job{models: models, sems: sems, lines: Lines(m.Turns, mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
 		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
+	o.usage, o.requests, o.errs = o.usage.Add(first.usage), o.requests+first.requests, append(first.errs, o.errs...)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
 		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
@@ -298,6 +307,16 @@ var errNotSummary = errors.New("the reply was not a summary")
 
 // callWith makes one summarising request with the given instructions.
 func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, system, prompt string, room int, cal window.Calibration) (string, chat.Usage, error) {
+	return ask(ctx, cfg, sem, client, info, providers.Request{
+		Model: info.ID, System: system, MaxTokens: room,
+		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		NumCtx:         info.Window,
+		EstimatedInput: window.OneShotEstimate(window.EstimateText(system)+window.EstimateText(prompt), cal),
+	})
+}
+
+// ask makes one summarising request and accepts only a summary back.
+func ask(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, req providers.Request) (string, chat.Usage, error) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -307,12 +326,7 @@ func callWith(ctx context.Context, cfg Config, sem chan struct{}, client provide
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	cctx, span := telemetry.StartModelCall(cctx, telemetry.Tracer(cfg.Traces), info.Provider, info.ID)
-	resp, err := client.Stream(cctx, providers.Request{
-		Model: info.ID, System: system, MaxTokens: room,
-		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
-		NumCtx:         info.Window,
-		EstimatedInput: window.OneShotEstimate(window.EstimateText(system)+window.EstimateText(prompt), cal),
-	}, func(providers.Event) {})
+	resp, err := client.Stream(cctx, req, func(providers.Event) {})
 	telemetry.EndModelCall(span, resp.Usage, string(resp.FinishReason), err)
 	if err != nil {
 		return "", resp.Usage, err

@@ -18,7 +18,8 @@ var company = map[string]string{"openai": "vllm", "anthropic": "anthropic", "oll
 // ConfigFor returns a configuration with one provider of the given kind
 // ("openai", "anthropic" or "ollama") named "fake" at baseURL, serving model
 // "m" with the given window (0: none configured), data in dir. More models
-// may be appended to Providers[0].Models before Start.
+// may be appended to Providers[0].Models before Start. Chats fill their
+// window and fold as lines, as with testkit.Config.
 func ConfigFor(kind, dir, baseURL string, window int) (configs.Config, error) {
 	comp, ok := company[kind]
 	if !ok {
@@ -27,7 +28,7 @@ func ConfigFor(kind, dir, baseURL string, window int) (configs.Config, error) {
 	cfg := configs.Config{DataDir: dir, DefaultModel: "fake/m", Providers: []configs.Provider{{
 		Name: "fake", Kind: kind, Company: comp, BaseURL: baseURL,
 		Models: []configs.Model{{ID: "m", Window: window}},
-	}}}
+	}}, Limits: configs.Limits{CompactThreshold: -1, FoldAsLines: true}} // as testkit.Config
 	cfg.ApplyDefaults()
 	return cfg, nil
 }
