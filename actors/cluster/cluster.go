@@ -54,10 +54,12 @@ type Config struct {
 	Log zerolog.Logger
 	// IdleAfter passivates a grain nobody asked for this long.
 	IdleAfter time.Duration
-	// Woken and Slept are called from a grain's Receive when it activates
-	// and deactivates: they must only send (wake or passivate the chat's
-	// local session), never block.
-	Woken, Slept func(chatID string)
+	// Woken is called from a grain's Receive when it activates, Moved when
+	// it stops for any reason but its own idleness (placed on another
+	// node, this node leaving): they must only send (wake or stop the
+	// chat's local session), never block. An idle grain leaves the session
+	// to its own idleness rule (a running turn or a watcher keeps it).
+	Woken, Moved func(chatID string)
 	// ToolsetChanged is called from the notices actor when another node
 	// put or deleted a toolset; it must not block (start the reload in a
 	// goroutine it owns).
@@ -211,6 +213,7 @@ type grain struct {
 	chatID string
 	last   time.Time
 	stop   func()
+	idled  bool // it stopped itself, idle: the chat did not move
 }
 
 // idleTick makes a grain check whether it has been idle long enough.
@@ -228,14 +231,15 @@ func (g *grain) Receive(ctx actor.Context) {
 		ctx.Respond(&clusterpb.Located{HttpUrl: g.node.cfg.AdvertiseHTTP, Address: g.node.Address()})
 	case *idleTick:
 		if time.Since(g.last) >= g.node.cfg.IdleAfter {
+			g.idled = true
 			ctx.Poison(ctx.Self())
 		}
 	case *actor.Stopping:
 		if g.stop != nil {
 			g.stop()
 		}
-		if g.chatID != "" {
-			g.node.cfg.Slept(g.chatID)
+		if g.chatID != "" && !g.idled {
+			g.node.cfg.Moved(g.chatID)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (h *Hub) joinCluster(ctx context.Context, opts Options) error {
 		Log:           h.log.With().Str("component", "cluster").Logger(),
 		IdleAfter:     h.cfg.IdleAfter.Duration,
 		Woken:         func(id string) { root.Send(h.registry, &session.Envelope{ChatID: id, Msg: &session.Wake{}}) },
-		Slept:         func(id string) { root.Send(h.registry, &session.Passivate{ChatID: id}) },
+		Moved:         func(id string) { root.Send(h.registry, &session.Moved{ChatID: id}) },
 		ToolsetChanged: func(tenant, name string) {
 			h.work.Go(func() { h.reloadToolset(h.ctx, tenant, name) })
 		},

@@ -138,12 +138,18 @@ type Retired struct{ ChatID string }
 // first request. Send it in an Envelope. No reply.
 type Wake struct{}
 
-// Passivate stops a chat's session as idleness does, nothing queued lost
-// (in cluster mode, its grain left this node). Send it to the registry
-// itself. No reply.
-type Passivate struct{ ChatID string }
+// Moved stops a chat's session because the chat now lives on another node
+// (in cluster mode, its grain left this one): what was queued before it is
+// handled first, then a running turn ends with problem moved and waiting
+// turns are refused with ErrMoved. Send it to the registry itself. No
+// reply.
+type Moved struct{ ChatID string }
 
 // internal messages
+
+// leftNode tells a session, just before it is stopped, that its chat moved
+// to another node.
+type leftNode struct{}
 type (
 	idle struct{ chatID string }
 	// retire: the registry's Retire, to the session.

@@ -47,7 +47,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.route(ctx, m.ChatID, m.Msg, ctx.Sender())
 	case *idle:
 		r.passivate(ctx, m.chatID)
-	case *Passivate:
+	case *Moved:
+		if pid, ok := r.children[m.ChatID]; ok {
+			ctx.Send(pid, &leftNode{})
+		}
 		r.passivate(ctx, m.ChatID)
 	case *actor.Terminated:
 		r.terminated(ctx, m.Who)

@@ -51,8 +51,8 @@ type session struct {
 	lastActive time.Time
 	stopTick   func()
 	stopping   bool
-	// moved: another node claimed the chat; this session only refuses
-	// until the registry stops it.
+	// moved: another node claimed the chat, or its grain left this node;
+	// this session only refuses until the registry stops it.
 	moved bool
 }
 
@@ -82,7 +82,13 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.start(ctx)
 	case *actor.Stopping:
+		if s.moved {
+			s.stop(ctx, movedProblem(), ErrMoved)
+			break
+		}
 		s.stop(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"}, ErrStopping)
+	case *leftNode:
+		s.moved = true
 	case *actor.Restarting:
 		// This instance panicked: end what it owns so no caller waits on it;
 		// the new instance reloads the chat from Badger.
@@ -226,11 +232,14 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 		s.turn = nil
 	}
 	if s.turn != nil {
-		// Mark the cut in the log, so the person and the next turn see it.
+		// Mark the cut in the log, so the person and the next turn see it
+		// (unless the chat moved: it is another node's to write now).
 		mark := chat.Message{Role: chat.RoleAssistant, Model: s.turn.ref, Partial: true, Problem: why.Message,
 			Content: "[This answer was cut short: " + why.Message + "]"}
-		if _, err := s.deps.Store.Append(context.Background(), s.id, mark); err != nil {
-			s.logger().Error().Err(err).Msg("mark the cut turn")
+		if !s.moved {
+			if _, err := s.deps.Store.Append(context.Background(), s.id, mark); err != nil {
+				s.logger().Error().Err(err).Msg("mark the cut turn")
+			}
 		}
 		s.endTurn(ctx, why)
 	}

@@ -512,9 +512,15 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 // ends with: the chat moved to another node, or the store failed.
 func (s *session) storeProblem(ctx actor.Context, err error) *chat.Problem {
 	if s.movedAway(ctx, err) {
-		return &chat.Problem{Kind: chat.ProblemMoved, Message: "this chat moved to another agentd node while it answered; the answer was not stored (ask again)"}
+		return movedProblem()
 	}
 	return &chat.Problem{Kind: chat.ProblemInternal, Message: "could not store the answer: " + err.Error()}
+}
+
+// movedProblem is the problem of a turn cut because its chat moved to
+// another node.
+func movedProblem() *chat.Problem {
+	return &chat.Problem{Kind: chat.ProblemMoved, Message: "this chat moved to another agentd node while it answered; the answer was not stored (ask again)"}
 }
 
 // closeTurn stops what the turn still runs and announces its end; its state
