@@ -71,6 +71,7 @@ type rig struct {
 	fake *openaifake.Server
 	url  string
 	ctx  context.Context // the browser tab, with the test's deadline
+	tab  context.Context // the browser tab without the deadline, for post-mortems
 	// mem is the test's stand-in memory store, set when the daemon does not
 	// serve the memory API yet; nil when it does.
 	mem *memory.Store
@@ -134,7 +135,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	// A generous deadline for the whole test: every wait below is for a DOM
 	// condition, never a duration.
 	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	r.ctx = ctx
+	r.ctx, r.tab = ctx, bctx
 	t.Cleanup(func() {
 		cancel()
 		cancelBrowser()
@@ -272,11 +273,19 @@ func eval[T any](r *rig, expr string) T {
 	return v
 }
 
-// until waits for a JavaScript condition to hold.
+// until waits for a JavaScript condition to hold. A condition that throws
+// (an element the page has not drawn yet) counts as not holding yet: a
+// throw would otherwise end the browser's polling for good, and the wait
+// would run out however the page went on. The last throw is reported if the
+// wait runs out.
 func (r *rig) until(what, cond string) {
 	r.t.Helper()
-	if _, err := chromedp.Run(r.ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(0))); err != nil {
-		r.t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+	guarded := `(() => { try { return !!(` + cond + `); } catch (e) { window.__untilThrew = String(e); return false; } })()`
+	if _, err := chromedp.Run(r.ctx, chromedp.Poll[chromedp.Void](guarded, chromedp.WithPollingTimeout(0))); err != nil {
+		ctx, cancel := context.WithTimeout(r.tab, 5*time.Second)
+		defer cancel()
+		threw, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__untilThrew || ""`))
+		r.t.Fatalf("waiting for %s (%s): %v; the condition last threw %q", what, cond, err, threw)
 	}
 }
 
