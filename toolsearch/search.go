@@ -141,8 +141,11 @@ func (ix *Index) Search(query string, k int) []Hit {
 	}
 	s := ix.getScratch()
 	defer ix.scratch.Put(s)
-	full := ix.single(query, max(k, rerankDepth), s)
-	full = ix.promoteNamed(query, full)
+	named := ix.named(query)
+	// The first k hits are returned, and as many more as the named tools
+	// promoted above them can push out.
+	full := ix.single(query, max(k, rerankDepth), k+len(named), s)
+	full = promote(named, full)
 	segs := segments(query)
 	if len(segs) < 2 || len(full) == 0 {
 		return ix.hits(full[:min(k, len(full))])
@@ -150,7 +153,8 @@ func (ix *Index) Search(query string, k int) []Hit {
 	lists := [][]cand{full}
 	var best float64
 	for _, q := range segs {
-		l := ix.single(q, segmentDepth, s)
+		// The merge reads an ask's leader and the scores of the rest.
+		l := ix.single(q, segmentDepth, 1, s)
 		if len(l) > 0 {
 			lists = append(lists, l)
 			best = max(best, l[0].score)
@@ -182,7 +186,7 @@ func (ix *Index) Search(query string, k int) []Hit {
 		s.scores[d] = 0
 	}
 	s.touched = fused[:0]
-	slices.SortFunc(out, ix.order)
+	ix.best(out, k)
 	return ix.hits(out[:min(k, len(out))])
 }
 
@@ -220,14 +224,14 @@ func identifiers(text string) []string {
 	return out
 }
 
-// promoteNamed puts tools the request names exactly ("use
-// calculate_final_velocity") at the top, above any score: naming the tool is
-// the strongest evidence there is.
-func (ix *Index) promoteNamed(query string, hits []cand) []cand {
-	var named []cand
+// named returns the tools the request names exactly ("use
+// calculate_final_velocity"): naming the tool is the strongest evidence
+// there is, so promote puts them above any score.
+func (ix *Index) named(query string) []int32 {
+	var named []int32
 	add := func(name string) {
-		if d, ok := ix.byName[name]; ok && !slices.ContainsFunc(named, func(c cand) bool { return c.doc == d }) {
-			named = append(named, cand{doc: d})
+		if d, ok := ix.byName[name]; ok && !slices.Contains(named, d) {
+			named = append(named, d)
 		}
 	}
 	// The whole request may be a name: a lookup, whatever the name looks like.
@@ -238,6 +242,12 @@ func (ix *Index) promoteNamed(query string, hits []cand) []cand {
 			add(id)
 		}
 	}
+	return named
+}
+
+// promote puts the named docs at the top of hits, whose first is its best,
+// in the order named.
+func promote(named []int32, hits []cand) []cand {
 	if len(named) == 0 {
 		return hits
 	}
@@ -245,12 +255,12 @@ func (ix *Index) promoteNamed(query string, hits []cand) []cand {
 	if len(hits) > 0 {
 		top = hits[0].score
 	}
-	for i := range named {
-		named[i].score = top + float64(len(named)-i)
+	out := make([]cand, len(named), len(named)+len(hits))
+	for i, d := range named {
+		out[i] = cand{d, top + float64(len(named)-i)}
 	}
-	out := named
 	for _, h := range hits {
-		if !slices.ContainsFunc(named, func(c cand) bool { return c.doc == h.doc }) {
+		if !slices.Contains(named, h.doc) {
 			out = append(out, h)
 		}
 	}
@@ -258,8 +268,9 @@ func (ix *Index) promoteNamed(query string, hits []cand) []cand {
 }
 
 // single ranks tools for one ask: BM25F, then the name-coverage rerank of the
-// leaders.
-func (ix *Index) single(query string, depth int, s *scratch) []cand {
+// depth leaders, of which the first m come back in order and the rest in
+// none.
+func (ix *Index) single(query string, depth, m int, s *scratch) []cand {
 	qt := ix.queryTerms(query, s)
 	defer clearSlots(qt, s)
 	if len(qt) == 0 {
@@ -276,7 +287,7 @@ func (ix *Index) single(query string, depth int, s *scratch) []cand {
 	for i := range top {
 		top[i].score *= 1 + coverageBoost*ix.coverage(top[i].doc, logN1, s)
 	}
-	slices.SortFunc(top, ix.order)
+	ix.best(top, m)
 	return top
 }
 
@@ -419,10 +430,33 @@ func (ix *Index) topK(s *scratch, k int) []cand {
 		}
 	}
 	if len(out) > k {
-		slices.SortFunc(out, ix.order)
+		ix.best(out, k)
 		out = out[:k]
 	}
 	return out
+}
+
+// best moves the m best of cs, by order, to its front, in order; the rest
+// follow in no order. Searches return a few of the hundred leaders they
+// rerank, and sorting them all was a tenth of a search.
+func (ix *Index) best(cs []cand, m int) {
+	if 2*m >= len(cs) {
+		slices.SortFunc(cs, ix.order)
+		return
+	}
+	if m <= 0 {
+		return
+	}
+	slices.SortFunc(cs[:m], ix.order)
+	for i := m; i < len(cs); i++ {
+		if ix.order(cs[i], cs[m-1]) >= 0 {
+			continue
+		}
+		cs[i], cs[m-1] = cs[m-1], cs[i]
+		for j := m - 1; j > 0 && ix.order(cs[j], cs[j-1]) < 0; j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
 }
 
 // kthLargest returns the k-th largest of xs (1 <= k <= len(xs)), which it

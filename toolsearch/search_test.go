@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -15,6 +16,42 @@ func TestKthLargest(t *testing.T) {
 		slices.Sort(want)
 		if got := kthLargest(slices.Clone(xs), k); got != want[len(want)-k] {
 			t.Fatalf("kthLargest(%v, %d) = %v, want %v", xs, k, got, want[len(want)-k])
+		}
+	})
+}
+
+// TestBestIsSortedPrefix: best leaves the same m leaders, in the same order,
+// as a full sort would, and keeps every candidate.
+func TestBestIsSortedPrefix(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 120).Draw(t, "docs")
+		ix := &Index{docs: make([]doc, n)}
+		for i := range ix.docs {
+			ix.docs[i].name = fmt.Sprintf("tool%03d", i)
+		}
+		perm := rapid.Permutation(slices.Collect(func(yield func(int32) bool) {
+			for i := range int32(n) {
+				if !yield(i) {
+					return
+				}
+			}
+		})).Draw(t, "order")
+		cs := make([]cand, rapid.IntRange(0, n).Draw(t, "cands"))
+		for i := range cs {
+			// Few distinct scores, so ties (cut by name) are common.
+			cs[i] = cand{perm[i], rapid.SampledFrom([]float64{0.5, 1, 2, 3, 7.25}).Draw(t, "score")}
+		}
+		m := rapid.IntRange(0, len(cs)+2).Draw(t, "m")
+		want := slices.Clone(cs)
+		slices.SortFunc(want, ix.order)
+		got := slices.Clone(cs)
+		ix.best(got, m)
+		if p := min(m, len(cs)); !slices.Equal(got[:p], want[:p]) {
+			t.Fatalf("best(%v, %d) = %v, want the prefix %v", cs, m, got[:p], want[:p])
+		}
+		slices.SortFunc(got, ix.order)
+		if !slices.Equal(got, want) {
+			t.Fatalf("best(%v, %d) lost or duplicated candidates: %v", cs, m, got)
 		}
 	})
 }
