@@ -393,7 +393,10 @@ func (ix *Index) norms(n float64, s *scratch) {
 		avg := math.Max(1, float64(ix.fieldSum[f])/math.Max(1, n))
 		fn.c0[f] = 1 - fieldB[f]
 		fn.c1[f] = fieldB[f] / avg
-		for l := range uint32(normTable) {
+		// An empty field holds no occurrence to weigh, and its weight can be
+		// +Inf (b = 1), which the sum in impactsOf would turn into 0 × Inf =
+		// NaN: a tool with no description then lost every search.
+		for l := uint32(1); l < normTable; l++ {
 			fn.table[f][l] = fn.direct(f, l)
 		}
 	}
@@ -410,31 +413,67 @@ func (ix *Index) order(a, b cand) int {
 	return strings.Compare(ix.docs[a.doc].name, ix.docs[b.doc].name)
 }
 
-// topK returns the k best touched docs, unordered: the k-th best score is
-// selected from bare scores, the docs at or above it are collected, and
-// only a tie at that score needs names to cut it.
+// topK returns the k best touched docs, unordered. A histogram of their
+// scores finds the bucket the k-th best falls in, so only the docs in it and
+// above are collected (Hoare's selection over all of them was a tenth of a
+// search); the k-th best score is selected from those, and only a tie at that
+// score needs names to cut it.
 func (ix *Index) topK(s *scratch, k int) []cand {
-	var floor float64
-	if k > 0 && len(s.touched) > k {
-		xs := s.sel[:0]
-		for _, d := range s.touched {
-			xs = append(xs, s.scores[d])
+	touched, scores := s.touched, s.scores
+	if len(touched) <= k {
+		out := make([]cand, len(touched))
+		for i, d := range touched {
+			out[i] = cand{d, scores[d]}
 		}
-		s.sel = xs
-		floor = kthLargest(xs, k)
+		return out
 	}
-	out := make([]cand, 0, min(k, len(s.touched)))
-	for _, d := range s.touched {
-		if v := s.scores[d]; v >= floor {
+	if k <= 0 {
+		return nil
+	}
+	var hi float64
+	for _, d := range touched {
+		if v := scores[d]; v > hi {
+			hi = v
+		}
+	}
+	// bucket never decreases as a score grows, so every doc at or above
+	// the k-th best score is in the k-th best's bucket or above it.
+	scale := scoreBuckets / hi
+	bucket := func(v float64) int { return min(int(v*scale), scoreBuckets-1) }
+	var hist [scoreBuckets]int32
+	for _, d := range touched {
+		hist[bucket(scores[d])]++
+	}
+	b, above := scoreBuckets-1, 0
+	for above+int(hist[b]) < k {
+		above += int(hist[b])
+		b--
+	}
+	out := make([]cand, 0, above+int(hist[b]))
+	xs := s.sel[:0]
+	for _, d := range touched {
+		if v := scores[d]; bucket(v) >= b {
 			out = append(out, cand{d, v})
+			xs = append(xs, v)
 		}
 	}
-	if len(out) > k {
-		ix.best(out, k)
-		out = out[:k]
+	s.sel = xs
+	floor := kthLargest(xs, k)
+	kept := out[:0]
+	for _, c := range out {
+		if c.score >= floor {
+			kept = append(kept, c)
+		}
 	}
-	return out
+	if len(kept) > k {
+		ix.best(kept, k)
+		kept = kept[:k]
+	}
+	return kept
 }
+
+// scoreBuckets is how many buckets topK's histogram has.
+const scoreBuckets = 256
 
 // best moves the m best of cs, by order, to its front, in order; the rest
 // follow in no order. Searches return a few of the hundred leaders they

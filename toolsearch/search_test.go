@@ -55,3 +55,35 @@ func TestBestIsSortedPrefix(t *testing.T) {
 		}
 	})
 }
+
+// TestTopKIsTheBest: topK returns the k best touched docs by score, a tie at
+// the k-th score cut by name, whatever the spread of the scores.
+func TestTopKIsTheBest(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 400).Draw(t, "docs")
+		ix := &Index{docs: make([]doc, n)}
+		for i := range ix.docs {
+			ix.docs[i].name = fmt.Sprintf("tool%03d", i)
+		}
+		// Many equal scores, and a few far above the rest, which crowd
+		// most docs into the lowest buckets.
+		values := []float64{0.001, 0.5, 1, 1, 2, 3, 3, 7.25, 40, 1e6}
+		s := &scratch{scores: make([]float64, n)}
+		var all []cand
+		for d := range int32(n) {
+			if rapid.Bool().Draw(t, "touched") {
+				v := rapid.SampledFrom(values).Draw(t, "score") * rapid.Float64Range(1, 1.001).Draw(t, "jitter")
+				s.scores[d] = v
+				s.touched = append(s.touched, d)
+				all = append(all, cand{d, v})
+			}
+		}
+		k := rapid.IntRange(0, len(all)+2).Draw(t, "k")
+		got := ix.topK(s, k)
+		slices.SortFunc(got, ix.order)
+		slices.SortFunc(all, ix.order)
+		if want := all[:min(k, len(all))]; !slices.Equal(got, want) {
+			t.Fatalf("topK(%d) = %v, want %v", k, got, want)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -274,4 +275,19 @@ func TestSearchProperties(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A tool with no description is found by its name: an empty field's weight
+// (1/(1-b), +Inf for the description's b = 1) once made its score NaN, and
+// the tool never came back.
+func TestNoDescriptionIsFound(t *testing.T) {
+	for _, docs := range [][]Doc{
+		{{Name: "get_weather"}},
+		{{Name: "get_weather"}, {Name: "send_mail", Description: "Send an email."}},
+	} {
+		hits := NewIndex(docs).Search("weather", 3)
+		if len(hits) == 0 || hits[0].Name != "get_weather" || math.IsNaN(hits[0].Score) {
+			t.Errorf("Search(weather) over %v = %v, want get_weather first with a score", docs, hits)
+		}
+	}
 }
