@@ -145,6 +145,10 @@ type buildScratch struct {
 	list   []posting
 	ids    []int32 // the term of each entry of list
 	word   []byte
+	// changed lists the terms whose logDF a change has left stale (marked
+	// in stale, by term).
+	changed []int32
+	stale   []bool
 }
 
 // NewIndex builds an index over docs. A later doc with the same name as an
@@ -170,27 +174,30 @@ func (ix *Index) Len() int { return len(ix.byName) }
 
 // Add registers tools, replacing any of the same name.
 func (ix *Index) Add(docs ...Doc) {
+	defer ix.updateLogDF()
 	for _, d := range docs {
 		if i, ok := ix.byName[d.Name]; ok {
 			ix.unindex(i)
-			ix.index(i, d)
+			ix.index(i, d, false)
 			continue
 		}
 		var i int32
-		if n := len(ix.free); n > 0 {
-			i, ix.free = ix.free[n-1], ix.free[:n-1]
+		last := len(ix.free) == 0
+		if !last {
+			i, ix.free = ix.free[len(ix.free)-1], ix.free[:len(ix.free)-1]
 		} else {
 			i = int32(len(ix.docs))
 			ix.docs = append(ix.docs, doc{})
 			ix.lens = append(ix.lens, [numFields]uint32{})
 		}
 		ix.byName[d.Name] = i
-		ix.index(i, d)
+		ix.index(i, d, last)
 	}
 }
 
 // Remove drops the named tools; unknown names are ignored.
 func (ix *Index) Remove(names ...string) {
+	defer ix.updateLogDF()
 	for _, n := range names {
 		if i, ok := ix.byName[n]; ok {
 			ix.unindex(i)
@@ -200,8 +207,32 @@ func (ix *Index) Remove(names ...string) {
 	}
 }
 
-// index puts d in slot i, which holds nothing.
-func (ix *Index) index(i int32, d Doc) {
+// changed notes that t's document frequency changed.
+func (ix *Index) changed(t int32) {
+	b := &ix.build
+	if int(t) >= len(b.stale) {
+		b.stale = append(b.stale, make([]bool, len(ix.post)-len(b.stale))...)
+	}
+	if !b.stale[t] {
+		b.stale[t] = true
+		b.changed = append(b.changed, t)
+	}
+}
+
+// updateLogDF brings logDF up to date for the terms a change touched: once
+// per term, not once per posting, in a batch.
+func (ix *Index) updateLogDF() {
+	b := &ix.build
+	for _, t := range b.changed {
+		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
+		b.stale[t] = false
+	}
+	b.changed = b.changed[:0]
+}
+
+// index puts d in slot i, which holds nothing; last says i is above every
+// slot that holds a doc, so its postings go at the end of their lists.
+func (ix *Index) index(i int32, d Doc, last bool) {
 	ix.version++
 	b := &ix.build
 	b.fields[fieldName] = ix.termsOf(d.Name, b.fields[fieldName][:0])
@@ -235,19 +266,23 @@ func (ix *Index) index(i int32, d Doc) {
 	}
 	for k, t := range b.ids {
 		b.slot[t] = 0
-		if l := ix.post[t]; len(l) == 0 || l[len(l)-1].doc < i {
-			ix.post[t] = append(l, b.list[k]) // a new slot: the common case
+		if last {
+			ix.post[t] = append(ix.post[t], b.list[k])
 		} else {
-			ix.post[t] = insertSorted(l, b.list[k], postingDoc)
+			ix.post[t] = insertSorted(ix.post[t], b.list[k], postingDoc)
 		}
-		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
+		ix.changed(t)
 	}
 	ix.posted += len(b.list)
 	var names []int32
 	for _, t := range b.fields[fieldName] {
 		if !slices.Contains(names, t) {
 			names = append(names, t)
-			ix.byNameTerm[t] = insertSorted(ix.byNameTerm[t], i, self)
+			if last {
+				ix.byNameTerm[t] = append(ix.byNameTerm[t], i)
+			} else {
+				ix.byNameTerm[t] = insertSorted(ix.byNameTerm[t], i, self)
+			}
 		}
 	}
 	ix.docs[i] = doc{name: d.Name, terms: slices.Clone(b.ids), nameTerms: names}
@@ -259,7 +294,7 @@ func (ix *Index) unindex(i int32) {
 	d := ix.docs[i]
 	for _, t := range d.terms {
 		ix.post[t] = deleteSorted(ix.post[t], i, postingDoc)
-		ix.logDF[t] = math.Log(float64(len(ix.post[t])) + 0.5)
+		ix.changed(t)
 	}
 	ix.posted += len(d.terms)
 	for _, t := range d.nameTerms {

@@ -3,7 +3,9 @@ package toolindex
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/agentd/agentd/toolsearch"
 )
@@ -29,6 +31,40 @@ func params(raw json.RawMessage) ([]toolsearch.Param, error) {
 	var out []toolsearch.Param
 	walk(&root, &out, 0)
 	return out, nil
+}
+
+// parsedParams is one tool's params, or why its schema did not parse.
+type parsedParams struct {
+	params []toolsearch.Param
+	err    error
+}
+
+// parallelFrom is how many tools a Register must hold before paramsOf
+// spreads them over the processors: a daemon's or a large MCP server's
+// registry, whose schemas took a third of building its index.
+const parallelFrom = 1024
+
+// paramsOf parses the parameter schemas of tools, by index. A large batch is
+// cut into one contiguous part per processor, each parsed by a goroutine that
+// paramsOf waits for: the result is the same as parsing them in order.
+func paramsOf(tools []Tool) []parsedParams {
+	out := make([]parsedParams, len(tools))
+	parse := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i].params, out[i].err = params(tools[i].Parameters)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(tools)/parallelFrom+1)
+	if workers <= 1 {
+		parse(0, len(tools))
+		return out
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { parse(w*len(tools)/workers, (w+1)*len(tools)/workers) })
+	}
+	wg.Wait()
+	return out
 }
 
 // maxDepth bounds recursion into nested schemas; deeper levels rarely name

@@ -114,12 +114,13 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 	}
 	sc := a.scope(m.Scope)
 	docs := make([]toolsearch.Doc, 0, len(m.Tools))
-	for _, t := range m.Tools {
+	parsed := paramsOf(m.Tools)
+	for i, t := range m.Tools {
 		if t.Name == "" {
 			res.Invalid = append(res.Invalid, "")
 			continue
 		}
-		ps, err := params(t.Parameters)
+		ps, err := parsed[i].params, parsed[i].err
 		if err != nil {
 			a.log.Warn().Err(err).Str("tool", t.Name).Msg("tool indexed without its parameters")
 			res.Invalid = append(res.Invalid, t.Name)

@@ -163,6 +163,37 @@ func TestParams(t *testing.T) {
 	}
 }
 
+// paramsOf gives each tool what params gives it, in the tools' order,
+// whether it parses them in one goroutine or spreads a large batch.
+func TestParamsOfIsParamsInOrder(t *testing.T) {
+	schemas := []string{
+		"",
+		`{"properties":{"b":{"description":"B"},"a":{"description":"A"}}}`,
+		`{"properties": [`,
+		`{"properties":{"l":{"type":"array","items":{"description":"an entry"}}}}`,
+	}
+	for _, n := range []int{0, 1, 7, parallelFrom - 1, parallelFrom, 3*parallelFrom + 5} {
+		tools := make([]Tool, n)
+		for i := range tools {
+			// Each tool's own parameter name tells a shifted result.
+			tools[i].Parameters = json.RawMessage(schemas[i%len(schemas)])
+			if i%len(schemas) == 1 {
+				tools[i].Parameters = json.RawMessage(fmt.Sprintf(`{"properties":{"p%d":{"description":"D"}}}`, i))
+			}
+		}
+		got := paramsOf(tools)
+		if len(got) != n {
+			t.Fatalf("%d tools: %d results", n, len(got))
+		}
+		for i, tl := range tools {
+			want, err := params(tl.Parameters)
+			if !slices.Equal(got[i].params, want) || (got[i].err == nil) != (err == nil) {
+				t.Fatalf("%d tools, tool %d: paramsOf = %+v, %v; params = %+v, %v", n, i, got[i].params, got[i].err, want, err)
+			}
+		}
+	}
+}
+
 // crash is turned into a panic by the test's middleware, as a bug in
 // Receive would panic.
 type crash struct{}
