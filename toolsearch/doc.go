@@ -1,5 +1,6 @@
 // Package toolsearch ranks tools for a request in words. It is pure: no I/O,
-// no goroutines, no clock.
+// no clock, and no goroutine outlives the call that starts it (a large Add
+// cuts its docs' words out over every processor and waits for them).
 //
 // An Index holds tools (name, description, parameters) and answers two
 // questions for a lean chat (seed 0086 §2):

@@ -175,10 +175,19 @@ func (ix *Index) Len() int { return len(ix.byName) }
 // Add registers tools, replacing any of the same name.
 func (ix *Index) Add(docs ...Doc) {
 	defer ix.updateLogDF()
-	for _, d := range docs {
+	cuts := cutAll(docs)
+	for j, d := range docs {
+		if len(cuts) > 0 {
+			if len(cuts) > 1 && j == cuts[1].lo {
+				cuts = cuts[1:]
+			}
+			ix.fieldsOfCut(cuts[0], j-cuts[0].lo)
+		} else {
+			ix.fieldsOf(d)
+		}
 		if i, ok := ix.byName[d.Name]; ok {
 			ix.unindex(i)
-			ix.index(i, d, false)
+			ix.index(i, d.Name, false)
 			continue
 		}
 		var i int32
@@ -191,7 +200,7 @@ func (ix *Index) Add(docs ...Doc) {
 			ix.lens = append(ix.lens, [numFields]uint32{})
 		}
 		ix.byName[d.Name] = i
-		ix.index(i, d, last)
+		ix.index(i, d.Name, last)
 	}
 }
 
@@ -230,10 +239,9 @@ func (ix *Index) updateLogDF() {
 	b.changed = b.changed[:0]
 }
 
-// index puts d in slot i, which holds nothing; last says i is above every
-// slot that holds a doc, so its postings go at the end of their lists.
-func (ix *Index) index(i int32, d Doc, last bool) {
-	ix.version++
+// fieldsOf puts the terms of d's fields in the build scratch, numbering
+// new ones.
+func (ix *Index) fieldsOf(d Doc) {
 	b := &ix.build
 	b.fields[fieldName] = ix.termsOf(d.Name, b.fields[fieldName][:0])
 	b.fields[fieldDesc] = ix.termsOf(d.Description, b.fields[fieldDesc][:0])
@@ -245,7 +253,14 @@ func (ix *Index) index(i int32, d Doc, last bool) {
 	b.fields[fieldParam] = ps
 	ph := ix.pairsOf(b.fields[fieldName], b.fields[fieldPhrase][:0])
 	b.fields[fieldPhrase] = ix.pairsOf(b.fields[fieldDesc], ph)
+}
 
+// index puts the doc named name, whose terms fieldsOf left in the build
+// scratch, in slot i, which holds nothing; last says i is above every slot
+// that holds a doc, so its postings go at the end of their lists.
+func (ix *Index) index(i int32, name string, last bool) {
+	ix.version++
+	b := &ix.build
 	if n := len(ix.post); len(b.slot) < n {
 		b.slot = append(b.slot, make([]int32, n-len(b.slot))...)
 	}
@@ -285,7 +300,7 @@ func (ix *Index) index(i int32, d Doc, last bool) {
 			}
 		}
 	}
-	ix.docs[i] = doc{name: d.Name, terms: slices.Clone(b.ids), nameTerms: names}
+	ix.docs[i] = doc{name: name, terms: slices.Clone(b.ids), nameTerms: names}
 }
 
 // unindex takes slot i's postings out of the index and empties it.
@@ -358,15 +373,19 @@ func (ix *Index) word(s string) int32 {
 // prefers get_current_weather over a tool with the two words far apart).
 func (ix *Index) pairsOf(ts, dst []int32) []int32 {
 	for k := 1; k < len(ts); k++ {
-		key := [2]int32{ts[k-1], ts[k]}
-		t, ok := ix.pairIDs[key]
-		if !ok {
-			t = ix.newTerm("")
-			ix.pairIDs[key] = t
-		}
-		dst = append(dst, t)
+		dst = append(dst, ix.pair([2]int32{ts[k-1], ts[k]}))
 	}
 	return dst
+}
+
+// pair returns the term of an adjacent pair of terms, numbering it if new.
+func (ix *Index) pair(key [2]int32) int32 {
+	t, ok := ix.pairIDs[key]
+	if !ok {
+		t = ix.newTerm("")
+		ix.pairIDs[key] = t
+	}
+	return t
 }
 
 func (ix *Index) newTerm(text string) int32 {

@@ -1,0 +1,160 @@
+package toolsearch
+
+import (
+	"runtime"
+	"sync"
+)
+
+// cutFrom is how many docs an Add must hold before it cuts their words out
+// over every processor: the words and their lookups were half of building
+// an index of 50,000 tools.
+const cutFrom = 1024
+
+// cut is the words and adjacent pairs of a contiguous run of an Add's docs
+// (from lo), numbered locally by the goroutine that cut them, so no index
+// state is read or written; fieldsOfCut then numbers them as the index does,
+// doc by doc in the Add's order, and so gives every term the number that
+// cutting the docs one by one would.
+type cut struct {
+	lo    int
+	words []string   // by local word: its lowercase form
+	stems []string   // by local word: its stem
+	pairs [][2]int32 // by local pair: its two local words
+	// toks holds the run's fields, doc after doc: local words for the
+	// name, description and parameters, local pairs for the phrase field;
+	// ends[k][f] is where doc k's field f ends in it.
+	toks []int32
+	ends [][numFields]int32
+	// term and pairTerm map local words and pairs to the index's terms, -1
+	// until fieldsOfCut meets them.
+	term, pairTerm []int32
+}
+
+// cutAll cuts docs into one run per processor, in goroutines it waits for,
+// or returns nil for a batch too small to be worth it.
+func cutAll(docs []Doc) []*cut {
+	workers := min(runtime.GOMAXPROCS(0), len(docs)/cutFrom)
+	if workers <= 1 {
+		return nil
+	}
+	cuts := make([]*cut, workers)
+	var wg sync.WaitGroup
+	for w := range cuts {
+		lo, hi := w*len(docs)/workers, (w+1)*len(docs)/workers
+		cuts[w] = &cut{lo: lo}
+		wg.Go(func() { cuts[w].run(docs[lo:hi]) })
+	}
+	wg.Wait()
+	return cuts
+}
+
+// run cuts docs as fieldsOf would: the same words, skipped and stemmed the
+// same way, in the same order.
+func (c *cut) run(docs []Doc) {
+	words := map[string]int32{}
+	pairs := map[[2]int32]int32{}
+	var buf []byte
+	text := func(s string) {
+		buf = eachWord(s, buf, func(w []byte) {
+			id, ok := words[string(w)]
+			if !ok {
+				ws := string(w)
+				id = -1
+				if !stopwords[ws] && !isNumber(ws) {
+					id = int32(len(c.words))
+					c.words = append(c.words, ws)
+					c.stems = append(c.stems, stem(ws))
+				}
+				words[ws] = id
+			}
+			if id >= 0 {
+				c.toks = append(c.toks, id)
+			}
+		})
+	}
+	pairsOf := func(lo, hi int) {
+		for k := lo + 1; k < hi; k++ {
+			key := [2]int32{c.toks[k-1], c.toks[k]}
+			id, ok := pairs[key]
+			if !ok {
+				id = int32(len(c.pairs))
+				c.pairs = append(c.pairs, key)
+				pairs[key] = id
+			}
+			c.toks = append(c.toks, id)
+		}
+	}
+	c.ends = make([][numFields]int32, len(docs))
+	for k, d := range docs {
+		start := len(c.toks)
+		text(d.Name)
+		name := len(c.toks)
+		text(d.Description)
+		desc := len(c.toks)
+		for _, p := range d.Params {
+			text(p.Name)
+			text(p.Description)
+		}
+		param := len(c.toks)
+		pairsOf(start, name)
+		pairsOf(name, desc)
+		c.ends[k] = [numFields]int32{int32(name), int32(desc), int32(param), int32(len(c.toks))}
+	}
+	c.term = make([]int32, len(c.words))
+	c.pairTerm = make([]int32, len(c.pairs))
+	for i := range c.term {
+		c.term[i] = -1
+	}
+	for i := range c.pairTerm {
+		c.pairTerm[i] = -1
+	}
+}
+
+// fieldsOfCut is fieldsOf for doc k of c's run.
+func (ix *Index) fieldsOfCut(c *cut, k int) {
+	b := &ix.build
+	start := int32(0)
+	if k > 0 {
+		start = c.ends[k-1][numFields-1]
+	}
+	for f := range numFields {
+		end := c.ends[k][f]
+		ts := b.fields[f][:0]
+		for _, id := range c.toks[start:end] {
+			if f == fieldPhrase {
+				ts = append(ts, ix.termOfPair(c, id))
+			} else {
+				ts = append(ts, ix.termOfWord(c, id))
+			}
+		}
+		b.fields[f], start = ts, end
+	}
+}
+
+// termOfWord returns the term of c's local word id, numbering it as
+// termsOf would.
+func (ix *Index) termOfWord(c *cut, id int32) int32 {
+	if t := c.term[id]; t >= 0 {
+		return t
+	}
+	ws := c.words[id]
+	t, ok := ix.wordTerm[ws]
+	if !ok {
+		t = ix.word(c.stems[id])
+		ix.wordTerm[ws] = t
+	}
+	c.term[id] = t
+	return t
+}
+
+// termOfPair returns the term of c's local pair id, whose words its doc's
+// word fields have already numbered.
+func (ix *Index) termOfPair(c *cut, id int32) int32 {
+	if t := c.pairTerm[id]; t >= 0 {
+		return t
+	}
+	p := c.pairs[id]
+	t := ix.pair([2]int32{c.term[p[0]], c.term[p[1]]})
+	c.pairTerm[id] = t
+	return t
+}
