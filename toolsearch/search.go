@@ -210,7 +210,7 @@ func identifiers(text string) []string {
 			continue
 		}
 		end := i + 1
-		for end < len(text) && (isASCIIAlnum(text[end]) || strings.IndexByte("_.-", text[end]) >= 0) {
+		for end < len(text) && (isASCIIAlnum(text[end]) || isJoiner(text[end])) {
 			end++
 		}
 		for end > i+1 && (text[end-1] == '.' || text[end-1] == '-') {
@@ -550,13 +550,13 @@ func (ix *Index) coverage(doc int32, logN1 float64, s *scratch) float64 {
 // looksLikeCode reports whether id is written like an identifier rather than
 // a word: it has a separator or a lower-to-upper case change.
 func looksLikeCode(id string) bool {
-	if strings.ContainsAny(id, "_.-") {
-		return true
-	}
-	for i := 1; i < len(id); i++ {
-		if id[i] >= 'A' && id[i] <= 'Z' && id[i-1] >= 'a' && id[i-1] <= 'z' {
+	for i := range len(id) {
+		if isJoiner(id[i]) || i > 0 && isUpper(id[i]) && isLower(id[i-1]) {
 			return true
 		}
 	}
 	return false
 }
+
+// isJoiner reports whether c joins the words of an identifier.
+func isJoiner(c byte) bool { return c == '_' || c == '.' || c == '-' }

@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,7 +32,7 @@ func segments(query string) []string {
 }
 
 // clauses splits a sentence at clauseJoint. The pattern is the slowest part
-// of a search, so a sentence without a joint word skips it; only an ASCII
+// of a search, so a sentence where it cannot match skips it; only an ASCII
 // one can tell, since (?i) folds a few other letters into ASCII ones ("ſ").
 func clauses(s string) []string {
 	for i := 0; i < len(s); i++ {
@@ -39,14 +40,43 @@ func clauses(s string) []string {
 			return clauseJoint.Split(s, -1)
 		}
 	}
-	lower := strings.ToLower(s)
-	for _, w := range jointWords {
-		if strings.Contains(lower, w) {
-			return clauseJoint.Split(s, -1)
-		}
+	if mayJoin(s) {
+		return clauseJoint.Split(s, -1)
 	}
 	return []string{s}
 }
+
+// mayJoin reports whether clauseJoint can match in ASCII s: every match has
+// a joint word, in any case, right after a space and before a word boundary
+// ("authenticate" and "nextcloud" hold none).
+func mayJoin(s string) bool {
+	for i := 1; i < len(s); i++ {
+		if !isSpace(s[i-1]) || strings.IndexByte(jointStarts, s[i]|0x20) < 0 {
+			continue
+		}
+		for _, w := range jointWords {
+			if end := i + len(w); end <= len(s) && strings.EqualFold(s[i:end], w) && (end == len(s) || !isWordByte(s[end])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jointStarts are the first letters of jointWords.
+var jointStarts = func() string {
+	var b []byte
+	for _, w := range jointWords {
+		if !slices.Contains(b, w[0]) {
+			b = append(b, w[0])
+		}
+	}
+	return string(b)
+}()
+
+// isSpace is the pattern's \s; isWordByte is a byte of its \w.
+func isSpace(c byte) bool    { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+func isWordByte(c byte) bool { return isASCIIAlnum(c) || c == '_' }
 
 // sentences splits a request into sentences: at a stop, question or
 // exclamation mark or semicolon (and any closing quotes or brackets)
@@ -70,7 +100,7 @@ func sentences(text string) []string {
 // 0 if none starts there.
 func sentenceEnd(text string, i int) int {
 	switch c := text[i]; {
-	case strings.IndexByte(".?!;", c) >= 0:
+	case c == '.' || c == '?' || c == '!' || c == ';': // per byte: no call
 		j := skip(text, i, ".?!;")
 		j = skip(text, j, "\"')]")
 		if k := skip(text, j, " \t\n\f\r"); k > j {
