@@ -23,6 +23,7 @@ type cand struct {
 type scratch struct {
 	scores  []float64 // by doc
 	touched []int32   // docs with a score
+	hi      float64   // the highest of their scores
 	slot    []int32   // by term: its position+1 in the query's terms
 	qt      []weighted
 	sel     []float64 // the scores topK selects from
@@ -298,6 +299,9 @@ func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 	// its doc and only a first score moves past it: no branch to mispredict.
 	touched := s.touched[:len(ix.docs)+1]
 	cnt := 0
+	// A doc's score only grows, so the largest score ever written is the
+	// largest final one, which topK needs.
+	var hi float64
 	for _, q := range qt {
 		w := ix.idf(q.term, logN1) * q.weight
 		imp := ix.impactsOf(q.term, n, s)
@@ -307,10 +311,12 @@ func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 			if sc == 0 {
 				cnt++
 			}
-			s.scores[p.doc] = sc + w*float64(imp[k])
+			sc += w * float64(imp[k])
+			s.scores[p.doc] = sc
+			hi = max(hi, sc)
 		}
 	}
-	s.touched = touched[:cnt]
+	s.touched, s.hi = touched[:cnt], hi
 }
 
 // impactCache is one term's BM25F weights, by posting, for the statistics
@@ -430,12 +436,7 @@ func (ix *Index) topK(s *scratch, k int) []cand {
 	if k <= 0 {
 		return nil
 	}
-	var hi float64
-	for _, d := range touched {
-		if v := scores[d]; v > hi {
-			hi = v
-		}
-	}
+	hi := s.hi
 	// bucket never decreases as a score grows, so every doc at or above
 	// the k-th best score is in the k-th best's bucket or above it.
 	scale := scoreBuckets / hi
@@ -466,7 +467,15 @@ func (ix *Index) topK(s *scratch, k int) []cand {
 		}
 	}
 	if len(kept) > k {
-		ix.best(kept, k)
+		// The docs above the floor are in; names choose among those at it.
+		above := 0
+		for i, c := range kept {
+			if c.score > floor {
+				kept[above], kept[i] = c, kept[above]
+				above++
+			}
+		}
+		ix.best(kept[above:], k-above)
 		kept = kept[:k]
 	}
 	return kept

@@ -74,6 +74,7 @@ func TestTopKIsTheBest(t *testing.T) {
 			if rapid.Bool().Draw(t, "touched") {
 				v := rapid.SampledFrom(values).Draw(t, "score") * rapid.Float64Range(1, 1.001).Draw(t, "jitter")
 				s.scores[d] = v
+				s.hi = max(s.hi, v)
 				s.touched = append(s.touched, d)
 				all = append(all, cand{d, v})
 			}
