@@ -58,6 +58,7 @@ func TestCutIsSequential(t *testing.T) {
 			{"pairs", cut.pairIDs, one.pairIDs},
 			{"words", numbered(cut), numbered(one)},
 			{"term texts", cut.termText, one.termText},
+			{"synonyms", cut.synTerms, one.synTerms},
 			{"postings", cut.post, one.post},
 			{"log df", cut.logDF, one.logDF},
 			{"name terms", cut.byNameTerm, one.byNameTerm},

@@ -101,3 +101,23 @@ func postings(ix *Index) int {
 	}
 	return n
 }
+
+// The synonyms kept by term are always those a search would look up by name,
+// whatever order their words arrive in, one tool at a time.
+func TestSynonymTermsKept(t *testing.T) {
+	words := []string{"weather", "forecast", "temperature", "find", "search", "lookup", "movie", "film", "cinema", "mail", "email", "other"}
+	rapid.Check(t, func(t *rapid.T) {
+		ix := NewIndex(nil)
+		for i := range rapid.IntRange(1, 12).Draw(t, "tools") {
+			ix.Add(Doc{Name: fmt.Sprintf("tool%d", i), Description: rapid.SampledFrom(words).Draw(t, "w1") + " " + rapid.SampledFrom(words).Draw(t, "w2")})
+			for term, text := range ix.termText {
+				if text == "" {
+					continue
+				}
+				if got, want := ix.synTerms[term], ix.synonymTerms(text); !slices.Equal(got, want) {
+					t.Fatalf("after tool %d, synonyms of %q = %v, looked up by name %v", i, text, got, want)
+				}
+			}
+		}
+	})
+}

@@ -117,6 +117,9 @@ type Index struct {
 	vocab    map[string]int32
 	pairIDs  map[[2]int32]int32
 	termText []string // by term: a word term's stem ("" for a pair)
+	// synTerms is, by word term, synonymTerms of its stem: kept as terms are
+	// numbered (vocab only grows), so a search reads no synonym by name.
+	synTerms [][]int32
 	// wordTerm caches the term of a lowercase word (-1 for a stopword or a
 	// number), so indexing stems each distinct word once.
 	wordTerm map[string]int32
@@ -366,7 +369,25 @@ func (ix *Index) word(s string) int32 {
 	}
 	t := ix.newTerm(s)
 	ix.vocab[s] = t
+	ix.synTerms[t] = ix.synonymTerms(s)
+	for _, o := range synonyms[s] {
+		if u := ix.lookup(o); u >= 0 {
+			ix.synTerms[u] = ix.synonymTerms(o)
+		}
+	}
 	return t
+}
+
+// synonymTerms returns the terms of a stem's synonyms that some tool has, in
+// the order of synonyms.
+func (ix *Index) synonymTerms(stem string) []int32 {
+	var out []int32
+	for _, o := range synonyms[stem] {
+		if u := ix.lookup(o); u >= 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // pairsOf appends the adjacent pairs of ts to dst ("current weather"
@@ -394,5 +415,6 @@ func (ix *Index) newTerm(text string) int32 {
 	ix.impacts = append(ix.impacts, new(atomic.Pointer[impactCache]))
 	ix.byNameTerm = append(ix.byNameTerm, nil)
 	ix.termText = append(ix.termText, text)
+	ix.synTerms = append(ix.synTerms, nil)
 	return int32(len(ix.post) - 1)
 }

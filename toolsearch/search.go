@@ -108,7 +108,13 @@ func (ix *Index) queryTerms(query string, s *scratch) []weighted {
 			put(p, phraseWeight)
 		}
 	}
-	for _, st := range own {
+	for i, st := range own {
+		if t := ids[i]; t >= 0 {
+			for _, u := range ix.synTerms[t] {
+				put(u, synonymWeight)
+			}
+			continue
+		}
 		for _, syn := range synonyms[st] {
 			put(ix.lookup(syn), synonymWeight)
 		}
