@@ -229,10 +229,10 @@ var addressPattern = regexp.MustCompile(`(?i)\bhttps?://\S+|\bwww\.\S+|\b[a-z0-9
 var webTerms = []string{stem("web"), stem("url"), stem("browse"), stem("fetch"), stem("website"), stem("http")}
 
 // hasAddress reports whether text contains a web address. Every match has
-// "://", "www." or a dot followed by the first letter of a domain the
-// pattern knows, so ASCII text with none of them (most requests: "3.5 km"
-// has none) skips the pattern; other text does not, since (?i) folds a few
-// non-ASCII letters into ASCII ones.
+// "://", "www." or a dot followed by a domain the pattern knows and a word
+// boundary, so ASCII text with none of them (most requests: "3.5 km" and
+// "math.factorial" have none) skips the pattern; other text does not, since
+// (?i) folds a few non-ASCII letters into ASCII ones.
 func hasAddress(text string) bool {
 	return mayHaveAddress(text) && addressPattern.MatchString(text)
 }
@@ -246,14 +246,25 @@ func mayHaveAddress(text string) bool {
 		if c >= utf8.RuneSelf {
 			return true
 		}
-		if c == '.' && (i+1 < len(text) && strings.IndexByte(domainStarts, text[i+1]|0x20) >= 0 || i >= 3 && strings.EqualFold(text[i-3:i], "www")) {
+		if c == '.' && (endsInDomain(text[i+1:]) || i >= 3 && strings.EqualFold(text[i-3:i], "www")) {
 			return true
 		}
 	}
 	return false
 }
 
-// domainStarts are the first letters of the domains addressPattern knows.
-const domainStarts = "acdefgilmnou"
+// endsInDomain reports whether rest starts with a domain addressPattern
+// knows, in any case, followed by a word boundary.
+func endsInDomain(rest string) bool {
+	for _, d := range domains {
+		if len(rest) >= len(d) && strings.EqualFold(rest[:len(d)], d) && (len(rest) == len(d) || !isWordByte(rest[len(d)])) {
+			return true
+		}
+	}
+	return false
+}
+
+// domains are the ones addressPattern knows.
+var domains = strings.Split("com|org|net|io|dev|edu|gov|co|uk|de|fr|app|ai|info|me|ly", "|")
 
 func isASCIIAlnum(c byte) bool { return isLetter(c) || isDigit(c) }

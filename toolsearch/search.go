@@ -319,7 +319,9 @@ func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 			}
 			sc += w * float64(imp[k])
 			s.scores[p.doc] = sc
-			hi = max(hi, sc)
+			if sc > hi {
+				hi = sc
+			}
 		}
 	}
 	s.touched, s.hi = touched[:cnt], hi

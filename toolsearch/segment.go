@@ -2,7 +2,6 @@ package toolsearch
 
 import (
 	"regexp"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -51,7 +50,7 @@ func clauses(s string) []string {
 // ("authenticate" and "nextcloud" hold none).
 func mayJoin(s string) bool {
 	for i := 1; i < len(s); i++ {
-		if !isSpace(s[i-1]) || strings.IndexByte(jointStarts, s[i]|0x20) < 0 {
+		if !isSpace(s[i-1]) || !jointStarts[s[i]|0x20] {
 			continue
 		}
 		for _, w := range jointWords {
@@ -63,15 +62,12 @@ func mayJoin(s string) bool {
 	return false
 }
 
-// jointStarts are the first letters of jointWords.
-var jointStarts = func() string {
-	var b []byte
+// jointStarts marks the first letters of jointWords.
+var jointStarts = func() (set [256]bool) {
 	for _, w := range jointWords {
-		if !slices.Contains(b, w[0]) {
-			b = append(b, w[0])
-		}
+		set[w[0]] = true
 	}
-	return string(b)
+	return set
 }()
 
 // isSpace is the pattern's \s; isWordByte is a byte of its \w.

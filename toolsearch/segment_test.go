@@ -17,7 +17,7 @@ var sentencePattern = regexp.MustCompile(`[.?!;]+["')\]]*\s+|\n+|\\n`)
 func text(t *rapid.T) string {
 	pieces := []string{".", "?", "!", ";", "\"", "'", ")", "]", " ", "\t", "\n", "\f", "\r", "\v", `\`, "n", ",",
 		"a", "3.5", "é", "ſ", "K", "then", "ALSO", "And", "after that", "as well as", "in addition to that",
-		"authentic", "Thence", "nextcloud", "lastly_", "Finally", "moreover9", "www.", "WwW", "://", "http", "example.com", ".org", ".Uk", ".ly", ".x", ".1", "-", "_"}
+		"authentic", "Thence", "nextcloud", "lastly_", "Finally", "moreover9", "www.", "WwW", "://", "http", "example.com", ".org", ".COM9", ".infos", ".De", ".Uk", ".ly", ".x", ".1", "-", "_"}
 	var b strings.Builder
 	for range rapid.IntRange(0, 30).Draw(t, "n") {
 		b.WriteString(rapid.SampledFrom(pieces).Draw(t, "piece"))
