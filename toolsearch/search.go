@@ -26,6 +26,7 @@ type scratch struct {
 	hi      float64   // the highest of their scores
 	slot    []int32   // by term: its position+1 in the query's terms
 	qt      []weighted
+	idf     []float64 // by query term, as score computed it
 	sel     []float64 // the scores topK selects from
 	norm    fieldNorms
 	word    []byte
@@ -308,8 +309,11 @@ func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 	// A doc's score only grows, so the largest score ever written is the
 	// largest final one, which topK needs.
 	var hi float64
+	s.idf = s.idf[:0]
 	for _, q := range qt {
-		w := ix.idf(q.term, logN1) * q.weight
+		idf := ix.idf(q.term, logN1)
+		s.idf = append(s.idf, idf)
+		w := idf * q.weight
 		imp := ix.impactsOf(q.term, n, s)
 		for k, p := range ix.post[q.term] {
 			sc := s.scores[p.doc]
@@ -552,11 +556,16 @@ func kthLargest(xs []float64, k int) float64 {
 func (ix *Index) coverage(doc int32, logN1 float64, s *scratch) float64 {
 	var have, all float64
 	for _, t := range ix.docs[doc].nameTerms {
-		idf := ix.idf(t, logN1)
-		all += idf
+		// A query term's idf is at hand; only the others are read from
+		// the index (reading them all was a tenth of a search).
+		var idf float64
 		if j := s.slot[t]; j > 0 {
+			idf = s.idf[j-1]
 			have += idf * s.qt[j-1].weight
+		} else {
+			idf = ix.idf(t, logN1)
 		}
+		all += idf
 	}
 	if all == 0 {
 		return 0
