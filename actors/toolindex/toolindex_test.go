@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"pgregory.net/rapid"
 
 	"github.com/agentd/agentd/toolsearch"
 )
@@ -273,4 +275,59 @@ func TestConcurrentSenders(t *testing.T) {
 	if got := ask[*Registered](t, sys, pid, &Register{ReqID: "end"}); got.Total != len(daemonTools)+n {
 		t.Errorf("total %d, want %d", got.Total, len(daemonTools)+n)
 	}
+}
+
+// params decodes a schema as encoding/json would: the same parameters, or
+// an error for the same schemas, whatever the case of its keys, repeated
+// keys, bad UTF-8, values of the wrong type or JSON that is not.
+func TestParamsDecodeAsEncodingJSON(t *testing.T) {
+	v1 := func(raw json.RawMessage) ([]toolsearch.Param, error) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+		var root schemaNode
+		if err := json.Unmarshal(raw, &root); err != nil {
+			return nil, err
+		}
+		var out []toolsearch.Param
+		walk(&root, &out, 0)
+		return out, nil
+	}
+	keys := []string{`"description"`, `"Description"`, `"DESCRIPTION"`, `"properties"`, `"Properties"`, `"items"`, `"type"`, `"a"`, `"b\u00e9"`}
+	values := []string{`"a city"`, `"bad \xff utf8"`, `5`, `null`, `true`, `[]`, `"x\u0041"`}
+	var schema func(t *rapid.T, depth int) string
+	schema = func(t *rapid.T, depth int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range rapid.IntRange(0, 4).Draw(t, "members") {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			k := rapid.SampledFrom(keys).Draw(t, "key")
+			b.WriteString(k + ":")
+			if depth < 3 && rapid.Bool().Draw(t, "object") {
+				if strings.EqualFold(k, `"properties"`) {
+					b.WriteString(`{"p1":` + schema(t, depth+1) + `,"P2":` + schema(t, depth+1) + "}")
+				} else {
+					b.WriteString(schema(t, depth+1))
+				}
+				continue
+			}
+			b.WriteString(rapid.SampledFrom(values).Draw(t, "value"))
+		}
+		b.WriteString("}")
+		s := b.String()
+		if rapid.IntRange(0, 20).Draw(t, "broken") == 0 {
+			s = s[:len(s)-1]
+		}
+		return s
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		raw := json.RawMessage(schema(t, 0))
+		got, err := params(raw)
+		want, wantErr := v1(raw)
+		if (err == nil) != (wantErr == nil) || !slices.Equal(got, want) {
+			t.Fatalf("params(%s) = %+v, %v; encoding/json gives %+v, %v", raw, got, err, want, wantErr)
+		}
+	})
 }
