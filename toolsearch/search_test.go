@@ -20,15 +20,22 @@ func TestKthLargest(t *testing.T) {
 	})
 }
 
+// namedDocs is an index of n docs with names only, which is all ordering
+// candidates reads.
+func namedDocs(n int) *Index {
+	ix := &Index{docs: make([]doc, n)}
+	for i := range ix.docs {
+		ix.docs[i].name = fmt.Sprintf("tool%03d", i)
+	}
+	return ix
+}
+
 // TestBestIsSortedPrefix: best leaves the same m leaders, in the same order,
 // as a full sort would, and keeps every candidate.
 func TestBestIsSortedPrefix(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 120).Draw(t, "docs")
-		ix := &Index{docs: make([]doc, n)}
-		for i := range ix.docs {
-			ix.docs[i].name = fmt.Sprintf("tool%03d", i)
-		}
+		ix := namedDocs(n)
 		perm := rapid.Permutation(slices.Collect(func(yield func(int32) bool) {
 			for i := range int32(n) {
 				if !yield(i) {
@@ -61,10 +68,7 @@ func TestBestIsSortedPrefix(t *testing.T) {
 func TestTopKIsTheBest(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 400).Draw(t, "docs")
-		ix := &Index{docs: make([]doc, n)}
-		for i := range ix.docs {
-			ix.docs[i].name = fmt.Sprintf("tool%03d", i)
-		}
+		ix := namedDocs(n)
 		// Many equal scores, and a few far above the rest, which crowd
 		// most docs into the lowest buckets.
 		values := []float64{0.001, 0.5, 1, 1, 2, 3, 3, 7.25, 40, 1e6}
