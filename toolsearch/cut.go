@@ -5,10 +5,11 @@ import (
 	"sync"
 )
 
-// cutFrom is how many docs an Add must hold before it cuts their words out
-// over every processor: the words and their lookups were half of building
-// an index of 50,000 tools.
-const cutFrom = 1024
+// cutFrom is how many docs each processor must get before an Add cuts
+// their words out over them: the words and their lookups were half of
+// building an index of 50,000 tools. A variable only so tests can cut small
+// batches.
+var cutFrom = 1024
 
 // cut is the words and adjacent pairs of a contiguous run of an Add's docs
 // (from lo), numbered locally by the goroutine that cut them, so no index

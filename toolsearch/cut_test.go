@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -16,6 +17,8 @@ import (
 // one replaces an earlier one), words, stopwords, numbers and non-ASCII
 // text, and the index may already hold tools.
 func TestCutIsSequential(t *testing.T) {
+	defer func(n, procs int) { cutFrom = n; runtime.GOMAXPROCS(procs) }(cutFrom, runtime.GOMAXPROCS(3))
+	cutFrom = 16
 	words := append(slices.Clone(nameWords), "the", "of", "42", "3.5", "Grüße", "HTTPServer", "getWeather")
 	rapid.Check(t, func(t *rapid.T) {
 		text := func(label string, max int) string {
@@ -29,7 +32,8 @@ func TestCutIsSequential(t *testing.T) {
 		for i := range rapid.IntRange(0, 5).Draw(t, "before") {
 			before = append(before, Doc{Name: fmt.Sprintf("old%d", i), Description: text("old", 6)})
 		}
-		n := rapid.IntRange(cutFrom, 2*cutFrom+3).Draw(t, "n")
+		// One, two or three runs, of uneven sizes.
+		n := rapid.IntRange(cutFrom, 4*cutFrom+3).Draw(t, "n")
 		docs := make([]Doc, n)
 		for i := range docs {
 			docs[i] = Doc{
