@@ -178,6 +178,11 @@ func (ix *Index) Len() int { return len(ix.byName) }
 // Add registers tools, replacing any of the same name.
 func (ix *Index) Add(docs ...Doc) {
 	defer ix.updateLogDF()
+	if len(ix.byName) == 0 {
+		ix.byName = make(map[string]int32, len(docs)) // a build: no rehashing as it fills
+	}
+	ix.docs = slices.Grow(ix.docs, len(docs))
+	ix.lens = slices.Grow(ix.lens, len(docs))
 	cuts := cutAll(docs)
 	for j, d := range docs {
 		if len(cuts) > 0 {

@@ -113,8 +113,19 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		delete(a.scopes, m.Scope)
 	}
 	sc := a.scope(m.Scope)
+	if len(sc.tools) == 0 {
+		sc.tools = make(map[string]Tool, len(m.Tools)) // no rehashing as a large Register fills it
+	}
 	docs := make([]toolsearch.Doc, 0, len(m.Tools))
 	parsed := paramsOf(m.Tools)
+	// The schemas are copied (the sender may reuse its buffers) into one
+	// buffer, which lives while any of its tools does: one allocation, not
+	// one per tool.
+	size := 0
+	for _, t := range m.Tools {
+		size += len(t.Parameters)
+	}
+	schemas := make([]byte, 0, size)
 	for i, t := range m.Tools {
 		if t.Name == "" {
 			res.Invalid = append(res.Invalid, "")
@@ -125,7 +136,13 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 			a.log.Warn().Err(err).Str("tool", t.Name).Msg("tool indexed without its parameters")
 			res.Invalid = append(res.Invalid, t.Name)
 		}
-		t.Parameters = append([]byte(nil), t.Parameters...) // the sender may reuse its buffer
+		if len(t.Parameters) > 0 {
+			start := len(schemas)
+			schemas = append(schemas, t.Parameters...)
+			t.Parameters = schemas[start:len(schemas):len(schemas)]
+		} else {
+			t.Parameters = nil
+		}
 		sc.tools[t.Name] = t
 		docs = append(docs, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
 		res.Count++

@@ -1,6 +1,7 @@
 package toolindex
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -97,6 +98,26 @@ func TestUnregisterAndGet(t *testing.T) {
 	}
 	if !json.Valid(g.Tools[0].Parameters) {
 		t.Errorf("schema not kept: %s", g.Tools[0].Parameters)
+	}
+}
+
+// The index keeps its own copy of each schema: the sender may reuse its
+// buffer, and a tool without one keeps none (null, not an empty schema).
+func TestRegisterCopiesSchemas(t *testing.T) {
+	sys, pid := spawn(t)
+	buf := []byte(`{"type":"object"}{"properties":{}}`)
+	ask[*Registered](t, sys, pid, &Register{ReqID: "r", Tools: []Tool{
+		{Name: "a", Parameters: buf[:17]}, {Name: "b", Parameters: buf[17:]}, {Name: "c", Parameters: json.RawMessage{}},
+	}})
+	copy(buf, bytes.Repeat([]byte("x"), len(buf)))
+	g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"a", "b", "c"}})
+	if len(g.Tools) != 3 || string(g.Tools[0].Parameters) != `{"type":"object"}` || string(g.Tools[1].Parameters) != `{"properties":{}}` || g.Tools[2].Parameters != nil {
+		t.Fatalf("tools = %+v, want the schemas as registered", g.Tools)
+	}
+	// Growing one tool's schema in place must not write into the next's.
+	_ = append(g.Tools[0].Parameters, '!')
+	if g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"b"}}); string(g.Tools[0].Parameters) != `{"properties":{}}` {
+		t.Errorf("b's schema = %s after a's grew", g.Tools[0].Parameters)
 	}
 }
 
