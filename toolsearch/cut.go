@@ -18,9 +18,13 @@ var cutFrom = 1024
 // cutting the docs one by one would.
 type cut struct {
 	lo    int
-	words []string   // by local word: its lowercase form
-	stems []string   // by local word: its stem
-	pairs [][2]int32 // by local pair: its two local words
+	words []string // by local word: its lowercase form
+	stems []string // by local word: its stem
+	// skipped are the stopwords and numbers met, which have no term: the
+	// index remembers them so, as one doc at a time would, and a search
+	// need not look them up again.
+	skipped []string
+	pairs   [][2]int32 // by local pair: its two local words
 	// toks holds the run's fields, doc after doc: local words for the
 	// name, description and parameters, local pairs for the phrase field;
 	// ends[k][f] is where doc k's field f ends in it.
@@ -49,6 +53,15 @@ func cutAll(docs []Doc) []*cut {
 	return cuts
 }
 
+// skip remembers the words the cuts skipped as having no term.
+func (ix *Index) skip(cuts []*cut) {
+	for _, c := range cuts {
+		for _, w := range c.skipped {
+			ix.wordTerm[w] = -1
+		}
+	}
+}
+
 // run cuts docs as fieldsOf would: the same words, skipped and stemmed the
 // same way, in the same order.
 func (c *cut) run(docs []Doc) {
@@ -65,6 +78,8 @@ func (c *cut) run(docs []Doc) {
 					id = int32(len(c.words))
 					c.words = append(c.words, ws)
 					c.stems = append(c.stems, stem(ws))
+				} else {
+					c.skipped = append(c.skipped, ws)
 				}
 				words[ws] = id
 			}

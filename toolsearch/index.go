@@ -184,6 +184,7 @@ func (ix *Index) Add(docs ...Doc) {
 	ix.docs = slices.Grow(ix.docs, len(docs))
 	ix.lens = slices.Grow(ix.lens, len(docs))
 	cuts := cutAll(docs)
+	ix.skip(cuts)
 	for j, d := range docs {
 		if len(cuts) > 0 {
 			if len(cuts) > 1 && j == cuts[1].lo {
