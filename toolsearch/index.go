@@ -185,6 +185,7 @@ func (ix *Index) Add(docs ...Doc) {
 	ix.lens = slices.Grow(ix.lens, len(docs))
 	cuts := cutAll(docs)
 	ix.skip(cuts)
+	ix.number(cuts)
 	for j, d := range docs {
 		if len(cuts) > 0 {
 			if len(cuts) > 1 && j == cuts[1].lo {
