@@ -309,20 +309,23 @@ func (ix *Index) score(qt []weighted, n, logN1 float64, s *scratch) {
 	// A doc's score only grows, so the largest score ever written is the
 	// largest final one, which topK needs.
 	var hi float64
+	scores := s.scores
 	s.idf = s.idf[:0]
 	for _, q := range qt {
 		idf := ix.idf(q.term, logN1)
 		s.idf = append(s.idf, idf)
 		w := idf * q.weight
-		imp := ix.impactsOf(q.term, n, s)
-		for k, p := range ix.post[q.term] {
-			sc := s.scores[p.doc]
-			touched[cnt] = p.doc
+		ps := ix.post[q.term]
+		imp := ix.impactsOf(q.term, n, s)[:len(ps)] // no bounds check below
+		for k, p := range ps {
+			d := p.doc
+			sc := scores[d]
+			touched[cnt] = d
 			if sc == 0 {
 				cnt++
 			}
 			sc += w * float64(imp[k])
-			s.scores[p.doc] = sc
+			scores[d] = sc
 			if sc > hi {
 				hi = sc
 			}
@@ -464,8 +467,11 @@ func (ix *Index) topK(s *scratch, k int) []cand {
 	}
 	out := make([]cand, 0, above+int(hist[b]))
 	xs := s.sel[:0]
+	// bucket(v) >= b is v*scale >= b: a score's bucket is its scaled
+	// value's whole part, capped at the last bucket.
+	low := float64(b)
 	for _, d := range touched {
-		if v := scores[d]; bucket(v) >= b {
+		if v := scores[d]; v*scale >= low {
 			out = append(out, cand{d, v})
 			xs = append(xs, v)
 		}

@@ -50,10 +50,10 @@ func clauses(s string) []string {
 // ("authenticate" and "nextcloud" hold none).
 func mayJoin(s string) bool {
 	for i := 1; i < len(s); i++ {
-		if !isSpace(s[i-1]) || !jointStarts[s[i]|0x20] {
+		if !isSpace(s[i-1]) {
 			continue
 		}
-		for _, w := range jointWords {
+		for _, w := range jointsBy[s[i]|0x20] {
 			if end := i + len(w); end <= len(s) && strings.EqualFold(s[i:end], w) && (end == len(s) || !isWordByte(s[end])) {
 				return true
 			}
@@ -62,12 +62,12 @@ func mayJoin(s string) bool {
 	return false
 }
 
-// jointStarts marks the first letters of jointWords.
-var jointStarts = func() (set [256]bool) {
+// jointsBy lists jointWords by their first letter.
+var jointsBy = func() (by [256][]string) {
 	for _, w := range jointWords {
-		set[w[0]] = true
+		by[w[0]] = append(by[w[0]], w)
 	}
-	return set
+	return by
 }()
 
 // isSpace is the pattern's \s; isWordByte is a byte of its \w.
