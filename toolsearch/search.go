@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -206,30 +207,32 @@ func (ix *Index) hits(cs []cand) []Hit {
 	return out
 }
 
-// identifiers returns the spans of a request that could be a tool's exact
+// identifiers yields the spans of a request that could be a tool's exact
 // name, in order: a letter or '_', then letters, digits, '_', '.' or '-',
 // ending in a letter, digit or '_'. It is what the regexp
 // `[A-Za-z_][A-Za-z0-9_.\-]*[A-Za-z0-9_]` finds (TestIdentifiersAsPattern),
 // written out because the regexp was a tenth of a search's time.
-func identifiers(text string) []string {
-	var out []string
-	for i := 0; i < len(text); i++ {
-		if c := text[i]; !isLetter(c) && c != '_' {
-			continue
-		}
-		end := i + 1
-		for end < len(text) && (isASCIIAlnum(text[end]) || isJoiner(text[end])) {
-			end++
-		}
-		for end > i+1 && (text[end-1] == '.' || text[end-1] == '-') {
-			end--
-		}
-		if end > i+1 {
-			out = append(out, text[i:end])
-			i = end - 1
+func identifiers(text string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := 0; i < len(text); i++ {
+			if c := text[i]; !isLetter(c) && c != '_' {
+				continue
+			}
+			end := i + 1
+			for end < len(text) && (isASCIIAlnum(text[end]) || isJoiner(text[end])) {
+				end++
+			}
+			for end > i+1 && (text[end-1] == '.' || text[end-1] == '-') {
+				end--
+			}
+			if end > i+1 {
+				if !yield(text[i:end]) {
+					return
+				}
+				i = end - 1
+			}
 		}
 	}
-	return out
 }
 
 // named returns the tools the request names exactly ("use
@@ -244,7 +247,7 @@ func (ix *Index) named(query string) []int32 {
 	}
 	// The whole request may be a name: a lookup, whatever the name looks like.
 	add(strings.TrimSpace(query))
-	for _, id := range identifiers(query) {
+	for id := range identifiers(query) {
 		// "sum", "add", "todo": a plain word is language, not a name.
 		if looksLikeCode(id) {
 			add(id)

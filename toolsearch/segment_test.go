@@ -58,7 +58,7 @@ var identifierPattern = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_.\-]*[A-Za-z0-9_
 func TestIdentifiersAsPattern(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := text(t)
-		if got, want := identifiers(s), identifierPattern.FindAllString(s, -1); !slices.Equal(got, want) {
+		if got, want := slices.Collect(identifiers(s)), identifierPattern.FindAllString(s, -1); !slices.Equal(got, want) {
 			t.Fatalf("identifiers(%q) = %q, the pattern finds %q", s, got, want)
 		}
 	})
