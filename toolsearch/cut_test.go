@@ -46,25 +46,17 @@ func TestCutIsSequential(t *testing.T) {
 		for _, d := range docs {
 			one.Add(d)
 		}
-		for _, c := range []struct {
-			what      string
-			cut, want any
-		}{
-			{"vocab", cut.vocab, one.vocab},
-			{"pairs", cut.pairIDs, one.pairIDs},
-			{"words", cut.wordTerm, one.wordTerm},
-			{"term texts", cut.termText, one.termText},
-			{"synonyms", cut.synTerms, one.synTerms},
-			{"postings", cut.post, one.post},
-			{"log df", cut.logDF, one.logDF},
-			{"name terms", cut.byNameTerm, one.byNameTerm},
-			{"docs", cut.docs, one.docs},
-			{"lengths", cut.lens, one.lens},
-			{"field sums", cut.fieldSum, one.fieldSum},
-			{"names", cut.byName, one.byName},
-		} {
-			if !reflect.DeepEqual(c.cut, c.want) {
-				t.Fatalf("%s differ between a cut batch and one doc at a time", c.what)
+		// Every part of the index's state, by name.
+		parts := []string{"vocab", "pairs", "words", "term texts", "synonyms", "postings", "log df",
+			"name terms", "docs", "lengths", "field sums", "names"}
+		state := func(ix *Index) []any {
+			return []any{ix.vocab, ix.pairIDs, ix.wordTerm, ix.termText, ix.synTerms, ix.post, ix.logDF,
+				ix.byNameTerm, ix.docs, ix.lens, ix.fieldSum, ix.byName}
+		}
+		got, want := state(cut), state(one)
+		for i, part := range parts {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("%s differ between a cut batch and one doc at a time", part)
 			}
 		}
 	})
