@@ -39,6 +39,21 @@ func (b Budget) Within(total int) Budget {
 	return b
 }
 
+// WorkingShare: a chat held to the daemon's default compact_threshold is
+// held to 1/WorkingShare of a window too small for that threshold to bite.
+// Half an 8K window sends 19% fewer tokens than the whole of it for the same
+// facts carried, and leaves a summarising request that repeats the chat's
+// prefix room for its answer (BENCHMARKS.md, "A working size for small
+// windows").
+const WorkingShare = 2
+
+// WorkingSize is the most a request of a chat that sets no
+// compact_threshold holds: the daemon's threshold, or 1/WorkingShare of the
+// window when that is less.
+func WorkingSize(window, threshold int) int {
+	return min(threshold, window/WorkingShare)
+}
+
 // Limit is the most the whole request (system prompt, tools and transcript)
 // may be estimated at.
 func (b Budget) Limit() int { return b.System + b.Tools + b.Transcript }

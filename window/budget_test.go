@@ -64,3 +64,20 @@ func TestBudgetWithin(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkingSize(t *testing.T) {
+	cases := []struct {
+		name                    string
+		window, threshold, want int
+	}{
+		{"a small window holds half of itself", 8000, 12000, 4000},
+		{"a window of twice the threshold holds the threshold", 24000, 12000, 12000},
+		{"a big window holds the threshold", 128000, 12000, 12000},
+		{"a low threshold holds itself on a small window", 8000, 3000, 3000},
+	}
+	for _, c := range cases {
+		if got := WorkingSize(c.window, c.threshold); got != c.want {
+			t.Errorf("%s: WorkingSize(%d, %d) = %d, want %d", c.name, c.window, c.threshold, got, c.want)
+		}
+	}
+}

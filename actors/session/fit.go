@@ -114,8 +114,8 @@ func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *pla
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
 	b := window.NewBudget(info.Window, textTokens(system), toolTokens(specs))
-	if t := su.settings.CompactThreshold; t != nil {
-		b = b.Within(*t)
+	if t := su.threshold(info.Window); t > 0 {
+		b = b.Within(t)
 	}
 	if harder {
 		b.Transcript /= 2

@@ -440,6 +440,42 @@ func TestAChatWithoutCompactThresholdTakesTheDaemonsOwn(t *testing.T) {
 	}
 }
 
+// TestASmallWindowHoldsAChatToItsWorkingSize: on an 8K window, where the
+// daemon's compact_threshold would hold nothing, a chat that sets none is
+// held to half the window; a chat's own threshold, and a daemon without
+// one (-1), keep theirs.
+func TestASmallWindowHoldsAChatToItsWorkingSize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		daemon int
+		own    *int
+		want   int // the whole request's limit
+	}{
+		{"default", 12_000, nil, 4_000},
+		{"own", 12_000, ptr(5_000), 5_000},
+		// 90% of the window less the answer room (15%).
+		{"none", -1, nil, 8_000*9/10 - 8_000*15/100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, 8_000, nil, func(_ *harness, d *Deps) { d.CompactThreshold = tc.daemon }, reply("ok"))
+			c := h.store.chats["c1"]
+			c.Settings.CompactThreshold = tc.own
+			h.store.chats["c1"] = c
+			res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &GetContext{}}, time.Minute).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok := res.(*chat.ContextView)
+			if !ok {
+				t.Fatalf("context answered %#v", res)
+			}
+			if limit := v.Budget.System + v.Budget.Tools + v.Budget.Transcript; limit != tc.want {
+				t.Fatalf("the budget holds requests to %d tokens, want %d: %+v", limit, tc.want, v.Budget)
+			}
+		})
+	}
+}
+
 func TestTooManyToolRoundsEndTheTurnWithAProblem(t *testing.T) {
 	replies := make([]providers.Response, maxToolRounds)
 	for i := range replies {
