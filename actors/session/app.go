@@ -45,15 +45,15 @@ func (s *session) currentSetup() setup {
 
 // threshold is the most a request of the chat holds on a window (0: the
 // window): its own compact_threshold, or the daemon's held to the working
-// size of a small window.
-func (su setup) threshold(windowTokens int) int {
-	if t := su.settings.CompactThreshold; t != nil {
-		return *t
-	}
-	if su.defaultThreshold > 0 {
+// size of a small window (working then says so).
+func (su setup) threshold(windowTokens int) (t int, working bool) {
+	switch {
+	case su.settings.CompactThreshold != nil:
+		return *su.settings.CompactThreshold, false
+	case su.defaultThreshold > 0:
 		return window.WorkingSize(windowTokens, su.defaultThreshold)
 	}
-	return 0
+	return 0, false
 }
 
 // toolsOf is the registry as the setup's scope sees it.

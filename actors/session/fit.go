@@ -114,8 +114,11 @@ func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *pla
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
 	b := window.NewBudget(info.Window, textTokens(system), toolTokens(specs))
-	if t := su.threshold(info.Window); t > 0 {
+	if t, working := su.threshold(info.Window); t > 0 {
 		b = b.Within(t)
+		if working {
+			b.Stale = window.WorkingStale
+		}
 	}
 	if harder {
 		b.Transcript /= 2

@@ -61,7 +61,7 @@ func (s *session) isLean(info providers.ModelInfo, su setup) bool {
 // window, or the chat's threshold below it. A chat held to 2,000 tokens is
 // a small-window chat, lean whatever its model reads.
 func requestRoom(info providers.ModelInfo, su setup) int {
-	if t := su.threshold(info.Window); t > 0 && t < info.Window {
+	if t, _ := su.threshold(info.Window); t > 0 && t < info.Window {
 		return t
 	}
 	return info.Window
