@@ -153,12 +153,13 @@ func resolve(cfg Config) (company, string) {
 // Client is one configured OpenAI-style provider. It is immutable after New
 // (but for the slot count a model list reads) and safe for concurrent use.
 type Client struct {
-	cfg     Config
-	co      company
-	base    *url.URL
-	http    *http.Client
-	local   bool
-	chat    openai.ChatCompletionService
+	cfg   Config
+	co    company
+	base  *url.URL
+	http  *http.Client
+	local bool
+	// api sends requests: only its Options are set (see Stream).
+	api     openai.Client
 	azureV1 bool   // Azure's /openai/v1 API: model = deployment, no api-version
 	apiVer  string // Azure deployments API version
 	// slots is llama.cpp's total_slots as its /props last said (0: not
@@ -223,10 +224,10 @@ func New(cfg Config) (*Client, error) {
 			opts = append(opts, option.WithAPIKey(cfg.APIKey))
 		}
 	}
-	// NewChatCompletionService, unlike openai.NewClient, reads no
+	// A Client of these options alone, unlike openai.NewClient, reads no
 	// OPENAI_* environment variables: a key for one company never leaks
 	// into another's requests.
-	c.chat = openai.NewChatCompletionService(opts...)
+	c.api = openai.Client{Options: opts}
 	return c, nil
 }
 

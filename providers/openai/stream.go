@@ -36,8 +36,13 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	)
 	opts := append(c.perModel(req.Model), option.WithRequestBody("application/json", body),
 		option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
-	// The body is ours (request.go); the SDK's params stay empty.
-	stream := c.chat.NewStreaming(ctx, openai.ChatCompletionNewParams{}, opts...)
+	// The body is ours (request.go) and says "stream":true itself. Not
+	// ChatCompletionService.NewStreaming: it encodes its (empty) params
+	// and then sets "stream" in the body with sjson, which reads and
+	// copies the whole body once more; the stream is its own, from
+	// ssestream, so framing and errors are the SDK's as before.
+	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
+	stream := ssestream.NewStream[openai.ChatCompletionChunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))
