@@ -307,6 +307,19 @@ func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
 	})
 }
 
+// ChatTenant reads only the tenant of a chat: what a request's check that
+// the chat is the caller's needs, every turn, without decoding the rest of
+// the record (its instructions, its tools).
+func (s *Store) ChatTenant(ctx context.Context, id string) (string, error) {
+	var c struct {
+		Tenant string `json:"tenant"`
+	}
+	if err := s.get(chatKey(id), &c); err != nil {
+		return "", fmt.Errorf("chat %s: %w", id, err)
+	}
+	return c.Tenant, nil
+}
+
 // Chat reads one chat's metadata.
 func (s *Store) Chat(ctx context.Context, id string) (Chat, error) {
 	var c Chat

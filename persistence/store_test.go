@@ -34,6 +34,7 @@ type store interface {
 	CreateChat(ctx context.Context, c Chat) error
 	UpdateChat(ctx context.Context, c Chat) error
 	Chat(ctx context.Context, id string) (Chat, error)
+	ChatTenant(ctx context.Context, id string) (string, error)
 	CountChats(ctx context.Context, tenant string) (int, error)
 	Chats(ctx context.Context, tenant string) ([]Chat, error)
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error)
@@ -160,6 +161,12 @@ func TestCreateChatTwiceFailsAndChatsFilterByTenant(t *testing.T) {
 		}
 		if _, err := s.Chat(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unknown chat: %v, want ErrNotFound", err)
+		}
+		if tenant, err := s.ChatTenant(ctx, "x"); err != nil || tenant != "t1" {
+			t.Fatalf("the tenant of x: %q, %v", tenant, err)
+		}
+		if _, err := s.ChatTenant(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the tenant of an unknown chat: %v, want ErrNotFound", err)
 		}
 		if n, _ := s.CountChats(ctx, "t2"); n != 3 {
 			t.Fatalf("t2 counts %d chats, want 3 (a failed create must not count)", n)
