@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/actors/hub"
+	"github.com/agentd/agentd/actors/learner"
+	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -232,11 +235,47 @@ func (d *daemon) callTool(ctx context.Context, chatID, name string, args any) (s
 	return res.Text, nil
 }
 
-// modelClock sums the time spent inside model calls: from sending the
-// request to reading the last byte of the answer.
+// modelClock sums the time spent inside the chat's own model calls: from
+// sending the request to reading the last byte of the answer. The
+// summariser's and the learner's calls run beside a turn, not in it, so
+// they are not counted: taking them off a turn's time made a fold turn's
+// own latency come out below zero.
 type modelClock struct{ nanos atomic.Int64 }
 
 func (m *modelClock) total() time.Duration { return time.Duration(m.nanos.Load()) }
+
+// backgroundMarks are the starts of the summariser's and the learner's
+// instructions as they appear in a request body (JSON-quoted; none has a
+// character JSON escapes).
+var backgroundMarks = func() [][]byte {
+	var marks [][]byte
+	for _, text := range []string{summarizer.Instructions, summarizer.CondenseInstructions, learner.Instructions} {
+		marks = append(marks, []byte(text[:40]))
+	}
+	return marks
+}()
+
+// background reports whether r is a summariser's or learner's request.
+func background(r *http.Request) bool {
+	if r.GetBody == nil {
+		return false
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return false
+	}
+	for _, m := range backgroundMarks {
+		if bytes.Contains(b, m) {
+			return true
+		}
+	}
+	return false
+}
 
 type timedTransport struct {
 	base  http.RoundTripper
@@ -244,6 +283,9 @@ type timedTransport struct {
 }
 
 func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if background(r) {
+		return t.base.RoundTrip(r)
+	}
 	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {

@@ -216,8 +216,10 @@ type Limits struct {
 	// CompactThreshold is the compact_threshold of every chat that sets
 	// none: its requests stay within this many tokens on a bigger window
 	// (it folds sooner, and is lean at 16K or less), because every kept
-	// token is sent again, and paid for, on every turn. -1 lets such chats
-	// fill their model's window. Defaults to 12000 (BENCHMARKS.md, issue 20).
+	// token is sent again, and paid for, on every turn; on a window whose
+	// 60% is less, such a chat is held to that (window.WorkingSize). -1
+	// lets such chats fill their model's window.
+	// Defaults to 12000 (BENCHMARKS.md, issue 20).
 	CompactThreshold int `yaml:"compact_threshold" json:"compact_threshold"`
 	// FoldAsLines sends the summariser the folded turns as plain lines
 	// only. Unset, a fold asks the chat's own model right after the chat's

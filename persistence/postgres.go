@@ -206,6 +206,19 @@ func (p *Postgres) UpdateChat(ctx context.Context, c Chat) error {
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data`, c.ID, c.Tenant, val)
 }
 
+// ChatTenant reads only the tenant of a chat (see Store.ChatTenant).
+func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
+	var tenant string
+	err := p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("chat %s: %w", id, err)
+	}
+	return tenant, nil
+}
+
 // Chat reads one chat's metadata.
 func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
 	out, err := p.chats(ctx, `c.id = $1`, id)

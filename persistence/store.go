@@ -1,12 +1,14 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,15 +122,37 @@ type envelope struct {
 	D json.RawMessage `json:"d"`
 }
 
+// envelopeHead is how encode starts every value; decode takes a value that
+// starts so without a second decoding pass.
+const envelopeHead = `{"v":`
+
+// encode wraps v in its envelope. It writes the envelope's few bytes itself:
+// json.Marshal of an envelope would scan and copy the encoded value once
+// more to compact a RawMessage that is compact already. The bytes are the
+// same as json.Marshal(envelope{…}) (TestEnvelopeIsJSONs).
 func encode(v any) ([]byte, error) {
 	d, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(envelope{V: FormatVersion, D: d})
+	b := make([]byte, 0, len(envelopeHead)+len(`1,"d":}`)+len(d))
+	b = strconv.AppendInt(append(b, envelopeHead...), FormatVersion, 10)
+	b = append(append(append(b, `,"d":`...), d...), '}')
+	return b, nil
 }
 
 func decode(b []byte, v any) error {
+	if d, ok := splitEnvelope(b); ok {
+		if err := json.Unmarshal(d, v); err == nil {
+			return nil
+		}
+		// Not what it looked like: the full decoding says why.
+	}
+	return decodeEnvelope(b, v)
+}
+
+// decodeEnvelope is decode the long way, for any spelling of an envelope.
+func decodeEnvelope(b []byte, v any) error {
 	var e envelope
 	if err := json.Unmarshal(b, &e); err != nil {
 		return fmt.Errorf("decode envelope: %w", err)
@@ -138,6 +162,29 @@ func decode(b []byte, v any) error {
 		return fmt.Errorf("decode v%d record: %w", e.V, err)
 	}
 	return nil
+}
+
+// splitEnvelope cuts the data out of an envelope as encode writes it,
+// {"v":N,"d":…}, so decode reads the data once rather than twice
+// (once to find where it ends, once to decode it). ok is false for any
+// other spelling (Postgres's jsonb, a hand-made value), which decode then
+// reads the slow way; a data part that is not one JSON value fails
+// json.Unmarshal and goes the slow way too.
+func splitEnvelope(b []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(envelopeHead))
+	if !ok {
+		return nil, false
+	}
+	// The version: a JSON number that fits an int (no leading zero).
+	i := 0
+	for i < len(rest) && i < 9 && rest[i] >= '0' && rest[i] <= '9' && (i > 0 || rest[i] != '0') {
+		i++
+	}
+	d, ok := bytes.CutPrefix(rest[i:], []byte(`,"d":`))
+	if i == 0 || !ok || len(d) < 2 || d[len(d)-1] != '}' {
+		return nil, false
+	}
+	return d[:len(d)-1], true
 }
 
 func chatKey(id string) []byte           { return []byte("c/" + id) }
@@ -258,6 +305,19 @@ func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
 		}
 		return txn.Set(chatKey(c.ID), val)
 	})
+}
+
+// ChatTenant reads only the tenant of a chat: what a request's check that
+// the chat is the caller's needs, every turn, without decoding the rest of
+// the record (its instructions, its tools).
+func (s *Store) ChatTenant(ctx context.Context, id string) (string, error) {
+	var c struct {
+		Tenant string `json:"tenant"`
+	}
+	if err := s.get(chatKey(id), &c); err != nil {
+		return "", fmt.Errorf("chat %s: %w", id, err)
+	}
+	return c.Tenant, nil
 }
 
 // Chat reads one chat's metadata.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +34,7 @@ type store interface {
 	CreateChat(ctx context.Context, c Chat) error
 	UpdateChat(ctx context.Context, c Chat) error
 	Chat(ctx context.Context, id string) (Chat, error)
+	ChatTenant(ctx context.Context, id string) (string, error)
 	CountChats(ctx context.Context, tenant string) (int, error)
 	Chats(ctx context.Context, tenant string) ([]Chat, error)
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error)
@@ -159,6 +161,12 @@ func TestCreateChatTwiceFailsAndChatsFilterByTenant(t *testing.T) {
 		}
 		if _, err := s.Chat(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unknown chat: %v, want ErrNotFound", err)
+		}
+		if tenant, err := s.ChatTenant(ctx, "x"); err != nil || tenant != "t1" {
+			t.Fatalf("the tenant of x: %q, %v", tenant, err)
+		}
+		if _, err := s.ChatTenant(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the tenant of an unknown chat: %v, want ErrNotFound", err)
 		}
 		if n, _ := s.CountChats(ctx, "t2"); n != 3 {
 			t.Fatalf("t2 counts %d chats, want 3 (a failed create must not count)", n)
@@ -485,4 +493,67 @@ func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
 	if len(msgs) != 3 || msgs[1].Seq != 2 || len(msgs[1].ToolCalls) != 1 || msgs[2].Seq != 3 {
 		t.Fatalf("log after the kill: %+v", msgs)
 	}
+}
+
+// TestEnvelopeIsJSONs: encode writes the bytes json.Marshal writes for an
+// envelope, and decode reads every spelling of one (Postgres's jsonb puts
+// spaces in and the keys in its own order) as the long way does.
+func TestEnvelopeIsJSONs(t *testing.T) {
+	values := []any{
+		Snapshot{Summary: "a <b> & \"c\"\n\u2028", FirstKeptSeq: 3, Requests: []chat.RequestLog{{Estimate: 5}}},
+		chat.Message{Role: chat.RoleUser, Content: "héllo", Seq: 9},
+		Chat{ID: "c", Title: "t"}, 42, "text", nil,
+	}
+	for _, v := range values {
+		d, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(envelope{V: FormatVersion, D: d})
+		got, err := encode(v)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("encode(%#v) = %s, %v; json.Marshal gives %s", v, got, err, want)
+		}
+	}
+	for _, b := range []string{
+		`{"v":1,"d":{"summary":"s","first_kept_seq":9}}`,
+		`{"d": {"summary": "s", "first_kept_seq": 9}, "v": 1}`,
+		` {"v":1,"d":{"summary":"s","first_kept_seq":9}} `,
+		`{"v":12,"d":{"summary":"s","first_kept_seq":9,"new":[1]}}`,
+	} {
+		var snap Snapshot
+		if err := decode([]byte(b), &snap); err != nil || snap.Summary != "s" || snap.FirstKeptSeq != 9 {
+			t.Fatalf("decode(%s) = %+v, %v", b, snap, err)
+		}
+	}
+	for _, b := range []string{
+		`{"v":1,"d":{"summary":"s"},"d":{"summary":"t"}`,
+		`{"v":1,"d":{"summary":"s"}`,
+		`{"v":1,"d":{"summary":1}}`,
+		`{"v":,"d":{}}`,
+	} {
+		var snap Snapshot
+		if err := decode([]byte(b), &snap); err == nil {
+			t.Fatalf("decode(%s) = %+v, want an error", b, snap)
+		}
+	}
+}
+
+// FuzzEnvelopeShortcut: whatever bytes a store holds, decode's shortcut
+// decides as the long way does, and to the same value.
+func FuzzEnvelopeShortcut(f *testing.F) {
+	f.Add([]byte(`{"v":1,"d":{"summary":"x","first_kept_seq":3}}`))
+	f.Add([]byte(`{"v":1,"d":{"summary":"x"},"d":{"summary":"y"}}`))
+	f.Add([]byte(`{"v":1,"d":null}`))
+	f.Add([]byte(`{"v":1,"d":{"summary":"x"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow Snapshot
+		errFast, errSlow := decode(b, &fast), decodeEnvelope(b, &slow)
+		if (errFast == nil) != (errSlow == nil) {
+			t.Fatalf("decode: %v; the long way: %v", errFast, errSlow)
+		}
+		if errFast == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("decode gives %+v; the long way %+v", fast, slow)
+		}
+	})
 }

@@ -73,9 +73,10 @@ func ValidName(name string) bool { return namePattern.MatchString(name) }
 type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]Tool
-	// sorted caches List's order; nil after any change. Requests list the
-	// tools on every turn, registrations are rare.
+	// sorted caches List's order and specs their specs; nil after any
+	// change. Requests list the tools on every turn, registrations are rare.
 	sorted []Tool
+	specs  []chat.ToolSpec
 	// sets are the tenants' toolsets (toolsets.go); gen counts changes.
 	sets map[string]*toolset
 	gen  uint64
@@ -116,7 +117,7 @@ func (r *Registry) Add(t Tool) error {
 		return fmt.Errorf("tools: add %q from %s: already registered from %s", t.Name, t.Source, old.Source)
 	}
 	r.tools[t.Name] = t
-	r.sorted = nil
+	r.sorted, r.specs = nil, nil
 	r.gen++
 	return nil
 }
@@ -127,7 +128,7 @@ func (r *Registry) Remove(name string) bool {
 	defer r.mu.Unlock()
 	_, ok := r.tools[name]
 	delete(r.tools, name)
-	r.sorted = nil
+	r.sorted, r.specs = nil, nil
 	r.gen++
 	return ok
 }
@@ -149,23 +150,34 @@ func (r *Registry) Len() int {
 
 // List returns every tool, sorted by name.
 func (r *Registry) List() []Tool {
-	r.mu.RLock()
-	cached := r.sorted
-	r.mu.RUnlock()
-	if cached == nil {
-		r.mu.Lock()
-		if r.sorted == nil {
-			r.sorted = make([]Tool, 0, len(r.tools))
-			for _, t := range r.tools {
-				r.sorted = append(r.sorted, t)
-			}
-			slices.SortFunc(r.sorted, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
-		}
-		cached = r.sorted
-		r.mu.Unlock()
-	}
+	sorted, _ := r.cached()
 	// A copy: the caller may sort or trim what it gets.
-	return slices.Clone(cached)
+	return slices.Clone(sorted)
+}
+
+// cached returns every tool sorted by name and their specs, building both
+// after a change.
+func (r *Registry) cached() ([]Tool, []chat.ToolSpec) {
+	r.mu.RLock()
+	sorted, specs := r.sorted, r.specs
+	r.mu.RUnlock()
+	if sorted != nil {
+		return sorted, specs
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sorted == nil {
+		r.sorted = make([]Tool, 0, len(r.tools))
+		for _, t := range r.tools {
+			r.sorted = append(r.sorted, t)
+		}
+		slices.SortFunc(r.sorted, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+		r.specs = make([]chat.ToolSpec, len(r.sorted))
+		for i, t := range r.sorted {
+			r.specs[i] = t.Spec()
+		}
+	}
+	return r.sorted, r.specs
 }
 
 // Specs returns the model-facing specs of the named tools, in the order
@@ -173,12 +185,8 @@ func (r *Registry) List() []Tool {
 // tool sorted by name.
 func (r *Registry) Specs(names ...string) []chat.ToolSpec {
 	if len(names) == 0 {
-		list := r.List()
-		out := make([]chat.ToolSpec, len(list))
-		for i, t := range list {
-			out[i] = t.Spec()
-		}
-		return out
+		_, specs := r.cached()
+		return slices.Clone(specs)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -321,6 +321,23 @@ func TestListAndSpecs(t *testing.T) {
 			}
 		})
 	}
+	// The kept specs are the caller's to change, and follow every change.
+	all := r.Specs()
+	all[0].Name = "changed"
+	if again := r.Specs(); again[0].Name != "alpha" {
+		t.Errorf("a caller's change reached the registry: %v", again[0].Name)
+	}
+	if err := r.Add(Tool{Name: "beta", Description: "tool beta", Run: run}); err != nil {
+		t.Fatal(err)
+	}
+	r.Remove("zeta")
+	names = names[:0]
+	for _, s := range r.Specs() {
+		names = append(names, s.Name)
+	}
+	if want := []string{"alpha", "beta", "mid"}; !slices.Equal(names, want) {
+		t.Errorf("after an add, a remove and a caller's change: %v, want %v", names, want)
+	}
 }
 
 // TestConcurrentUse is for the race detector: registering, listing and

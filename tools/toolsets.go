@@ -254,21 +254,28 @@ func (v View) List() []Tool {
 // Specs returns the specs of the named tools in the order given, skipping
 // unknown names and repeats; with no names, every tool in List's order.
 func (v View) Specs(names ...string) []chat.ToolSpec {
-	var list []Tool
 	if len(names) == 0 {
-		list = v.List()
-	} else {
-		seen := make(map[string]bool, len(names))
-		for _, n := range names {
-			if t, ok := v.Get(n); ok && !seen[n] {
-				seen[n] = true
-				list = append(list, t)
+		// The daemon's specs are kept (Registry.Specs), not rebuilt from
+		// List on every request.
+		out := v.r.Specs()
+		v.r.mu.RLock()
+		for _, n := range v.sc.Toolsets {
+			if set, ok := v.r.sets[setKey(v.sc.Tenant, n)]; ok {
+				for _, t := range set.tools {
+					out = append(out, t.Spec())
+				}
 			}
 		}
+		v.r.mu.RUnlock()
+		return append(out, v.sc.Inline...)
 	}
-	out := make([]chat.ToolSpec, len(list))
-	for i, t := range list {
-		out[i] = t.Spec()
+	var out []chat.ToolSpec
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if t, ok := v.Get(n); ok && !seen[n] {
+			seen[n] = true
+			out = append(out, t.Spec())
+		}
 	}
 	return out
 }

@@ -19,9 +19,13 @@ const (
 	missingResult = "[no result was recorded for this call]"
 )
 
-// StaleChars is the size from which a tool result older than the last two
-// exchanges is replaced by a stub.
-const StaleChars = 2000
+// StaleChars is the size from which a tool result older than the last
+// StaleExchanges exchanges (a budget's Stale, when set) is replaced by a
+// stub.
+const (
+	StaleChars     = 2000
+	StaleExchanges = 2
+)
 
 // minCutChars is the least of a text that shortening keeps (head and tail).
 const minCutChars = 256
@@ -44,7 +48,7 @@ type AssembleInput struct {
 // read-only.
 func Assemble(in AssembleInput) []Msg {
 	kept := in.Msgs[keptIndex(in.Msgs, in.Plan.FirstKept):]
-	stale := secondLastUser(kept)
+	stale := staleBefore(kept, in.Plan.Stale)
 	out := make([]Msg, 0, len(kept)+1)
 	done := make([]bool, len(kept)) // tool results already placed after their call
 	p := pairer{ms: kept}
@@ -102,15 +106,18 @@ func keptIndex(ms []Msg, seq int64) int {
 	return 0
 }
 
-// secondLastUser returns the index of the second-to-last person's message:
-// tool results before it are older than the last two exchanges. It is -1
-// when there are fewer than two.
-func secondLastUser(ms []Msg) int {
+// staleBefore returns the index of the person's message that opens the
+// newest exchanges of a budget's Stale (0: StaleExchanges): tool results
+// before it are stale. It is -1 when there are fewer exchanges.
+func staleBefore(ms []Msg, exchanges int) int {
+	if exchanges <= 0 {
+		exchanges = StaleExchanges
+	}
 	seen := 0
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].Role == User {
 			seen++
-			if seen == 2 {
+			if seen == exchanges {
 				return i
 			}
 		}

@@ -11,6 +11,10 @@ type Budget struct {
 	System     int `json:"system"`     // the real system prompt being sent
 	Tools      int `json:"tools"`      // the real tool list being sent
 	Transcript int `json:"transcript"` // what is left for messages, at most MaxTranscript
+	// Stale is how many of the newest exchanges keep their big tool
+	// results whole (0: StaleExchanges). It is fold policy, not a share of
+	// the window: the API does not show it.
+	Stale int `json:"-"`
 }
 
 // Budget limits.
@@ -37,6 +41,29 @@ func NewBudget(window, systemTokens, toolTokens int) Budget {
 func (b Budget) Within(total int) Budget {
 	b.Transcript = max(min(b.Transcript, total-b.System-b.Tools), 0)
 	return b
+}
+
+// A chat held to the daemon's default compact_threshold is held to
+// WorkingPercent of a window too small for that threshold to bite, and its
+// big tool results ride whole for WorkingStale exchanges: on 8K that sends
+// 0.58x the summarization peer's input instead of 0.73x for the same facts
+// carried, a fold's summarising request (which repeats the chat's prefix)
+// keeps room for its answer, and a big result is stubbed rather than folded
+// away with the turns around it (BENCHMARKS.md, "A working size for small
+// windows").
+const (
+	WorkingPercent = 60
+	WorkingStale   = 1
+)
+
+// WorkingSize is the most a request of a chat that sets no
+// compact_threshold holds on a window: the daemon's threshold, or
+// WorkingPercent of the window when that is less (working then says so).
+func WorkingSize(window, threshold int) (size int, working bool) {
+	if w := window * WorkingPercent / 100; w < threshold {
+		return w, true
+	}
+	return threshold, false
 }
 
 // Limit is the most the whole request (system prompt, tools and transcript)

@@ -61,6 +61,8 @@ type PlanResult struct {
 	// it is what the new summary may take.
 	SummaryTokens int     `json:"summary_tokens"`
 	Stubbed       []int64 `json:"stubbed,omitempty"` // seqs of tool results sent as stubs
+	// Stale is the budget's Stale, for Assemble to stub the same results.
+	Stale int `json:"stale,omitempty"`
 	// Raw is the request's raw estimate (system prompt and tools included):
 	// pass it to Calibration.Observe with the provider's count.
 	Raw      int  `json:"raw"`
@@ -128,14 +130,14 @@ func Plan(in PlanInput) PlanResult {
 	if len(ms) == 0 {
 		raw := fixed
 		est := cal.Estimate(raw)
-		return PlanResult{Raw: raw, Estimate: est, Fits: est <= b.Limit()}
+		return PlanResult{Raw: raw, Estimate: est, Fits: est <= b.Limit(), Stale: b.Stale}
 	}
-	sc := scanMsgs(ms)
+	sc := scanMsgs(ms, b.Stale)
 	c0 := 0
 	if len(sc.bounds) > 0 {
 		c0 = sc.bounds[0].idx
 	}
-	res := PlanResult{SummaryTokens: sumTokens}
+	res := PlanResult{SummaryTokens: sumTokens, Stale: b.Stale}
 	keptTok, keptN, keptBytes := sc.kept(c0, len(ms))
 	maxMsgs, maxBytes := MaxMessages, MaxBytes
 	if in.Early > 0 && in.Early < 1 {
@@ -190,9 +192,9 @@ func summaryReserve(b Budget) int {
 	return SummaryTokens(summaryNote, "") + min(SummaryMaxTokens, b.Transcript/8)
 }
 
-func scanMsgs(ms []Msg) *scan {
+func scanMsgs(ms []Msg, stale int) *scan {
 	sc := &scan{lastUser: -1, costs: make([]int, len(ms))}
-	sc.stale = secondLastUser(ms)
+	sc.stale = staleBefore(ms, stale)
 	p := pairer{ms: ms}
 	claimed := make([]bool, len(ms))
 	blockedUntil := -1 // the latest result of a call seen so far

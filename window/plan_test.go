@@ -1,6 +1,8 @@
 package window
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,21 +155,39 @@ func TestAssembleStubsStaleResults(t *testing.T) {
 	b := &builder{}
 	b.user("read it").call(big).assistant("read")                          // seqs 1-4: 2 exchanges back → stubbed
 	b.user("again").call(big[:StaleChars-1]).assistant("read")             // 5-8: one char short → kept
-	b.user("and again").call(big).assistant("read")                        // 9-12: second-last exchange → kept
+	b.user("and again").call(big).assistant("read")                        // 9-12: second-last exchange
 	b.user("last").call(strings.Repeat("é", StaleChars)).assistant("done") // last exchange → kept
-	res := Plan(PlanInput{Msgs: b.ms, Budget: NewBudget(1<<20, 0, 0)})
-	out := Assemble(AssembleInput{Msgs: b.ms, Plan: res})
-	want := `[tool result of read_file, 2000 chars, stubbed — conversation_read {"from_seq":3,"to_seq":3} returns it]`
-	if out[2].Text != want {
-		t.Errorf("stub = %q, want %q", out[2].Text, want)
+	stub := func(seq int) string {
+		return fmt.Sprintf(`[tool result of read_file, 2000 chars, stubbed — conversation_read {"from_seq":%d,"to_seq":%d} returns it]`, seq, seq)
 	}
-	if len(res.Stubbed) != 1 || res.Stubbed[0] != 3 {
-		t.Errorf("Stubbed = %v, want [3]", res.Stubbed)
-	}
-	for _, i := range []int{6, 10, 14} {
-		if out[i].Text != b.ms[i].Text {
-			t.Errorf("message %d (seq %d) changed", i, out[i].Seq)
-		}
+	for _, tc := range []struct {
+		name    string
+		stale   int
+		stubbed []int64 // seqs, at the messages' indexes in the request
+		kept    []int
+	}{
+		{"two exchanges ride whole", 0, []int64{3}, []int{6, 10, 14}},
+		{"one exchange rides whole on a working size", WorkingStale, []int64{3, 11}, []int{6, 14}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bud := NewBudget(1<<20, 0, 0)
+			bud.Stale = tc.stale
+			res := Plan(PlanInput{Msgs: b.ms, Budget: bud})
+			out := Assemble(AssembleInput{Msgs: b.ms, Plan: res})
+			if !slices.Equal(res.Stubbed, tc.stubbed) {
+				t.Errorf("Stubbed = %v, want %v", res.Stubbed, tc.stubbed)
+			}
+			for _, seq := range tc.stubbed {
+				if got := out[seq-1].Text; got != stub(int(seq)) {
+					t.Errorf("seq %d sent as %q, want its stub", seq, got)
+				}
+			}
+			for _, i := range tc.kept {
+				if out[i].Text != b.ms[i].Text {
+					t.Errorf("message %d (seq %d) changed", i, out[i].Seq)
+				}
+			}
+		})
 	}
 }
 

@@ -72,6 +72,7 @@ func TestPlanAssembleProperties(t *testing.T) {
 		before := deepCopy(ms)
 		bud := NewBudget(rapid.IntRange(4<<10, 1<<20).Draw(t, "window"),
 			rapid.IntRange(0, 400).Draw(t, "system"), rapid.IntRange(0, 400).Draw(t, "tools"))
+		bud.Stale = rapid.IntRange(0, 2).Draw(t, "stale")
 		cal := genCalibration(t)
 		summary := text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(0, 400).Draw(t, "summary"))
 		res := Plan(PlanInput{Msgs: ms, Budget: bud, Calibration: cal, Summary: summary})

@@ -59,7 +59,7 @@ func (h *Hub) Owner(ctx context.Context, tenant, chatID string) (string, error) 
 	if h.node == nil {
 		return "", nil
 	}
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
 	url, local, err := h.node.Locate(ctx, chatID)

@@ -392,6 +392,16 @@ func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, 
 	return c, err
 }
 
+// checkChat is chatOf for a caller that needs no more of the chat than
+// that it is tenant's: only the tenant is read (a turn's submit does this).
+func (h *Hub) checkChat(ctx context.Context, tenant, id string) error {
+	owner, err := h.store.ChatTenant(ctx, id)
+	if errors.Is(err, persistence.ErrNotFound) || (err == nil && owner != tenant) {
+		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
+	}
+	return err
+}
+
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
 	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
@@ -469,7 +479,7 @@ func (h *Hub) Chat(ctx context.Context, tenant, id string) (api.Chat, error) {
 // (persistence.DeleteChat); then its watchers hear chat.deleted. The chat
 // no longer counts against the tenant's limit.
 func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
-	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+	if err := h.checkChat(ctx, tenant, id); err != nil {
 		return err
 	}
 	root := h.system.Root
@@ -509,7 +519,7 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 // Transcript returns the stored messages of a chat from seq from to seq to
 // (0: no bound), untouched.
 func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error) {
-	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+	if err := h.checkChat(ctx, tenant, id); err != nil {
 		return nil, err
 	}
 	ms, err := h.store.Messages(ctx, id, from, to)
@@ -520,7 +530,7 @@ func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64)
 // with id > after, oldest first, and whether more follow. Export and the
 // activity route read it the same way.
 func (h *Hub) Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error) {
-	if _, err := h.chatOf(ctx, tenant, id); err != nil {
+	if err := h.checkChat(ctx, tenant, id); err != nil {
 		return nil, false, err
 	}
 	return h.activityPage(ctx, id, after, limit)
@@ -588,7 +598,7 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 // durable and its turn has started; the turn's events follow (Subscribe
 // before calling, to miss none).
 func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
@@ -659,7 +669,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 
 // Context returns what a chat's model is sent now.
 func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return api.Context{}, err
 	}
 	res, err := h.ask(ctx, chatID, &session.GetContext{}, askTimeout)
@@ -676,7 +686,7 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 // Patch changes a chat's model (between turns), title, instructions,
 // settings or tools, all or nothing.
 func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchChatRequest) error {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return err
 	}
 	if req.Model != nil {
@@ -690,7 +700,7 @@ func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchCha
 
 // Compact folds all but the newest turn of a chat now.
 func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Compacted, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return api.Compacted{}, err
 	}
 	res, err := h.ask(ctx, chatID, &session.Compact{Focus: focus}, 5*time.Minute)

@@ -19,7 +19,7 @@ func chatRecords(chatID string) string { return "chatrec/" + chatID }
 // PutChatRecord stores v, durably, as the record kind/id of a tenant's
 // chat; DeleteChat deletes it with the chat.
 func (h *Hub) PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return err
 	}
 	return h.store.PutRecord(ctx, chatRecords(chatID), kind+"/"+id, v)
@@ -28,7 +28,7 @@ func (h *Hub) PutChatRecord(ctx context.Context, tenant, chatID, kind, id string
 // ChatRecord reads the record kind/id of a tenant's chat into v; a missing
 // one (or chat) is ErrNotFound.
 func (h *Hub) ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return err
 	}
 	err := h.store.Record(ctx, chatRecords(chatID), kind+"/"+id, v)
@@ -41,7 +41,7 @@ func (h *Hub) ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v
 // DeleteChatRecord removes the record kind/id of a tenant's chat; a
 // missing record is no error.
 func (h *Hub) DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return err
 	}
 	return h.store.DeleteRecord(ctx, chatRecords(chatID), kind+"/"+id)
@@ -65,7 +65,7 @@ func (h *Hub) surfaceRecords(ctx context.Context, chatID string) ([]persistence.
 // Completions client brings (with its tool calls and results) — and
 // answers them stored, with their seqs; ErrBusy while a turn runs.
 func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return nil, err
 	}
 	in := make([]chat.Message, len(msgs))

@@ -293,7 +293,7 @@ func (h *Hub) installToolset(ctx context.Context, ts Toolset) {
 // turn and returns the turn's id once they are durable; the resumed turn's
 // events follow (subscribe before calling).
 func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest) (string, error) {
-	if _, err := h.chatOf(ctx, tenant, chatID); err != nil {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
 	results := make([]session.ToolResult, len(req.Results))

@@ -23,7 +23,10 @@ type setup struct {
 	instructions string
 	version      int
 	settings     chat.Settings
-	scope        tools.Scope
+	// defaultThreshold is limits.compact_threshold, for a chat that sets
+	// none (0: none, the whole window).
+	defaultThreshold int
+	scope            tools.Scope
 }
 
 // currentSetup is the chat's setup now; a chat without instructions of its
@@ -35,9 +38,22 @@ func (s *session) currentSetup() setup {
 		su.instructions = s.deps.TenantInstructions[s.meta.Tenant]
 	}
 	if t := s.deps.CompactThreshold; su.settings.CompactThreshold == nil && t > 0 {
-		su.settings.CompactThreshold = &t
+		su.defaultThreshold = t
 	}
 	return su
+}
+
+// threshold is the most a request of the chat holds on a window (0: the
+// window): its own compact_threshold, or the daemon's held to the working
+// size of a small window (working then says so).
+func (su setup) threshold(windowTokens int) (t int, working bool) {
+	switch {
+	case su.settings.CompactThreshold != nil:
+		return *su.settings.CompactThreshold, false
+	case su.defaultThreshold > 0:
+		return window.WorkingSize(windowTokens, su.defaultThreshold)
+	}
+	return 0, false
 }
 
 // toolsOf is the registry as the setup's scope sees it.

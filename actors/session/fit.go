@@ -114,8 +114,11 @@ func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *pla
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
 	b := window.NewBudget(info.Window, textTokens(system), toolTokens(specs))
-	if t := su.settings.CompactThreshold; t != nil {
-		b = b.Within(*t)
+	if t, working := su.threshold(info.Window); t > 0 {
+		b = b.Within(t)
+		if working {
+			b.Stale = window.WorkingStale
+		}
 	}
 	if harder {
 		b.Transcript /= 2
@@ -328,9 +331,18 @@ func specJSON(specs []chat.ToolSpec) string {
 // mergeUserRuns joins person's messages that follow each other (a turn cut
 // short by a crash or a provider fault leaves one unanswered): some servers'
 // chat templates refuse two user turns in a row. Only the request changes.
+// A request without such a run, nearly every one, is msgs itself: no copy.
 func mergeUserRuns(msgs []chat.Message) []chat.Message {
-	out := msgs[:0:0]
-	for _, m := range msgs {
+	run := 1 // the first message of the first run's second half
+	for run < len(msgs) && (msgs[run].Role != chat.RoleUser || msgs[run-1].Role != chat.RoleUser) {
+		run++
+	}
+	if run >= len(msgs) {
+		return msgs
+	}
+	out := make([]chat.Message, run, len(msgs)-1)
+	copy(out, msgs[:run])
+	for _, m := range msgs[run:] {
 		if n := len(out); n > 0 && m.Role == chat.RoleUser && out[n-1].Role == chat.RoleUser {
 			prev := out[n-1]
 			prev.Content += "\n\n" + m.Content

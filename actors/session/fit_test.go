@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,15 @@ func TestMergeUserRunsJoinsAnUnansweredMessageWithTheNext(t *testing.T) {
 	}
 	if in[0].Content != "first" || len(in) != 4 {
 		t.Fatal("the input was changed")
+	}
+	for _, in := range [][]chat.Message{nil, in[1:], in[2:], {in[3], in[2], in[3], in[2], in[1], in[2]}} {
+		if out := mergeUserRuns(in); !slices.EqualFunc(out, in, func(a, b chat.Message) bool { return a.Seq == b.Seq && a.Content == b.Content }) {
+			t.Fatalf("no run in %+v, yet merged to %+v", in, out)
+		}
+	}
+	late := append(slices.Clone(in[2:]), in[0], in[1])
+	if out := mergeUserRuns(late); len(out) != 2 || out[1].Content != "third\n\nfirst\n\nsecond" || out[1].Seq != 2 {
+		t.Fatalf("a run at the end merged to %+v", out)
 	}
 }
 

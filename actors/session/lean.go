@@ -58,11 +58,11 @@ func (s *session) isLean(info providers.ModelInfo, su setup) bool {
 }
 
 // requestRoom is the most a request of the chat may hold: the model's
-// window, or the chat's compact_threshold below it. A chat held to 2,000
-// tokens is a small-window chat, lean whatever its model reads.
+// window, or the chat's threshold below it. A chat held to 2,000 tokens is
+// a small-window chat, lean whatever its model reads.
 func requestRoom(info providers.ModelInfo, su setup) int {
-	if t := su.settings.CompactThreshold; t != nil && *t < info.Window {
-		return *t
+	if t, _ := su.threshold(info.Window); t > 0 && t < info.Window {
+		return t
 	}
 	return info.Window
 }

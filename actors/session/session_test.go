@@ -440,6 +440,80 @@ func TestAChatWithoutCompactThresholdTakesTheDaemonsOwn(t *testing.T) {
 	}
 }
 
+// TestASmallWindowHoldsAChatToItsWorkingSize: on an 8K window, where the
+// daemon's compact_threshold would hold nothing, a chat that sets none is
+// held to its working size; a chat's own threshold, and a daemon without
+// one (-1), keep theirs.
+func TestASmallWindowHoldsAChatToItsWorkingSize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		daemon int
+		own    *int
+		want   int // the whole request's limit
+	}{
+		{"default", 12_000, nil, 8_000 * window.WorkingPercent / 100},
+		{"own", 12_000, ptr(5_000), 5_000},
+		// 90% of the window less the answer room (15%).
+		{"none", -1, nil, 8_000*9/10 - 8_000*15/100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, 8_000, nil, func(_ *harness, d *Deps) { d.CompactThreshold = tc.daemon }, reply("ok"))
+			c := h.store.chats["c1"]
+			c.Settings.CompactThreshold = tc.own
+			h.store.chats["c1"] = c
+			res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &GetContext{}}, time.Minute).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok := res.(*chat.ContextView)
+			if !ok {
+				t.Fatalf("context answered %#v", res)
+			}
+			if limit := v.Budget.System + v.Budget.Tools + v.Budget.Transcript; limit != tc.want {
+				t.Fatalf("the budget holds requests to %d tokens, want %d: %+v", limit, tc.want, v.Budget)
+			}
+		})
+	}
+}
+
+// TestOnAWorkingSizeABigResultRidesWholeForOneExchange: the turn after a
+// tool turn sends the big result as its stub on a small window's working
+// size, and whole (for two exchanges) on the whole window.
+func TestOnAWorkingSizeABigResultRidesWholeForOneExchange(t *testing.T) {
+	reg := tools.NewRegistry()
+	big := strings.Repeat("a line of a long report\n", 120) // 2,880 chars: stale once old
+	if err := tools.Register(reg, "report", "Reads the report.", func(context.Context, struct{}) (tools.Result, error) {
+		return tools.Result{Text: big}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		daemon   int
+		wantStub bool
+	}{{"working size", 12_000, true}, {"whole window", -1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, 8_000, reg, func(_ *harness, d *Deps) { d.CompactThreshold = tc.daemon },
+				callTool("k1", "report", `{}`), reply("read"), reply("ok"))
+			for _, text := range []string{"read the report", "and now?"} {
+				if res, _ := h.turn(text); res.Problem != nil {
+					t.Fatalf("%s: problem %+v", text, res.Problem)
+				}
+			}
+			reqs := h.model.requests()
+			var sent string
+			for _, m := range reqs[len(reqs)-1].Messages {
+				if m.Role == chat.RoleTool {
+					sent = m.Content
+				}
+			}
+			if stub := strings.Contains(sent, "stubbed"); stub != tc.wantStub || (!stub && sent != big) {
+				t.Fatalf("the next turn sent the result as %.120q, want stubbed %v", sent, tc.wantStub)
+			}
+		})
+	}
+}
+
 func TestTooManyToolRoundsEndTheTurnWithAProblem(t *testing.T) {
 	replies := make([]providers.Response, maxToolRounds)
 	for i := range replies {

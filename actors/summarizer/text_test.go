@@ -2,10 +2,12 @@ package summarizer
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -104,6 +106,33 @@ func TestDigestKeepsNumbersPathsAndLinksWithinItsBound(t *testing.T) {
 	}
 	if len(big) > DigestMaxChars {
 		t.Fatalf("digest grew to %d chars", len(big))
+	}
+}
+
+// A fold of a long backlog keeps the newest whole lines within the bound,
+// and a single line over it is cut at a rune, never inside one.
+func TestDigestOfALongBacklogKeepsItsNewestLines(t *testing.T) {
+	// Letters, not digits, tell the requests apart: a number would go to
+	// the numbers line, which comes last and would outgrow the bound alone.
+	tag := func(i int) string { return string([]rune{rune('a' + i/676), rune('a' + i/26%26), rune('a' + i%26)}) }
+	var msgs []chat.Message
+	for i := range 3000 {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: "step " + tag(i) + ": Grüße an Zoë"})
+	}
+	d := Digest("", msgs)
+	if len(d) > DigestMaxChars || !utf8.ValidString(d) {
+		t.Fatalf("digest of %d chars, valid UTF-8 %v", len(d), utf8.ValidString(d))
+	}
+	lines := strings.Split(d, "\n")
+	if !strings.HasPrefix(lines[0], "- asked: step ") {
+		t.Fatalf("the digest starts inside a line: %q", lines[0])
+	}
+	if want := "- asked: step " + tag(2999) + ": Grüße an Zoë"; !slices.Contains(lines, want) {
+		t.Fatalf("the newest request %q is not kept:\n%s", want, d)
+	}
+	one := Digest(strings.Repeat("€", DigestMaxChars), nil)
+	if len(one) > DigestMaxChars || !utf8.ValidString(one) {
+		t.Fatalf("a line over the bound was cut to %d bytes, valid UTF-8 %v", len(one), utf8.ValidString(one))
 	}
 }
 

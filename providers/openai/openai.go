@@ -6,7 +6,9 @@
 //
 // It uses github.com/openai/openai-go/v3 to send the request and for the SSE
 // framing; the request body it writes itself (request.go), because the SDK's
-// reflective encoder re-encoded every kept message on every call.
+// reflective encoder re-encoded every kept message on every call, and it
+// decodes the stream's chunks itself (chunk.go), because the SDK's
+// reflective decoder cost more than the rest of reading an answer.
 // Measured gaps of the SDK, and what this package does about them:
 //   - its stream ends the same way on "data: [DONE]" and on a bare EOF, so a
 //     cut stream would look like a success: a per-request middleware watches
@@ -15,8 +17,9 @@
 //     plain-text proxy pages) it returns a JSON decoding error instead of its
 //     API error: the raw response is taken with option.WithResponseInto and
 //     classified from its status and body;
-//   - reasoning deltas (reasoning_content, reasoning) are not typed fields,
-//     but the SDK keeps them in JSON.ExtraFields, which is enough.
+//   - reasoning deltas (reasoning_content, reasoning) and DeepSeek's
+//     prompt_cache_hit_tokens are not fields of its chunk type; chunk.go
+//     reads them.
 //
 // Model lists are fetched with plain net/http because the windows live in
 // fields the SDK's Model type drops, and LM Studio's and llama.cpp's endpoints
@@ -153,12 +156,13 @@ func resolve(cfg Config) (company, string) {
 // Client is one configured OpenAI-style provider. It is immutable after New
 // (but for the slot count a model list reads) and safe for concurrent use.
 type Client struct {
-	cfg     Config
-	co      company
-	base    *url.URL
-	http    *http.Client
-	local   bool
-	chat    openai.ChatCompletionService
+	cfg   Config
+	co    company
+	base  *url.URL
+	http  *http.Client
+	local bool
+	// api sends requests: only its Options are set (see Stream).
+	api     openai.Client
 	azureV1 bool   // Azure's /openai/v1 API: model = deployment, no api-version
 	apiVer  string // Azure deployments API version
 	// slots is llama.cpp's total_slots as its /props last said (0: not
@@ -223,10 +227,10 @@ func New(cfg Config) (*Client, error) {
 			opts = append(opts, option.WithAPIKey(cfg.APIKey))
 		}
 	}
-	// NewChatCompletionService, unlike openai.NewClient, reads no
+	// A Client of these options alone, unlike openai.NewClient, reads no
 	// OPENAI_* environment variables: a key for one company never leaks
 	// into another's requests.
-	c.chat = openai.NewChatCompletionService(opts...)
+	c.api = openai.Client{Options: opts}
 	return c, nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
@@ -36,8 +35,13 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	)
 	opts := append(c.perModel(req.Model), option.WithRequestBody("application/json", body),
 		option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
-	// The body is ours (request.go); the SDK's params stay empty.
-	stream := c.chat.NewStreaming(ctx, openai.ChatCompletionNewParams{}, opts...)
+	// The body is ours (request.go) and says "stream":true itself. Not
+	// ChatCompletionService.NewStreaming: it encodes its (empty) params
+	// and then sets "stream" in the body with sjson, which reads and
+	// copies the whole body once more; the stream is its own, from
+	// ssestream, so framing and errors are the SDK's as before.
+	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
+	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))
@@ -246,10 +250,10 @@ func newAssembler(b *providers.AnswerBudget) *assembler {
 
 // add folds one chunk in. It returns a non-nil error only for an error the
 // server put in the stream (a finish_reason of "error").
-func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event)) error {
+func (a *assembler) add(ch chunk, emit func(providers.Event)) error {
 	a.chunks++
-	if ch.JSON.Usage.Valid() {
-		a.usage = usageOf(ch.Usage)
+	if u := ch.usage(); u != nil {
+		a.usage = usageOf(u)
 		a.sawUsage = true
 	}
 	for _, choice := range ch.Choices {
@@ -257,8 +261,8 @@ func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event
 			continue // agentd asks for one choice
 		}
 		d := choice.Delta
-		a.budget.Keep(&a.thinking, providers.EventThinking, reasoning(d), emit)
-		a.budget.Keep(&a.text, providers.EventText, d.Content, emit)
+		a.budget.Keep(&a.thinking, providers.EventThinking, d.thinking(), emit)
+		a.budget.Keep(&a.text, providers.EventText, string(d.Content), emit)
 		for _, tc := range d.ToolCalls {
 			a.toolDelta(tc)
 		}
@@ -266,11 +270,11 @@ func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event
 			return nil
 		}
 		if choice.FinishReason != "" && !a.finished {
-			if strings.EqualFold(choice.FinishReason, "error") {
-				return fmt.Errorf("%s", ch.RawJSON())
+			if strings.EqualFold(string(choice.FinishReason), "error") {
+				return fmt.Errorf("%s", ch.raw)
 			}
 			a.finished = true
-			a.finish = normaliseFinish(choice.FinishReason)
+			a.finish = normaliseFinish(string(choice.FinishReason))
 			a.flushCalls(emit)
 		}
 	}
@@ -280,27 +284,28 @@ func (a *assembler) add(ch openai.ChatCompletionChunk, emit func(providers.Event
 // toolDelta merges one tool-call delta, keyed by its index. A server that
 // sends no index (some compatible servers send each call whole) gets a new
 // slot for each new id.
-func (a *assembler) toolDelta(tc openai.ChatCompletionChunkChoiceDeltaToolCall) {
+func (a *assembler) toolDelta(tc toolCallDelta) {
 	var call *chat.ToolCall
+	id := string(tc.ID)
 	switch {
-	case tc.JSON.Index.Valid():
-		call = a.byIndex[tc.Index]
+	case tc.Index != nil:
+		call = a.byIndex[int64(*tc.Index)]
 		if call == nil {
 			call = &chat.ToolCall{}
-			a.byIndex[tc.Index] = call
+			a.byIndex[int64(*tc.Index)] = call
 			a.calls = append(a.calls, call)
 		}
-	case len(a.calls) > 0 && (tc.ID == "" || tc.ID == a.calls[len(a.calls)-1].ID):
+	case len(a.calls) > 0 && (id == "" || id == a.calls[len(a.calls)-1].ID):
 		call = a.calls[len(a.calls)-1]
 	default:
 		call = &chat.ToolCall{}
 		a.calls = append(a.calls, call)
 	}
-	if tc.ID != "" {
-		call.ID = tc.ID
+	if id != "" {
+		call.ID = id
 	}
-	name, _ := a.budget.Take(tc.Function.Name)
-	args, _ := a.budget.Take(tc.Function.Arguments)
+	name, _ := a.budget.Take(string(tc.Function.Name))
+	args, _ := a.budget.Take(string(tc.Function.Arguments))
 	call.Name += name
 	call.Arguments += args
 }
@@ -345,34 +350,20 @@ func (a *assembler) partial(req providers.Request, c *Client) providers.Response
 	return r
 }
 
-// reasoning reads a thinking delta: DeepSeek, vLLM (older), llama.cpp, Zhipu
-// and Moonshot say reasoning_content; OpenRouter, Groq and newer vLLM say
-// reasoning. When both are present they carry the same text.
-func reasoning(d openai.ChatCompletionChunkChoiceDelta) string {
-	for _, key := range []string{"reasoning_content", "reasoning"} {
-		// Extra fields never report Valid(); their raw text is all there is.
-		f, ok := d.JSON.ExtraFields[key]
-		if !ok {
-			continue
-		}
-		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-			return s
-		}
+// thinking reads a thinking delta. When both fields are present they
+// carry the same text.
+func (d delta) thinking() string {
+	if d.ReasoningContent != "" {
+		return d.ReasoningContent
 	}
-	return ""
+	return d.Reasoning
 }
 
-func usageOf(u openai.CompletionUsage) chat.Usage {
+func usageOf(u *chunkUsage) chat.Usage {
 	out := chat.Usage{InputTokens: int(u.PromptTokens), OutputTokens: int(u.CompletionTokens), CachedTokens: int(u.PromptTokensDetails.CachedTokens)}
 	if out.CachedTokens == 0 {
 		// DeepSeek reports its cache as prompt_cache_hit_tokens.
-		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok {
-			var n int
-			if json.Unmarshal([]byte(f.Raw()), &n) == nil {
-				out.CachedTokens = n
-			}
-		}
+		out.CachedTokens = u.PromptCacheHitTokens
 	}
 	return out
 }
