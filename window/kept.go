@@ -8,6 +8,9 @@ package window
 type Kept struct {
 	msgs                 []Msg
 	tokens, conservative int
+	// bytes and most are the totals of msgBytes and mostCost, for
+	// NoFold.
+	bytes, most int
 }
 
 // Append adds messages at the end, estimating any whose estimates are not
@@ -22,6 +25,8 @@ func (k *Kept) Append(ms ...Msg) {
 		}
 		k.tokens += m.Tokens
 		k.conservative += m.Conservative
+		k.bytes += msgBytes(&m)
+		k.most += mostCost(&m)
 		k.msgs = append(k.msgs, m)
 	}
 }
@@ -32,6 +37,8 @@ func (k *Kept) DropBefore(seq int64) {
 	for ; n < len(k.msgs) && k.msgs[n].Seq < seq; n++ {
 		k.tokens -= k.msgs[n].Tokens
 		k.conservative -= k.msgs[n].Conservative
+		k.bytes -= msgBytes(&k.msgs[n])
+		k.most -= mostCost(&k.msgs[n])
 	}
 	if n > 0 {
 		// A new array: the folded messages' texts are freed with it.
@@ -47,3 +54,33 @@ func (k *Kept) Tokens() int { return k.tokens }
 
 // Conservative is ConservativeTokens of the kept messages.
 func (k *Kept) Conservative() int { return k.conservative }
+
+// NoFold reports, from the totals alone, that Plan of the kept messages
+// on b would not fold: they start with a person's message and stay under
+// every trigger even if every long tool result went as its stub and every
+// call's result were missing. False says only that Plan may fold. A check
+// after each turn then costs nothing while a chat is far from a fold.
+func (k *Kept) NoFold(b Budget, cal Calibration, summaryTokens int, early float64) bool {
+	if len(k.msgs) == 0 {
+		return true
+	}
+	maxMsgs, maxBytes := MaxMessages, MaxBytes
+	if early > 0 && early < 1 {
+		maxMsgs, maxBytes = int(early*MaxMessages), int(early*MaxBytes)
+	}
+	return k.msgs[0].Role == User && len(k.msgs) <= maxMsgs && k.bytes <= maxBytes &&
+		cal.Estimate(b.System+b.Tools+summaryTokens+k.most) <= b.Limit()
+}
+
+// mostCost is the most m can cost in a plan (scanMsgs): its own estimate
+// or its stub's, whichever is more, and a missing result for every call.
+func mostCost(m *Msg) int {
+	n := cachedTokens(m)
+	if isStale(m) {
+		n = max(n, EstimateMsg(stub(*m)))
+	}
+	for _, c := range m.ToolCalls {
+		n += EstimateMsg(Msg{Role: Tool, ToolName: c.Name, Text: missingResult})
+	}
+	return n
+}

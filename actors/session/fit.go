@@ -134,12 +134,18 @@ func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estima
 // planEarly plans with the message and byte triggers at early of their
 // limits (window.PlanInput.Early).
 func (s *session) planEarly(msgs []window.Msg, b window.Budget, lean bool, early float64) estimate {
+	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
+		SummaryTokens: s.summaryTokens(), Early: early})
+	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
+}
+
+// summaryTokens is window.SummaryTokens of the chat's summary, kept until a
+// fold changes it.
+func (s *session) summaryTokens() int {
 	if e := &s.summaryEst; e.summary != s.snap.Summary || e.digest != s.snap.Digest || e.tokens == 0 {
 		*e = summaryEstimate{summary: s.snap.Summary, digest: s.snap.Digest, tokens: window.SummaryTokens(s.snap.Summary, s.snap.Digest)}
 	}
-	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
-		SummaryTokens: s.summaryEst.tokens, Early: early})
-	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
+	return s.summaryEst.tokens
 }
 
 func toolTokens(specs []chat.ToolSpec) int {

@@ -210,6 +210,11 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	p := s.frameFor(info, false, s.currentSetup())
 	soft := p.budget
 	soft.Transcript = int(float64(soft.Transcript) * softFold)
+	if s.view().NoFold(soft, s.calibration(), s.summaryTokens(), softFold) {
+		// The turn planned the kept messages; far from a fold they need
+		// no second plan.
+		return
+	}
 	plan := s.planEarly(p.msgs, soft, p.lean, softFold).plan
 	if plan.Fold && plan.FirstKept > s.snap.FirstKeptSeq {
 		s.startFold(ctx, plan.FirstKept, "", nil)
