@@ -108,12 +108,12 @@ func (s *session) planFor(info providers.ModelInfo, harder bool, su setup) *plan
 // tools, budget and the kept messages.
 func (s *session) frameFor(info providers.ModelInfo, harder bool, su setup) *planned {
 	lean := s.isLean(info, su)
-	system, specs := s.systemAndTools(lean, info.Vision, requestRoom(info, su), su)
+	system, specs, specsTokens := s.systemAndTools(lean, info.Vision, requestRoom(info, su), su)
 	if info.ToolsInWords {
 		// The list in words is the prompt's own: it stays as short as lean's.
 		system += "\n\n" + wordsToolPrompt(specs)
 	}
-	b := window.NewBudget(info.Window, textTokens(system), toolTokens(specs))
+	b := window.NewBudget(info.Window, textTokens(system), specsTokens)
 	if t, working := su.threshold(info.Window); t > 0 {
 		b = b.Within(t)
 		if working {

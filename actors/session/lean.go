@@ -52,7 +52,7 @@ func (s *session) isLean(info providers.ModelInfo, su setup) bool {
 	if w <= leanWindow || info.ToolsInWords {
 		return true
 	}
-	all := s.allToolTokens(info.Vision, su)
+	all := s.allTools(info.Vision, su).tokens
 	full := textTokens(withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false))) + all
 	return float64(full) > leanShare*float64(w) || float64(all) > toolListShare*float64(w)
 }
@@ -67,27 +67,33 @@ func requestRoom(info providers.ModelInfo, su setup) int {
 	return info.Window
 }
 
-// toolsCost caches what every tool of a scope costs to send: an
-// application's registry may hold thousands, and each model call asks.
+// toolsCost caches every tool of a scope and what they cost to send: an
+// application's registry may hold thousands, and each model call asks
+// (the turn's plan and the fold check after it).
 type toolsCost struct {
 	gen    uint64
 	vision bool
 	scope  string
+	specs  []chat.ToolSpec // read-only: requests share it
 	tokens int
 }
 
-func (s *session) allToolTokens(vision bool, su setup) int {
+// allTools is allSpecs and its toolTokens, kept while the registry and the
+// scope stay as they are.
+func (s *session) allTools(vision bool, su setup) toolsCost {
 	key := fmt.Sprintf("%q", su.scope.Toolsets)
 	if len(su.scope.Inline) > 0 {
 		key += specJSON(su.scope.Inline)
 	}
 	c := toolsCost{gen: s.deps.Tools.Gen(), vision: vision, scope: key}
-	if s.cost.gen == c.gen && s.cost.vision == vision && s.cost.scope == key {
-		return s.cost.tokens
+	if s.cost.gen == c.gen && s.cost.vision == vision && s.cost.scope == key && s.cost.specs != nil {
+		return s.cost
 	}
-	c.tokens = toolTokens(s.allSpecs(vision, su))
+	// Clipped: an append to a request's tools copies them.
+	c.specs = slices.Clip(s.allSpecs(vision, su))
+	c.tokens = toolTokens(c.specs)
 	s.cost = c
-	return c.tokens
+	return c
 }
 
 // visionTools are offered only to a model that takes pictures.
@@ -107,22 +113,25 @@ func (s *session) allSpecs(vision bool, su setup) []chat.ToolSpec {
 // a window: the application's instructions first, whole, then agentd's
 // prompt; lean shortens only agentd's part. A lean request carries
 // find_tools, the chat's own tools, and the newest loaded tools that fit
-// loadedShare of the window, in the order they were loaded.
-func (s *session) systemAndTools(lean, vision bool, windowTokens int, su setup) (string, []chat.ToolSpec) {
+// loadedShare of the window, in the order they were loaded; and what the
+// tools cost.
+func (s *session) systemAndTools(lean, vision bool, windowTokens int, su setup) (system string, specs []chat.ToolSpec, specsTokens int) {
 	if !lean {
-		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false)), s.allSpecs(vision, su)
+		all := s.allTools(vision, su)
+		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, false)), all.specs, all.tokens
 	}
-	specs := append([]chat.ToolSpec{findToolsSpec}, su.scope.Inline...)
-	if len(s.snap.LoadedTools) == 0 {
-		return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), specs
-	}
-	var loaded []chat.ToolSpec
-	for _, sp := range s.toolsOf(su).Specs(s.snap.LoadedTools...) {
-		if (vision || !visionTools[sp.Name]) && !slices.ContainsFunc(su.scope.Inline, func(in chat.ToolSpec) bool { return in.Name == sp.Name }) {
-			loaded = append(loaded, sp)
+	system = withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true))
+	specs = append([]chat.ToolSpec{findToolsSpec}, su.scope.Inline...)
+	if len(s.snap.LoadedTools) > 0 {
+		var loaded []chat.ToolSpec
+		for _, sp := range s.toolsOf(su).Specs(s.snap.LoadedTools...) {
+			if (vision || !visionTools[sp.Name]) && !slices.ContainsFunc(su.scope.Inline, func(in chat.ToolSpec) bool { return in.Name == sp.Name }) {
+				loaded = append(loaded, sp)
+			}
 		}
+		specs = append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
 	}
-	return withInstructions(su.instructions, s.deps.Prompts.System(s.meta.Tenant, true)), append(specs, newestThatFit(loaded, int(loadedShare*float64(windowTokens)))...)
+	return system, specs, toolTokens(specs)
 }
 
 // loadTools adds tools to the chat's loaded set, at the end: a tool loaded
