@@ -386,16 +386,20 @@ func (h *Hub) logFor(ctx context.Context) *zerolog.Logger {
 // chatOf returns a chat if it belongs to tenant.
 func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, error) {
 	c, err := h.store.Chat(ctx, id)
-	if errors.Is(err, persistence.ErrNotFound) || (err == nil && c.Tenant != tenant) {
-		return c, fmt.Errorf("chat %s: %w", id, ErrNotFound)
-	}
-	return c, err
+	return c, tenantsOwn(id, c.Tenant, tenant, err)
 }
 
 // checkChat is chatOf for a caller that needs no more of the chat than
 // that it is tenant's: only the tenant is read (a turn's submit does this).
 func (h *Hub) checkChat(ctx context.Context, tenant, id string) error {
 	owner, err := h.store.ChatTenant(ctx, id)
+	return tenantsOwn(id, owner, tenant, err)
+}
+
+// tenantsOwn turns the read of chat id's owner into the answer a caller of
+// tenant gets: a missing chat and another tenant's look the same,
+// ErrNotFound, so ids of other tenants are never confirmed.
+func tenantsOwn(id, owner, tenant string, err error) error {
 	if errors.Is(err, persistence.ErrNotFound) || (err == nil && owner != tenant) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
