@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/jackc/pgx/v5"
@@ -537,6 +538,63 @@ func TestEnvelopeIsJSONs(t *testing.T) {
 			t.Fatalf("decode(%s) = %+v, want an error", b, snap)
 		}
 	}
+}
+
+// FuzzEncodeIsJSONs: for any content of the records a turn writes (a
+// snapshot, a chat record, a message), encode writes the bytes
+// json.Marshal writes for its envelope, or fails where json.Marshal does,
+// and decode reads them back to the value encoding/json reads. The one
+// spelling that differs: a string that is not UTF-8 has each bad byte
+// replaced by U+FFFD by both, which encode writes as itself and
+// json.Marshal as \ufffd; encoding/json reads the two the same.
+func FuzzEncodeIsJSONs(f *testing.F) {
+	f.Add("a <b> & \"c\"\n\u2028\x7f", "\xff\xfe\b\f\t\x01", 1.5, int64(1e15), 3, true, []byte(`{"type":"object", "x":"<&>"}`))
+	f.Add("", "", 1e21, int64(-1), 0, false, []byte(`null`))
+	f.Add("é", "日本", 1e-7, int64(253402300800), 999999999, true, []byte(`[1, 2.50, "\u00e9"]`))
+	f.Add("x", "y", 0.0, int64(0), -5, false, []byte(`{"a":`))
+	f.Fuzz(func(t *testing.T, s1, s2 string, fl float64, sec int64, n int, b bool, raw []byte) {
+		at := time.Unix(sec, int64(n)).UTC()
+		if b {
+			at = at.In(time.FixedZone("x", n%50000))
+		}
+		snap := Snapshot{Model: s1, Summary: s2, Digest: s1 + s2, FirstKeptSeq: sec, Factor: fl,
+			LastReported: n, LoadedTools: []string{s1, s2}, FoldPaused: at, Untrusted: b,
+			Requests: []chat.RequestLog{{At: at, Estimate: n, Kind: s1}, {}}}
+		if b {
+			snap.Paused = &PausedTurn{TurnID: s2, UserSeq: sec, Calls: []chat.ToolCall{{ID: s1, Arguments: s2}}, Since: at}
+			snap.DeclinedTools = []string{}
+		}
+		c := Chat{ID: s1, Tenant: s2, Title: s1, CreatedAt: at, Shared: b, InstructionsVersion: n,
+			Settings: chat.Settings{Temperature: &fl, Stop: []string{s2}},
+			Tools: []chat.ToolSpec{{Name: s1, Parameters: raw}}, LastSeq: sec}
+		m := chat.Message{Seq: sec, Role: chat.Role(s1), Content: s2, CreatedAt: at, IsError: b,
+			ToolCalls: []chat.ToolCall{{Name: s2}}, Images: []chat.Image{{MediaType: s1, Data: []byte(s2)}},
+			Attachments: []chat.Attachment{{Size: sec, Note: s1}}}
+		for _, v := range []any{snap, c, m, &snap, fl, s1, []any{n, b, nil}} {
+			got, errGot := encode(v)
+			d, errWant := json.Marshal(v)
+			if (errGot == nil) != (errWant == nil) {
+				t.Fatalf("encode(%#v): %v; json.Marshal: %v", v, errGot, errWant)
+			}
+			if errGot != nil {
+				continue
+			}
+			want, _ := json.Marshal(envelope{V: FormatVersion, D: d})
+			if utf8.ValidString(s1) && utf8.ValidString(s2) && utf8.Valid(raw) && string(got) != string(want) {
+				t.Fatalf("encode(%#v) = %s; json.Marshal gives %s", v, got, want)
+			}
+			var gotV, wantV any
+			if json.Unmarshal(got, &gotV) != nil || json.Unmarshal(want, &wantV) != nil || !reflect.DeepEqual(gotV, wantV) {
+				t.Fatalf("encode(%#v) = %s, which encoding/json reads unlike json.Marshal's %s", v, got, want)
+			}
+			fast := reflect.New(reflect.TypeOf(v))
+			slow := reflect.New(reflect.TypeOf(v))
+			errFast, errSlow := decode(got, fast.Interface()), decodeEnvelope(got, slow.Interface())
+			if errFast != nil || errSlow != nil || !reflect.DeepEqual(fast.Interface(), slow.Interface()) {
+				t.Fatalf("decode(%s) = %#v, %v; the long way %#v, %v", got, fast.Elem(), errFast, slow.Elem(), errSlow)
+			}
+		}
+	})
 }
 
 // FuzzEnvelopeShortcut: whatever bytes a store holds, decode's shortcut
