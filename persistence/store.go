@@ -38,6 +38,8 @@ type Store struct {
 	db *badger.DB
 	// w is the one writer: every update goes through it (see committer).
 	w *committer[*badger.Txn]
+	// tenants caches ChatTenant's answers (see tenants).
+	tenants *tenants
 }
 
 // badgerTxns are Badger's update transactions, for the committer.
@@ -101,7 +103,7 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	st := &Store{db: db, w: newCommitter(badgerTxns{db})}
+	st := &Store{db: db, w: newCommitter(badgerTxns{db}), tenants: newTenants()}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -302,6 +304,7 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 // UpdateChat overwrites a chat's metadata but its LastSeq, which only
 // appends move.
 func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
+	defer s.tenants.evict(c.ID)
 	return s.update(ctx, func(txn *badger.Txn) error {
 		var stored Chat
 		if err := getTxn(txn, chatKey(c.ID), &stored); err != nil && !errors.Is(err, ErrNotFound) {
@@ -318,14 +321,20 @@ func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
 
 // ChatTenant reads only the tenant of a chat: what a request's check that
 // the chat is the caller's needs, every turn, without decoding the rest of
-// the record (its instructions, its tools).
+// the record (its instructions, its tools). Once read, it is cached until
+// the chat is deleted (see tenants).
 func (s *Store) ChatTenant(ctx context.Context, id string) (string, error) {
+	tenant, ok, gen := s.tenants.get(id)
+	if ok {
+		return tenant, nil
+	}
 	var c struct {
 		Tenant string `json:"tenant"`
 	}
 	if err := s.get(chatKey(id), &c); err != nil {
 		return "", fmt.Errorf("chat %s: %w", id, err)
 	}
+	s.tenants.put(id, c.Tenant, gen)
 	return c.Tenant, nil
 }
 
@@ -482,6 +491,9 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 		whole, err = deleteRest(txn, id)
 		return err
 	})
+	// The chat is gone from every read now (or stays whole, and reading
+	// its tenant again costs one read).
+	s.tenants.evict(id)
 	if err != nil {
 		return fmt.Errorf("delete chat %s: %w", id, err)
 	}
