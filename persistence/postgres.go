@@ -395,7 +395,7 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 		if err != nil {
 			return err
 		}
-		val, err := encode(snap(last))
+		val, err := encodeSnapshot(snap(last))
 		if err != nil {
 			return err
 		}
@@ -487,7 +487,7 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
-	sval, err := encode(snap)
+	sval, err := encodeSnapshot(snap)
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
@@ -552,7 +552,7 @@ func saveSnapshotTx(t *pgTxn, chatID string, val []byte) error {
 
 // SaveSnapshot writes a chat's snapshot.
 func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
-	val, err := encode(snap)
+	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}

@@ -603,7 +603,7 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 		if err != nil {
 			return err
 		}
-		val, err := encode(snap(last))
+		val, err := encodeSnapshot(snap(last))
 		if err != nil {
 			return err
 		}
@@ -786,7 +786,7 @@ type PausedTurn struct {
 
 // SaveSnapshot writes a chat's snapshot.
 func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
-	val, err := encode(snap)
+	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,14 @@ package persistence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
@@ -71,4 +75,89 @@ func benchEachBackend(b *testing.B, f func(*testing.B, store)) {
 		defer s.Close()
 		f(b, s)
 	})
+}
+
+// BenchmarkTurnWrites is the store's part of one plain turn, in memory (no
+// sync, which is the disk's and not the store's CPU): the caller's
+// ownership check, the person's message, and the answer with the snapshot
+// it leaves (fifty requests logged, a summary, loaded tools). ns/op and
+// allocs/op are the store's CPU per turn.
+func BenchmarkTurnWrites(b *testing.B) {
+	s, err := Open("", Options{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	c := Chat{ID: "c", Tenant: "t", Model: "m", CreatedAt: time.Now().UTC(),
+		Instructions: strings.Repeat("Answer briefly and cite the source. ", 6), InstructionsVersion: 1}
+	if err := s.CreateChat(ctx, c); err != nil {
+		b.Fatal(err)
+	}
+	snap := turnSnapshot()
+	user := chat.Message{Role: chat.RoleUser, Origin: chat.OriginPerson, Content: "What does the report say about <costs> & risks?"}
+	answer := chat.Message{Role: chat.RoleAssistant, Model: "m", Content: strings.Repeat("The report says this, and \"that\".\n", 20)}
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		if _, err := s.ChatTenant(ctx, "c"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Append(ctx, "c", user); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.AppendWithSnapshot(ctx, "c", func(last int64) Snapshot {
+			snap.LastSeqSent = last
+			return snap
+		}, answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the process's CPU time so far (every goroutine's, the store's
+// writer and Badger's included): ns/op is wall time, most of it a turn's
+// writes waiting for the writer goroutine.
+func cpuTime(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// turnSnapshot is a snapshot as a long chat's turn saves it: fifty
+// requests logged, a summary, loaded tools.
+func turnSnapshot() Snapshot {
+	snap := Snapshot{Model: "m", Summary: strings.Repeat("What was said and decided so far. ", 30),
+		FirstKeptSeq: 40, Factor: 1.05, LoadedTools: []string{"read_file", "search", "fetch"}}
+	for range 50 {
+		snap.Requests = append(snap.Requests, chat.RequestLog{At: time.Now().UTC(), Estimate: 12345, Reported: 12000, Budget: 30000, Window: 32768, Kind: "turn"})
+	}
+	return snap
+}
+
+// BenchmarkEncodeSnapshot is what encoding a turn's snapshot costs:
+// encoding/json's json.Marshal (what encode called before), encode, and
+// encodeSnapshot.
+func BenchmarkEncodeSnapshot(b *testing.B) {
+	snap := turnSnapshot()
+	for _, enc := range []struct {
+		name string
+		f    func(Snapshot) ([]byte, error)
+	}{
+		{"json.Marshal", func(s Snapshot) ([]byte, error) { return json.Marshal(s) }},
+		{"encode", func(s Snapshot) ([]byte, error) { return encode(s) }},
+		{"encodeSnapshot", encodeSnapshot},
+	} {
+		b.Run(enc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := enc.f(snap); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -541,7 +541,8 @@ func TestEnvelopeIsJSONs(t *testing.T) {
 }
 
 // FuzzEncodeIsJSONs: for any content of the records a turn writes (a
-// snapshot, a chat record, a message), encode writes the bytes
+// snapshot, a chat record, a message), encode (and encodeSnapshot for a
+// snapshot) writes the bytes
 // json.Marshal writes for its envelope, or fails where json.Marshal does,
 // and decode reads them back to the value encoding/json reads. The one
 // spelling that differs: a string that is not UTF-8 has each bad byte
@@ -559,7 +560,7 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 		}
 		snap := Snapshot{Model: s1, Summary: s2, Digest: s1 + s2, FirstKeptSeq: sec, Factor: fl,
 			LastReported: n, LoadedTools: []string{s1, s2}, FoldPaused: at, Untrusted: b,
-			Requests: []chat.RequestLog{{At: at, Estimate: n, Kind: s1}, {}}}
+			Requests: []chat.RequestLog{{At: at, Estimate: n, Reported: -n, Budget: int(sec), Window: n / 3, Kind: s1}, {Kind: s2}, {At: at}}[:uint(n)%4]}
 		if b {
 			snap.Paused = &PausedTurn{TurnID: s2, UserSeq: sec, Calls: []chat.ToolCall{{ID: s1, Arguments: s2}}, Since: at}
 			snap.DeclinedTools = []string{}
@@ -570,6 +571,11 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 		m := chat.Message{Seq: sec, Role: chat.Role(s1), Content: s2, CreatedAt: at, IsError: b,
 			ToolCalls: []chat.ToolCall{{Name: s2}}, Images: []chat.Image{{MediaType: s1, Data: []byte(s2)}},
 			Attachments: []chat.Attachment{{Size: sec, Note: s1}}}
+		fast, errFast := encodeSnapshot(snap)
+		slow, errSlow := encode(snap)
+		if (errFast == nil) != (errSlow == nil) || string(fast) != string(slow) {
+			t.Fatalf("encodeSnapshot(%#v) = %s, %v; encode: %s, %v", snap, fast, errFast, slow, errSlow)
+		}
 		for _, v := range []any{snap, c, m, &snap, fl, s1, []any{n, b, nil}} {
 			got, errGot := encode(v)
 			d, errWant := json.Marshal(v)
