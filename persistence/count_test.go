@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,31 @@ func TestAppendGoesOnFromTheLogsEnd(t *testing.T) {
 	}
 	if c, err := s.Chat(ctx, "a"); err != nil || c.LastSeq != 4 {
 		t.Fatalf("record of a: last seq %d (%v), want 4", c.LastSeq, err)
+	}
+}
+
+// TestAppendsKeepTheRestOfTheRecord: appends that move only the record's
+// LastSeq (answers, a titled chat's words) leave every other field of it
+// as it was.
+func TestAppendsKeepTheRestOfTheRecord(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	defer s.Close()
+	temp := 0.5
+	want := Chat{ID: "a", Tenant: "t", Title: "Given", Model: "m", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+		Instructions: "Be <brief> & kind", InstructionsVersion: 2, Settings: chat.Settings{Temperature: &temp},
+		Toolsets: []string{"web"}, Tools: []chat.ToolSpec{{Name: "f", Parameters: []byte(`{"type":"object"}`)}}}
+	if err := s.CreateChat(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []chat.Message{{Role: chat.RoleUser, Origin: chat.OriginPerson, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}} {
+		if _, err := s.AppendWithSnapshot(ctx, "a", func(int64) Snapshot { return Snapshot{} }, m); err != nil {
+			t.Fatal(err)
+		}
+		want.LastSeq = int64(i + 1)
+		got, err := s.Chat(ctx, "a")
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("after %d appends the record is %+v (%v); want %+v", i+1, got, err, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -621,14 +622,36 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 // one from the person's first words. The record's LastSeq says where the
 // log ends (every append and import keeps it), so the log is read only
 // when the record has none: an iterator in a transaction holding a whole
-// group commit's writes sorts them all, once per append.
+// group commit's writes sorts them all, once per append. An append that
+// gives no title (a titled chat's, or one without the person's words)
+// reads and rewrites only the record's last_seq (cutLastSeq), not the
+// whole record.
 func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
+	item, err := txn.Get(chatKey(chatID))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		// A log without a record: tests, or a chat being deleted.
+		last, err := lastSeq(txn, chatID)
+		if err != nil {
+			return 0, err
+		}
+		return last + int64(len(out)), writeLog(txn, chatID, last, out)
+	}
+	if err != nil {
+		return 0, err
+	}
+	val, err := item.ValueCopy(nil)
+	if err != nil {
+		return 0, err
+	}
+	if last, head, ok := cutLastSeq(val); ok && !mayTitle(val, out) {
+		if err := writeLog(txn, chatID, last, out); err != nil {
+			return 0, err
+		}
+		last += int64(len(out))
+		return last, txn.Set(chatKey(chatID), withLastSeq(head, last))
+	}
 	var c Chat
-	found := true
-	switch err := getTxn(txn, chatKey(chatID), &c); {
-	case errors.Is(err, ErrNotFound):
-		found = false // a log without a record: tests, or a chat being deleted
-	case err != nil:
+	if err := decode(val, &c); err != nil {
 		return 0, err
 	}
 	if err := fillLastSeq(txn, &c, chatID); err != nil {
@@ -638,16 +661,62 @@ func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error
 		return 0, err
 	}
 	last := c.LastSeq + int64(len(out))
-	if !found {
-		return last, nil
-	}
 	noteAppended(&c, last, out)
-	val, err := encode(c)
-	if err != nil {
+	if val, err = encode(c); err != nil {
 		return 0, err
 	}
 	return last, txn.Set(chatKey(chatID), val)
 }
+
+// lastSeqTail is how encode ends a chat record with a LastSeq (its last
+// field) before the number and the data's and the envelope's braces.
+const lastSeqTail = `,"last_seq":`
+
+// cutLastSeq reads the LastSeq of a chat record that ends as encode ends
+// one with a LastSeq, and cuts the record before it (head); ok is false for
+// any other record (no LastSeq, another spelling), which then goes the
+// long way. withLastSeq(head, n) is then the record encode writes for the
+// same chat with LastSeq n (FuzzEncodeIsJSONs).
+func cutLastSeq(val []byte) (last int64, head []byte, ok bool) {
+	if _, ok := splitEnvelope(val); !ok {
+		return 0, nil, false
+	}
+	body, ok := bytes.CutSuffix(val, []byte("}}"))
+	i := len(body)
+	for ok && i > 0 && body[i-1] >= '0' && body[i-1] <= '9' {
+		i--
+	}
+	digits := body[i:]
+	head, tail := bytes.CutSuffix(body[:i], []byte(lastSeqTail))
+	if !ok || !tail || len(digits) == 0 || len(digits) > 18 || digits[0] == '0' {
+		return 0, nil, false
+	}
+	last, err := strconv.ParseInt(string(digits), 10, 64)
+	return last, head, err == nil
+}
+
+// withLastSeq is a record cutLastSeq cut, with LastSeq last.
+func withLastSeq(head []byte, last int64) []byte {
+	b := make([]byte, 0, len(head)+len(lastSeqTail)+20+2)
+	b = strconv.AppendInt(append(append(b, head...), lastSeqTail...), last, 10)
+	return append(b, "}}"...)
+}
+
+// mayTitle: appending out may give the chat of record val its title (see
+// noteAppended), so the record must be read whole. The title is read only
+// when out holds the person's words.
+func mayTitle(val []byte, out []chat.Message) bool {
+	if !slices.ContainsFunc(out, titles) {
+		return false
+	}
+	var c struct {
+		Title string `json:"title"`
+	}
+	return decode(val, &c) != nil || c.Title == ""
+}
+
+// titles: m is words of the person's, which title an untitled chat.
+func titles(m chat.Message) bool { return m.Role == chat.RoleUser && m.Origin == chat.OriginPerson }
 
 // noteAppended is what an append changes in a chat's record (both
 // backends): its LastSeq and, while it has none, a title from the person's
@@ -655,7 +724,7 @@ func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error
 func noteAppended(c *Chat, last int64, out []chat.Message) {
 	c.LastSeq = last
 	for _, m := range out {
-		if c.Title == "" && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson {
+		if c.Title == "" && titles(m) {
 			c.Title = chat.TitleFrom(m.Content)
 		}
 	}

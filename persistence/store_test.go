@@ -547,7 +547,9 @@ func TestEnvelopeIsJSONs(t *testing.T) {
 // and decode reads them back to the value encoding/json reads. The one
 // spelling that differs: a string that is not UTF-8 has each bad byte
 // replaced by U+FFFD by both, which encode writes as itself and
-// json.Marshal as \ufffd; encoding/json reads the two the same.
+// json.Marshal as \ufffd; encoding/json reads the two the same. A chat
+// record's last_seq, rewritten in place by an append, reads and writes as
+// encode does.
 func FuzzEncodeIsJSONs(f *testing.F) {
 	f.Add("a <b> & \"c\"\n\u2028\x7f", "\xff\xfe\b\f\t\x01", 1.5, int64(1e15), 3, true, []byte(`{"type":"object", "x":"<&>"}`))
 	f.Add("", "", 1e21, int64(-1), 0, false, []byte(`null`))
@@ -575,6 +577,17 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 		slow, errSlow := encode(snap)
 		if (errFast == nil) != (errSlow == nil) || string(fast) != string(slow) {
 			t.Fatalf("encodeSnapshot(%#v) = %s, %v; encode: %s, %v", snap, fast, errFast, slow, errSlow)
+		}
+		if val, err := encode(c); err == nil {
+			last, head, ok := cutLastSeq(val)
+			if ok != (c.LastSeq > 0) || last != max(c.LastSeq, 0) {
+				t.Fatalf("cutLastSeq(%s) = %d, %v; the record's LastSeq is %d", val, last, ok, c.LastSeq)
+			}
+			next := c
+			next.LastSeq += int64(uint16(n)) + 1
+			if want, _ := encode(next); ok && string(withLastSeq(head, next.LastSeq)) != string(want) {
+				t.Fatalf("withLastSeq(%s, %d) = %s; encode gives %s", head, next.LastSeq, withLastSeq(head, next.LastSeq), want)
+			}
 		}
 		for _, v := range []any{snap, c, m, &snap, fl, s1, []any{n, b, nil}} {
 			got, errGot := encode(v)
