@@ -445,10 +445,20 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 }
 
 // fillLastSeq sets the LastSeq of chat id's record when it has none: an
-// empty chat, or one stored before LastSeq was kept. It costs one key seek.
+// empty chat, or one stored before LastSeq was kept. A log starts at seq 1
+// and loses messages only with its chat, so a log without seq 1 is empty:
+// a point read tells a new chat's, where the log's last key would take an
+// iterator, which in an update transaction sorts all the batch's writes
+// (the first append of every new chat).
 func fillLastSeq(txn *badger.Txn, c *Chat, id string) error {
 	if c.LastSeq != 0 {
 		return nil
+	}
+	switch _, err := txn.Get(msgKey(id, 1)); {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		return err
 	}
 	var err error
 	c.LastSeq, err = lastSeq(txn, id)
