@@ -245,7 +245,8 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 	if err != nil {
 		return err
 	}
-	return s.update(ctx, func(txn *badger.Txn) error {
+	_, _, gen := s.tenants.get(c.ID)
+	err = s.update(ctx, func(txn *badger.Txn) error {
 		if _, err := txn.Get(chatKey(c.ID)); err == nil {
 			return fmt.Errorf("create chat %s: already exists", c.ID)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -256,6 +257,11 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 		}
 		return txn.Set(chatKey(c.ID), val)
 	})
+	if err == nil {
+		// The first turn's ownership check needs no read.
+		s.tenants.put(c.ID, c.Tenant, gen)
+	}
+	return err
 }
 
 // ErrTooBig: what was given does not fit in one transaction.
@@ -322,8 +328,8 @@ func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
 
 // ChatTenant reads only the tenant of a chat: what a request's check that
 // the chat is the caller's needs, every turn, without decoding the rest of
-// the record (its instructions, its tools). Once read, it is cached until
-// the chat is deleted (see tenants).
+// the record (its instructions, its tools). Known from the chat's creation
+// or its first read, it is cached until the chat is deleted (see tenants).
 func (s *Store) ChatTenant(ctx context.Context, id string) (string, error) {
 	tenant, ok, gen := s.tenants.get(id)
 	if ok {

@@ -13,9 +13,9 @@ const maxTenants = 1 << 17
 // and evicts it here; Postgres, whose chats another node may delete, reads
 // its database every time.
 //
-// A reader takes a generation before it reads the database and caches what
-// it read only if no eviction came since: a chat deleted while it read is
-// not put back.
+// A reader (or CreateChat) takes a generation before it reads (writes) the
+// database and caches the tenant only if no eviction came since: a chat
+// deleted meanwhile is not put back.
 type tenants struct {
 	mu  sync.Mutex
 	m   map[string]string
