@@ -221,9 +221,9 @@ func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
 	return encodeJSON(out)
 }
 
-// body writes req's JSON body: stream first (the SDK sets it again and
-// finds it at once), then the model, messages, tools and the rest.
-func (c *Client) body(req providers.Request) ([]byte, error) {
+// body appends req's JSON body to dst: stream first (the SDK sets it again
+// and finds it at once), then the model, messages, tools and the rest.
+func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	prev := c.enc.take(req.CacheKey)
 	cb, msgs, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
 	if err != nil {
@@ -247,7 +247,7 @@ func (c *Client) body(req providers.Request) ([]byte, error) {
 	for _, m := range msgs {
 		n += len(m) + 1
 	}
-	b := make([]byte, 0, n)
+	b := slices.Grow(dst, n)
 	b = append(append(append(b, `{"stream":true,"model":`...), model...), `,"messages":[`...)
 	for i, m := range msgs {
 		if i > 0 {

@@ -200,7 +200,7 @@ func TestBodyIsTheSDKs(t *testing.T) {
 			c.slots.Store(4)
 			rapid.Check(t, func(rt *rapid.T) {
 				req := drawRequest(rt)
-				b, err := c.body(req)
+				b, err := c.body(nil, req)
 				if err != nil {
 					rt.Fatalf("body: %v", err)
 				}
@@ -225,11 +225,11 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			got, err := c.body(req)
+			got, err := c.body(nil, req)
 			if err != nil {
 				rt.Fatalf("body: %v", err)
 			}
-			want, err := fresh.body(req)
+			want, err := fresh.body(nil, req)
 			if err != nil {
 				rt.Fatalf("fresh body: %v", err)
 			}
