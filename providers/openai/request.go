@@ -52,11 +52,16 @@ type chatBytes struct {
 	size   int
 }
 
-// msgBytes is one stored message as last sent, and its bytes.
+// msgBytes is one stored message as last sent, and its bytes. It keeps
+// only the fields its bytes depend on (sameMsg), not the whole message: a
+// request copies one of these for each message it carries.
 type msgBytes struct {
-	m      chat.Message
-	replay bool
-	enc    []byte
+	seq                           int64
+	role                          chat.Role
+	content, toolCallID, thinking string
+	calls                         []chat.ToolCall
+	replay                        bool
+	enc                           []byte
 }
 
 type toolBytes struct {
@@ -353,11 +358,11 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 			pictures = append(pictures, m.Images...)
 		}
 		// Both logs run in seq order: skip what the chat no longer sends.
-		for len(old) > 0 && old[0].m.Seq < m.Seq {
+		for len(old) > 0 && old[0].seq < m.Seq {
 			old = old[1:]
 		}
 		var enc []byte
-		if j := slices.IndexFunc(old, func(o msgBytes) bool { return o.m.Seq > m.Seq || sameMsg(o, m, replay[i]) }); j >= 0 && old[j].m.Seq == m.Seq {
+		if j := slices.IndexFunc(old, func(o msgBytes) bool { return o.seq > m.Seq || sameMsg(o, m, replay[i]) }); j >= 0 && old[j].seq == m.Seq {
 			enc, old = old[j].enc, old[j+1:]
 		} else {
 			var err error
@@ -367,7 +372,8 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 		}
 		out = append(out, enc)
 		if len(m.Images) == 0 {
-			cb.msgs = append(cb.msgs, msgBytes{m: m, replay: replay[i], enc: enc})
+			cb.msgs = append(cb.msgs, msgBytes{seq: m.Seq, role: m.Role, content: m.Content, toolCallID: m.ToolCallID, thinking: m.Thinking,
+				calls: m.ToolCalls, replay: replay[i], enc: enc})
 			cb.size += len(enc)
 		}
 	}
@@ -379,10 +385,9 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 
 // sameMsg: o's bytes are what m encodes to now.
 func sameMsg(o msgBytes, m chat.Message, replay bool) bool {
-	a := o.m
-	return len(m.Images) == 0 && a.Seq == m.Seq && a.Role == m.Role && a.Content == m.Content && a.ToolCallID == m.ToolCallID &&
-		o.replay == replay && (!replay || a.Thinking == m.Thinking) &&
-		slices.EqualFunc(a.ToolCalls, m.ToolCalls, func(x, y chat.ToolCall) bool {
+	return len(m.Images) == 0 && o.seq == m.Seq && o.role == m.Role && o.content == m.Content && o.toolCallID == m.ToolCallID &&
+		o.replay == replay && (!replay || o.thinking == m.Thinking) &&
+		slices.EqualFunc(o.calls, m.ToolCalls, func(x, y chat.ToolCall) bool {
 			return x.ID == y.ID && x.Name == y.Name && x.Arguments == y.Arguments
 		})
 }
