@@ -40,7 +40,7 @@ type encoder struct {
 	order list.List
 	bytes int
 	seed  maphash.Seed
-	tools map[uint64][]toolBytes
+	tools map[uint64][]*toolBytes
 }
 
 // chatBytes is one chat's last request, encoded.
@@ -49,6 +49,7 @@ type chatBytes struct {
 	system string
 	sysEnc []byte
 	msgs   []msgBytes
+	tools  *toolBytes // shared with other chats: never changed
 	size   int
 }
 
@@ -70,7 +71,7 @@ type toolBytes struct {
 }
 
 func newEncoder() *encoder {
-	return &encoder{chats: map[string]*list.Element{}, seed: maphash.MakeSeed(), tools: map[uint64][]toolBytes{}}
+	return &encoder{chats: map[string]*list.Element{}, seed: maphash.MakeSeed(), tools: map[uint64][]*toolBytes{}}
 }
 
 // take removes and returns key's bytes (nil: none), so no two requests of
@@ -112,8 +113,13 @@ func (e *encoder) keep(cb *chatBytes) {
 }
 
 // toolList returns the encoded tool list, shared by every request that
-// carries the same specs.
-func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
+// carries the same specs. The chat's last list (last) is checked first:
+// its specs share their texts with the chat's, so comparing them costs
+// little, where hashing reads every schema.
+func (e *encoder) toolList(last *toolBytes, specs []chat.ToolSpec) (*toolBytes, error) {
+	if last != nil && slices.EqualFunc(last.specs, specs, sameSpec) {
+		return last, nil
+	}
 	var h maphash.Hash
 	h.SetSeed(e.seed)
 	for _, sp := range specs {
@@ -129,7 +135,7 @@ func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
 	for _, tb := range e.tools[sum] {
 		if slices.EqualFunc(tb.specs, specs, sameSpec) {
 			e.mu.Unlock()
-			return tb.enc, nil
+			return tb, nil
 		}
 	}
 	e.mu.Unlock()
@@ -142,8 +148,9 @@ func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
 	if len(e.tools) >= maxToolLists {
 		clear(e.tools)
 	}
-	e.tools[sum] = append(e.tools[sum], toolBytes{specs: slices.Clone(specs), enc: enc})
-	return enc, nil
+	tb := &toolBytes{specs: slices.Clone(specs), enc: enc}
+	e.tools[sum] = append(e.tools[sum], tb)
+	return tb, nil
 }
 
 func sameSpec(a, b chat.ToolSpec) bool {
@@ -236,9 +243,14 @@ func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	}
 	var tools []byte
 	if len(req.Tools) > 0 {
-		if tools, err = c.enc.toolList(req.Tools); err != nil {
+		var last *toolBytes
+		if prev != nil {
+			last = prev.tools
+		}
+		if cb.tools, err = c.enc.toolList(last, req.Tools); err != nil {
 			return nil, err
 		}
+		tools = cb.tools.enc
 	}
 	model, err := encodeJSON(req.Model)
 	if err != nil {
