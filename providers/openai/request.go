@@ -360,7 +360,8 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 	if prev != nil {
 		old = prev.msgs
 	}
-	for i, m := range log {
+	for i := range log {
+		m := &log[i] // not a copy: a request carries every kept message
 		if m.Role != chat.RoleTool {
 			if err := flush(); err != nil {
 				return nil, nil, err
@@ -374,11 +375,15 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 			old = old[1:]
 		}
 		var enc []byte
-		if j := slices.IndexFunc(old, func(o msgBytes) bool { return o.seq > m.Seq || sameMsg(o, m, replay[i]) }); j >= 0 && old[j].seq == m.Seq {
+		j := 0 // the first of old with this seq whose bytes are m's
+		for j < len(old) && old[j].seq == m.Seq && !sameMsg(&old[j], m, replay[i]) {
+			j++
+		}
+		if j < len(old) && old[j].seq == m.Seq {
 			enc, old = old[j].enc, old[j+1:]
 		} else {
 			var err error
-			if enc, err = c.encodeMessage(m, replay[i]); err != nil {
+			if enc, err = c.encodeMessage(*m, replay[i]); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -396,7 +401,7 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 }
 
 // sameMsg: o's bytes are what m encodes to now.
-func sameMsg(o msgBytes, m chat.Message, replay bool) bool {
+func sameMsg(o *msgBytes, m *chat.Message, replay bool) bool {
 	return len(m.Images) == 0 && o.seq == m.Seq && o.role == m.Role && o.content == m.Content && o.toolCallID == m.ToolCallID &&
 		o.replay == replay && (!replay || o.thinking == m.Thinking) &&
 		slices.EqualFunc(o.calls, m.ToolCalls, func(x, y chat.ToolCall) bool {
