@@ -32,10 +32,11 @@ func (s *session) pressure(t *turn, p *planned) bool {
 	return window.NeedsCompaction(p.conservative, b.System+b.Tools, t.lastReported, b.Window-b.Answer)
 }
 
-// turnMsgs returns the stored messages of the running turn.
+// turnMsgs returns the stored messages of the running turn, found from
+// the end: the turn is the newest part of the kept messages.
 func (s *session) turnMsgs(t *turn) []chat.Message {
-	for i, m := range s.msgs {
-		if m.Seq == t.userSeq {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i].Seq == t.userSeq {
 			return s.msgs[i:]
 		}
 	}
