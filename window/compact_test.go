@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"pgregory.net/rapid"
 )
@@ -107,8 +106,8 @@ func TestCompactTurnProperties(t *testing.T) {
 }
 
 // compactTurnWhole is CompactTurn as it was before it worked on the live
-// turn alone: a clone of every message, protection and cuts indexed over
-// all of them. The property below holds the fast path to it.
+// turn alone: a clone of every message, protection (with its map) and cuts
+// indexed over all of them. The property below holds the fast path to it.
 func compactTurnWhole(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
 	out := slices.Clone(ms)
 	rep := CompactReport{Before: fixed + ConservativeTokens(ms)}
@@ -135,23 +134,16 @@ func compactTurnWhole(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, Compa
 			protected[i] = true
 		}
 	}
-	var tools, assistants, users []int
-	for i := turnStart; i < len(out); i++ {
-		if protected[i] || utf8.RuneCountInString(out[i].Text) <= compactKeepChars {
-			continue
-		}
-		switch out[i].Role {
-		case Tool:
-			tools = append(tools, i)
-		case Assistant:
-			assistants = append(assistants, i)
-		case User:
-			users = append(users, i)
+	// The groups are chosen as before; only their indices were the whole
+	// chat's.
+	groups := targetGroups(out[turnStart:], protected[turnStart:])
+	for _, g := range groups {
+		for k := range g {
+			g[k] += turnStart
 		}
 	}
-	slices.SortStableFunc(tools, func(a, b int) int { return len(out[b].Text) - len(out[a].Text) })
 	cut := make([]bool, len(out))
-	for _, group := range [][]int{tools, assistants, users} {
+	for _, group := range groups {
 		for pass := 0; pass < 4; pass++ {
 			excess := fixed + ConservativeTokens(out) - target
 			if excess <= 0 || cutProportionally(out, group, int(float64(excess)*conservativeCharsPerToken), cut) == 0 {
