@@ -62,7 +62,9 @@ func Assemble(in AssembleInput) []Msg {
 		case Tool:
 			continue // its call was folded or never made: a result alone is refused
 		case User:
-			m = shorten(m, in.Plan.CutChars)
+			if in.Plan.CutChars > 0 { // a plan that cuts nothing copies nothing more
+				m = shorten(m, in.Plan.CutChars)
+			}
 			if !framed {
 				if f := frame(in.Summary, in.Digest); f != "" {
 					m.Text = f + m.Text
@@ -83,7 +85,7 @@ func Assemble(in AssembleInput) []Msg {
 				r := kept[j]
 				if j < stale && isStale(&r) {
 					r = stub(r)
-				} else {
+				} else if in.Plan.CutChars > 0 {
 					r = shorten(r, in.Plan.CutChars)
 				}
 				out = append(out, r)

@@ -67,25 +67,43 @@ type CompactReport struct {
 // tail kept with a [TRUNCATED …] label — tool results largest first, then
 // older assistant messages, then older person's messages. The turn's first
 // message (the task), the last three of each role and error results are
-// never touched. ms is not modified.
+// never touched. ms is not modified. Only the live turn is worked on: when
+// nothing in it changes (no picture stripped, no text cut), the result is
+// ms itself, so a chat under pressure with nothing to cut copies nothing.
 func CompactTurn(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
-	out := slices.Clone(ms)
-	rep := CompactReport{Before: fixed + ConservativeTokens(ms)}
-	for i := turnStart; i < len(out); i++ {
-		if out[i].Role == Tool && out[i].Images > 0 {
-			rep.ImagesStripped += out[i].Images
-			out[i].Images = 0
-			out[i].uncache()
+	turnStart = min(max(turnStart, 0), len(ms))
+	before := fixed + ConservativeTokens(ms[:turnStart]) // what the live turn's cuts never change
+	live := ms[turnStart:]
+	rep := CompactReport{Before: before + ConservativeTokens(live)}
+	copied := false
+	edit := func() {
+		if !copied {
+			live, copied = slices.Clone(live), true
+		}
+	}
+	for i := range live {
+		if live[i].Role == Tool && live[i].Images > 0 {
+			edit()
+			rep.ImagesStripped += live[i].Images
+			live[i].Images = 0
+			live[i].uncache()
 		}
 	}
 	target := int(CompactTarget * float64(inputBudget))
-	protected := protect(out, turnStart)
-	cut := make([]bool, len(out))
-	for _, group := range targetGroups(out, turnStart, protected) {
+	protected := protect(live)
+	var cut []bool
+	for _, group := range targetGroups(live, protected) {
 		// Labels add a little to each cut, so a group may take a few passes.
-		for pass := 0; pass < 4; pass++ {
-			excess := fixed + ConservativeTokens(out) - target
-			if excess <= 0 || cutProportionally(out, group, int(float64(excess)*conservativeCharsPerToken), cut) == 0 {
+		for pass := 0; pass < 4 && len(group) > 0; pass++ {
+			excess := before + ConservativeTokens(live) - target
+			if excess <= 0 {
+				break
+			}
+			if cut == nil {
+				edit()
+				cut = make([]bool, len(live))
+			}
+			if cutProportionally(live, group, int(float64(excess)*conservativeCharsPerToken), cut) == 0 {
 				break
 			}
 		}
@@ -95,40 +113,59 @@ func CompactTurn(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactRep
 			rep.Targets++
 		}
 	}
-	rep.After = fixed + ConservativeTokens(out)
-	return out, rep
+	if rep.Targets == 0 && rep.ImagesStripped == 0 {
+		rep.After = rep.Before
+		return ms, rep
+	}
+	rep.After = before + ConservativeTokens(live)
+	out := make([]Msg, turnStart, len(ms))
+	copy(out, ms[:turnStart])
+	return append(out, live...), rep
 }
 
-// protect marks the messages compaction never touches.
-func protect(ms []Msg, turnStart int) []bool {
-	p := make([]bool, len(ms))
-	if turnStart < len(ms) {
-		p[turnStart] = true
+// protect marks the messages of a live turn (its task first) that
+// compaction never touches.
+func protect(live []Msg) []bool {
+	p := make([]bool, len(live))
+	if len(live) > 0 {
+		p[0] = true
 	}
-	seen := map[Role]int{}
-	for i := len(ms) - 1; i >= turnStart; i-- {
-		r := ms[i].Role
-		if seen[r] < protectedPerRole {
-			p[i] = true
+	var seen [3]int // of User, Assistant, Tool
+	for i := len(live) - 1; i >= 0; i-- {
+		if k := roleIndex(live[i].Role); k >= 0 {
+			p[i] = p[i] || seen[k] < protectedPerRole
+			seen[k]++
 		}
-		seen[r]++
-		if r == Tool && ms[i].IsError {
+		if live[i].Role == Tool && live[i].IsError {
 			p[i] = true
 		}
 	}
 	return p
 }
 
-// targetGroups lists the unprotected messages in the order they are cut:
-// tool results (largest first), then assistant messages, then person's
-// messages (oldest first).
-func targetGroups(ms []Msg, turnStart int, protected []bool) [][]int {
+// roleIndex numbers the roles window knows; -1 for any other (never cut).
+func roleIndex(r Role) int {
+	switch r {
+	case User:
+		return 0
+	case Assistant:
+		return 1
+	case Tool:
+		return 2
+	}
+	return -1
+}
+
+// targetGroups lists the unprotected messages of a live turn in the order
+// they are cut: tool results (largest first), then assistant messages, then
+// person's messages (oldest first).
+func targetGroups(live []Msg, protected []bool) [][]int {
 	var tools, assistants, users []int
-	for i := turnStart; i < len(ms); i++ {
-		if protected[i] || utf8.RuneCountInString(ms[i].Text) <= compactKeepChars {
+	for i := range live {
+		if protected[i] || utf8.RuneCountInString(live[i].Text) <= compactKeepChars {
 			continue
 		}
-		switch ms[i].Role {
+		switch live[i].Role {
 		case Tool:
 			tools = append(tools, i)
 		case Assistant:
@@ -137,7 +174,7 @@ func targetGroups(ms []Msg, turnStart int, protected []bool) [][]int {
 			users = append(users, i)
 		}
 	}
-	slices.SortStableFunc(tools, func(a, b int) int { return len(ms[b].Text) - len(ms[a].Text) })
+	slices.SortStableFunc(tools, func(a, b int) int { return len(live[b].Text) - len(live[a].Text) })
 	return [][]int{tools, assistants, users}
 }
 

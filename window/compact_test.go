@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,102 @@ func TestCompactTurnProperties(t *testing.T) {
 			if out[i].IsError != ms[i].IsError {
 				t.Fatal("error flag changed")
 			}
+		}
+	})
+}
+
+// compactTurnWhole is CompactTurn as it was before it worked on the live
+// turn alone: a clone of every message, protection (with its map) and cuts
+// indexed over all of them. The property below holds the fast path to it.
+func compactTurnWhole(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
+	out := slices.Clone(ms)
+	rep := CompactReport{Before: fixed + ConservativeTokens(ms)}
+	for i := turnStart; i < len(out); i++ {
+		if out[i].Role == Tool && out[i].Images > 0 {
+			rep.ImagesStripped += out[i].Images
+			out[i].Images = 0
+			out[i].uncache()
+		}
+	}
+	target := int(CompactTarget * float64(inputBudget))
+	protected := make([]bool, len(out))
+	if turnStart < len(out) {
+		protected[turnStart] = true
+	}
+	seen := map[Role]int{}
+	for i := len(out) - 1; i >= turnStart; i-- {
+		r := out[i].Role
+		if seen[r] < protectedPerRole {
+			protected[i] = true
+		}
+		seen[r]++
+		if r == Tool && out[i].IsError {
+			protected[i] = true
+		}
+	}
+	// The groups are chosen as before; only their indices were the whole
+	// chat's.
+	groups := targetGroups(out[turnStart:], protected[turnStart:])
+	for _, g := range groups {
+		for k := range g {
+			g[k] += turnStart
+		}
+	}
+	cut := make([]bool, len(out))
+	for _, group := range groups {
+		for pass := 0; pass < 4; pass++ {
+			excess := fixed + ConservativeTokens(out) - target
+			if excess <= 0 || cutProportionally(out, group, int(float64(excess)*conservativeCharsPerToken), cut) == 0 {
+				break
+			}
+		}
+	}
+	for _, c := range cut {
+		if c {
+			rep.Targets++
+		}
+	}
+	rep.After = fixed + ConservativeTokens(out)
+	return out, rep
+}
+
+// TestCompactTurnEqualsTheWholeClone: working on the live turn alone gives
+// the same messages and report as cloning and scanning every message, on
+// any chat, turn start (a person's message or any index), pictures and
+// budget; when it changes nothing it returns the input itself.
+func TestCompactTurnEqualsTheWholeClone(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ms := genChat(t)
+		for i := range ms {
+			if ms[i].Role == Tool && rapid.IntRange(0, 4).Draw(t, "pictures?") == 0 {
+				ms[i].Images = rapid.IntRange(1, 3).Draw(t, "pictures")
+			}
+		}
+		start := rapid.IntRange(0, len(ms)).Draw(t, "start")
+		if rapid.Bool().Draw(t, "at a person's message") {
+			for i := len(ms) - 1; i >= 0; i-- {
+				if ms[i].Role == User {
+					start = i
+					break
+				}
+			}
+		}
+		fixed := rapid.IntRange(0, 5_000).Draw(t, "fixed")
+		budget := rapid.IntRange(500, 100_000).Draw(t, "budget")
+		orig := slices.Clone(ms)
+		want, wantRep := compactTurnWhole(ms, start, fixed, budget)
+		got, rep := CompactTurn(ms, start, fixed, budget)
+		if !reflect.DeepEqual(ms, orig) {
+			t.Fatal("input modified")
+		}
+		if rep != wantRep {
+			t.Fatalf("report %+v, the whole clone's %+v", rep, wantRep)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("messages differ from the whole clone's (report %+v)", rep)
+		}
+		if same := len(got) > 0 && &got[0] == &ms[0]; same != (rep.Targets == 0 && rep.ImagesStripped == 0 && len(ms) > 0) {
+			t.Fatalf("returned the input itself: %v, report %+v", same, rep)
 		}
 	})
 }

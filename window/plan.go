@@ -193,7 +193,9 @@ func summaryReserve(b Budget) int {
 }
 
 func scanMsgs(ms []Msg, stale int) *scan {
-	sc := &scan{lastUser: -1, costs: make([]int, len(ms))}
+	// Room for a boundary at every other message: growing the list message
+	// by message was a tenth of a plan.
+	sc := &scan{lastUser: -1, costs: make([]int, len(ms)), bounds: make([]boundary, 0, len(ms)/2+1)}
 	sc.stale = staleBefore(ms, stale)
 	p := pairer{ms: ms}
 	claimed := make([]bool, len(ms))

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,10 +32,11 @@ func (s *session) pressure(t *turn, p *planned) bool {
 	return window.NeedsCompaction(p.conservative, b.System+b.Tools, t.lastReported, b.Window-b.Answer)
 }
 
-// turnMsgs returns the stored messages of the running turn.
+// turnMsgs returns the stored messages of the running turn, found from
+// the end: the turn is the newest part of the kept messages.
 func (s *session) turnMsgs(t *turn) []chat.Message {
-	for i, m := range s.msgs {
-		if m.Seq == t.userSeq {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i].Seq == t.userSeq {
 			return s.msgs[i:]
 		}
 	}
@@ -87,7 +89,8 @@ func (s *session) condensed(ctx actor.Context, m *summarizer.Condensed) {
 // compactLive applies the in-turn safety net to the messages of a request
 // being built: truncation to the target, and the turn's state with the
 // continuation note at the front of its task. It reports whether it
-// compacted, and reports the compaction once per condense.
+// changed the messages (they are then another transcript, to plan anew),
+// and reports the compaction once per condense.
 func (s *session) compactLive(t *turn, p *planned) ([]window.Msg, bool) {
 	ms, b := p.msgs, p.budget
 	if !s.pressure(t, p) && t.state == "" {
@@ -99,14 +102,19 @@ func (s *session) compactLive(t *turn, p *planned) ([]window.Msg, bool) {
 	}
 	fixed := b.System + b.Tools
 	out, rep := window.CompactTurn(ms, start, fixed, b.Window-b.Answer)
+	changed := rep.Targets > 0 || rep.ImagesStripped > 0
 	if t.state != "" {
+		if !changed { // out is the kept messages themselves
+			out = slices.Clone(ms)
+		}
 		out[start].Text += "\n\n<task-state>\n" + t.state + "\n</task-state>\n" + summarizer.ContinuationNote
 		out[start].Tokens, out[start].Conservative = 0, 0
+		changed = true
 	}
 	if !t.compactStart.IsZero() {
 		s.publish(chat.EventCompactionApplied, t.id, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,
 			TokensSaved: rep.Before - rep.After, DurationMS: time.Since(t.compactStart).Milliseconds()})
 		t.compactStart = time.Time{}
 	}
-	return out, true
+	return out, changed
 }

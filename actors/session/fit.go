@@ -259,13 +259,31 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	return req, est
 }
 
+// sentForm is the last request's messages as sent, kept so the next
+// request converts only what is new: between folds and stubs, a chat's
+// request is its last one's messages and a few more.
+type sentForm struct {
+	msgs []chat.Message // with room to grow; requests hold it capped
+}
+
 // fromWindow turns assembled messages back into chat messages, keeping what
 // the arithmetic does not carry (pictures, thinking signatures) from the
-// stored originals.
+// stored originals. When sent starts with every message of the last
+// request, unchanged, the last request's slice is extended: it grows only
+// past what any request handed out holds (each is capped at its length, so
+// no holder's append lands in it either), so none of them changes.
 func (s *session) fromWindow(sent []window.Msg) []chat.Message {
-	out := make([]chat.Message, 0, len(sent))
+	prev := s.sent.msgs
+	k := 0
+	for k < len(sent) && k < len(prev) && sameSent(&sent[k], &prev[k]) {
+		k++
+	}
+	out := prev
+	if k < len(prev) {
+		k, out = 0, make([]chat.Message, 0, len(sent))
+	}
 	at := 0 // s.msgs runs in seq order, one message a seq, and so mostly does sent
-	for _, w := range sent {
+	for _, w := range sent[k:] {
 		var m chat.Message
 		if at < len(s.msgs) && s.msgs[at].Seq > w.Seq {
 			at, _ = slices.BinarySearchFunc(s.msgs, w.Seq, func(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) })
@@ -281,7 +299,18 @@ func (s *session) fromWindow(sent []window.Msg) []chat.Message {
 		m.ToolCalls = sentCalls(m.ToolCalls, w.ToolCalls)
 		out = append(out, m)
 	}
-	return out
+	s.sent = sentForm{msgs: out}
+	return out[:len(out):len(out)]
+}
+
+// sameSent: m is what w converts to (a seq names one stored message, and
+// the rest is w's).
+func sameSent(w *window.Msg, m *chat.Message) bool {
+	return m.Seq == w.Seq && m.Role == chat.Role(w.Role) && m.Content == w.Text && m.ToolCallID == w.ToolCallID &&
+		m.ToolName == w.ToolName && m.IsError == w.IsError &&
+		slices.EqualFunc(w.ToolCalls, m.ToolCalls, func(a window.ToolCall, b chat.ToolCall) bool {
+			return a.ID == b.ID && a.Name == b.Name && a.Arguments == b.Arguments
+		})
 }
 
 // sentCalls is stored with the arguments the window sends (shortened where

@@ -38,7 +38,9 @@ type session struct {
 	snap persistence.Snapshot
 	msgs []chat.Message // every message with seq >= snap.FirstKeptSeq
 	// win is msgs as the arithmetic reads them (view), nil until needed.
-	win        *window.Kept
+	win *window.Kept
+	// sent is the last request's messages (fromWindow), dropped with win.
+	sent       sentForm
 	summaryEst summaryEstimate
 	cost       toolsCost
 	lastSeq    int64
@@ -205,7 +207,7 @@ func (s *session) load() error {
 	if err != nil {
 		return err
 	}
-	s.msgs, s.win = msgs, nil
+	s.msgs, s.win, s.sent = msgs, nil, sentForm{}
 	if len(msgs) > 0 {
 		s.lastSeq = msgs[len(msgs)-1].Seq
 	} else {
@@ -286,7 +288,7 @@ func (s *session) checkIdle(ctx actor.Context) {
 		return
 	}
 	if !busy && time.Since(s.lastActive) >= s.deps.IdleAfter/2 {
-		s.win = nil // an idle chat keeps only its stored messages
+		s.win, s.sent = nil, sentForm{} // an idle chat keeps only its stored messages
 	}
 	s.armIdle(ctx)
 }

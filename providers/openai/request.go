@@ -40,7 +40,7 @@ type encoder struct {
 	order list.List
 	bytes int
 	seed  maphash.Seed
-	tools map[uint64][]toolBytes
+	tools map[uint64][]*toolBytes
 }
 
 // chatBytes is one chat's last request, encoded.
@@ -49,14 +49,20 @@ type chatBytes struct {
 	system string
 	sysEnc []byte
 	msgs   []msgBytes
+	tools  *toolBytes // shared with other chats: never changed
 	size   int
 }
 
-// msgBytes is one stored message as last sent, and its bytes.
+// msgBytes is one stored message as last sent, and its bytes. It keeps
+// only the fields its bytes depend on (sameMsg), not the whole message: a
+// request copies one of these for each message it carries.
 type msgBytes struct {
-	m      chat.Message
-	replay bool
-	enc    []byte
+	seq                           int64
+	role                          chat.Role
+	content, toolCallID, thinking string
+	calls                         []chat.ToolCall
+	replay                        bool
+	enc                           []byte
 }
 
 type toolBytes struct {
@@ -65,7 +71,7 @@ type toolBytes struct {
 }
 
 func newEncoder() *encoder {
-	return &encoder{chats: map[string]*list.Element{}, seed: maphash.MakeSeed(), tools: map[uint64][]toolBytes{}}
+	return &encoder{chats: map[string]*list.Element{}, seed: maphash.MakeSeed(), tools: map[uint64][]*toolBytes{}}
 }
 
 // take removes and returns key's bytes (nil: none), so no two requests of
@@ -107,8 +113,13 @@ func (e *encoder) keep(cb *chatBytes) {
 }
 
 // toolList returns the encoded tool list, shared by every request that
-// carries the same specs.
-func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
+// carries the same specs. The chat's last list (last) is checked first:
+// its specs share their texts with the chat's, so comparing them costs
+// little, where hashing reads every schema.
+func (e *encoder) toolList(last *toolBytes, specs []chat.ToolSpec) (*toolBytes, error) {
+	if last != nil && slices.EqualFunc(last.specs, specs, sameSpec) {
+		return last, nil
+	}
 	var h maphash.Hash
 	h.SetSeed(e.seed)
 	for _, sp := range specs {
@@ -124,7 +135,7 @@ func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
 	for _, tb := range e.tools[sum] {
 		if slices.EqualFunc(tb.specs, specs, sameSpec) {
 			e.mu.Unlock()
-			return tb.enc, nil
+			return tb, nil
 		}
 	}
 	e.mu.Unlock()
@@ -137,8 +148,9 @@ func (e *encoder) toolList(specs []chat.ToolSpec) ([]byte, error) {
 	if len(e.tools) >= maxToolLists {
 		clear(e.tools)
 	}
-	e.tools[sum] = append(e.tools[sum], toolBytes{specs: slices.Clone(specs), enc: enc})
-	return enc, nil
+	tb := &toolBytes{specs: slices.Clone(specs), enc: enc}
+	e.tools[sum] = append(e.tools[sum], tb)
+	return tb, nil
 }
 
 func sameSpec(a, b chat.ToolSpec) bool {
@@ -221,9 +233,9 @@ func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
 	return encodeJSON(out)
 }
 
-// body writes req's JSON body: stream first (the SDK sets it again and
-// finds it at once), then the model, messages, tools and the rest.
-func (c *Client) body(req providers.Request) ([]byte, error) {
+// body appends req's JSON body to dst: stream first (the SDK sets it again
+// and finds it at once), then the model, messages, tools and the rest.
+func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	prev := c.enc.take(req.CacheKey)
 	cb, msgs, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
 	if err != nil {
@@ -231,9 +243,14 @@ func (c *Client) body(req providers.Request) ([]byte, error) {
 	}
 	var tools []byte
 	if len(req.Tools) > 0 {
-		if tools, err = c.enc.toolList(req.Tools); err != nil {
+		var last *toolBytes
+		if prev != nil {
+			last = prev.tools
+		}
+		if cb.tools, err = c.enc.toolList(last, req.Tools); err != nil {
 			return nil, err
 		}
+		tools = cb.tools.enc
 	}
 	model, err := encodeJSON(req.Model)
 	if err != nil {
@@ -247,7 +264,7 @@ func (c *Client) body(req providers.Request) ([]byte, error) {
 	for _, m := range msgs {
 		n += len(m) + 1
 	}
-	b := make([]byte, 0, n)
+	b := slices.Grow(dst, n)
 	b = append(append(append(b, `{"stream":true,"model":`...), model...), `,"messages":[`...)
 	for i, m := range msgs {
 		if i > 0 {
@@ -343,7 +360,8 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 	if prev != nil {
 		old = prev.msgs
 	}
-	for i, m := range log {
+	for i := range log {
+		m := &log[i] // not a copy: a request carries every kept message
 		if m.Role != chat.RoleTool {
 			if err := flush(); err != nil {
 				return nil, nil, err
@@ -353,21 +371,26 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 			pictures = append(pictures, m.Images...)
 		}
 		// Both logs run in seq order: skip what the chat no longer sends.
-		for len(old) > 0 && old[0].m.Seq < m.Seq {
+		for len(old) > 0 && old[0].seq < m.Seq {
 			old = old[1:]
 		}
 		var enc []byte
-		if j := slices.IndexFunc(old, func(o msgBytes) bool { return o.m.Seq > m.Seq || sameMsg(o, m, replay[i]) }); j >= 0 && old[j].m.Seq == m.Seq {
+		j := 0 // the first of old with this seq whose bytes are m's
+		for j < len(old) && old[j].seq == m.Seq && !sameMsg(&old[j], m, replay[i]) {
+			j++
+		}
+		if j < len(old) && old[j].seq == m.Seq {
 			enc, old = old[j].enc, old[j+1:]
 		} else {
 			var err error
-			if enc, err = c.encodeMessage(m, replay[i]); err != nil {
+			if enc, err = c.encodeMessage(*m, replay[i]); err != nil {
 				return nil, nil, err
 			}
 		}
 		out = append(out, enc)
 		if len(m.Images) == 0 {
-			cb.msgs = append(cb.msgs, msgBytes{m: m, replay: replay[i], enc: enc})
+			cb.msgs = append(cb.msgs, msgBytes{seq: m.Seq, role: m.Role, content: m.Content, toolCallID: m.ToolCallID, thinking: m.Thinking,
+				calls: m.ToolCalls, replay: replay[i], enc: enc})
 			cb.size += len(enc)
 		}
 	}
@@ -378,11 +401,10 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 }
 
 // sameMsg: o's bytes are what m encodes to now.
-func sameMsg(o msgBytes, m chat.Message, replay bool) bool {
-	a := o.m
-	return len(m.Images) == 0 && a.Seq == m.Seq && a.Role == m.Role && a.Content == m.Content && a.ToolCallID == m.ToolCallID &&
-		o.replay == replay && (!replay || a.Thinking == m.Thinking) &&
-		slices.EqualFunc(a.ToolCalls, m.ToolCalls, func(x, y chat.ToolCall) bool {
+func sameMsg(o *msgBytes, m *chat.Message, replay bool) bool {
+	return len(m.Images) == 0 && o.seq == m.Seq && o.role == m.Role && o.content == m.Content && o.toolCallID == m.ToolCallID &&
+		o.replay == replay && (!replay || o.thinking == m.Thinking) &&
+		slices.EqualFunc(o.calls, m.ToolCalls, func(x, y chat.ToolCall) bool {
 			return x.ID == y.ID && x.Name == y.Name && x.Arguments == y.Arguments
 		})
 }

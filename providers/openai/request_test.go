@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -200,7 +201,7 @@ func TestBodyIsTheSDKs(t *testing.T) {
 			c.slots.Store(4)
 			rapid.Check(t, func(rt *rapid.T) {
 				req := drawRequest(rt)
-				b, err := c.body(req)
+				b, err := c.body(nil, req)
 				if err != nil {
 					rt.Fatalf("body: %v", err)
 				}
@@ -225,11 +226,11 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			got, err := c.body(req)
+			got, err := c.body(nil, req)
 			if err != nil {
 				rt.Fatalf("body: %v", err)
 			}
-			want, err := fresh.body(req)
+			want, err := fresh.body(nil, req)
 			if err != nil {
 				rt.Fatalf("fresh body: %v", err)
 			}
@@ -237,7 +238,7 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 				rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
 			}
 			msgs := append([]chat.Message(nil), req.Messages...)
-			switch rapid.IntRange(0, 3).Draw(rt, "change") {
+			switch rapid.IntRange(0, 4).Draw(rt, "change") {
 			case 0: // a new exchange
 				next := int64(len(msgs) + 100*step + 100)
 				msgs = append(msgs, chat.Message{Seq: next, Role: chat.RoleUser, Content: "more"}, chat.Message{Seq: next + 1, Role: chat.RoleAssistant, Content: "ok"})
@@ -250,8 +251,10 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 					i := rapid.IntRange(0, len(msgs)-1).Draw(rt, "stub")
 					msgs[i].Content = "[stubbed]"
 				}
-			default:
+			case 3:
 				req.System += " and more"
+			default: // the tools change
+				req.Tools = append(slices.Clone(req.Tools), chat.ToolSpec{Name: fmt.Sprintf("late_%d", step)})
 			}
 			req.Messages = msgs
 		}
@@ -265,27 +268,30 @@ func TestToolListSharedBetweenChats(t *testing.T) {
 	specs := func() []chat.ToolSpec {
 		return []chat.ToolSpec{{Name: "a", Description: "first", Parameters: json.RawMessage(`{"type":"object"}`)}, {Name: "b"}}
 	}
-	one, err := c.enc.toolList(specs())
+	one, err := c.enc.toolList(nil, specs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := c.enc.toolList(specs())
+	two, err := c.enc.toolList(nil, specs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unsafe.SliceData(one) != unsafe.SliceData(two) {
+	if unsafe.SliceData(one.enc) != unsafe.SliceData(two.enc) {
 		t.Errorf("equal tool lists were encoded twice")
+	}
+	if again, err := c.enc.toolList(one, specs()); err != nil || again != one {
+		t.Errorf("the chat's own last list, unchanged, was not reused: %v", err)
 	}
 	other := specs()
 	other[1].Description = "changed"
-	three, err := c.enc.toolList(other)
+	three, err := c.enc.toolList(one, other)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(three) == string(one) {
-		t.Errorf("a changed tool list got the old bytes: %s", three)
+	if string(three.enc) == string(one.enc) {
+		t.Errorf("a changed tool list got the old bytes: %s", three.enc)
 	}
-	if _, err := c.enc.toolList([]chat.ToolSpec{{Name: "bad", Parameters: json.RawMessage(`[1]`)}}); err == nil {
+	if _, err := c.enc.toolList(nil, []chat.ToolSpec{{Name: "bad", Parameters: json.RawMessage(`[1]`)}}); err == nil {
 		t.Errorf("parameters that are not a JSON object were sent")
 	}
 }

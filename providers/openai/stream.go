@@ -25,7 +25,12 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	if emit == nil {
 		emit = func(providers.Event) {}
 	}
-	body, err := c.body(req)
+	body, err := newSentBody(func(dst []byte) ([]byte, error) { return c.body(dst, req) })
+	if err != nil {
+		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+	}
+	defer body.done()
+	first, err := body.reader()
 	if err != nil {
 		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
 	}
@@ -33,8 +38,8 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 		raw   *http.Response
 		watch doneWatcher
 	)
-	opts := append(c.perModel(req.Model), option.WithRequestBody("application/json", body),
-		option.WithResponseInto(&raw), option.WithMiddleware(watch.middleware))
+	opts := append(c.perModel(req.Model), option.WithRequestBody("application/json", first),
+		option.WithResponseInto(&raw), option.WithMiddleware(body.middleware, watch.middleware))
 	// The body is ours (request.go) and says "stream":true itself. Not
 	// ChatCompletionService.NewStreaming: it encodes its (empty) params
 	// and then sets "stream" in the body with sjson, which reads and

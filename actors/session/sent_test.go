@@ -1,0 +1,84 @@
+package session
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/window"
+)
+
+// TestFromWindowKeptEqualsAFreshConversion: over any run of requests (new
+// messages, stubs, folds, a summary frame, a missing result, a holder's own
+// append), converting only what is new gives what a session with nothing
+// kept converts, and no request handed out earlier changes.
+func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := &session{deps: &Deps{ToolResultBytes: 1 << 20, ToolArgBytes: 1 << 20}}
+		seq := int64(0)
+		add := func() {
+			seq++
+			m := chat.Message{Seq: seq, Content: fmt.Sprintf("message %d", seq)}
+			switch rapid.IntRange(0, 3).Draw(rt, "role") {
+			case 0:
+				m.Role = chat.RoleUser
+				if rapid.Bool().Draw(rt, "picture") {
+					m.Images = []chat.Image{{MediaType: "image/png", Data: []byte{1, 2}}}
+				}
+			case 1:
+				m.Role, m.Thinking, m.ThinkingSignature = chat.RoleAssistant, "hmm", "sig"
+			case 2:
+				m.Role, m.ToolCalls = chat.RoleAssistant, []chat.ToolCall{{ID: fmt.Sprintf("c%d", seq), Name: "read", Arguments: `{"n":1}`}}
+			default:
+				m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d", seq-1), "read"
+			}
+			s.msgs = append(s.msgs, m)
+		}
+		for range rapid.IntRange(1, 8).Draw(rt, "first") {
+			add()
+		}
+		type handed struct{ got, copy []chat.Message }
+		var earlier []handed
+		for step := range rapid.IntRange(1, 12).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, "change") {
+			case 0: // a fold drops the front
+				s.msgs = s.msgs[rapid.IntRange(0, len(s.msgs)-1).Draw(rt, "fold"):]
+			default:
+				for range rapid.IntRange(1, 3).Draw(rt, "new") {
+					add()
+				}
+			}
+			sent := s.toWindow(s.msgs)
+			if rapid.Bool().Draw(rt, "frame") {
+				sent[0].Text = "<earlier>summary " + fmt.Sprint(step) + "</earlier>" + sent[0].Text
+			}
+			if i := rapid.IntRange(-1, len(sent)-1).Draw(rt, "stub"); i >= 0 {
+				sent[i].Text = fmt.Sprintf("[stubbed %d]", step)
+			}
+			if rapid.Bool().Draw(rt, "missing result") {
+				last := sent[len(sent)-1]
+				sent = append(sent, window.Msg{Seq: last.Seq, Role: window.Tool, ToolCallID: "gone", ToolName: "read", Text: "[no result]", IsError: true})
+			}
+			fresh := &session{msgs: s.msgs, deps: s.deps}
+			want := fresh.fromWindow(sent)
+			got := s.fromWindow(sent)
+			if !reflect.DeepEqual(got, want) {
+				rt.Fatalf("step %d: kept conversion\n%+v\nfresh\n%+v", step, got, want)
+			}
+			if cap(got) != len(got) {
+				rt.Fatalf("step %d: a request's messages have room to grow into the kept slice", step)
+			}
+			_ = append(got, chat.Message{Seq: -1, Content: "a holder's own append"})
+			for i, e := range earlier {
+				if !reflect.DeepEqual(e.got, e.copy) {
+					rt.Fatalf("step %d: request %d changed after it was handed out", step, i)
+				}
+			}
+			earlier = append(earlier, handed{got: got, copy: slices.Clone(got)})
+		}
+	})
+}
