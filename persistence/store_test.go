@@ -569,7 +569,7 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 		}
 		c := Chat{ID: s1, Tenant: s2, Title: s1, CreatedAt: at, Shared: b, InstructionsVersion: n,
 			Settings: chat.Settings{Temperature: &fl, Stop: []string{s2}},
-			Tools: []chat.ToolSpec{{Name: s1, Parameters: raw}}, LastSeq: sec}
+			Tools:    []chat.ToolSpec{{Name: s1, Parameters: raw}}, LastSeq: sec}
 		m := chat.Message{Seq: sec, Role: chat.Role(s1), Content: s2, CreatedAt: at, IsError: b,
 			ToolCalls: []chat.ToolCall{{Name: s2}}, Images: []chat.Image{{MediaType: s1, Data: []byte(s2)}},
 			Attachments: []chat.Attachment{{Size: sec, Note: s1}}}
