@@ -20,6 +20,15 @@ func Props(log zerolog.Logger, produce func() actor.Actor, opts ...actor.PropsOp
 	return actor.PropsFromProducer(produce, append([]actor.PropsOption{actor.WithReceiverMiddleware(logPanics(log))}, opts...)...)
 }
 
+// OnDispatcher runs an actor's mailbox on d (a nil d leaves protoactor's
+// default dispatcher).
+func OnDispatcher(d *Dispatcher) actor.PropsOption {
+	if d == nil {
+		return func(*actor.Props) {}
+	}
+	return actor.WithDispatcher(d)
+}
+
 // NewSystem returns an actor system whose own log (slog) goes into log at
 // Warn and above; protoactor's Info lines (started, dead letters) are noise.
 func NewSystem(log zerolog.Logger) *actor.ActorSystem {

@@ -79,7 +79,9 @@ type Hub struct {
 	files   *attachments.Store
 	tracer  trace.Tracer
 
-	system    *actor.ActorSystem
+	system *actor.ActorSystem
+	// sessions runs the session actors' mailboxes; Close stops it after them.
+	sessions  *actors.Dispatcher
 	registry  *actor.PID
 	summarize *actor.PID
 	learner   *actor.PID
@@ -225,6 +227,7 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 
 func (h *Hub) startActors(opts Options) {
 	h.system = actors.NewSystem(h.log)
+	h.sessions = actors.NewDispatcher(0, 0, 0)
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
@@ -235,7 +238,7 @@ func (h *Hub) startActors(opts Options) {
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
 		Log: h.log, Traces: opts.TracerProvider,
-		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex,
+		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex, Dispatcher: h.sessions,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
@@ -339,6 +342,9 @@ func (h *Hub) Close(ctx context.Context) error {
 	}
 	if h.node == nil {
 		h.system.Shutdown() // Leave has shut it down in cluster mode
+	}
+	if err := h.sessions.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop sessions' dispatcher: %w", err))
 	}
 	if h.closeMCP != nil {
 		if err := h.closeMCP(); err != nil {

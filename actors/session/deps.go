@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
@@ -78,6 +79,10 @@ type Deps struct {
 	Summarizer *actor.PID
 	Learner    *actor.PID
 	ToolIndex  *actor.PID
+	// Dispatcher runs the sessions' mailboxes on warm goroutines; its
+	// owner stops it after the sessions. Optional: protoactor's default
+	// dispatcher when nil.
+	Dispatcher *actors.Dispatcher
 
 	DefaultModel    string
 	IdleAfter       time.Duration

@@ -73,7 +73,7 @@ var _ actor.Actor = (*session)(nil)
 
 func props(deps *Deps, chatID string) *actor.Props {
 	log := deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()
-	return actors.Props(log, func() actor.Actor { return &session{deps: deps, id: chatID, log: log} })
+	return actors.Props(log, func() actor.Actor { return &session{deps: deps, id: chatID, log: log} }, actors.OnDispatcher(deps.Dispatcher))
 }
 
 func (s *session) Receive(ctx actor.Context) {

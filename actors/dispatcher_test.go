@@ -1,0 +1,199 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+)
+
+// patience bounds every wait for an event; none of these tests measures time.
+const patience = time.Minute
+
+// eventually waits for cond, failing the test after patience.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(patience); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after %v", what, patience)
+		}
+	}
+}
+
+func stopNow(t *testing.T, d *Dispatcher) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewDispatcherDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		throughput, floor int
+		idle              time.Duration
+		want              Dispatcher
+	}{
+		{0, 0, 0, Dispatcher{throughput: DefaultThroughput, floor: DefaultWorkerFloor, idleFor: DefaultWorkerIdle}},
+		{-1, -1, -1, Dispatcher{throughput: DefaultThroughput, floor: DefaultWorkerFloor, idleFor: DefaultWorkerIdle}},
+		{1, 2, time.Millisecond, Dispatcher{throughput: 1, floor: 2, idleFor: time.Millisecond}},
+	} {
+		d := NewDispatcher(tc.throughput, tc.floor, tc.idle)
+		if d.Throughput() != tc.want.throughput || d.floor != tc.want.floor || d.idleFor != tc.want.idleFor {
+			t.Errorf("NewDispatcher(%d, %d, %v) = throughput %d floor %d idle %v, want %d %d %v", tc.throughput, tc.floor, tc.idle,
+				d.Throughput(), d.floor, d.idleFor, tc.want.throughput, tc.want.floor, tc.want.idleFor)
+		}
+		stopNow(t, d)
+	}
+}
+
+// TestDispatcherScheduleNeverWaits schedules runs that block until the end
+// of the test: Schedule returns for every one of them, whether the workers
+// are all busy or the dispatcher has stopped, and every run starts.
+func TestDispatcherScheduleNeverWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stopped bool
+	}{{"every worker busy", false}, {"stopped", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const runs = 50
+			d := NewDispatcher(0, 2, 0)
+			if tc.stopped {
+				stopNow(t, d)
+			}
+			release := make(chan struct{})
+			var started sync.WaitGroup
+			started.Add(runs)
+			scheduled := make(chan struct{})
+			go func() {
+				for range runs {
+					d.Schedule(func() { started.Done(); <-release })
+				}
+				close(scheduled)
+			}()
+			select {
+			case <-scheduled:
+			case <-time.After(patience):
+				t.Fatal("Schedule waited for a busy worker")
+			}
+			started.Wait()
+			if want := map[bool]int{false: runs, true: 0}[tc.stopped]; d.Workers() != want {
+				t.Errorf("%d workers run %d blocked runs, want %d", d.Workers(), runs, want)
+			}
+			close(release)
+			stopNow(t, d)
+		})
+	}
+}
+
+func TestDispatcherStopEndsItsWorkers(t *testing.T) {
+	d := NewDispatcher(0, 4, 0)
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(10)
+	for range 10 {
+		d.Schedule(func() { started.Done(); <-release })
+	}
+	started.Wait()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop while runs block = %v, want context.Canceled", err)
+	}
+	close(release)
+	stopNow(t, d) // waits for every worker's goroutine to return
+	if d.Workers() != 0 {
+		t.Fatalf("%d workers after Stop", d.Workers())
+	}
+	ran := make(chan struct{})
+	d.Schedule(func() { close(ran) })
+	<-ran // a late run still runs
+}
+
+func TestDispatcherIdleWorkersLeaveDownToTheFloor(t *testing.T) {
+	d := NewDispatcher(0, 2, time.Millisecond)
+	defer stopNow(t, d)
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(10)
+	for range 10 {
+		d.Schedule(func() { started.Done(); <-release })
+	}
+	started.Wait()
+	close(release)
+	eventually(t, "idle workers to leave", func() bool { return d.Workers() == 2 })
+	ran := make(chan struct{})
+	d.Schedule(func() { close(ran) })
+	<-ran
+}
+
+// recorder checks that no two runs of its mailbox overlap (the race
+// detector sees its unsynchronised state too) and keeps the order of what
+// it receives.
+type recorder struct {
+	inside atomic.Int32
+	got    []int
+	done   chan<- []int
+	want   int
+}
+
+func (r *recorder) Receive(c actor.Context) {
+	n, ok := c.Message().(int)
+	if !ok {
+		return
+	}
+	if r.inside.Add(1) != 1 {
+		panic("two runs of one mailbox at once")
+	}
+	defer r.inside.Add(-1)
+	r.got = append(r.got, n)
+	if len(r.got) == r.want {
+		r.done <- r.got
+	}
+}
+
+// TestDispatcherKeepsMailboxOrder: each sender's messages arrive in the
+// order it sent them, one at a time, with a throughput of 1 so every
+// message is a run of its own.
+func TestDispatcherKeepsMailboxOrder(t *testing.T) {
+	const senders, each = 4, 500
+	d := NewDispatcher(1, 2, time.Millisecond)
+	sys := NewSystem(zerolog.Nop())
+	done := make(chan []int, 1)
+	pid := sys.Root.Spawn(Props(zerolog.Nop(), func() actor.Actor { return &recorder{done: done, want: senders * each} }, OnDispatcher(d)))
+	var send sync.WaitGroup
+	for s := range senders {
+		send.Go(func() {
+			for i := range each {
+				sys.Root.Send(pid, s*each+i)
+			}
+		})
+	}
+	send.Wait()
+	var got []int
+	select {
+	case got = <-done:
+	case <-time.After(patience):
+		t.Fatal("the actor did not receive every message")
+	}
+	next := make([]int, senders)
+	for _, n := range got {
+		s, i := n/each, n%each
+		if i != next[s] {
+			t.Fatalf("sender %d: got message %d, want %d", s, i, next[s])
+		}
+		next[s]++
+	}
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sys.Shutdown()
+	stopNow(t, d)
+}
