@@ -17,6 +17,21 @@ type Group struct{ wg sync.WaitGroup }
 // Go runs f in a goroutine of the group.
 func (g *Group) Go(f func()) { g.wg.Go(f) }
 
+// GoOn runs f on a warm worker of d, in the group (on a goroutine of its
+// own when d is nil): a worker's stack is already grown for a call that
+// goes deep, such as a model call through an SDK and net/http.
+func (g *Group) GoOn(d *Dispatcher, f func()) {
+	if d == nil {
+		g.Go(f)
+		return
+	}
+	g.wg.Add(1)
+	d.Schedule(func() {
+		defer g.wg.Done()
+		f()
+	})
+}
+
 // Wait waits for every goroutine of the group, at most d, and reports
 // whether they all ended.
 func (g *Group) Wait(d time.Duration) bool {

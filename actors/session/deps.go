@@ -79,9 +79,9 @@ type Deps struct {
 	Summarizer *actor.PID
 	Learner    *actor.PID
 	ToolIndex  *actor.PID
-	// Dispatcher runs the sessions' mailboxes on warm goroutines; its
-	// owner stops it after the sessions. Optional: protoactor's default
-	// dispatcher when nil.
+	// Dispatcher runs the sessions' mailboxes and model calls on warm
+	// goroutines; its owner stops it after the sessions. Optional:
+	// protoactor's default dispatcher and a goroutine per call when nil.
 	Dispatcher *actors.Dispatcher
 
 	DefaultModel    string

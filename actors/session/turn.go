@@ -199,7 +199,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish, tracer, info, lastWord := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord
-	s.work.Go(func() {
+	s.work.GoOn(s.deps.Dispatcher, func() {
 		defer cancel(nil)
 		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
 		// A provider that sends nothing for idleAfter is cut off.
