@@ -4,22 +4,23 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
 
 // Dispatcher runs mailbox runs on warm worker goroutines. protoactor's
-// default dispatcher starts a new goroutine (an 8 KB stack) for every
+// default dispatcher starts a new goroutine (a 2 KB stack) for every
 // mailbox run, and a session's turn grows it to tens of KB each time: that
 // growth (runtime.newstack, copystack) was 8% of the CPU of a turn at
 // 10,000 chats. A worker keeps its grown stack between runs (the GC halves
-// an idle one at most once per cycle).
+// an idle one's at most once a cycle).
 //
-// Schedule never waits: it hands fn to a worker that is idle right now, or
-// starts one more. A worker idle for longer than the idle time goes away
-// unless only the floor is left, so a burst does not leave its goroutines
+// Schedule never waits: it hands fn to the worker idle most recently (the
+// warmest stack and cache), or starts one more. Each worker waits on its
+// own channel, so thousands of them (runs that wait for a sync) share no
+// wait queue. Workers idle for longer than the idle time go away, oldest
+// first, down to the floor, so a burst does not leave its goroutines
 // behind. Ordering is untouched: protoactor's mailbox schedules itself at
 // most once at a time (its scheduler status), whichever dispatcher runs it.
 //
@@ -28,16 +29,21 @@ import (
 // A Dispatcher is safe for concurrent use.
 type Dispatcher struct {
 	throughput int
-	floor      int32
+	floor      int
 	idleFor    time.Duration
 
-	jobs    chan func() // unbuffered: a send succeeds only into an idle worker
-	stop    chan struct{}
-	workers atomic.Int32
-
-	mu      sync.Mutex // orders starting a worker against Stop
+	mu      sync.Mutex
+	idle    []*worker // most recently idle last: the warmest stack runs next
+	workers int
 	stopped bool
+	stop    chan struct{} // ends the trimmer; workers wait on their own channel
 	group   Group
+}
+
+// worker is an idle worker's door: a run, or a closed channel to end.
+type worker struct {
+	runs  chan func() // buffered 1: Schedule hands a run over under mu without waiting
+	since time.Time
 }
 
 var _ actor.Dispatcher = (*Dispatcher)(nil)
@@ -64,83 +70,112 @@ func NewDispatcher(throughput, floor int, idleFor time.Duration) *Dispatcher {
 	if idleFor <= 0 {
 		idleFor = DefaultWorkerIdle
 	}
-	return &Dispatcher{throughput: throughput, floor: int32(floor), idleFor: idleFor, jobs: make(chan func()), stop: make(chan struct{})}
+	d := &Dispatcher{throughput: throughput, floor: floor, idleFor: idleFor, stop: make(chan struct{})}
+	d.group.Go(d.trim)
+	return d
 }
 
 // Throughput is how many messages a mailbox processes before it yields.
 func (d *Dispatcher) Throughput() int { return d.throughput }
 
-// Schedule runs fn on an idle worker, or on a new one when none is idle.
-// After Stop it runs fn on a goroutine of its own, as protoactor's default
-// dispatcher does, so a late message is still processed.
+// Schedule runs fn on the worker idle most recently, or on a new one when
+// none is idle. After Stop it runs fn on a goroutine of its own, as
+// protoactor's default dispatcher does, so a late message is still
+// processed.
 func (d *Dispatcher) Schedule(fn func()) {
-	select {
-	case d.jobs <- fn:
-		return
-	default:
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if n := len(d.idle); n > 0 {
+		w := d.idle[n-1]
+		d.idle[n-1] = nil
+		d.idle = d.idle[:n-1]
+		w.runs <- fn
+		return
+	}
 	if d.stopped {
 		go fn()
 		return
 	}
-	d.workers.Add(1)
-	d.group.Go(func() { d.work(fn) })
+	d.workers++
+	w := &worker{runs: make(chan func(), 1)}
+	d.group.Go(func() { d.work(w, fn) })
 }
 
-// work runs fn, then whatever it is handed, until it has idled for idleFor
-// above the floor or the dispatcher stops.
-func (d *Dispatcher) work(fn func()) {
-	idle := time.NewTimer(d.idleFor)
-	defer idle.Stop()
-	for ; fn != nil; fn = d.next(idle) {
+// work runs fn, then whatever it is handed, until it is trimmed or the
+// dispatcher stops.
+func (d *Dispatcher) work(w *worker, fn func()) {
+	for ok := true; ok; fn, ok = <-w.runs {
 		fn()
+		if !d.rest(w) {
+			return
+		}
 	}
 }
 
-// next waits for the worker's next run; nil means the worker ends.
-func (d *Dispatcher) next(idle *time.Timer) func() {
+// rest puts w on the idle stack, or counts it out when the dispatcher has
+// stopped.
+func (d *Dispatcher) rest(w *worker) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		d.workers--
+		return false
+	}
+	w.since = time.Now()
+	d.idle = append(d.idle, w)
+	return true
+}
+
+// trim ends, every half idle time, the workers idle for longer than the
+// idle time, oldest first, down to the floor.
+func (d *Dispatcher) trim() {
+	tick := time.NewTicker(max(d.idleFor/2, time.Millisecond))
+	defer tick.Stop()
 	for {
-		idle.Reset(d.idleFor)
 		select {
-		case fn := <-d.jobs:
-			return fn
-		case <-idle.C:
-			if d.leave() {
-				return nil
-			}
 		case <-d.stop:
-			d.workers.Add(-1)
-			return nil
+			return
+		case now := <-tick.C:
+			d.trimBefore(now.Add(-d.idleFor))
 		}
 	}
 }
 
-// leave counts a worker out if more than the floor are left.
-func (d *Dispatcher) leave() bool {
-	for {
-		n := d.workers.Load()
-		if n <= d.floor {
-			return false
-		}
-		if d.workers.CompareAndSwap(n, n-1) {
-			return true
-		}
+func (d *Dispatcher) trimBefore(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for n < len(d.idle) && d.workers > d.floor && d.idle[n].since.Before(t) {
+		close(d.idle[n].runs)
+		d.workers--
+		n++
 	}
+	rest := copy(d.idle, d.idle[n:])
+	clear(d.idle[rest:])
+	d.idle = d.idle[:rest]
 }
 
 // Workers is how many workers are running.
-func (d *Dispatcher) Workers() int { return int(d.workers.Load()) }
+func (d *Dispatcher) Workers() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.workers
+}
 
-// Stop tells the workers to end once their current run returns (a run ends
-// when its mailbox is empty or its throughput is spent) and waits for them
-// until ctx ends. It is idempotent; Schedule keeps working after it.
+// Stop ends the idle workers and the others once their current run
+// returns (a run ends when its mailbox is empty or its throughput is
+// spent), and waits for them until ctx ends. It is idempotent; Schedule
+// keeps working after it.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	if !d.stopped {
 		d.stopped = true
 		close(d.stop)
+		for _, w := range d.idle {
+			close(w.runs)
+			d.workers--
+		}
+		d.idle = nil
 	}
 	d.mu.Unlock()
 	if !d.group.WaitContext(ctx) {

@@ -38,16 +38,17 @@ func TestNewDispatcherDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		throughput, floor int
 		idle              time.Duration
-		want              Dispatcher
+		wantT, wantF      int
+		wantIdle          time.Duration
 	}{
-		{0, 0, 0, Dispatcher{throughput: DefaultThroughput, floor: DefaultWorkerFloor, idleFor: DefaultWorkerIdle}},
-		{-1, -1, -1, Dispatcher{throughput: DefaultThroughput, floor: DefaultWorkerFloor, idleFor: DefaultWorkerIdle}},
-		{1, 2, time.Millisecond, Dispatcher{throughput: 1, floor: 2, idleFor: time.Millisecond}},
+		{0, 0, 0, DefaultThroughput, DefaultWorkerFloor, DefaultWorkerIdle},
+		{-1, -1, -1, DefaultThroughput, DefaultWorkerFloor, DefaultWorkerIdle},
+		{1, 2, time.Millisecond, 1, 2, time.Millisecond},
 	} {
 		d := NewDispatcher(tc.throughput, tc.floor, tc.idle)
-		if d.Throughput() != tc.want.throughput || d.floor != tc.want.floor || d.idleFor != tc.want.idleFor {
+		if d.Throughput() != tc.wantT || d.floor != tc.wantF || d.idleFor != tc.wantIdle {
 			t.Errorf("NewDispatcher(%d, %d, %v) = throughput %d floor %d idle %v, want %d %d %v", tc.throughput, tc.floor, tc.idle,
-				d.Throughput(), d.floor, d.idleFor, tc.want.throughput, tc.want.floor, tc.want.idleFor)
+				d.Throughput(), d.floor, d.idleFor, tc.wantT, tc.wantF, tc.wantIdle)
 		}
 		stopNow(t, d)
 	}
