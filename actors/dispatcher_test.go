@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 )
 
 // patience bounds every wait for an event; none of these tests measures time.
@@ -93,15 +94,23 @@ func TestDispatcherScheduleNeverWaits(t *testing.T) {
 	}
 }
 
-func TestDispatcherStopEndsItsWorkers(t *testing.T) {
-	d := NewDispatcher(0, 4, 0)
+// busy schedules n runs on d that block until the returned channel closes,
+// and waits until they all run.
+func busy(d *Dispatcher, n int) chan struct{} {
 	release := make(chan struct{})
 	var started sync.WaitGroup
-	started.Add(10)
-	for range 10 {
+	started.Add(n)
+	for range n {
 		d.Schedule(func() { started.Done(); <-release })
 	}
 	started.Wait()
+	return release
+}
+
+func TestDispatcherStopEndsItsWorkers(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	d := NewDispatcher(0, 4, 0)
+	release := busy(d, 10)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -113,6 +122,7 @@ func TestDispatcherStopEndsItsWorkers(t *testing.T) {
 	if d.Workers() != 0 {
 		t.Fatalf("%d workers after Stop", d.Workers())
 	}
+	goleak.VerifyNone(t, before)
 	ran := make(chan struct{})
 	d.Schedule(func() { close(ran) })
 	<-ran // a late run still runs
@@ -121,14 +131,7 @@ func TestDispatcherStopEndsItsWorkers(t *testing.T) {
 func TestDispatcherIdleWorkersLeaveDownToTheFloor(t *testing.T) {
 	d := NewDispatcher(0, 2, time.Millisecond)
 	defer stopNow(t, d)
-	release := make(chan struct{})
-	var started sync.WaitGroup
-	started.Add(10)
-	for range 10 {
-		d.Schedule(func() { started.Done(); <-release })
-	}
-	started.Wait()
-	close(release)
+	close(busy(d, 10))
 	eventually(t, "idle workers to leave", func() bool { return d.Workers() == 2 })
 	ran := make(chan struct{})
 	d.Schedule(func() { close(ran) })
