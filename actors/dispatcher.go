@@ -42,7 +42,7 @@ type Dispatcher struct {
 
 // worker is an idle worker's door: a run, or a closed channel to end.
 type worker struct {
-	runs  chan func() // buffered 1: Schedule hands a run over under mu without waiting
+	runs  chan func() // buffered 1: Schedule hands a run over without waiting
 	since time.Time
 }
 
@@ -84,14 +84,15 @@ func (d *Dispatcher) Throughput() int { return d.throughput }
 // processed.
 func (d *Dispatcher) Schedule(fn func()) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if n := len(d.idle); n > 0 {
 		w := d.idle[n-1]
 		d.idle[n-1] = nil
 		d.idle = d.idle[:n-1]
-		w.runs <- fn
+		d.mu.Unlock()
+		w.runs <- fn // off the idle stack, w is this run's alone: no one else sends or closes
 		return
 	}
+	defer d.mu.Unlock()
 	if d.stopped {
 		go fn()
 		return
