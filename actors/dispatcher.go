@@ -99,13 +99,13 @@ func (d *Dispatcher) Schedule(fn func()) {
 	}
 	d.workers++
 	w := &worker{runs: make(chan func(), 1)}
-	d.group.Go(func() { d.work(w, fn) })
+	w.runs <- fn // not captured: a worker would keep its first run's closure alive
+	d.group.Go(func() { d.work(w) })
 }
 
-// work runs fn, then whatever it is handed, until it is trimmed or the
-// dispatcher stops.
-func (d *Dispatcher) work(w *worker, fn func()) {
-	for ok := true; ok; fn, ok = <-w.runs {
+// work runs what it is handed until it is trimmed or the dispatcher stops.
+func (d *Dispatcher) work(w *worker) {
+	for fn := range w.runs {
 		fn()
 		if !d.rest(w) {
 			return
