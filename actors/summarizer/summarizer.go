@@ -274,7 +274,7 @@ func fits(system, prompt string, answer, windowTokens int, cal window.Calibratio
 // run folds a chat's turns into its summary. With no model succeeding, the
 // old summary stays and the digest grows.
 func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
-	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID, Digest: Digest(m.Digest, m.Turns)}
+	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID}
 	// One masker for all the model reads, in the prompt's order: summary,
 	// focus, lines. Earlier placeholders keep their numbers.
 	mk := redact.NewMasker()
@@ -286,7 +286,7 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 	var first outcome
 	if len(models) > 0 {
 		if text, ok := prefixFold(ctx, cfg, m, models[0], sems[0], &first); ok {
-			res.OK, res.Summary, res.Model, res.Digest = true, text, models[0], ""
+			res.OK, res.Summary, res.Model = true, text, models[0]
 			res.Usage, res.Requests = first.usage, first.requests
 			return res
 		}
@@ -296,10 +296,12 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 	o.usage, o.requests, o.errs = o.usage.Add(first.usage), o.requests+first.requests, append(first.errs, o.errs...)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
-		res.OK, res.Summary, res.Model, res.Digest = true, o.state, o.model, ""
+		res.OK, res.Summary, res.Model = true, o.state, o.model
 		return res
 	}
-	res.Err = strings.Join(o.errs, "; ")
+	// The digest stands in for a summary that did not come, so it is made
+	// only then: it was two thirds of a successful fold's CPU.
+	res.Err, res.Digest = strings.Join(o.errs, "; "), Digest(m.Digest, m.Turns)
 	return res
 }
 
