@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -210,15 +209,7 @@ func beforeBodies(t testing.TB) [][]byte {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(strings.Split(string(raw), "\n")[1], "[]byte("), ")"))
-		if err != nil {
-			t.Fatalf("seed %s: %v", e.Name(), err)
-		}
-		out = append(out, []byte(s))
+		out = append(out, seed(t, e.Name()))
 	}
 	replies := []testkit.Reply{
 		{Text: "Hello <b>&</b> \"quoted\"\nnew line, é, 日本語, \u2028 and a tab\t.", Thinking: "Let me think\\about it."},
