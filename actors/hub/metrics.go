@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
@@ -18,7 +20,14 @@ type Metrics struct {
 	heals    prometheus.Counter
 	sessions prometheus.Gauge
 	waiting  prometheus.Gauge
+	// byProblem holds a *turnCounters per problem kind (a small fixed
+	// set), made at its first turn so each series appears when it did.
+	byProblem sync.Map
 }
+
+// turnCounters are the counters a turn moves, resolved once: looking each
+// up by its label hashed and matched the label on every turn.
+type turnCounters struct{ turns, in, out, cached prometheus.Counter }
 
 func newMetrics() *Metrics {
 	m := &Metrics{
@@ -37,10 +46,16 @@ func newMetrics() *Metrics {
 
 // TurnDone counts a finished turn and its tokens.
 func (m *Metrics) TurnDone(problem string, u chat.Usage) {
-	m.turns.WithLabelValues(problem).Inc()
-	m.tokens.WithLabelValues("in").Add(float64(u.InputTokens))
-	m.tokens.WithLabelValues("out").Add(float64(u.OutputTokens))
-	m.tokens.WithLabelValues("cached").Add(float64(u.CachedTokens))
+	v, ok := m.byProblem.Load(problem)
+	if !ok {
+		v, _ = m.byProblem.LoadOrStore(problem, &turnCounters{turns: m.turns.WithLabelValues(problem),
+			in: m.tokens.WithLabelValues("in"), out: m.tokens.WithLabelValues("out"), cached: m.tokens.WithLabelValues("cached")})
+	}
+	c := v.(*turnCounters)
+	c.turns.Inc()
+	c.in.Add(float64(u.InputTokens))
+	c.out.Add(float64(u.OutputTokens))
+	c.cached.Add(float64(u.CachedTokens))
 }
 
 // Fold counts a fold; ok false means the summariser gave no summary.

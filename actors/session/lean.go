@@ -71,24 +71,25 @@ func requestRoom(info providers.ModelInfo, su setup) int {
 // application's registry may hold thousands, and each model call asks
 // (the turn's plan and the fold check after it).
 type toolsCost struct {
-	gen    uint64
-	vision bool
-	scope  string
-	specs  []chat.ToolSpec // read-only: requests share it
-	tokens int
+	gen      uint64
+	vision   bool
+	toolsets []string        // the scope's, compared rather than formatted each turn
+	inline   string          // the scope's inline tools as JSON
+	specs    []chat.ToolSpec // read-only: requests share it
+	tokens   int
 }
 
 // allTools is allSpecs and its toolTokens, kept while the registry and the
 // scope stay as they are.
 func (s *session) allTools(vision bool, su setup) toolsCost {
-	key := fmt.Sprintf("%q", su.scope.Toolsets)
+	c := toolsCost{gen: s.deps.Tools.Gen(), vision: vision}
 	if len(su.scope.Inline) > 0 {
-		key += specJSON(su.scope.Inline)
+		c.inline = specJSON(su.scope.Inline)
 	}
-	c := toolsCost{gen: s.deps.Tools.Gen(), vision: vision, scope: key}
-	if s.cost.gen == c.gen && s.cost.vision == vision && s.cost.scope == key && s.cost.specs != nil {
+	if s.cost.gen == c.gen && s.cost.vision == vision && slices.Equal(s.cost.toolsets, su.scope.Toolsets) && s.cost.inline == c.inline && s.cost.specs != nil {
 		return s.cost
 	}
+	c.toolsets = slices.Clone(su.scope.Toolsets)
 	// Clipped: an append to a request's tools copies them.
 	c.specs = slices.Clip(s.allSpecs(vision, su))
 	c.tokens = toolTokens(c.specs)

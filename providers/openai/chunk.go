@@ -2,20 +2,23 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // chunk is one streamed chat.completion.chunk, as far as agentd reads it.
-// It is decoded with encoding/json, not into the SDK's ChatCompletionChunk:
-// the SDK's reflective decoder (apijson) keeps every field's raw text and
-// validity and was a fifth of the adapter's CPU per answer. The SDK's
-// leniency is kept (TestChunkReadsAsTheSDKs): a value of the wrong type
-// leaves its field empty instead of failing the chunk, a text field takes a
-// number or an object as its JSON text, and a count takes a quoted number.
+// It is decoded in one pass by decodeChunk with encoding/json's rules, not
+// into the SDK's ChatCompletionChunk: the SDK's reflective decoder (apijson)
+// keeps every field's raw text and validity and was a fifth of the
+// adapter's CPU per answer. The SDK's leniency is kept
+// (TestChunkReadsAsTheSDKs): a value of the wrong type leaves its field
+// empty instead of failing the chunk, a text field takes a number or an
+// object as its JSON text, and a count takes a quoted number.
 type chunk struct {
 	Choices []choice    `json:"choices"`
 	Usage   *chunkUsage `json:"usage"`
@@ -70,42 +73,55 @@ func (c *chunk) usage() *chunkUsage {
 	return c.Usage
 }
 
-// UnmarshalJSON decodes a chunk, skipping values of the wrong type as the
-// SDK does; a chunk that is not a JSON object (nor null) is an error.
-func (c *chunk) UnmarshalJSON(b []byte) error {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	if bytes.HasPrefix(t, []byte("null")) {
-		return nil
-	}
-	type plain chunk
-	err := json.Unmarshal(b, (*plain)(c))
-	if err != nil && (len(t) == 0 || t[0] != '{' || !wrongType(err)) {
-		return err
+// v1 is encoding/json's rules for its successor's engine (the one
+// encoding/json itself runs on under GOEXPERIMENT=jsonv2), which decodes a
+// chunk in one pass where encoding/json scanned it twice (its validity
+// check, then the decoding) and every escaped text once more.
+var v1 = jsonv1.DefaultOptionsV1()
+
+// decodeChunk decodes one event's data as a chunk, skipping values of the
+// wrong type as the SDK does; data that is not a JSON object (nor null) is
+// a *chunkError. It reads as the decoder this package used before, the
+// SDK's stream with encoding/json (TestChunkStreamsReadAsBefore).
+func decodeChunk(data []byte) (chunk, error) {
+	var c chunk
+	if err := jsonv2.Unmarshal(data, &c, v1); err != nil {
+		if t := bytes.TrimLeft(data, jsonSpace); len(t) == 0 || t[0] != '{' || !wrongType(err) {
+			return chunk{}, &chunkError{err: err}
+		}
 	}
 	for _, ch := range c.Choices {
 		if strings.EqualFold(string(ch.FinishReason), "error") {
-			c.raw = bytes.Clone(b)
+			c.raw = bytes.Clone(bytes.Trim(data, jsonSpace))
 		}
 	}
-	return nil
+	return c, nil
 }
 
-func (u *chunkUsage) UnmarshalJSON(b []byte) error {
-	if len(b) == 0 || b[0] != '{' {
-		return nil
+const jsonSpace = " \t\r\n"
+
+// chunkError is an event whose data is not a chunk.
+type chunkError struct{ err error }
+
+func (e *chunkError) Error() string { return e.err.Error() }
+func (e *chunkError) Unwrap() error { return e.err }
+
+func (u *chunkUsage) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '{' {
+		return dec.SkipValue()
 	}
 	type plain chunkUsage
-	if err := json.Unmarshal(b, (*plain)(u)); err != nil && !wrongType(err) {
+	if err := jsonv2.UnmarshalDecode(dec, (*plain)(u)); err != nil && !wrongType(err) {
 		return err
 	}
 	u.valid = true
 	return nil
 }
 
-// wrongType tells a value of the wrong type, which encoding/json skips
-// (decoding the rest), from a chunk that is not JSON.
+// wrongType tells a value of the wrong type, which encoding/json's rules
+// skip (decoding the rest), from a chunk that is not JSON.
 func wrongType(err error) bool {
-	var typ *json.UnmarshalTypeError
+	var typ *jsonv1.UnmarshalTypeError
 	return errors.As(err, &typ)
 }
 
@@ -114,18 +130,23 @@ func wrongType(err error) bool {
 // object), and null as empty.
 type lenientText string
 
-func (s *lenientText) UnmarshalJSON(b []byte) error {
-	switch {
-	case len(b) > 1 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b):
-		*s = lenientText(b[1 : len(b)-1]) // nothing to unescape
-	case len(b) > 0 && b[0] == '"':
-		var v string
-		if err := json.Unmarshal(b, &v); err != nil {
+func (s *lenientText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case '"':
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		*s = lenientText(tok.String())
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	default:
+		v, err := dec.ReadValue()
+		if err != nil {
 			return err
 		}
 		*s = lenientText(v)
-	case string(b) != "null":
-		*s = lenientText(b)
 	}
 	return nil
 }
@@ -134,12 +155,23 @@ func (s *lenientText) UnmarshalJSON(b []byte) error {
 // leaves it 0.
 type lenientInt int64
 
-func (n *lenientInt) UnmarshalJSON(b []byte) error {
+func (n *lenientInt) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	*n = parseLenientInt(v, *n)
+	return nil
+}
+
+// parseLenientInt reads a count from its JSON text, quoted or not; any
+// other text leaves it as it was.
+func parseLenientInt(b []byte, was lenientInt) lenientInt {
 	b = bytes.Trim(b, `"`)
 	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		*n = lenientInt(v)
+		return lenientInt(v)
 	} else if f, err := strconv.ParseFloat(string(b), 64); err == nil {
-		*n = lenientInt(f)
+		return lenientInt(f)
 	}
-	return nil
+	return was
 }

@@ -45,10 +45,15 @@ func extraInt(raw string) int {
 
 // ourView is the same of a chunk as this package decodes it.
 func ourView(b []byte) (string, error) {
-	var ch chunk
-	if err := json.Unmarshal(b, &ch); err != nil {
+	ch, err := decodeChunk(b)
+	if err != nil {
 		return "", err
 	}
+	return chunkView(ch), nil
+}
+
+// chunkView is what the assembler reads of a chunk.
+func chunkView(ch chunk) string {
 	var u chunkUsage
 	if ch.usage() != nil {
 		u = *ch.usage()
@@ -64,7 +69,7 @@ func ourView(b []byte) (string, error) {
 			out += fmt.Sprintf("call %v %d %q %q %q|", tc.Index != nil, idx, tc.ID, tc.Function.Name, tc.Function.Arguments)
 		}
 	}
-	return out, nil
+	return out
 }
 
 var chunkSeeds = []string{

@@ -141,7 +141,7 @@ func TestDoneWatcherSplitReads(t *testing.T) {
 }
 
 // seed reads one body of the fuzz seed corpus (go test fuzz v1 format).
-func seed(t *testing.T, name string) []byte {
+func seed(t testing.TB, name string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzStreamParse", name))
 	if err != nil {

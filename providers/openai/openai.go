@@ -7,8 +7,9 @@
 // It uses github.com/openai/openai-go/v3 to send the request and for the SSE
 // framing; the request body it writes itself (request.go), because the SDK's
 // reflective encoder re-encoded every kept message on every call, and it
-// decodes the stream's chunks itself (chunk.go), because the SDK's
-// reflective decoder cost more than the rest of reading an answer.
+// decodes the stream's chunks itself, once each (chunk.go, chunkStream),
+// because the SDK's reflective decoder cost more than the rest of reading
+// an answer and its stream decoded each event twice.
 // Measured gaps of the SDK, and what this package does about them:
 //   - its stream ends the same way on "data: [DONE]" and on a bare EOF, so a
 //     cut stream would look like a success: a per-request middleware watches

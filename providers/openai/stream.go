@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/tidwall/gjson"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -43,22 +44,22 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	// The body is ours (request.go) and says "stream":true itself. Not
 	// ChatCompletionService.NewStreaming: it encodes its (empty) params
 	// and then sets "stream" in the body with sjson, which reads and
-	// copies the whole body once more; the stream is its own, from
-	// ssestream, so framing and errors are the SDK's as before.
+	// copies the whole body once more; the events are read with
+	// ssestream's decoder, so framing and errors are the SDK's as before.
 	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
-	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
-	defer stream.Close()
+	stream := newChunkStream(ssestream.NewDecoder(raw), err)
+	defer stream.close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))
-	for stream.Next() {
-		if err := a.add(stream.Current(), emit); err != nil {
+	for stream.next() {
+		if err := a.add(stream.cur, emit); err != nil {
 			return a.partial(req, c), c.streamEventError(err.Error())
 		}
 		if a.budget.Over() {
 			return a.partial(req, c), a.budget.Err(c.co.name)
 		}
 	}
-	if err := stream.Err(); err != nil {
+	if err := stream.err; err != nil {
 		return a.partial(req, c), c.failure(ctx, err, raw, &watch)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -113,9 +114,8 @@ func (c *Client) failure(ctx context.Context, err error, raw *http.Response, wat
 	if errors.As(err, &se) {
 		return c.streamEventError(string(se.Event.Data))
 	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syn) || errors.As(err, &typ) {
+	var bad *chunkError
+	if errors.As(err, &bad) {
 		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: watch.headText(),
 			Err: fmt.Errorf("the stream is not OpenAI-style chunks: %w", err)}
 	}
@@ -165,6 +165,69 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// chunkStream reads the answer's events with the SDK's SSE decoder and
+// decodes each one in one pass (decodeChunk). It keeps the rules of the
+// SDK's ssestream.Stream.Next, which decoded every event twice (json.Unmarshal's
+// validity scan, then the chunk's own decoding): data starting "[DONE]"
+// ends the stream, data with an "error" field is a *ssestream.StreamError,
+// a "thread." event is the SDK's wrapped object (no chunk fields), and the
+// decoder's error or the request's is the stream's. It closes the decoder
+// as soon as it ends, as the SDK's does.
+type chunkStream struct {
+	dec    ssestream.Decoder
+	cur    chunk
+	err    error
+	closed bool
+}
+
+func newChunkStream(dec ssestream.Decoder, err error) *chunkStream {
+	return &chunkStream{dec: dec, err: err}
+}
+
+func (s *chunkStream) next() bool {
+	if s.err != nil || s.closed || s.dec == nil {
+		s.close()
+		return false
+	}
+	if !s.dec.Next() {
+		return s.end(s.dec.Err())
+	}
+	ev := s.dec.Event()
+	if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+		return s.end(nil)
+	}
+	if e := gjson.GetBytes(ev.Data, "error"); e.Exists() {
+		return s.end(&ssestream.StreamError{Message: "received error while streaming: " + e.String(), Event: ev})
+	}
+	if strings.HasPrefix(ev.Type, "thread.") {
+		// The SDK decodes {"event":…,"data":…} here, which sets no field
+		// of a chunk, once the data proved to be JSON.
+		if !json.Valid(ev.Data) {
+			return s.end(fmt.Errorf("thread event: data is not JSON"))
+		}
+		s.cur = chunk{}
+		return true
+	}
+	s.cur, s.err = decodeChunk(ev.Data)
+	if s.err != nil {
+		return s.end(s.err)
+	}
+	return true
+}
+
+func (s *chunkStream) end(err error) bool {
+	s.err = err
+	s.close()
+	return false
+}
+
+func (s *chunkStream) close() {
+	if !s.closed && s.dec != nil {
+		_ = s.dec.Close()
+	}
+	s.closed = true
 }
 
 // doneWatcher sees the response body as the SDK reads it and notes whether
