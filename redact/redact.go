@@ -100,12 +100,13 @@ type span struct{ start, end int }
 func secretSpans(s string) []span {
 	var found []span
 	lower := asciiLower(s)
-	for _, r := range rules {
+	hits := ruleHints.find(lower)
+	for i, r := range rules {
 		if r.hints == nil {
 			found = append(found, r.find(s)...)
 			continue
 		}
-		found = append(found, nearHints(s, lower, r)...)
+		found = append(found, nearHints(s, r, hits[i])...)
 	}
 	for _, loc := range legacyRe.FindAllStringIndex(s, -1) {
 		found = append(found, span{loc[0], loc[1]})
@@ -149,7 +150,7 @@ const (
 // the start of the word holding the hint, right before the hint, and at it
 // in scripts without spaces; any
 // other rule searches the stretch from that word's start.
-func nearHints(s, lower string, r rule) []span {
+func nearHints(s string, r rule, hits []hit) []span {
 	var out []span
 	add := func(from int, sps ...span) {
 		for _, sp := range sps {
@@ -157,7 +158,7 @@ func nearHints(s, lower string, r rule) []span {
 		}
 	}
 	lastWord := -1
-	for _, h := range hintsAt(lower, r.hints) {
+	for _, h := range hits {
 		p := h.at
 		end := runeAt(s, min(len(s), p+windowAhead))
 		word := wordStart(s, p)
@@ -188,23 +189,70 @@ type hit struct {
 	spaceless bool
 }
 
-// hintsAt is where the hints occur in lower, in order.
-func hintsAt(lower string, hints []string) []hit {
-	var at []hit
-	for _, h := range hints {
-		r, _ := utf8.DecodeRuneInString(h)
-		spaceless := unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
-		for i := 0; ; {
-			j := strings.Index(lower[i:], h)
-			if j < 0 {
-				break
+// hintIndex finds every rule's hints in one pass over a text. Searching
+// for each of the 127 hints in turn over the whole text (strings.Index
+// stops at every occurrence of a hint's first byte, and most hints start
+// with a common letter) was most of a fold's masking.
+type hintIndex struct {
+	byFirst [256][]hintEntry
+	// pairs has a bit for every two bytes a hint may start with: most
+	// places in a text start none, and a bit test rules them out.
+	pairs [1 << 16 / 64]uint64
+	hints int // entries in all, one per rule and hint
+	rules int
+}
+
+type hintEntry struct {
+	rule, id  int
+	hint      string
+	spaceless bool
+}
+
+func newHintIndex(rs []rule) *hintIndex {
+	x := &hintIndex{rules: len(rs)}
+	for i, r := range rs {
+		for _, h := range r.hints {
+			if h == "" {
+				continue
 			}
-			at = append(at, hit{i + j, spaceless})
-			i += j + len(h)
+			first, _ := utf8.DecodeRuneInString(h)
+			spaceless := unicode.In(first, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+			x.byFirst[h[0]] = append(x.byFirst[h[0]], hintEntry{rule: i, id: x.hints, hint: h, spaceless: spaceless})
+			x.hints++
+			for c := range 256 {
+				if len(h) == 1 || h[1] == byte(c) {
+					k := int(h[0])<<8 | c
+					x.pairs[k/64] |= 1 << (k % 64)
+				}
+			}
 		}
 	}
-	slices.SortFunc(at, func(a, b hit) int { return a.at - b.at })
-	return at
+	return x
+}
+
+// ruleHints indexes the hints of rules.
+var ruleHints = newHintIndex(rules)
+
+// find returns, for each rule, where its hints occur in lower, in order.
+// Occurrences of one hint do not overlap (the search for it goes on after
+// each), as a search hint by hint would find them.
+func (x *hintIndex) find(lower string) [][]hit {
+	out := make([][]hit, x.rules)
+	next := make([]int, x.hints) // where each hint may next be found
+	for i := 0; i < len(lower); i++ {
+		if i+1 < len(lower) {
+			if k := int(lower[i])<<8 | int(lower[i+1]); x.pairs[k/64]&(1<<(k%64)) == 0 {
+				continue
+			}
+		}
+		for _, e := range x.byFirst[lower[i]] {
+			if i >= next[e.id] && strings.HasPrefix(lower[i:], e.hint) {
+				out[e.rule] = append(out[e.rule], hit{i, e.spaceless})
+				next[e.id] = i + len(e.hint)
+			}
+		}
+	}
+	return out
 }
 
 // wordStart is where the word holding s[p] starts (letters, digits, '_',
