@@ -219,15 +219,21 @@ func newHintIndex(rs []rule) *hintIndex {
 			spaceless := unicode.In(first, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 			x.byFirst[h[0]] = append(x.byFirst[h[0]], hintEntry{rule: i, id: x.hints, hint: h, spaceless: spaceless})
 			x.hints++
-			for c := range 256 {
-				if len(h) == 1 || h[1] == byte(c) {
-					k := int(h[0])<<8 | c
-					x.pairs[k/64] |= 1 << (k % 64)
-				}
+			if len(h) > 1 {
+				x.markPair(h[0], h[1])
+				continue
+			}
+			for c := range 256 { // a one-byte hint starts whatever follows it
+				x.markPair(h[0], byte(c))
 			}
 		}
 	}
 	return x
+}
+
+func (x *hintIndex) markPair(a, b byte) {
+	k := int(a)<<8 | int(b)
+	x.pairs[k/64] |= 1 << (k % 64)
 }
 
 // ruleHints indexes the hints of rules.
