@@ -2,6 +2,7 @@ package eventbus
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -18,7 +19,7 @@ func drain(s *Sub) (got []Event, closed bool) {
 			if !ok {
 				return got, true
 			}
-			got = append(got, e)
+			got = append(got, *e)
 		default:
 			return got, false
 		}
@@ -106,8 +107,9 @@ func TestPatienceIsPerSubscription(t *testing.T) {
 		if c.read {
 			drain(fresh)
 		}
-		ended := behind.offer(ev("e", int64(i)), c.must, t0.Add(c.at))
-		fresh.offer(ev("e", int64(i)), c.must, t0.Add(c.at))
+		e := ev("e", int64(i))
+		ended := behind.offer(&e, c.must, t0.Add(c.at))
+		fresh.offer(&e, c.must, t0.Add(c.at))
 		if ended != c.gone {
 			t.Fatalf("event %d at %s: dropped %v, want %v", i, c.at, ended, c.gone)
 		}
@@ -181,6 +183,49 @@ func TestWatchersReadConvertedData(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("converted %d times, want once per event with watchers", calls)
+	}
+}
+
+// Watchers of a chat share the one copy of an event that a publish makes,
+// so a subscription's buffer holds pointers: 256 slots cost about 2 KB,
+// where a buffer of Events cost 18 KB (per turn, for the HTTP API's turn
+// streams).
+func TestWatchersShareOneEventAndABufferHoldsPointers(t *testing.T) {
+	b := New(time.Second, nil)
+	subs := []*Sub{b.Subscribe("c", 4), b.Subscribe("c", 4), b.Subscribe("c", 4)}
+	publish := func() { b.PublishMust(Event{Type: "x", ChatID: "c", TurnID: "t", Seq: 7, Data: "d"}) }
+	publish()
+	first := <-subs[0].C
+	for _, s := range subs[1:] {
+		if e := <-s.C; e != first {
+			t.Fatalf("watchers got different copies: %p and %p", e, first)
+		}
+	}
+	if *first != (Event{Type: "x", ChatID: "c", TurnID: "t", Seq: 7, Data: "d"}) {
+		t.Fatalf("got %+v", *first)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		publish()
+		for _, s := range subs {
+			<-s.C
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("a publish to 3 watchers allocated %.0f times, want one shared event", allocs)
+	}
+	const n, buf = 100, 256
+	keep := make([]*Sub, 0, n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		keep = append(keep, b.Subscribe("d", buf))
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 4<<10 {
+		t.Fatalf("a %d-event subscription allocated %d bytes, want a pointer a slot (about 2 KB)", buf, per)
+	}
+	for _, s := range append(keep, subs...) {
+		s.Close()
 	}
 }
 

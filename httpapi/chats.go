@@ -257,7 +257,7 @@ func wantsSSE(r *http.Request) bool {
 
 // turnEnds reports whether ev ends what a request waits for of a turn: it
 // completed, or paused for the application's tool results.
-func turnEnds(ev eventbus.Event, turnID string) bool {
+func turnEnds(ev *eventbus.Event, turnID string) bool {
 	return ev.TurnID == turnID && (ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction)
 }
 
@@ -308,7 +308,7 @@ func (s *sseWriter) deadline() {
 	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
 }
 
-func (s *sseWriter) send(ev eventbus.Event) error {
+func (s *sseWriter) send(ev *eventbus.Event) error {
 	data, err := json.Marshal(ev.Data)
 	if err != nil {
 		return err
@@ -339,7 +339,7 @@ func (s *sseWriter) comment(text string) error {
 // too slow for the turn's events is dropped like any watcher: the turn is
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, sub, turnID, func(ev eventbus.Event) (send, last bool) {
+	pump(w, r, sub, turnID, func(ev *eventbus.Event) (send, last bool) {
 		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
@@ -354,13 +354,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, "", func(ev eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
+	pump(w, r, sub, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
 // with pick which to send and after which to stop. When the bus drops the
 // subscription the stream ends with stream.dropped (of turnID, if any).
-func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(eventbus.Event) (send, last bool)) {
+func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(*eventbus.Event) (send, last bool)) {
 	sse, ok := startSSE(w)
 	if !ok {
 		return
@@ -374,7 +374,7 @@ func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID stri
 		case ev, ok := <-sub.C:
 			if !ok {
 				if d := sub.Dropped(); d != nil {
-					_ = sse.send(eventbus.Event{Type: api.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
+					_ = sse.send(&eventbus.Event{Type: api.EventStreamDropped, ChatID: r.PathValue("id"), TurnID: turnID,
 						Data: api.StreamDropped{Reason: d.Reason, LastSeq: d.LastSeq}})
 				}
 				return

@@ -221,7 +221,7 @@ func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
 	}
 	var evs []eventbus.Event
 	for ev := range sub.C {
-		evs = append(evs, ev)
+		evs = append(evs, *ev)
 		if ev.Type == chat.EventTurnCompleted {
 			return ev.Data.(chat.TurnResult), evs
 		}

@@ -467,7 +467,7 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 }
 
 // take reads one event of the turn; it sets res when the turn ends its step.
-func (a *answer) take(ev eventbus.Event, turnID string) {
+func (a *answer) take(ev *eventbus.Event, turnID string) {
 	if ev.TurnID != turnID {
 		return
 	}
