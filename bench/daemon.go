@@ -76,7 +76,7 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 		cfg.IdleAfter.Duration = time.Hour
 	}
 	clock := &modelClock{}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := hub.ProviderTransport() // the daemon's own
 	// Every connection a run may open is kept for the next call: closing
 	// and dialling again is work a long-running daemon does not do.
 	tr.MaxIdleConnsPerHost = max(256, o.maxConns)

@@ -143,23 +143,10 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	return h, nil
 }
 
-// providerIdleConns is how many idle connections to each provider are kept
-// for the next model calls. Go's default keeps 2: with many chats calling
-// one provider at once nearly every call dialled (and shook TLS hands)
-// again.
-const providerIdleConns = 256
-
-func providerTransport() *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = providerIdleConns
-	tr.MaxIdleConns = 4 * providerIdleConns
-	return tr
-}
-
 func (h *Hub) build(ctx context.Context, opts Options) error {
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: providerTransport()}
+		hc = &http.Client{Transport: ProviderTransport()}
 	}
 	cat, err := modelcatalog.New(ctx, h.cfg.Providers, h.store, hc, h.log.With().Str("component", "catalog").Logger())
 	if err != nil {
