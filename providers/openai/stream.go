@@ -44,10 +44,11 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	// The body is ours (request.go) and says "stream":true itself. Not
 	// ChatCompletionService.NewStreaming: it encodes its (empty) params
 	// and then sets "stream" in the body with sjson, which reads and
-	// copies the whole body once more; the events are read with
-	// ssestream's decoder, so framing and errors are the SDK's as before.
+	// copies the whole body once more; the events are read as
+	// ssestream's decoder reads them (sse.go), so framing and errors are
+	// the SDK's as before.
 	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
-	stream := newChunkStream(ssestream.NewDecoder(raw), err)
+	stream := newChunkStream(newSSEDecoder(raw), err)
 	defer stream.close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))
@@ -167,7 +168,7 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// chunkStream reads the answer's events with the SDK's SSE decoder and
+// chunkStream reads the answer's events with sseDecoder (the SDK's rules) and
 // decodes each one in one pass (decodeChunk). It keeps the rules of the
 // SDK's ssestream.Stream.Next, which decoded every event twice (json.Unmarshal's
 // validity scan, then the chunk's own decoding): data starting "[DONE]"
@@ -176,13 +177,13 @@ func clip(s string, n int) string {
 // decoder's error or the request's is the stream's. It closes the decoder
 // as soon as it ends, as the SDK's does.
 type chunkStream struct {
-	dec    ssestream.Decoder
+	dec    *sseDecoder
 	cur    chunk
 	err    error
 	closed bool
 }
 
-func newChunkStream(dec ssestream.Decoder, err error) *chunkStream {
+func newChunkStream(dec *sseDecoder, err error) *chunkStream {
 	return &chunkStream{dec: dec, err: err}
 }
 
