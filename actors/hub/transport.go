@@ -41,7 +41,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // net/http writes a request body of known length (every model call's) with
 // io.Copy onto the connection once the headers are flushed, and a TCP
 // connection's own ReadFrom, finding nothing to splice, then allocates a
-// buffer of up to 32 KB for each request (golang/go#76323): a fifth of
+// buffer of up to 32 KB for each request (golang/go#76323): a sixth of
 // the bytes a turn allocated at 10,000 chats. Over TLS the connection
 // under tls.Conn is written with Write alone, so this changes nothing
 // there.

@@ -18,7 +18,7 @@ var sseLineBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b
 // (ssestream.NewDecoder) does: the same scanner, limits, fields and events
 // (TestSSEDecoderReadsAsTheSDKs). Its line buffer is pooled and its event
 // data reused from one event to the next, where the SDK's allocated a 4 KB
-// line buffer per answer and a new slice per event (8% of the bytes a turn
+// line buffer per answer and a new slice per event (5% of the bytes a turn
 // allocated at 10,000 chats). An event's Data is valid until the next call
 // of Next; chunkStream decodes it at once (decodeChunk copies what it
 // keeps). The data buffer is the decoder's own, never pooled: the
