@@ -1,10 +1,13 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/agentd/agentd/chat"
 )
 
 // ErrClosed is returned for a write submitted after Close.
@@ -14,13 +17,16 @@ var ErrClosed = errors.New("store closed")
 const maxBatch = 256
 
 // txns is what the committer needs of a database (Badger's or Postgres's
-// transactions, T): begin one, commit or drop it, and tell a write that
-// does not fit beside the others (tooBig) from one that failed. commit
-// syncs when sync says so; a commit that does not is still ordered
-// before every later one, so the next synced commit covers it.
+// transactions, T): begin one, commit or drop it, sync, and tell a write
+// that does not fit beside the others (tooBig) from one that failed.
+// commit makes a transaction readable, ordered before every later one;
+// sync then makes every commit so far durable. durable tells a database
+// whose commit is its sync (Postgres) that this one must be: its sync
+// has nothing left to do.
 type txns[T any] interface {
 	begin() (T, error)
-	commit(txn T, sync bool) error
+	commit(txn T, durable bool) error
+	sync() error
 	discard(T)
 	tooBig(err error) bool
 }
@@ -29,10 +35,27 @@ type txns[T any] interface {
 // transaction and may run more than once (a batch is rebuilt without a
 // write that failed), so it must set, not accumulate, what it reports.
 // unsynced: the write need not be durable on its own (see doUnsynced).
+// committed, when set, hears first: nil once the write is committed,
+// before its sync, or its error if it fails before that (doStaged).
 type write[T any] struct {
-	fn       func(txn T) error
-	done     chan error
-	unsynced bool
+	fn        func(txn T) error
+	done      chan error
+	unsynced  bool
+	committed chan error
+}
+
+// tellCommitted reports the commit to a staged write, once.
+func (w *write[T]) tellCommitted(err error) {
+	if w.committed != nil {
+		w.committed <- err
+		w.committed = nil
+	}
+}
+
+// finish reports the write's outcome.
+func (w *write[T]) finish(err error) {
+	w.tellCommitted(err)
+	w.done <- err
 }
 
 // committer is group commit: one goroutine takes every write of every chat
@@ -70,16 +93,59 @@ func (c *committer[T]) doUnsynced(fn func(txn T) error) error {
 	return c.submit(write[T]{fn: fn, unsynced: true})
 }
 
+// doStaged is do in two steps, for a caller with work to do while the
+// sync runs: it returns once the write is committed (readable, in order)
+// or has failed, and synced waits for the sync and returns what do would.
+func (c *committer[T]) doStaged(fn func(txn T) error) (synced func() error, err error) {
+	committed := make(chan error, 1)
+	done, err := c.enqueue(write[T]{fn: fn, committed: committed})
+	if err != nil {
+		return nil, err
+	}
+	if err := <-committed; err != nil {
+		return nil, err
+	}
+	return sync.OnceValue(func() error { return <-done }), nil
+}
+
+// appendStaged is a store's AppendStaged: its appendMsgs, with the write
+// staged on c.
+func appendStaged[T any](ctx context.Context, chatID string, c *committer[T], msgs []chat.Message,
+	appendMsgs func(context.Context, string, func(func(T) error) error, []chat.Message) ([]chat.Message, error)) ([]chat.Message, func() error, error) {
+	var synced func() error
+	stored, err := appendMsgs(ctx, chatID, func(fn func(T) error) (err error) {
+		synced, err = c.doStaged(fn)
+		return err
+	}, msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stored, func() error {
+		if err := synced(); err != nil {
+			return fmt.Errorf("sync chat %s: %w", chatID, err)
+		}
+		return nil
+	}, nil
+}
+
 func (c *committer[T]) submit(w write[T]) error {
+	done, err := c.enqueue(w)
+	if err != nil {
+		return err
+	}
+	return <-done
+}
+
+// enqueue queues w and returns the channel its outcome comes on.
+func (c *committer[T]) enqueue(w write[T]) (<-chan error, error) {
 	w.done = make(chan error, 1)
 	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if c.closed {
-		c.mu.RUnlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	c.in <- w
-	c.mu.RUnlock()
-	return <-w.done
+	return w.done, nil
 }
 
 // close stops taking writes and returns once every queued one is committed.
@@ -122,20 +188,21 @@ func (c *committer[T]) commit(batch []write[T]) {
 	for len(batch) > 0 {
 		n, failed, err := c.fill(batch)
 		if failed {
-			batch[n].done <- err
+			batch[n].finish(err)
 			batch = append(batch[:n:n], batch[n+1:]...)
 			continue
 		}
-		for _, w := range batch[:n] {
-			w.done <- err
+		for i := range batch[:n] {
+			batch[i].finish(err)
 		}
 		batch = batch[n:]
 	}
 }
 
 // fill runs the writes of batch in one transaction until one fails or the
-// transaction is full, and commits the n before it, with a sync when any
-// of them needs one. failed reports that
+// transaction is full, and commits the n before it, then syncs when any
+// of them needs it, telling staged writes of the commit in between.
+// failed reports that
 // batch[n] failed with err and nothing was committed (the transaction is
 // dropped, so none of its partial writes lands); else err is the commit's,
 // or the failure to begin one, which fails the whole batch.
@@ -169,6 +236,14 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
 	if err := c.db.commit(txn, durable); err != nil {
 		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
+	}
+	for i := range batch[:n] {
+		batch[i].tellCommitted(nil)
+	}
+	if durable {
+		if err := c.db.sync(); err != nil {
+			return n, false, fmt.Errorf("sync %d writes: %w", n, err)
+		}
 	}
 	return n, false, nil
 }

@@ -341,11 +341,11 @@ type syncCounter[T any] struct {
 	syncs atomic.Int32
 }
 
-func (c *syncCounter[T]) commit(txn T, sync bool) error {
-	if sync {
+func (c *syncCounter[T]) commit(txn T, durable bool) error {
+	if durable {
 		c.syncs.Add(1)
 	}
-	return c.txns.commit(txn, sync)
+	return c.txns.commit(txn, durable)
 }
 
 // TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne: writes
@@ -380,5 +380,106 @@ func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 	if n := c.syncs.Load(); n != 1 || got != "u1,u2,u3,d" {
 		t.Fatalf("%d syncs, order %q; want 1 and u1,u2,u3,d", n, got)
+	}
+}
+
+// gatedSync holds a backend's syncs: each one says it began on entered and
+// waits for release, then fails with fail if set.
+type gatedSync[T any] struct {
+	txns[T]
+	entered chan struct{}
+	release chan struct{}
+	fail    error
+}
+
+func (g *gatedSync[T]) sync() error {
+	g.entered <- struct{}{}
+	<-g.release
+	if g.fail != nil {
+		return g.fail
+	}
+	return g.txns.sync()
+}
+
+// TestAStagedWriteIsReadableBeforeItsSyncAndSyncedAfterIt: doStaged returns
+// once its write is committed, while the sync is still held; synced
+// returns only after the sync, with its outcome.
+func TestAStagedWriteIsReadableBeforeItsSyncAndSyncedAfterIt(t *testing.T) {
+	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
+		stagedBeforeSync(t, r, badgerTxns{r.s.(*Store).db})
+	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
+		stagedBeforeSync(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute})
+	})
+}
+
+func stagedBeforeSync[T any](t *testing.T, r rig[T], db txns[T]) {
+	defer r.s.Close()
+	for _, fail := range []error{nil, errors.New("disk gone")} {
+		g := &gatedSync[T]{txns: db, entered: make(chan struct{}, 1), release: make(chan struct{}), fail: fail}
+		w := newCommitter[T](g)
+		staged := make(chan func() error, 1)
+		go func() {
+			synced, err := w.doStaged(appendOrder(r, fmt.Sprint(fail)))
+			if err != nil {
+				t.Error(err)
+			}
+			staged <- synced
+		}()
+		var synced func() error
+		select {
+		case synced = <-staged:
+		case <-time.After(time.Minute): // a guard against hanging, not a measure
+			close(g.release)
+			t.Fatal("doStaged waited for the sync")
+		}
+		<-g.entered
+		var got string
+		if err := r.s.Record(context.Background(), "test", "order", &got); err != nil || !strings.HasSuffix(got, fmt.Sprint(fail)) {
+			t.Fatalf("before the sync the record is %q, %v", got, err)
+		}
+		outcome := make(chan error, 1)
+		go func() { outcome <- synced() }()
+		select {
+		case err := <-outcome:
+			t.Fatalf("synced returned %v while the sync was held", err)
+		default:
+		}
+		close(g.release)
+		if err := <-outcome; !errors.Is(err, fail) {
+			t.Fatalf("synced = %v, want %v", err, fail)
+		}
+		if again := synced(); !errors.Is(again, fail) {
+			t.Fatalf("synced again = %v", again)
+		}
+		w.close()
+	}
+}
+
+// TestAStagedWriteThatFailsSaysSoAtOnce: a write whose function fails is
+// not committed, and doStaged returns its error without waiting for the
+// others' sync.
+func TestAStagedWriteThatFailsSaysSoAtOnce(t *testing.T) {
+	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
+		stagedFails(t, r)
+	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
+		stagedFails(t, r)
+	})
+}
+
+func stagedFails[T any](t *testing.T, r rig[T]) {
+	defer r.s.Close()
+	bad := errors.New("refused")
+	synced, err := r.w.doStaged(func(txn T) error {
+		if err := r.put(txn, "half", "{}"); err != nil {
+			return err
+		}
+		return bad
+	})
+	if !errors.Is(err, bad) || synced != nil {
+		t.Fatalf("doStaged = %v, %v; want the write's error and no synced", synced != nil, err)
+	}
+	var v any
+	if err := r.s.Record(context.Background(), "test", "half", &v); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a failed staged write left its record: %v", err)
 	}
 }

@@ -129,17 +129,20 @@ func (p pgTxns) begin() (*pgTxn, error) {
 	return &pgTxn{ctx: ctx, cancel: cancel, tx: tx}, nil
 }
 
-// commit commits t; without sync, it does not wait for the WAL flush
+// commit commits t; unless durable, it does not wait for the WAL flush
 // (synchronous_commit off for this transaction alone): the WAL is flushed
 // in order, so the next synchronous commit makes it durable too.
-func (pgTxns) commit(t *pgTxn, sync bool) error {
-	if !sync {
+func (pgTxns) commit(t *pgTxn, durable bool) error {
+	if !durable {
 		if _, err := t.tx.Exec(t.ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}
 	}
 	return t.tx.Commit(t.ctx)
 }
+
+// sync: a durable commit has flushed the WAL already.
+func (pgTxns) sync() error { return nil }
 
 // discard rolls back what was not committed (after a commit, nothing).
 func (pgTxns) discard(t *pgTxn) {
@@ -367,6 +370,12 @@ func (p *Postgres) Append(ctx context.Context, chatID string, msgs ...chat.Messa
 // their own (see Store.AppendUnsynced).
 func (p *Postgres) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	return p.appendMsgs(ctx, chatID, p.w.doUnsynced, msgs)
+}
+
+// AppendStaged is Append in two steps (see Store.AppendStaged). A durable
+// commit is Postgres's sync, so it returns once they are durable.
+func (p *Postgres) AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error) {
+	return appendStaged(ctx, chatID, p.w, msgs, p.appendMsgs)
 }
 
 func (p *Postgres) appendMsgs(ctx context.Context, chatID string, do func(func(*pgTxn) error) error, msgs []chat.Message) ([]chat.Message, error) {

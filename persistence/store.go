@@ -53,18 +53,9 @@ func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.
 // commit commits txn to the memtable's write-ahead log and, when sync says
 // so, syncs that log and the value log (DB.Sync): the database is opened
 // without SyncWrites, so one sync covers every commit before it.
-func (b badgerTxns) commit(txn *badger.Txn, sync bool) error {
-	if err := txn.Commit(); err != nil {
-		return err
-	}
-	if !sync {
-		return nil
-	}
-	if err := b.db.Sync(); err != nil {
-		return fmt.Errorf("sync: %w", err)
-	}
-	return nil
-}
+// commit commits txn to the memtable; durability is sync's (DB.Sync).
+func (badgerTxns) commit(txn *badger.Txn, _ bool) error { return txn.Commit() }
+func (b badgerTxns) sync() error                        { return b.db.Sync() }
 
 // Options tune Open.
 type Options struct {
@@ -589,6 +580,14 @@ func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message)
 // write makes them durable.
 func (s *Store) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	return s.appendMsgs(ctx, chatID, s.w.doUnsynced, msgs)
+}
+
+// AppendStaged is Append in two steps, for a caller with work to do while
+// the sync runs: it returns once the messages are committed, with their
+// seqs (readable, in order, as AppendUnsynced's), and synced waits until
+// they are durable and says whether they are.
+func (s *Store) AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error) {
+	return appendStaged(ctx, chatID, s.w, msgs, s.appendMsgs)
 }
 
 func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*badger.Txn) error) error, msgs []chat.Message) ([]chat.Message, error) {

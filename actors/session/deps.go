@@ -25,6 +25,10 @@ type Store interface {
 	Claim(ctx context.Context, chatID string) error
 	UpdateChat(ctx context.Context, c persistence.Chat) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
+	// AppendStaged is Append in two steps: it returns once the messages
+	// are committed, with their seqs, and synced waits until they are
+	// durable, so the caller can work while the sync runs.
+	AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error)
 	// AppendUnsynced is Append without a sync of its own: the messages
 	// are readable with their seqs at once, and the next synced write
 	// makes them durable.

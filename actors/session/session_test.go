@@ -31,6 +31,8 @@ type memStore struct {
 	// writes counts the writes that would each be a sync on disk;
 	// unsynced the appends that need none.
 	writes, unsynced int
+	// synced, when set, is what AppendStaged's sync does.
+	synced func() error
 }
 
 func newMemStore() *memStore {
@@ -72,6 +74,17 @@ func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message
 	defer m.mu.Unlock()
 	m.writes++
 	return m.appendLocked(chatID, msgs), nil
+}
+
+func (m *memStore) AppendStaged(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, func() error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	synced := m.synced
+	if synced == nil {
+		synced = func() error { return nil }
+	}
+	return m.appendLocked(chatID, msgs), synced, nil
 }
 
 func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {

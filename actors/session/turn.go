@@ -91,7 +91,7 @@ func (s *session) startNext(ctx actor.Context) {
 		}
 		msg := p.msg.Message
 		msg.Role = chat.RoleUser
-		stored, err := s.deps.Store.Append(context.Background(), s.id, msg)
+		stored, synced, err := s.deps.Store.AppendStaged(context.Background(), s.id, msg)
 		if err != nil {
 			p.refuse(ctx, fmt.Errorf("store message: %w", err))
 			s.movedAway(ctx, err)
@@ -107,12 +107,24 @@ func (s *session) startNext(ctx actor.Context) {
 		}
 		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended,
 			setup: s.currentSetup(), log: lc.Logger()}
+		// The first step is planned, and its request built, while the
+		// message syncs; nothing is said of the turn before it is durable.
+		take := s.plan()
+		if err := synced(); err != nil {
+			// Committed but maybe not durable: the message stays in the
+			// log and in s.msgs, unanswered, as the store holds it.
+			cancel()
+			s.turn = nil
+			p.refuse(ctx, fmt.Errorf("store message: %w", err))
+			s.movedAway(ctx, err)
+			continue
+		}
 		s.turn.log.Debug().Int64("user_seq", stored[0].Seq).Msg("turn started")
 		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
 		s.armProgress(ctx)
-		s.prepare(ctx)
+		take(ctx)
 	}
 }
 
@@ -127,7 +139,12 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 // prepare plans the next request and takes the step next decides: fold,
 // preload tools, condense the turn, or call the model. A step that needs
 // another actor returns; its reply prepares again.
-func (s *session) prepare(ctx actor.Context) {
+func (s *session) prepare(ctx actor.Context) { s.plan()(ctx) }
+
+// plan is prepare's planning, and returns the step to take: it decides
+// the step and, for a model call, builds the request. It says nothing and
+// asks no one, so a turn's first plan runs while its message syncs.
+func (s *session) plan() (take func(actor.Context)) {
 	t := s.turn
 	t.enter(phasePreparing)
 	if s.snap.Model == "" {
@@ -135,35 +152,46 @@ func (s *session) prepare(ctx actor.Context) {
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
 	}
 	if s.snap.Model == "" {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.noModelHelp()})
-		return
+		return func(ctx actor.Context) {
+			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.noModelHelp()})
+		}
 	}
 	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {
-		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.noModelHelp())})
-		return
+		return func(ctx actor.Context) {
+			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.noModelHelp())})
+		}
 	}
 	t.info, t.ref = info, s.snap.Model
 	t.plan = s.planFor(info, t.heal.harder(), t.setup)
 	f := s.requestFacts(t)
 	switch st := next(t.turnState, f); st {
 	case stepFold:
-		t.enter(phaseFolding)
-		s.startFold(ctx, f.foldTo, "", nil)
+		return func(ctx actor.Context) {
+			t.enter(phaseFolding)
+			s.startFold(ctx, f.foldTo, "", nil)
+		}
 	case stepAwaitFold:
-		t.enter(phaseFolding)
-		s.awaitFold(ctx)
+		return func(ctx actor.Context) {
+			t.enter(phaseFolding)
+			s.awaitFold(ctx)
+		}
 	case stepPreload:
-		t.preloaded = true
-		t.enter(phasePreloading)
-		s.askNamedTools(ctx)
+		return func(ctx actor.Context) {
+			t.preloaded = true
+			t.enter(phasePreloading)
+			s.askNamedTools(ctx)
+		}
 	case stepCondense:
-		t.enter(phaseCondensing)
-		s.startCondense(ctx)
+		return func(ctx actor.Context) {
+			t.enter(phaseCondensing)
+			s.startCondense(ctx)
+		}
 	case stepPause:
-		s.pause(ctx)
+		return s.pause
 	default:
-		s.callModel(ctx, client)
+		req, est := s.buildRequest(t)
+		return func(ctx actor.Context) { s.callModel(ctx, client, req, est) }
 	}
 }
 
@@ -181,7 +209,9 @@ func (s *session) requestFacts(t *turn) facts {
 	return f
 }
 
-func (s *session) callModel(ctx actor.Context, client providers.Client) {
+// callModel sends req, built by plan, to the model on the session's
+// dispatcher; the answer comes back as a modelDone.
+func (s *session) callModel(ctx actor.Context, client providers.Client, req providers.Request, est estimate) {
 	t := s.turn
 	t.enter(phaseCalling)
 	if t.call == 0 && t.plan.lean {
@@ -189,7 +219,6 @@ func (s *session) callModel(ctx actor.Context, client providers.Client) {
 			s.publish(chat.EventTurnProblem, t.id, &chat.Problem{Kind: chat.ProblemInstructions, Message: w})
 		}
 	}
-	req, est := s.buildRequest(t)
 	t.estimate, t.raw = est.total, est.raw
 	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.heal.pending()]})
 	t.call++
