@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -25,4 +26,21 @@ func BenchmarkMaskDense(b *testing.B) {
 // "key" in it, no secret.
 func BenchmarkMaskToolOutput(b *testing.B) {
 	benchMask(b, `{"id": 48213, "user": "ada", "status": "shipped", "items": [{"sku": "A-17", "qty": 2}], "key": "order-48213", "updated": "2026-11-30T10:00:00Z"}`+"\n")
+}
+
+// BenchmarkMaskLines masks a fold's lines one by one, as the summariser and
+// the learner do: 250 short lines with no secret, where what one call costs
+// besides reading its text shows.
+func BenchmarkMaskLines(b *testing.B) {
+	lines := make([]string, 0, 250)
+	for i := range 125 {
+		lines = append(lines, fmt.Sprintf("Person: Question %d: %s", i, strings.Repeat("how does this part work? ", 4)),
+			"Assistant: Noted; here is a short answer to that.")
+	}
+	for b.Loop() {
+		mk := NewMasker()
+		for _, l := range lines {
+			_ = mk.Mask(l)
+		}
+	}
 }

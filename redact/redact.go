@@ -72,7 +72,18 @@ var placeholderRe = regexp.MustCompile(`\[secret-([0-9]{1,9})\]`)
 // secret's sha256, which confirms a guess.
 var legacyRe = regexp.MustCompile(`\[secret:[a-z-]+:[0-9a-f]{6}\]`)
 
+// The literal starts of placeholderRe and legacyRe: most texts hold
+// neither, and a Contains is cheaper than setting up a regexp's search
+// (a fold masks hundreds of short lines, each on its own).
+const (
+	placeholderMark = "[secret-"
+	legacyMark      = "[secret:"
+)
+
 func (m *Masker) reserve(s string) {
+	if !strings.Contains(s, placeholderMark) {
+		return
+	}
 	for _, sub := range placeholderRe.FindAllStringSubmatch(s, -1) {
 		if n, err := strconv.Atoi(sub[1]); err == nil && n > m.last {
 			m.last = n
@@ -99,17 +110,20 @@ type span struct{ start, end int }
 // leaving out anything that touches a placeholder.
 func secretSpans(s string) []span {
 	var found []span
-	lower := asciiLower(s)
-	hits := ruleHints.find(lower)
+	hits := ruleHints.find(s)
 	for i, r := range rules {
 		if r.hints == nil {
 			found = append(found, r.find(s)...)
 			continue
 		}
-		found = append(found, nearHints(s, r, hits[i])...)
+		if hits != nil {
+			found = append(found, nearHints(s, r, hits[i])...)
+		}
 	}
-	for _, loc := range legacyRe.FindAllStringIndex(s, -1) {
-		found = append(found, span{loc[0], loc[1]})
+	if strings.Contains(s, legacyMark) {
+		for _, loc := range legacyRe.FindAllStringIndex(s, -1) {
+			found = append(found, span{loc[0], loc[1]})
+		}
 	}
 	if len(found) == 0 {
 		return nil
@@ -239,26 +253,52 @@ func (x *hintIndex) markPair(a, b byte) {
 // ruleHints indexes the hints of rules.
 var ruleHints = newHintIndex(rules)
 
-// find returns, for each rule, where its hints occur in lower, in order.
-// Occurrences of one hint do not overlap (the search for it goes on after
-// each), as a search hint by hint would find them.
-func (x *hintIndex) find(lower string) [][]hit {
-	out := make([][]hit, x.rules)
-	next := make([]int, x.hints) // where each hint may next be found
-	for i := 0; i < len(lower); i++ {
-		if i+1 < len(lower) {
-			if k := int(lower[i])<<8 | int(lower[i+1]); x.pairs[k/64]&(1<<(k%64)) == 0 {
+// find returns, for each rule, where its hints occur in s with its ASCII
+// letters lowered (lowerByte), in order; nil when none occurs. Occurrences
+// of one hint do not overlap (the search for it goes on after each), as a
+// search hint by hint would find them. It lowers byte by byte as it reads
+// and allocates only at the first hit: most texts a fold masks are short
+// lines with no hint, and a lowered copy and the two tables were most of
+// what masking one cost.
+func (x *hintIndex) find(s string) [][]hit {
+	var out [][]hit
+	var next []int // where each hint may next be found
+	for i := 0; i < len(s); i++ {
+		c, c2 := lowerByte(s[i]), byte(0)
+		if i+1 < len(s) {
+			c2 = lowerByte(s[i+1])
+			if k := int(c)<<8 | int(c2); x.pairs[k/64]&(1<<(k%64)) == 0 {
 				continue
 			}
 		}
-		for _, e := range x.byFirst[lower[i]] {
-			if i >= next[e.id] && strings.HasPrefix(lower[i:], e.hint) {
+		for _, e := range x.byFirst[c] {
+			if len(e.hint) > 1 && (i+1 == len(s) || e.hint[1] != c2) {
+				continue // its second byte rules it out here
+			}
+			if (next == nil || i >= next[e.id]) && hasLowerPrefix(s[i:], e.hint) {
+				if out == nil {
+					out, next = make([][]hit, x.rules), make([]int, x.hints)
+				}
 				out[e.rule] = append(out[e.rule], hit{i, e.spaceless})
 				next[e.id] = i + len(e.hint)
 			}
 		}
 	}
 	return out
+}
+
+// hasLowerPrefix reports whether s, its ASCII letters lowered, starts with
+// prefix.
+func hasLowerPrefix(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for j := range len(prefix) {
+		if lowerByte(s[j]) != prefix[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // wordStart is where the word holding s[p] starts (letters, digits, '_',
@@ -283,13 +323,11 @@ func runeAt(s string, i int) int {
 	return i
 }
 
-// asciiLower lowers ASCII letters only, so offsets into it are offsets into s.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
+// lowerByte lowers an ASCII letter and leaves every other byte, so offsets
+// in a lowered text are offsets into the text.
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
 	}
-	return string(b)
+	return c
 }

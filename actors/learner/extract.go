@@ -55,8 +55,8 @@ func pieces(words []chat.Message, limit, room int) []piece {
 	var cur piece
 	size, tokens := 0, 0
 	for i, l := range lines {
-		l = cutTo(l, limit, room)
-		n := window.EstimateText(l) + 1
+		l, n := cutTo(l, limit, room)
+		n++
 		if (size+len(l) > limit || tokens+n > room) && len(cur.lines) > 0 {
 			out = append(out, cur)
 			cur, size, tokens = piece{}, 0, 0
@@ -73,16 +73,22 @@ func pieces(words []chat.Message, limit, room int) []piece {
 }
 
 // cutTo shortens a line to at most limit bytes and room estimated tokens,
-// on a rune boundary.
-func cutTo(l string, limit, room int) string {
+// on a rune boundary, and returns what is left with its estimate (made once:
+// a fold hands over hundreds of lines).
+func cutTo(l string, limit, room int) (string, int) {
 	cut := min(len(l), limit)
-	for n := window.EstimateText(l[:cut]); n > room && cut > 0; n = window.EstimateText(l[:cut]) {
+	n := window.EstimateText(l[:cut])
+	for n > room && cut > 0 {
 		cut = cut * room / (n + 1)
+		n = window.EstimateText(l[:cut])
 	}
-	for cut > 0 && cut < len(l) && !utf8.RuneStart(l[cut]) {
-		cut--
+	if cut > 0 && cut < len(l) && !utf8.RuneStart(l[cut]) {
+		for cut > 0 && !utf8.RuneStart(l[cut]) {
+			cut--
+		}
+		n = window.EstimateText(l[:cut])
 	}
-	return l[:cut]
+	return l[:cut], n
 }
 
 // userPrompt is the one user message of an extraction request.

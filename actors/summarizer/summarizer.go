@@ -200,7 +200,8 @@ func (j job) fold(ctx context.Context, cfg Config, sem chan struct{}, client pro
 		p := queue[0]
 		room := answerRoom(info.Window)
 		prompt := j.prompt(state, p)
-		if !fits(j.system, prompt, room, info.Window, j.cal) {
+		raw, ok := fits(j.system, prompt, room, info.Window, j.cal)
+		if !ok {
 			if len(p.Lines) > 1 {
 				half := len(p.Lines) / 2
 				queue = append([]Piece{{Lines: p.Lines[:half]}, {Lines: p.Lines[half:]}}, queue[1:]...)
@@ -208,14 +209,17 @@ func (j job) fold(ctx context.Context, cfg Config, sem chan struct{}, client pro
 			}
 			state, p = j.squeeze(state, p, room, info.Window)
 			prompt = j.prompt(state, p)
+			raw = rawEstimate(j.system, prompt)
 		}
-		text, usage, err := callWith(ctx, cfg, sem, client, info, j.system, prompt, room, j.cal)
+		// The estimate fits made is the request's: a piece is most of a
+		// fold's text, and estimating it again cost as much as its masking.
+		sent := window.OneShotEstimate(raw, j.cal)
+		text, usage, err := callWith(ctx, cfg, sem, client, info, j.system, prompt, room, sent)
 		o.usage = o.usage.Add(usage)
 		o.requests++
 		var pe *providers.Error
 		if errors.As(err, &pe) && pe.TooLong && !healed {
 			healed = true
-			sent := window.OneShotEstimate(window.EstimateText(j.system)+window.EstimateText(prompt), j.cal)
 			var lerr error
 			info.Window, lerr = providers.RetryWindow(ctx, pe, sent, room, info.Window, func(ctx context.Context, w int) (int, error) {
 				return cfg.Catalog.Learn(ctx, ref, w)
@@ -256,7 +260,7 @@ func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, P
 		if len(p.Lines) == 1 {
 			p = Piece{Lines: []string{cutMiddle(p.Lines[0], lineRoom)}}
 		}
-		if fits(j.system, j.prompt(state, p), answer, windowTokens, j.cal) {
+		if _, ok := fits(j.system, j.prompt(state, p), answer, windowTokens, j.cal); ok {
 			break
 		}
 		total = total * 3 / 4
@@ -265,10 +269,15 @@ func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, P
 }
 
 // fits reports whether a request of system and prompt, corrected, and its
-// answer room fit the window.
-func fits(system, prompt string, answer, windowTokens int, cal window.Calibration) bool {
-	raw := window.EstimateText(system) + window.EstimateText(prompt)
-	return raw <= window.InputRoom(windowTokens, answer, cal)
+// answer room fit the window, and returns the request's raw estimate.
+func fits(system, prompt string, answer, windowTokens int, cal window.Calibration) (raw int, ok bool) {
+	raw = rawEstimate(system, prompt)
+	return raw, raw <= window.InputRoom(windowTokens, answer, cal)
+}
+
+// rawEstimate is a request's estimate of system and prompt, uncorrected.
+func rawEstimate(system, prompt string) int {
+	return window.EstimateText(system) + window.EstimateText(prompt)
 }
 
 // run folds a chat's turns into its summary. With no model succeeding, the
@@ -307,13 +316,13 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan 
 
 var errNotSummary = errors.New("the reply was not a summary")
 
-// callWith makes one summarising request with the given instructions.
-func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, system, prompt string, room int, cal window.Calibration) (string, chat.Usage, error) {
+// callWith makes one summarising request with the given instructions;
+// sent is its estimate (window.OneShotEstimate).
+func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, system, prompt string, room, sent int) (string, chat.Usage, error) {
 	return ask(ctx, cfg, sem, client, info, providers.Request{
 		Model: info.ID, System: system, MaxTokens: room,
-		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
-		NumCtx:         info.Window,
-		EstimatedInput: window.OneShotEstimate(window.EstimateText(system)+window.EstimateText(prompt), cal),
+		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		NumCtx:   info.Window, EstimatedInput: sent,
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -49,6 +50,9 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	// the SDK's as before.
 	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
 	stream := newChunkStream(newSSEDecoder(raw), err)
+	if raw != nil {
+		stream.body = raw.Body
+	}
 	defer stream.close()
 
 	a := newAssembler(providers.NewAnswerBudget(req))
@@ -177,11 +181,21 @@ func clip(s string, n int) string {
 // decoder's error or the request's is the stream's. It closes the decoder
 // as soon as it ends, as the SDK's does.
 type chunkStream struct {
-	dec    *sseDecoder
+	dec *sseDecoder
+	// body is the response's body, read to its end after [DONE] (drain);
+	// nil: nothing to drain.
+	body   io.ReadCloser
 	cur    chunk
 	err    error
 	closed bool
 }
+
+// What reading a body to its end after [DONE] may take: a server ends its
+// response right after it, and one that does not is cut off as before.
+const (
+	drainWait  = 100 * time.Millisecond
+	drainBytes = 64 << 10
+)
 
 func newChunkStream(dec *sseDecoder, err error) *chunkStream {
 	return &chunkStream{dec: dec, err: err}
@@ -197,6 +211,7 @@ func (s *chunkStream) next() bool {
 	}
 	ev := s.dec.Event()
 	if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+		s.drain()
 		return s.end(nil)
 	}
 	if e := gjson.GetBytes(ev.Data, "error"); e.Exists() {
@@ -216,6 +231,21 @@ func (s *chunkStream) next() bool {
 		return s.end(s.err)
 	}
 	return true
+}
+
+// drain reads the body to its end, bounded by drainWait and drainBytes.
+// net/http keeps a connection for the next call only when its body was
+// read to the end before it was closed. Closed right after [DONE], before
+// the last chunk of a chunked HTTP/1.1 body came, the connection was reset
+// and the next call dialled again: against a server in another process,
+// nearly every call did.
+func (s *chunkStream) drain() {
+	if s.body == nil {
+		return
+	}
+	cut := time.AfterFunc(drainWait, func() { _ = s.body.Close() })
+	defer cut.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(s.body, drainBytes))
 }
 
 func (s *chunkStream) end(err error) bool {
