@@ -21,8 +21,7 @@ var sseLineBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b
 // line buffer per answer and a new slice per event (5% of the bytes a turn
 // allocated at 10,000 chats). An event's Data is valid until the next call
 // of Next; chunkStream decodes it at once (decodeChunk copies what it
-// keeps). The data buffer is the decoder's own, never pooled: the
-// *ssestream.StreamError that ends a stream keeps its event.
+// keeps).
 type sseDecoder struct {
 	rc   io.ReadCloser
 	scn  *bufio.Scanner
