@@ -190,7 +190,7 @@ func readStreams(body []byte) (old, got string) {
 		o.WriteString(fullView(st.Current().current()) + "\n")
 	}
 	o.WriteString(errorClass(st.Err()))
-	cs := newChunkStream(newSSEDecoder(res()), nil)
+	cs := newChunkStream(ssestream.NewDecoder(res()), nil)
 	for cs.next() {
 		n.WriteString(fullView(cs.cur) + "\n")
 	}

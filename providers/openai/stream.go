@@ -45,11 +45,10 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	// The body is ours (request.go) and says "stream":true itself. Not
 	// ChatCompletionService.NewStreaming: it encodes its (empty) params
 	// and then sets "stream" in the body with sjson, which reads and
-	// copies the whole body once more; the events are read as
-	// ssestream's decoder reads them (sse.go), so framing and errors are
-	// the SDK's as before.
+	// copies the whole body once more; the events are read with
+	// ssestream's decoder, so framing and errors are the SDK's as before.
 	err = c.api.Post(ctx, "chat/completions", nil, &raw, opts...)
-	stream := newChunkStream(newSSEDecoder(raw), err)
+	stream := newChunkStream(ssestream.NewDecoder(raw), err)
 	if raw != nil {
 		stream.body = raw.Body
 	}
@@ -172,7 +171,7 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// chunkStream reads the answer's events with sseDecoder (the SDK's rules) and
+// chunkStream reads the answer's events with the SDK's SSE decoder and
 // decodes each one in one pass (decodeChunk). It keeps the rules of the
 // SDK's ssestream.Stream.Next, which decoded every event twice (json.Unmarshal's
 // validity scan, then the chunk's own decoding): data starting "[DONE]"
@@ -181,7 +180,7 @@ func clip(s string, n int) string {
 // decoder's error or the request's is the stream's. It closes the decoder
 // as soon as it ends, as the SDK's does.
 type chunkStream struct {
-	dec *sseDecoder
+	dec ssestream.Decoder
 	// body is the response's body, read to its end after [DONE] (drain);
 	// nil: nothing to drain.
 	body   io.ReadCloser
@@ -197,7 +196,7 @@ const (
 	drainBytes = 64 << 10
 )
 
-func newChunkStream(dec *sseDecoder, err error) *chunkStream {
+func newChunkStream(dec ssestream.Decoder, err error) *chunkStream {
 	return &chunkStream{dec: dec, err: err}
 }
 
