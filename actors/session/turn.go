@@ -80,6 +80,10 @@ type turn struct {
 	lastWord  atomic.Int64
 	running   []string
 	progress  *time.Timer
+	// announced, while set, is closed once turn.started and the message
+	// are out: a call sent while the message synced waits for it to
+	// publish a word.
+	announced chan struct{}
 }
 
 func (s *session) startNext(ctx actor.Context) {
@@ -107,12 +111,23 @@ func (s *session) startNext(ctx actor.Context) {
 		}
 		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended,
 			setup: s.currentSetup(), log: lc.Logger()}
-		// The first step is planned, and its request built, while the
-		// message syncs; nothing is said of the turn before it is durable.
-		take := s.plan()
+		// The first step is planned while the message syncs, and a model
+		// call is sent: nothing is said of the turn, and no word of the
+		// answer goes out, before the message is durable.
+		st := s.decide()
+		var warn *chat.Problem
+		if st.call != nil {
+			warn = s.instructionsProblem(s.turn)
+			s.turn.announced = make(chan struct{})
+			s.launch(ctx, st.call)
+		}
 		if err := synced(); err != nil {
 			// Committed but maybe not durable: the message stays in the
-			// log and in s.msgs, unanswered, as the store holds it.
+			// log and in s.msgs, unanswered, as the store holds it; the
+			// call's reply finds no turn.
+			if s.turn.callCancel != nil {
+				s.turn.callCancel()
+			}
 			cancel()
 			s.turn = nil
 			p.refuse(ctx, fmt.Errorf("store message: %w", err))
@@ -124,7 +139,15 @@ func (s *session) startNext(ctx actor.Context) {
 		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
 		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
 		s.armProgress(ctx)
-		take(ctx)
+		if st.call == nil {
+			st.take(ctx)
+			continue
+		}
+		if warn != nil {
+			s.publish(chat.EventTurnProblem, p.msg.TurnID, warn)
+		}
+		close(s.turn.announced)
+		s.turn.announced = nil
 	}
 }
 
@@ -139,12 +162,35 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 // prepare plans the next request and takes the step next decides: fold,
 // preload tools, condense the turn, or call the model. A step that needs
 // another actor returns; its reply prepares again.
-func (s *session) prepare(ctx actor.Context) { s.plan()(ctx) }
+func (s *session) prepare(ctx actor.Context) {
+	if st := s.decide(); st.call != nil {
+		if p := s.instructionsProblem(s.turn); p != nil {
+			s.publish(chat.EventTurnProblem, s.turn.id, p)
+		}
+		s.launch(ctx, st.call)
+	} else {
+		st.take(ctx)
+	}
+}
 
-// plan is prepare's planning, and returns the step to take: it decides
-// the step and, for a model call, builds the request. It says nothing and
-// asks no one, so a turn's first plan runs while its message syncs.
-func (s *session) plan() (take func(actor.Context)) {
+// decision is what decide chose: a model call with its request built, or
+// another step to take.
+type decision struct {
+	call *modelCall
+	take func(actor.Context)
+}
+
+// modelCall is a request built for a model.
+type modelCall struct {
+	client providers.Client
+	req    providers.Request
+	est    estimate
+}
+
+// decide is prepare's planning: it decides the step and, for a model call,
+// builds the request. It says nothing and asks no one, so a turn's first
+// decision is made while its message syncs.
+func (s *session) decide() decision {
 	t := s.turn
 	t.enter(phasePreparing)
 	if s.snap.Model == "" {
@@ -152,46 +198,46 @@ func (s *session) plan() (take func(actor.Context)) {
 		s.snap.Model = s.deps.Catalog.Default(s.deps.DefaultModel)
 	}
 	if s.snap.Model == "" {
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: "No model is available. " + s.noModelHelp()})
-		}
+		}}
 	}
 	client, info, err := s.deps.Catalog.Resolve(s.snap.Model)
 	if err != nil {
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemNoProvider, Message: fmt.Sprintf("%v. %s", err, s.noModelHelp())})
-		}
+		}}
 	}
 	t.info, t.ref = info, s.snap.Model
 	t.plan = s.planFor(info, t.heal.harder(), t.setup)
 	f := s.requestFacts(t)
-	switch st := next(t.turnState, f); st {
+	switch next(t.turnState, f) {
 	case stepFold:
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			t.enter(phaseFolding)
 			s.startFold(ctx, f.foldTo, "", nil)
-		}
+		}}
 	case stepAwaitFold:
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			t.enter(phaseFolding)
 			s.awaitFold(ctx)
-		}
+		}}
 	case stepPreload:
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			t.preloaded = true
 			t.enter(phasePreloading)
 			s.askNamedTools(ctx)
-		}
+		}}
 	case stepCondense:
-		return func(ctx actor.Context) {
+		return decision{take: func(ctx actor.Context) {
 			t.enter(phaseCondensing)
 			s.startCondense(ctx)
-		}
+		}}
 	case stepPause:
-		return s.pause
+		return decision{take: s.pause}
 	default:
 		req, est := s.buildRequest(t)
-		return func(ctx actor.Context) { s.callModel(ctx, client, req, est) }
+		return decision{call: &modelCall{client: client, req: req, est: est}}
 	}
 }
 
@@ -209,16 +255,24 @@ func (s *session) requestFacts(t *turn) facts {
 	return f
 }
 
-// callModel sends req, built by plan, to the model on the session's
-// dispatcher; the answer comes back as a modelDone.
-func (s *session) callModel(ctx actor.Context, client providers.Client, req providers.Request, est estimate) {
-	t := s.turn
-	t.enter(phaseCalling)
+// instructionsProblem warns, on a lean turn's first call, of instructions
+// too big for the window; nil if none.
+func (s *session) instructionsProblem(t *turn) *chat.Problem {
 	if t.call == 0 && t.plan.lean {
 		if w := instructionsWarning(t.setup, t.info.Window); w != "" {
-			s.publish(chat.EventTurnProblem, t.id, &chat.Problem{Kind: chat.ProblemInstructions, Message: w})
+			return &chat.Problem{Kind: chat.ProblemInstructions, Message: w}
 		}
 	}
+	return nil
+}
+
+// launch sends c's request to the model on the session's dispatcher; the
+// answer comes back as a modelDone. Its words go out once the turn is
+// announced (t.announced).
+func (s *session) launch(ctx actor.Context, c *modelCall) {
+	t := s.turn
+	t.enter(phaseCalling)
+	client, req, est := c.client, c.req, c.est
 	t.estimate, t.raw = est.total, est.raw
 	s.logRequest(chat.RequestLog{At: time.Now(), Estimate: est.total, Budget: est.budget.Transcript, Window: t.info.Window, Kind: map[bool]string{true: "heal", false: "turn"}[t.heal.pending()]})
 	t.call++
@@ -227,7 +281,7 @@ func (s *session) callModel(ctx actor.Context, client providers.Client, req prov
 	t.callCancel = func() { cancel(context.Canceled) }
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
-	publish, tracer, info, lastWord := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord
+	publish, tracer, info, lastWord, announced := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord, t.announced
 	s.work.GoOn(s.deps.Dispatcher, func() {
 		defer cancel(nil)
 		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
@@ -237,6 +291,14 @@ func (s *session) callModel(ctx actor.Context, client providers.Client, req prov
 		var partial strings.Builder
 		textSeen := false
 		emit := func(ev providers.Event) {
+			if announced != nil {
+				select {
+				case <-announced:
+					announced = nil
+				case <-callCtx.Done():
+					return // the turn was refused
+				}
+			}
 			watchdog.Reset(idleAfter)
 			lastWord.Store(time.Now().UnixNano())
 			switch ev.Kind {
