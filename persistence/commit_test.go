@@ -352,10 +352,16 @@ func (c *syncCounter[T]) commit(txn T, durable bool) error {
 // that need no sync of their own commit in order and readable, with no
 // sync; the next write that needs one costs one sync.
 func TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne(t *testing.T) {
+	eachTxns(t, unsyncedThenSynced[*badger.Txn], unsyncedThenSynced[*pgTxn])
+}
+
+// eachTxns runs a writer test of each backend with its transactions, for
+// a test that wraps them in a committer of its own.
+func eachTxns(t *testing.T, onBadger func(*testing.T, rig[*badger.Txn], txns[*badger.Txn]), onPostgres func(*testing.T, rig[*pgTxn], txns[*pgTxn])) {
 	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
-		unsyncedThenSynced(t, r, badgerTxns{r.s.(*Store).db})
+		onBadger(t, r, badgerTxns{r.s.(*Store).db})
 	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
-		unsyncedThenSynced(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute})
+		onPostgres(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute})
 	})
 }
 
@@ -405,11 +411,7 @@ func (g *gatedSync[T]) sync() error {
 // once its write is committed, while the sync is still held; synced
 // returns only after the sync, with its outcome.
 func TestAStagedWriteIsReadableBeforeItsSyncAndSyncedAfterIt(t *testing.T) {
-	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
-		stagedBeforeSync(t, r, badgerTxns{r.s.(*Store).db})
-	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
-		stagedBeforeSync(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute})
-	})
+	eachTxns(t, stagedBeforeSync[*badger.Txn], stagedBeforeSync[*pgTxn])
 }
 
 func stagedBeforeSync[T any](t *testing.T, r rig[T], db txns[T]) {
@@ -459,14 +461,10 @@ func stagedBeforeSync[T any](t *testing.T, r rig[T], db txns[T]) {
 // not committed, and doStaged returns its error without waiting for the
 // others' sync.
 func TestAStagedWriteThatFailsSaysSoAtOnce(t *testing.T) {
-	eachWriter(t, func(t *testing.T, r rig[*badger.Txn], _ func(*testing.T) store) {
-		stagedFails(t, r)
-	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
-		stagedFails(t, r)
-	})
+	eachWriter(t, stagedFails[*badger.Txn], stagedFails[*pgTxn])
 }
 
-func stagedFails[T any](t *testing.T, r rig[T]) {
+func stagedFails[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
 	defer r.s.Close()
 	bad := errors.New("refused")
 	synced, err := r.w.doStaged(func(txn T) error {
