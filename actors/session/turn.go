@@ -296,7 +296,7 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 				case <-announced:
 					announced = nil
 				case <-callCtx.Done():
-					return // the turn was refused
+					return // cancelled before its turn was announced: refused
 				}
 			}
 			watchdog.Reset(idleAfter)
