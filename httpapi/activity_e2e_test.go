@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/agentd/agentd/api"
@@ -96,8 +97,8 @@ func TestActivityKeepsATooLongProblemAndACompactionAcrossARestart(t *testing.T) 
 		t.Errorf("stored compaction %s: want first_kept_seq 3", compacted.Data)
 	}
 	after := chatContext(t, d, c.ID).RecentRequests
-	if len(after) != len(before) || after[len(after)-1] != before[len(before)-1] {
-		t.Errorf("recent requests after the restart: %d (last %+v), before: %d (last %+v)", len(after), after[len(after)-1], len(before), before[len(before)-1])
+	if !slices.Equal(after, before) {
+		t.Errorf("recent requests after the restart: %+v, before: %+v", after, before)
 	}
 
 	// Another tenant, an unknown chat, a bad page: refused, nothing shown.

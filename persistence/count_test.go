@@ -70,7 +70,9 @@ func TestImportChatLandsWholeOrNotAtAll(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	msgs := []chat.Message{{Seq: 7, Role: chat.RoleUser, Content: "hi", CreatedAt: at}, {Seq: 9, Role: chat.RoleAssistant, Content: "hello", CreatedAt: at}}
 	c := Chat{ID: "imp", Tenant: "t", Title: "Imported"}
-	if err := s.ImportChat(ctx, c, Snapshot{Summary: "before", FirstKeptSeq: 2}, msgs); err != nil {
+	imported := Snapshot{Summary: "before", FirstKeptSeq: 2}
+	imported.LogRequest(chat.RequestLog{Estimate: 5, Kind: "turn"}, 50)
+	if err := s.ImportChat(ctx, c, imported, msgs); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ImportChat(ctx, c, Snapshot{}, nil); err == nil {
@@ -83,7 +85,7 @@ func TestImportChatLandsWholeOrNotAtAll(t *testing.T) {
 		t.Fatalf("messages after reopen = %+v, %v", got, err)
 	}
 	snap, ok, err := s.LoadSnapshot(ctx, "imp")
-	if err != nil || !ok || snap.Summary != "before" || snap.FirstKeptSeq != 2 {
+	if err != nil || !ok || snap.Summary != "before" || snap.FirstKeptSeq != 2 || len(snap.Requests) != 1 || snap.Requests[0].Estimate != 5 {
 		t.Fatalf("snapshot = %+v %v %v", snap, ok, err)
 	}
 	if n, err := s.CountChats(ctx, "t"); err != nil || n != 1 {

@@ -286,7 +286,7 @@ func (p *Postgres) chats(ctx context.Context, where string, args ...any) ([]Chat
 	})
 }
 
-// DeleteChat removes a chat, its log, its snapshot and the given records
+// DeleteChat removes a chat, its log, its snapshot, its request log and the given records
 // of other packages, in one transaction. ErrNotFound if there is no such
 // chat.
 func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
@@ -300,6 +300,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 		}
 		b := &pgx.Batch{}
 		b.Queue(`DELETE FROM snapshots WHERE chat_id = $1`, id)
+		b.Queue(`DELETE FROM request_log WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM messages WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM activity WHERE chat_id = $1`, id)
 		b.Queue(`DELETE FROM chat_owners WHERE chat_id = $1`, id)
@@ -512,7 +513,8 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 		for i, v := range vals {
 			b.Queue(`INSERT INTO messages (chat_id, seq, data) VALUES ($1, $2, $3)`, c.ID, out[i].Seq, v)
 		}
-		b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)`, c.ID, sval)
+		b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)`, c.ID, sval.val)
+		queueRequests(b, c.ID, sval)
 		return t.tx.SendBatch(t.ctx, b).Close()
 	})
 	if err != nil {
@@ -553,10 +555,31 @@ func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	return seq, err
 }
 
-func saveSnapshotTx(t *pgTxn, chatID string, val []byte) error {
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)
-		ON CONFLICT (chat_id) DO UPDATE SET data = excluded.data`, chatID, val)
-	return err
+// saveSnapshotTx writes a chat's snapshot and what changed of its request
+// log, in one round trip.
+func saveSnapshotTx(t *pgTxn, chatID string, snap storedSnapshot) error {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)
+		ON CONFLICT (chat_id) DO UPDATE SET data = excluded.data`, chatID, snap.val)
+	queueRequests(b, chatID, snap)
+	return t.tx.SendBatch(t.ctx, b).Close()
+}
+
+// queueRequests queues the writes of a save's requests (and the deletion
+// of those that left the log) to b.
+func queueRequests(b *pgx.Batch, chatID string, snap storedSnapshot) {
+	if len(snap.reqs) > 0 {
+		texts := make([]string, len(snap.reqs))
+		for i, v := range snap.reqs {
+			texts[i] = string(v)
+		}
+		b.Queue(`INSERT INTO request_log (chat_id, n, data)
+			SELECT $1, $2 + r.i - 1, r.d::json FROM unnest($3::text[]) WITH ORDINALITY AS r(d, i)
+			ON CONFLICT (chat_id, n) DO UPDATE SET data = excluded.data`, chatID, snap.first, texts)
+	}
+	if snap.dropFrom < snap.dropTo {
+		b.Queue(`DELETE FROM request_log WHERE chat_id = $1 AND n >= $2 AND n < $3`, chatID, snap.dropFrom, snap.dropTo)
+	}
 }
 
 // SaveSnapshot writes a chat's snapshot.
@@ -577,15 +600,33 @@ func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapsho
 	return nil
 }
 
-// LoadSnapshot reads a chat's snapshot; ok is false when none was saved.
+// LoadSnapshot reads a chat's snapshot, with its request log (in the
+// same round trip); ok is false when none was saved.
 func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
-	err = p.get(ctx, &snap, `SELECT data FROM snapshots WHERE chat_id = $1`, chatID)
-	if errors.Is(err, ErrNotFound) {
+	var val []byte
+	var reqs []string
+	err = p.pool.QueryRow(ctx, `SELECT data, ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
+		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &reqs)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
+	}
+	if err == nil {
+		err = decode(val, &snap)
+	}
+	var stored []chat.RequestLog
+	if err == nil && len(snap.Requests) == 0 && snap.RequestsLogged > 0 {
+		stored = make([]chat.RequestLog, len(reqs))
+		for i, r := range reqs {
+			if err = decode([]byte(r), &stored[i]); err != nil {
+				err = fmt.Errorf("request log: %w", err)
+				break
+			}
+		}
 	}
 	if err != nil {
 		return snap, false, fmt.Errorf("load snapshot of %s: %w", chatID, err)
 	}
+	loadedRequests(&snap, stored)
 	return snap, true, nil
 }
 

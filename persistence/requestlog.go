@@ -1,74 +1,108 @@
 package persistence
 
 import (
-	"strconv"
+	"fmt"
+	"slices"
 
 	"github.com/agentd/agentd/chat"
 )
 
-// encodeSnapshot is encode for a snapshot, with its request log (up to
-// fifty entries, saved with every turn's answer, and most of the time
-// encoding a snapshot took) written without reflection after the rest:
-// the log is the snapshot's last field, so the bytes are encode's.
-// FuzzEncodeIsJSONs holds them to json.Marshal's, and
-// TestTheRequestLogCodecKnowsEveryField fails when chat.RequestLog gains a
-// field appendRequests does not write or Snapshot one after Requests.
-func encodeSnapshot(snap Snapshot) ([]byte, error) {
+// A chat's request log (Snapshot.Requests, its last requests) is stored
+// apart from its snapshot, one record (Badger) or row (Postgres) a
+// request, keyed by the request's number: the chat's requests are numbered
+// from 1 as they are logged, and Requests ends with number RequestsLogged.
+// A save writes, in the snapshot's transaction, the requests new or
+// changed since the last save (those numbered above RequestsSaved) and
+// deletes those they pushed out of the log, so a turn rewrites one or two
+// small records, not fifty. A snapshot saved before carries its log inline
+// (under "requests"); it loads with it, and its next save moves it.
+
+// LogRequest keeps r as the newest of the last keep requests. A new slice
+// each time: saved copies of the snapshot never share its array.
+func (s *Snapshot) LogRequest(r chat.RequestLog, keep int) {
+	s.RequestsLogged = max(s.RequestsLogged, int64(len(s.Requests))) + 1
+	rs := s.Requests[max(0, len(s.Requests)+1-keep):]
+	s.Requests = append(slices.Clip(rs), r)
+}
+
+// ReportRequest sets what the provider counted for the newest request.
+func (s *Snapshot) ReportRequest(reported int) {
+	n := len(s.Requests)
+	if n == 0 {
+		return
+	}
+	s.Requests = slices.Clone(s.Requests)
+	s.Requests[n-1].Reported = reported
+	s.RequestsSaved = min(s.RequestsSaved, s.RequestsLogged-1)
+}
+
+// RequestsStored notes that the snapshot was saved: the store holds its
+// requests as they are, and the next save writes only what changes next.
+func (s *Snapshot) RequestsStored() { s.RequestsSaved = s.RequestsLogged }
+
+// requestWrites is what a save writes of a snapshot's request log: put,
+// numbered from first on, and the stored requests numbered from dropFrom
+// up to (not including) dropTo, which left the log.
+type requestWrites struct {
+	first            int64
+	put              []chat.RequestLog
+	dropFrom, dropTo int64
+}
+
+// splitRequests parts snap into the snapshot record (without its log) and
+// what the save writes of its log. A log held by no number (a snapshot
+// saved before, one built by hand) is numbered from 1 and written whole.
+// The requests that left the log are those before its first, at most as
+// many as came since the last save: each pushed one out once the log was
+// full (before, the log grew and its first is 1). A count reported after
+// its request was saved rewrites that request and deletes one record
+// already gone (Badger: a tombstone; Postgres: no row).
+func splitRequests(snap Snapshot) (Snapshot, requestWrites) {
 	rs := snap.Requests
-	snap.Requests = nil
-	val, err := encode(snap)
-	if err != nil || len(rs) == 0 {
-		return val, err
+	last := snap.RequestsLogged
+	saved := snap.RequestsSaved
+	if last < int64(len(rs)) {
+		last, saved = int64(len(rs)), 0
 	}
-	// val ends with the data's and the envelope's braces; the data is not
-	// empty (first_kept_seq is always written), so a comma goes first.
-	b := make([]byte, 0, len(val)+len(`,"requests":`)+112*len(rs))
-	b, ok := appendRequests(append(append(b, val[:len(val)-2]...), `,"requests":`...), rs)
-	if !ok {
-		snap.Requests = rs
-		return encode(snap) // the general way, which says what is wrong
-	}
-	return append(b, "}}"...), nil
+	first := last - int64(len(rs)) + 1
+	from := max(saved+1, first)
+	w := requestWrites{first: from, put: rs[from-first:], dropFrom: max(1, first-(last-saved)), dropTo: first}
+	snap.Requests, snap.RequestsLogged, snap.RequestsSaved = nil, last, 0
+	return snap, w
 }
 
-// appendRequests appends rs as json.Marshal writes them; ok is false for a
-// log it cannot write so byte for byte (a kind that needs escaping, a time
-// json.Marshal refuses).
-func appendRequests(b []byte, rs []chat.RequestLog) (_ []byte, ok bool) {
-	b = append(b, '[')
-	for i, r := range rs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"at":"`...)
-		var err error
-		if b, err = r.At.AppendText(b); err != nil {
-			return nil, false
-		}
-		b = strconv.AppendInt(append(b, `","estimate":`...), int64(r.Estimate), 10)
-		b = strconv.AppendInt(append(b, `,"reported":`...), int64(r.Reported), 10)
-		b = strconv.AppendInt(append(b, `,"budget":`...), int64(r.Budget), 10)
-		b = strconv.AppendInt(append(b, `,"window":`...), int64(r.Window), 10)
-		if r.Kind != "" {
-			if !plainString(r.Kind) {
-				return nil, false
-			}
-			b = append(append(append(b, `,"kind":"`...), r.Kind...), '"')
-		}
-		b = append(b, '}')
+// loadedRequests is a loaded snapshot with its log: the stored requests
+// of a snapshot that holds none inline, and one that does (saved before)
+// keeps its own, which its next save writes.
+func loadedRequests(snap *Snapshot, stored []chat.RequestLog) {
+	if len(snap.Requests) > 0 {
+		snap.RequestsLogged, snap.RequestsSaved = int64(len(snap.Requests)), 0
+		return
 	}
-	return append(b, ']'), true
+	snap.Requests = stored
+	snap.RequestsSaved = snap.RequestsLogged
 }
 
-// plainString: s is written as itself between quotes by json.Marshal
-// (printable ASCII but for the quote, the backslash and what it escapes
-// for HTML).
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
+// storedSnapshot is a snapshot encoded for a save: its record, and the
+// requests of its log the save writes (encoded) and deletes.
+type storedSnapshot struct {
+	val  []byte
+	reqs [][]byte
+	requestWrites
+}
+
+// encodeSnapshot encodes snap for a save (both backends).
+func encodeSnapshot(snap Snapshot) (storedSnapshot, error) {
+	rec, w := splitRequests(snap)
+	val, err := encode(rec)
+	if err != nil {
+		return storedSnapshot{}, err
+	}
+	out := storedSnapshot{val: val, reqs: make([][]byte, len(w.put)), requestWrites: w}
+	for i, r := range w.put {
+		if out.reqs[i], err = encode(r); err != nil {
+			return storedSnapshot{}, fmt.Errorf("request %d: %w", w.first+int64(i), err)
 		}
 	}
-	return true
+	return out, nil
 }

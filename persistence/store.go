@@ -193,10 +193,15 @@ func splitEnvelope(b []byte) ([]byte, bool) {
 func chatKey(id string) []byte           { return []byte("c/" + id) }
 func tenantKey(tenant, id string) []byte { return []byte("t/" + tenant + "/" + id) }
 func snapKey(id string) []byte           { return []byte("s/" + id) }
+func requestPrefix(id string) []byte     { return []byte("r/" + id + "/") }
 func msgPrefix(id string) []byte         { return []byte("m/" + id + "/") }
 func windowKey(p, m string) []byte       { return []byte("w/" + p + "/" + m) }
 func recordKey(kind, id string) []byte   { return []byte("k/" + kind + "/" + id) }
 func deletingKey(id string) []byte       { return []byte("d/" + id) }
+
+func requestKey(id string, n int64) []byte {
+	return binary.BigEndian.AppendUint64(requestPrefix(id), uint64(n))
+}
 
 func msgKey(id string, seq int64) []byte {
 	k := msgPrefix(id)
@@ -267,7 +272,11 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	c.LastSeq = int64(len(out))
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	sval, err := encodeSnapshot(snap)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	err = s.update(ctx, func(txn *badger.Txn) error {
 		if _, err := txn.Get(chatKey(c.ID)); err == nil {
 			return fmt.Errorf("chat %s already exists", c.ID)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -276,17 +285,15 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 		if err := writeLog(txn, c.ID, 0, out); err != nil {
 			return err
 		}
-		for _, kv := range []struct {
-			key []byte
-			v   any
-		}{{snapKey(c.ID), snap}, {chatKey(c.ID), c}} {
-			val, err := encode(kv.v)
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(kv.key, val); err != nil {
-				return err
-			}
+		if err := putSnapshot(txn, c.ID, sval); err != nil {
+			return err
+		}
+		val, err := encode(c)
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(chatKey(c.ID), val); err != nil {
+			return err
 		}
 		return txn.Set(tenantKey(c.Tenant, c.ID), nil)
 	})
@@ -466,8 +473,8 @@ func fillLastSeq(txn *badger.Txn, c *Chat, id string) error {
 type RecordKey struct{ Kind, ID string }
 
 // DeleteChat removes a chat: its metadata, its tenant index entry, its
-// snapshot, every message of its log and item of its activity, and the given records of other
-// packages that belong to it. ErrNotFound if there is no such chat.
+// snapshot and its request log, every message of its log and item of its
+// activity, and the given records of other packages that belong to it. ErrNotFound if there is no such chat.
 //
 // A chat whose keys fit in one Badger transaction (a memtable's worth:
 // with the defaults, some hundred thousand messages) goes in that one
@@ -511,11 +518,12 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 	return s.finishDelete(ctx, id)
 }
 
-// deleteRest deletes as many of a tombstoned chat's messages as txn takes
-// and, once none is left, the tombstone; whole reports that it got there.
+// deleteRest deletes as many of a tombstoned chat's messages (and its
+// activity and request log) as txn takes and, once none is left, the
+// tombstone; whole reports that it got there.
 func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
 	var keys [][]byte
-	for _, prefix := range [][]byte{activityPrefix(id), msgPrefix(id)} {
+	for _, prefix := range [][]byte{requestPrefix(id), activityPrefix(id), msgPrefix(id)} {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
@@ -623,7 +631,7 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 		if err != nil {
 			return err
 		}
-		return txn.Set(snapKey(chatID), val)
+		return putSnapshot(txn, chatID, val)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
@@ -856,7 +864,16 @@ type Snapshot struct {
 	DeclinedTools []string `json:"declined_tools,omitempty"`
 	// Requests are the chat's last requests (estimate, reported, budget),
 	// newest last, so the context view survives passivation and restarts.
+	// They are stored apart, a record each (requestlog.go); "requests" is
+	// where a snapshot saved before that holds them.
 	Requests []chat.RequestLog `json:"requests,omitempty"`
+	// RequestsLogged numbers the newest of Requests: the requests the chat
+	// logged so far.
+	RequestsLogged int64 `json:"requests_logged,omitempty"`
+	// RequestsSaved: the requests numbered up to it are stored as Requests
+	// has them, and a save writes the others (LogRequest, ReportRequest,
+	// RequestsStored and LoadSnapshot keep it).
+	RequestsSaved int64 `json:"-"`
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls
@@ -874,15 +891,48 @@ func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) 
 	if err != nil {
 		return err
 	}
-	if err := s.update(ctx, func(txn *badger.Txn) error { return txn.Set(snapKey(chatID), val) }); err != nil {
+	if err := s.update(ctx, func(txn *badger.Txn) error { return putSnapshot(txn, chatID, val) }); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil
 }
 
-// LoadSnapshot reads a chat's snapshot; ok is false when none was saved.
+// putSnapshot writes a chat's snapshot record and what changed of its
+// request log.
+func putSnapshot(txn *badger.Txn, chatID string, snap storedSnapshot) error {
+	if err := txn.Set(snapKey(chatID), snap.val); err != nil {
+		return err
+	}
+	for i, val := range snap.reqs {
+		if err := txn.Set(requestKey(chatID, snap.first+int64(i)), val); err != nil {
+			return err
+		}
+	}
+	for n := snap.dropFrom; n < snap.dropTo; n++ {
+		if err := txn.Delete(requestKey(chatID, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadSnapshot reads a chat's snapshot, with its request log; ok is false
+// when none was saved.
 func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
-	err = s.get(snapKey(chatID), &snap)
+	err = s.db.View(func(txn *badger.Txn) error {
+		if err := getTxn(txn, snapKey(chatID), &snap); err != nil {
+			return err
+		}
+		var stored []chat.RequestLog
+		if len(snap.Requests) == 0 && snap.RequestsLogged > 0 {
+			var err error
+			if stored, err = requestsTxn(txn, chatID); err != nil {
+				return err
+			}
+		}
+		loadedRequests(&snap, stored)
+		return nil
+	})
 	if errors.Is(err, ErrNotFound) {
 		return Snapshot{}, false, nil
 	}
@@ -890,6 +940,21 @@ func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot,
 		return snap, false, fmt.Errorf("load snapshot of %s: %w", chatID, err)
 	}
 	return snap, true, nil
+}
+
+// requestsTxn reads a chat's stored request log, oldest first.
+func requestsTxn(txn *badger.Txn, chatID string) ([]chat.RequestLog, error) {
+	var out []chat.RequestLog
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: requestPrefix(chatID), PrefetchValues: true, PrefetchSize: 64})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		var r chat.RequestLog
+		if err := it.Item().Value(func(v []byte) error { return decode(v, &r) }); err != nil {
+			return nil, fmt.Errorf("request log: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // DecodeSnapshot decodes a stored snapshot value (exported for fuzzing the

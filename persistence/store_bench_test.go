@@ -128,19 +128,24 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // turnSnapshot is a snapshot as a long chat's turn saves it: fifty
-// requests logged, a summary, loaded tools.
+// requests logged, the newest of them by this turn, a summary, loaded
+// tools.
 func turnSnapshot() Snapshot {
 	snap := Snapshot{Model: "m", Summary: strings.Repeat("What was said and decided so far. ", 30),
 		FirstKeptSeq: 40, Factor: 1.05, LoadedTools: []string{"read_file", "search", "fetch"}}
-	for range 50 {
-		snap.Requests = append(snap.Requests, chat.RequestLog{At: time.Now().UTC(), Estimate: 12345, Reported: 12000, Budget: 30000, Window: 32768, Kind: "turn"})
+	for i := range 50 {
+		if i == 49 {
+			snap.RequestsStored()
+		}
+		snap.LogRequest(chat.RequestLog{At: time.Now().UTC(), Estimate: 12345, Reported: 12000, Budget: 30000, Window: 32768, Kind: "turn"}, 50)
 	}
 	return snap
 }
 
 // BenchmarkEncodeSnapshot is what encoding a turn's snapshot costs:
-// encoding/json's json.Marshal (what encode called before), encode, and
-// encodeSnapshot.
+// encoding/json's json.Marshal and encode of the whole snapshot, its
+// fifty requests inline (what a turn wrote before), and encodeSnapshot
+// (the record and the one new request).
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	snap := turnSnapshot()
 	for _, enc := range []struct {
@@ -149,7 +154,10 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 	}{
 		{"json.Marshal", func(s Snapshot) ([]byte, error) { return json.Marshal(s) }},
 		{"encode", func(s Snapshot) ([]byte, error) { return encode(s) }},
-		{"encodeSnapshot", encodeSnapshot},
+		{"encodeSnapshot", func(s Snapshot) ([]byte, error) {
+			e, err := encodeSnapshot(s)
+			return append(e.val, e.reqs[0]...), err
+		}},
 	} {
 		b.Run(enc.name, func(b *testing.B) {
 			b.ReportAllocs()

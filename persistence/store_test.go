@@ -541,15 +541,15 @@ func TestEnvelopeIsJSONs(t *testing.T) {
 }
 
 // FuzzEncodeIsJSONs: for any content of the records a turn writes (a
-// snapshot, a chat record, a message), encode (and encodeSnapshot for a
-// snapshot) writes the bytes
+// snapshot, a chat record, a message), encode writes the bytes
 // json.Marshal writes for its envelope, or fails where json.Marshal does,
 // and decode reads them back to the value encoding/json reads. The one
 // spelling that differs: a string that is not UTF-8 has each bad byte
 // replaced by U+FFFD by both, which encode writes as itself and
 // json.Marshal as \ufffd; encoding/json reads the two the same. A chat
 // record's last_seq, rewritten in place by an append, reads and writes as
-// encode does.
+// encode does. A snapshot encodeSnapshot parts from its request log reads
+// back whole from the parts.
 func FuzzEncodeIsJSONs(f *testing.F) {
 	f.Add("a <b> & \"c\"\n\u2028\x7f", "\xff\xfe\b\f\t\x01", 1.5, int64(1e15), 3, true, []byte(`{"type":"object", "x":"<&>"}`))
 	f.Add("", "", 1e21, int64(-1), 0, false, []byte(`null`))
@@ -573,10 +573,28 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 		m := chat.Message{Seq: sec, Role: chat.Role(s1), Content: s2, CreatedAt: at, IsError: b,
 			ToolCalls: []chat.ToolCall{{Name: s2}}, Images: []chat.Image{{MediaType: s1, Data: []byte(s2)}},
 			Attachments: []chat.Attachment{{Size: sec, Note: s1}}}
-		fast, errFast := encodeSnapshot(snap)
-		slow, errSlow := encode(snap)
-		if (errFast == nil) != (errSlow == nil) || string(fast) != string(slow) {
-			t.Fatalf("encodeSnapshot(%#v) = %s, %v; encode: %s, %v", snap, fast, errFast, slow, errSlow)
+		if e, err := encodeSnapshot(snap); err == nil {
+			var back Snapshot
+			if err := decode(e.val, &back); err != nil || back.Requests != nil || e.first != 1 || len(e.reqs) != len(snap.Requests) {
+				t.Fatalf("encodeSnapshot(%#v): record %s (%v), requests from %d: %q", snap, e.val, err, e.first, e.reqs)
+			}
+			for _, r := range e.reqs {
+				var rl chat.RequestLog
+				if err := decode(r, &rl); err != nil {
+					t.Fatalf("request %s: %v", r, err)
+				}
+				back.Requests = append(back.Requests, rl)
+			}
+			want := snap
+			want.RequestsLogged = int64(len(snap.Requests))
+			var wantV, backV Snapshot
+			wj, _ := json.Marshal(want)
+			bj, _ := json.Marshal(back)
+			if json.Unmarshal(wj, &wantV) != nil || json.Unmarshal(bj, &backV) != nil || !reflect.DeepEqual(wantV, backV) {
+				t.Fatalf("encodeSnapshot(%#v) reads back as %#v", want, back)
+			}
+		} else if _, errSlow := encode(snap); errSlow == nil {
+			t.Fatalf("encodeSnapshot(%#v): %v; encode takes it", snap, err)
 		}
 		if val, err := encode(c); err == nil {
 			last, head, ok := cutLastSeq(val)

@@ -34,10 +34,7 @@ func (s *session) calibrate(rawSent, reported int) {
 	c := s.calibration()
 	c.Observe(rawSent, reported)
 	s.snap.Factor, s.snap.LastReported, s.snap.LastEstimate = c.Factor, c.LastReported, c.LastEstimate
-	if n := len(s.snap.Requests); n > 0 {
-		s.snap.Requests = slices.Clone(s.snap.Requests)
-		s.snap.Requests[n-1].Reported = reported
-	}
+	s.snap.ReportRequest(reported)
 }
 
 // view is the unfolded messages as the arithmetic reads them, each one

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -405,6 +404,7 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		ctx.Respond(&Rejected{Err: err})
 		return
 	}
+	snap.RequestsStored()
 	s.meta, s.snap = meta, snap
 	ctx.Respond(&Patched{})
 }
@@ -449,13 +449,13 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 }
 
 func (s *session) saveSnapshot() error {
-	return s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
+	err := s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
+	if err == nil {
+		s.snap.RequestsStored()
+	}
+	return err
 }
 
 // logRequest keeps r as the newest of the last requests; the snapshot the
-// turn saves carries them. A new slice each time: saved copies of the
-// snapshot never share its array.
-func (s *session) logRequest(r chat.RequestLog) {
-	rs := s.snap.Requests[max(0, len(s.snap.Requests)+1-maxRequestLog):]
-	s.snap.Requests = append(slices.Clip(rs), r)
-}
+// turn saves writes the new ones.
+func (s *session) logRequest(r chat.RequestLog) { s.snap.LogRequest(r, maxRequestLog) }

@@ -585,6 +585,7 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 			s.endTurn(ctx, s.storeProblem(ctx, err))
 			return
 		}
+		snap.RequestsStored()
 		s.snap = snap
 		s.announceTurnMsgs(stored)
 		s.closeTurn(ctx, problem)
