@@ -604,9 +604,11 @@ func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapsho
 // same round trip); ok is false when none was saved.
 func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
 	var val []byte
+	var ns []int64
 	var reqs []string
-	err = p.pool.QueryRow(ctx, `SELECT data, ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
-		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &reqs)
+	err = p.pool.QueryRow(ctx, `SELECT data, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
+		ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
+		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &ns, &reqs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
 	}
@@ -615,12 +617,16 @@ func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapsh
 	}
 	var stored []chat.RequestLog
 	if err == nil && len(snap.Requests) == 0 && snap.RequestsLogged > 0 {
-		stored = make([]chat.RequestLog, len(reqs))
 		for i, r := range reqs {
-			if err = decode([]byte(r), &stored[i]); err != nil {
+			var rl chat.RequestLog
+			if ns[i] > snap.RequestsLogged { // see storedLog
+				break
+			}
+			if err = decode([]byte(r), &rl); err != nil {
 				err = fmt.Errorf("request log: %w", err)
 				break
 			}
+			stored = append(stored, rl)
 		}
 	}
 	if err != nil {

@@ -74,6 +74,12 @@ func splitRequests(snap Snapshot) (Snapshot, requestWrites) {
 // loadedRequests is a loaded snapshot with its log: the stored requests
 // of a snapshot that holds none inline, and one that does (saved before)
 // keeps its own, which its next save writes.
+//
+// storedLog: a load reads the records numbered up to RequestsLogged, no
+// later one. A binary from before this log, run on a store a newer one
+// wrote (a rollback), saves the log inline again, numbered from 1, and
+// leaves the records above it; the next save here deletes those below the
+// log's first and overwrites the rest as the numbers reach them.
 func loadedRequests(snap *Snapshot, stored []chat.RequestLog) {
 	if len(snap.Requests) > 0 {
 		snap.RequestsLogged, snap.RequestsSaved = int64(len(snap.Requests)), 0

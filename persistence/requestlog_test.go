@@ -236,17 +236,28 @@ func TestASnapshotSavedBeforeKeepsItsLog(t *testing.T) {
 		if err := s.CreateChat(ctx, Chat{ID: "old", Tenant: "t"}); err != nil {
 			t.Fatal(err)
 		}
+		// A record a newer binary left before a rollback to the previous
+		// one, which then saved the snapshot inline again.
+		orphan, _ := encode(req(9))
 		// As the previous version wrote it: the log inline, last, no number.
 		old := `{"v":1,"d":{"summary":"so far","first_kept_seq":3,"factor":1.1,"requests":[` +
 			`{"at":"2026-01-01T00:00:01Z","estimate":1,"reported":11,"budget":900,"window":2048,"kind":"turn"},` +
 			`{"at":"2026-01-01T00:00:02Z","estimate":2,"reported":22,"budget":900,"window":2048,"kind":"heal"}]}}`
 		switch s := s.(type) {
 		case *Store:
-			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(snapKey("old"), []byte(old)) }); err != nil {
+			if err := s.db.Update(func(txn *badger.Txn) error {
+				if err := txn.Set(requestKey("old", 9), orphan); err != nil {
+					return err
+				}
+				return txn.Set(snapKey("old"), []byte(old))
+			}); err != nil {
 				t.Fatal(err)
 			}
 		case *Postgres:
 			if _, err := s.pool.Exec(ctx, `INSERT INTO snapshots (chat_id, data) VALUES ('old', $1)`, old); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.pool.Exec(ctx, `INSERT INTO request_log (chat_id, n, data) VALUES ('old', 9, $1)`, string(orphan)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -264,8 +275,8 @@ func TestASnapshotSavedBeforeKeepsItsLog(t *testing.T) {
 		if want := append(first, req(3)); err != nil || !slices.Equal(back.Requests, want) || back.RequestsLogged != 3 {
 			t.Fatalf("after the next save %+v (logged %d), %v; want %+v", back.Requests, back.RequestsLogged, err, want)
 		}
-		if ns, rec := storedRequests(t, s, "old"); !slices.Equal(ns, []int64{1, 2, 3}) || strings.Contains(rec, `"requests":`) {
-			t.Fatalf("stored requests %v, record %s; want 1 to 3 apart", ns, rec)
+		if ns, rec := storedRequests(t, s, "old"); !slices.Equal(ns, []int64{1, 2, 3, 9}) || strings.Contains(rec, `"requests":`) {
+			t.Fatalf("stored requests %v, record %s; want 1 to 3 apart (and the one left over)", ns, rec)
 		}
 	})
 }

@@ -926,7 +926,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot,
 		var stored []chat.RequestLog
 		if len(snap.Requests) == 0 && snap.RequestsLogged > 0 {
 			var err error
-			if stored, err = requestsTxn(txn, chatID); err != nil {
+			if stored, err = requestsTxn(txn, chatID, snap.RequestsLogged); err != nil {
 				return err
 			}
 		}
@@ -942,12 +942,17 @@ func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot,
 	return snap, true, nil
 }
 
-// requestsTxn reads a chat's stored request log, oldest first.
-func requestsTxn(txn *badger.Txn, chatID string) ([]chat.RequestLog, error) {
+// requestsTxn reads a chat's stored request log up to the request
+// numbered last, oldest first (see storedLog).
+func requestsTxn(txn *badger.Txn, chatID string, last int64) ([]chat.RequestLog, error) {
 	var out []chat.RequestLog
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: requestPrefix(chatID), PrefetchValues: true, PrefetchSize: 64})
+	prefix := requestPrefix(chatID)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
+		if int64(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])) > last {
+			break
+		}
 		var r chat.RequestLog
 		if err := it.Item().Value(func(v []byte) error { return decode(v, &r) }); err != nil {
 			return nil, fmt.Errorf("request log: %w", err)
