@@ -50,10 +50,9 @@ func (b badgerTxns) begin() (*badger.Txn, error) { return b.db.NewTransaction(tr
 func (badgerTxns) discard(txn *badger.Txn)       { txn.Discard() }
 func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.ErrTxnTooBig) }
 
-// commit commits txn to the memtable's write-ahead log and, when sync says
-// so, syncs that log and the value log (DB.Sync): the database is opened
-// without SyncWrites, so one sync covers every commit before it.
-// commit commits txn to the memtable; durability is sync's (DB.Sync).
+// commit commits txn to the memtable and its write-ahead log; durability
+// is sync's: DB.Sync syncs that log and the value log, and as the database
+// is opened without SyncWrites, one sync covers every commit before it.
 func (badgerTxns) commit(txn *badger.Txn, _ bool) error { return txn.Commit() }
 func (b badgerTxns) sync() error                        { return b.db.Sync() }
 
