@@ -946,7 +946,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot,
 func requestsTxn(txn *badger.Txn, chatID string, last int64) ([]chat.RequestLog, error) {
 	var out []chat.RequestLog
 	prefix := requestPrefix(chatID)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix}) // the values are small, in the LSM tree
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		if int64(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])) > last {
