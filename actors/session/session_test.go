@@ -43,9 +43,20 @@ func (m *memStore) AppendActivity(_ context.Context, chatID string, a persistenc
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	return m.appendActivityLocked(chatID, a), nil
+}
+
+func (m *memStore) AppendActivityUnsynced(_ context.Context, chatID string, a persistence.Activity) (persistence.Activity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unsynced++
+	return m.appendActivityLocked(chatID, a), nil
+}
+
+func (m *memStore) appendActivityLocked(chatID string, a persistence.Activity) persistence.Activity {
 	a.ID, a.AfterSeq = int64(len(m.acts[chatID])+1), int64(len(m.msgs[chatID]))
 	m.acts[chatID] = append(m.acts[chatID], a)
-	return a, nil
+	return a
 }
 
 func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) {
@@ -135,6 +146,14 @@ func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persisten
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	m.snaps[chatID] = snap
+	return nil
+}
+
+func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap persistence.Snapshot) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unsynced++
 	m.snaps[chatID] = snap
 	return nil
 }
