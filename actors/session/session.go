@@ -297,6 +297,14 @@ func (s *session) publish(ev string, turnID string, data any) {
 	s.publishWith(s.deps.Store.AppendActivity, ev, turnID, data)
 }
 
+// publishInTurn is publish for an event of the running turn before its end:
+// its activity item takes no sync of its own, which would be one more on
+// the turn's path, and the synced write that ends the turn (the answer with
+// the snapshot, a pause, a problem's snapshot) covers it.
+func (s *session) publishInTurn(ev string, data any) {
+	s.publishWith(s.deps.Store.AppendActivityUnsynced, ev, s.turn.id, data)
+}
+
 // appendActivity is how publishWith stores an activity event: durably
 // (Store.AppendActivity) or for the next sync to cover.
 type appendActivity func(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
