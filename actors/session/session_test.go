@@ -29,7 +29,7 @@ type memStore struct {
 	snaps map[string]persistence.Snapshot
 	acts  map[string][]persistence.Activity
 	// writes counts the writes that would each be a sync on disk;
-	// unsynced the appends that need none.
+	// unsynced the writes that need none.
 	writes, unsynced int
 	// synced, when set, is what AppendStaged's sync does.
 	synced func() error
@@ -143,17 +143,18 @@ func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.S
 }
 
 func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	m.snaps[chatID] = snap
-	return nil
+	return m.saveSnapshot(chatID, snap, &m.writes)
 }
 
 func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap persistence.Snapshot) error {
+	return m.saveSnapshot(chatID, snap, &m.unsynced)
+}
+
+// saveSnapshot saves snap, counted as a write of the kind count counts.
+func (m *memStore) saveSnapshot(chatID string, snap persistence.Snapshot, count *int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unsynced++
+	*count++
 	m.snaps[chatID] = snap
 	return nil
 }
