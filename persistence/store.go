@@ -884,13 +884,27 @@ type PausedTurn struct {
 	Since   time.Time       `json:"since"`
 }
 
-// SaveSnapshot writes a chat's snapshot.
+// SaveSnapshot writes a chat's snapshot, durably.
 func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
+	return s.saveSnapshot(ctx, chatID, snap, s.w.do)
+}
+
+// SaveSnapshotUnsynced is SaveSnapshot without a sync of its own: the
+// snapshot is read back at once, and the next synced write makes it
+// durable, as AppendUnsynced's messages.
+func (s *Store) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error {
+	return s.saveSnapshot(ctx, chatID, snap, s.w.doUnsynced)
+}
+
+func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*badger.Txn) error) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}
-	if err := s.update(ctx, func(txn *badger.Txn) error { return putSnapshot(txn, chatID, val) }); err != nil {
+	if err := do(func(txn *badger.Txn) error { return putSnapshot(txn, chatID, val) }); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil
