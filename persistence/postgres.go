@@ -286,9 +286,9 @@ func (p *Postgres) chats(ctx context.Context, where string, args ...any) ([]Chat
 	})
 }
 
-// DeleteChat removes a chat, its log, its snapshot, its request log and the given records
-// of other packages, in one transaction. ErrNotFound if there is no such
-// chat.
+// DeleteChat removes a chat, its log, its snapshot and request log, and
+// the given records of other packages, in one transaction. ErrNotFound if
+// there is no such chat.
 func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
 	err := p.update(ctx, func(t *pgTxn) error {
 		tag, err := t.tx.Exec(t.ctx, `DELETE FROM chats WHERE id = $1`, id)
