@@ -35,11 +35,24 @@ func activityKey(chatID string, id int64) []byte {
 // and returns it with its ID and AfterSeq set. Any number of writers may
 // append: the one group-commit writer orders them.
 func (s *Store) AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	return s.appendActivity(ctx, chatID, a, s.w.do)
+}
+
+// AppendActivityUnsynced is AppendActivity without a sync of its own: the
+// next synced write makes it durable, as AppendUnsynced's messages.
+func (s *Store) AppendActivityUnsynced(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	return s.appendActivity(ctx, chatID, a, s.w.doUnsynced)
+}
+
+func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*badger.Txn) error) error) (Activity, error) {
+	if err := ctx.Err(); err != nil {
+		return Activity{}, err
+	}
 	if a.At.IsZero() {
 		a.At = time.Now().UTC()
 	}
 	out := a
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := do(func(txn *badger.Txn) error {
 		out = a
 		last, err := lastKeyID(txn, activityPrefix(chatID))
 		if err != nil {

@@ -481,3 +481,64 @@ func stagedFails[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
 		t.Fatalf("a failed staged write left its record: %v", err)
 	}
 }
+
+// TestUnsyncedSnapshotsAndActivityTakeNoSync: a snapshot and an activity
+// saved unsynced are read back at once without a sync of their own; the
+// next durable write costs one and covers them.
+func TestUnsyncedSnapshotsAndActivityTakeNoSync(t *testing.T) {
+	eachTxns(t, func(t *testing.T, r rig[*badger.Txn], db txns[*badger.Txn]) {
+		st := r.s.(*Store)
+		c := &syncCounter[*badger.Txn]{txns: db}
+		st.w.close()
+		st.w = newCommitter[*badger.Txn](c)
+		unsyncedSnapshotAndActivity(t, st, &c.syncs)
+	}, func(t *testing.T, r rig[*pgTxn], db txns[*pgTxn]) {
+		st := r.s.(*Postgres)
+		c := &syncCounter[*pgTxn]{txns: db}
+		st.w.close()
+		st.w = newCommitter[*pgTxn](c)
+		unsyncedSnapshotAndActivity(t, st, &c.syncs)
+	})
+}
+
+type unsyncedSaver interface {
+	store
+	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error
+	AppendActivityUnsynced(ctx context.Context, chatID string, a Activity) (Activity, error)
+}
+
+func unsyncedSnapshotAndActivity(t *testing.T, s unsyncedSaver, syncs *atomic.Int32) {
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateChat(ctx, Chat{ID: "u", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "u", chat.Message{Role: chat.RoleUser, Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	before := syncs.Load()
+	if err := s.SaveSnapshotUnsynced(ctx, "u", Snapshot{FirstKeptSeq: 2, Summary: "folded"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AppendActivityUnsynced(ctx, "u", Activity{Type: chat.EventCompacted, Data: []byte(`{"first_kept_seq":2}`)})
+	if err != nil || a.ID != 1 || a.AfterSeq != 1 {
+		t.Fatalf("activity %+v, %v", a, err)
+	}
+	if n := syncs.Load() - before; n != 0 {
+		t.Fatalf("%d syncs for an unsynced snapshot and activity", n)
+	}
+	snap, ok, err := s.LoadSnapshot(ctx, "u")
+	if err != nil || !ok || snap.FirstKeptSeq != 2 || snap.Summary != "folded" {
+		t.Fatalf("snapshot read back: %+v %v %v", snap, ok, err)
+	}
+	page, _, err := s.ActivityPage(ctx, "u", 0, 10)
+	if err != nil || len(page) != 1 || page[0].Type != chat.EventCompacted {
+		t.Fatalf("activity read back: %+v, %v", page, err)
+	}
+	if _, err := s.Append(ctx, "u", chat.Message{Role: chat.RoleAssistant, Content: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs.Load() - before; n != 1 {
+		t.Fatalf("%d syncs for the durable append after them, want 1", n)
+	}
+}

@@ -559,13 +559,27 @@ func saveSnapshotTx(t *pgTxn, chatID string, val []byte) error {
 	return err
 }
 
-// SaveSnapshot writes a chat's snapshot.
+// SaveSnapshot writes a chat's snapshot, durably.
 func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
+	return p.saveSnapshot(ctx, chatID, snap, p.w.do)
+}
+
+// SaveSnapshotUnsynced is SaveSnapshot without a sync of its own (see
+// Store.SaveSnapshotUnsynced): a commit with synchronous_commit off, which
+// the next synchronous commit's WAL flush covers.
+func (p *Postgres) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error {
+	return p.saveSnapshot(ctx, chatID, snap, p.w.doUnsynced)
+}
+
+func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*pgTxn) error) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}
-	err = p.update(ctx, func(t *pgTxn) error {
+	err = do(func(t *pgTxn) error {
 		if err := p.fence(t, chatID); err != nil {
 			return err
 		}
@@ -676,11 +690,24 @@ func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, 
 // AppendActivity stores a at the end of a chat's activity log, durably,
 // with its ID and AfterSeq set in the same statement (one round trip).
 func (p *Postgres) AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	return p.appendActivity(ctx, chatID, a, p.w.do)
+}
+
+// AppendActivityUnsynced is AppendActivity without a sync of its own (see
+// Store.AppendActivityUnsynced).
+func (p *Postgres) AppendActivityUnsynced(ctx context.Context, chatID string, a Activity) (Activity, error) {
+	return p.appendActivity(ctx, chatID, a, p.w.doUnsynced)
+}
+
+func (p *Postgres) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*pgTxn) error) error) (Activity, error) {
+	if err := ctx.Err(); err != nil {
+		return Activity{}, err
+	}
 	if a.At.IsZero() {
 		a.At = time.Now().UTC()
 	}
 	out := a
-	err := p.update(ctx, func(t *pgTxn) error {
+	err := do(func(t *pgTxn) error {
 		out = a
 		// The chat's lock orders concurrent writers of one chat; a chat
 		// with no record yet (tests) serialises on the advisory lock.

@@ -50,10 +50,9 @@ func (b badgerTxns) begin() (*badger.Txn, error) { return b.db.NewTransaction(tr
 func (badgerTxns) discard(txn *badger.Txn)       { txn.Discard() }
 func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.ErrTxnTooBig) }
 
-// commit commits txn to the memtable's write-ahead log and, when sync says
-// so, syncs that log and the value log (DB.Sync): the database is opened
-// without SyncWrites, so one sync covers every commit before it.
-// commit commits txn to the memtable; durability is sync's (DB.Sync).
+// commit commits txn to the memtable and its write-ahead log; durability
+// is sync's: DB.Sync syncs that log and the value log, and as the database
+// is opened without SyncWrites, one sync covers every commit before it.
 func (badgerTxns) commit(txn *badger.Txn, _ bool) error { return txn.Commit() }
 func (b badgerTxns) sync() error                        { return b.db.Sync() }
 
@@ -868,13 +867,27 @@ type PausedTurn struct {
 	Since   time.Time       `json:"since"`
 }
 
-// SaveSnapshot writes a chat's snapshot.
+// SaveSnapshot writes a chat's snapshot, durably.
 func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
+	return s.saveSnapshot(ctx, chatID, snap, s.w.do)
+}
+
+// SaveSnapshotUnsynced is SaveSnapshot without a sync of its own: the
+// snapshot is read back at once, and the next synced write makes it
+// durable, as AppendUnsynced's messages.
+func (s *Store) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error {
+	return s.saveSnapshot(ctx, chatID, snap, s.w.doUnsynced)
+}
+
+func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*badger.Txn) error) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}
-	if err := s.update(ctx, func(txn *badger.Txn) error { return txn.Set(snapKey(chatID), val) }); err != nil {
+	if err := do(func(txn *badger.Txn) error { return txn.Set(snapKey(chatID), val) }); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil

@@ -112,7 +112,7 @@ func (s *session) compactLive(t *turn, p *planned) ([]window.Msg, bool) {
 		changed = true
 	}
 	if !t.compactStart.IsZero() {
-		s.publish(chat.EventCompactionApplied, t.id, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,
+		s.publishInTurn(chat.EventCompactionApplied, chat.CompactionApplied{Targets: rep.Targets, TokensBefore: rep.Before, TokensAfter: rep.After,
 			TokensSaved: rep.Before - rep.After, DurationMS: time.Since(t.compactStart).Milliseconds()})
 		t.compactStart = time.Time{}
 	}

@@ -39,9 +39,14 @@ type Store interface {
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
 	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot) error
+	// SaveSnapshotUnsynced is SaveSnapshot without a sync of its own, as
+	// AppendUnsynced: for what the log can rebuild (a fold's boundary).
+	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap persistence.Snapshot) error
 	// AppendActivity stores an event in the chat's activity log, ordered
 	// among its messages.
 	AppendActivity(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
+	// AppendActivityUnsynced is AppendActivity without a sync of its own.
+	AppendActivityUnsynced(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
 }
 
 // Catalog is what a session needs of the model catalog.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -176,9 +177,18 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 }
 
 // saveAndAnnounce saves the snapshot and publishes where the model's
-// word-for-word memory starts.
+// word-for-word memory starts. A background fold's snapshot and activity
+// take no sync of their own, which would hold the mailbox (and the turn
+// beside it) while they ran: the next synced write (the turn's answer
+// saves the snapshot with it) covers them, and what a crash before then
+// loses is a boundary the log rebuilds by folding again. A fold someone
+// waits for (POST /compact) is synced before it is told.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
-	if err := s.saveSnapshot(); err != nil {
+	save, record := s.deps.Store.SaveSnapshotUnsynced, s.deps.Store.AppendActivityUnsynced
+	if f.replyTo != nil {
+		save, record = s.deps.Store.SaveSnapshot, s.deps.Store.AppendActivity
+	}
+	if err := save(context.Background(), s.id, s.snap); err != nil {
 		s.logger().Error().Err(err).Msg("save snapshot after fold")
 	}
 	turnID := ""
@@ -186,7 +196,7 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 		turnID = s.turn.id
 	}
 	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
-	s.publish(chat.EventCompacted, turnID, view)
+	s.publishWith(record, chat.EventCompacted, turnID, view)
 	return view
 }
 

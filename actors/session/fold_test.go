@@ -1,12 +1,16 @@
 package session
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agentd/agentd/actors/summarizer"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -59,4 +63,57 @@ func foldAfterTwoTurns(t *testing.T, lines bool) (*summarizer.Fold, providers.Re
 		t.Fatalf("compact: %v", err)
 	}
 	return <-folds, h.model.requests()[1]
+}
+
+// TestAFoldsBoundaryTakesNoSyncOfItsOwnButACompactDoes: a fold the turn
+// makes saves its boundary and its activity unsynced (a sync there would
+// hold the mailbox, and the turn, while it ran), and the turn's answer
+// saves the boundary durably with the snapshot: two syncs, as any turn. A
+// fold someone waits for (Compact) is synced before its answer.
+func TestAFoldsBoundaryTakesNoSyncOfItsOwnButACompactDoes(t *testing.T) {
+	h := newHarness(t, 4096, nil)
+	for i := range 12 {
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 300))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
+	}
+	h.model.replies = []providers.Response{reply("ok"), reply("fine")}
+	counts := func() (writes, unsynced int) {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		return h.store.writes, h.store.unsynced
+	}
+	w0, u0 := counts()
+	res, evs := h.turn("and now?")
+	if res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	folds := 0
+	for _, ev := range evs {
+		if ev.Type == chat.EventCompacted {
+			folds++
+		}
+	}
+	w1, u1 := counts()
+	if folds != 1 || w1-w0 != 2 || u1-u0 != 2 {
+		t.Fatalf("%d folds, %d synced writes and %d unsynced; want 1 fold, 2 synced (the message; the answer with the snapshot) and 2 unsynced (the fold's boundary and activity)", folds, w1-w0, u1-u0)
+	}
+	if first := h.store.snaps["c1"].FirstKeptSeq; first <= 1 {
+		t.Fatalf("the answer's snapshot does not hold the fold's boundary: first kept %d", first)
+	}
+	if res, _ := h.turn("more?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	w2, u2 := counts()
+	if _, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &Compact{}}, time.Minute).Result(); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	if w3, u3 := counts(); w3-w2 != 2 || u3 != u2 {
+		t.Fatalf("compact: %d synced writes and %d unsynced, want 2 (the boundary and its activity) and 0", w3-w2, u3-u2)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if acts := h.store.acts["c1"]; len(acts) != 2 || acts[0].Type != chat.EventCompacted || acts[1].Type != chat.EventCompacted {
+		t.Fatalf("activity %+v, want the two folds", acts)
+	}
 }

@@ -184,7 +184,7 @@ func (s *session) toolsNamed(ctx actor.Context, m *toolsNamed) {
 	names := slices.DeleteFunc(m.names, func(n string) bool { return slices.Contains(s.snap.DeclinedTools, n) })
 	if added := s.loadTools(s.turn.setup, names...); len(added) > 0 {
 		s.snap.UncalledTools = append(s.snap.UncalledTools, added...)
-		s.publish(chat.EventToolsLoaded, m.turnID, map[string][]string{"names": added})
+		s.publishInTurn(chat.EventToolsLoaded, map[string][]string{"names": added})
 	}
 	s.prepare(ctx)
 }

@@ -294,13 +294,29 @@ func (s *session) checkIdle(ctx actor.Context) {
 }
 
 func (s *session) publish(ev string, turnID string, data any) {
+	s.publishWith(s.deps.Store.AppendActivity, ev, turnID, data)
+}
+
+// publishInTurn is publish for an event of the running turn before its end:
+// its activity item takes no sync of its own, which would be one more on
+// the turn's path, and the synced write that ends the turn (the answer with
+// the snapshot, a pause, a problem's snapshot) covers it.
+func (s *session) publishInTurn(ev string, data any) {
+	s.publishWith(s.deps.Store.AppendActivityUnsynced, ev, s.turn.id, data)
+}
+
+// appendActivity is how publishWith stores an activity event: durably
+// (Store.AppendActivity) or for the next sync to cover.
+type appendActivity func(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
+
+func (s *session) publishWith(record appendActivity, ev string, turnID string, data any) {
 	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
 	switch {
 	case ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting:
 		s.deps.Bus.Publish(e)
 		return
 	case chat.Activity(ev):
-		s.record(ev, turnID, data)
+		s.record(record, ev, turnID, data)
 	}
 	s.deps.Bus.PublishMust(e)
 }
@@ -308,10 +324,10 @@ func (s *session) publish(ev string, turnID string, data any) {
 // record stores an event a person may need later in the chat's activity
 // log, before anyone hears of it. A failure is logged: the event itself
 // still goes out, and the turn goes on.
-func (s *session) record(ev, turnID string, data any) {
+func (s *session) record(store appendActivity, ev, turnID string, data any) {
 	raw, err := json.Marshal(data)
 	if err == nil {
-		_, err = s.deps.Store.AppendActivity(context.Background(), s.id, persistence.Activity{Type: ev, TurnID: turnID, Data: raw})
+		_, err = store(context.Background(), s.id, persistence.Activity{Type: ev, TurnID: turnID, Data: raw})
 	}
 	if err != nil {
 		s.log.Error().Err(err).Str("event", ev).Msg("store activity")

@@ -29,7 +29,7 @@ type memStore struct {
 	snaps map[string]persistence.Snapshot
 	acts  map[string][]persistence.Activity
 	// writes counts the writes that would each be a sync on disk;
-	// unsynced the appends that need none.
+	// unsynced the writes that need none.
 	writes, unsynced int
 	// synced, when set, is what AppendStaged's sync does; committing,
 	// when set, runs before AppendStaged commits, and its error fails the
@@ -45,9 +45,20 @@ func (m *memStore) AppendActivity(_ context.Context, chatID string, a persistenc
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	return m.appendActivityLocked(chatID, a), nil
+}
+
+func (m *memStore) AppendActivityUnsynced(_ context.Context, chatID string, a persistence.Activity) (persistence.Activity, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unsynced++
+	return m.appendActivityLocked(chatID, a), nil
+}
+
+func (m *memStore) appendActivityLocked(chatID string, a persistence.Activity) persistence.Activity {
 	a.ID, a.AfterSeq = int64(len(m.acts[chatID])+1), int64(len(m.msgs[chatID]))
 	m.acts[chatID] = append(m.acts[chatID], a)
-	return a, nil
+	return a
 }
 
 func (m *memStore) Chat(_ context.Context, id string) (persistence.Chat, error) {
@@ -142,9 +153,18 @@ func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.S
 }
 
 func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot) error {
+	return m.saveSnapshot(chatID, snap, &m.writes)
+}
+
+func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap persistence.Snapshot) error {
+	return m.saveSnapshot(chatID, snap, &m.unsynced)
+}
+
+// saveSnapshot saves snap, counted as a write of the kind count counts.
+func (m *memStore) saveSnapshot(chatID string, snap persistence.Snapshot, count *int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	*count++
 	m.snaps[chatID] = snap
 	return nil
 }
@@ -324,23 +344,36 @@ func TestAPlainTurnWritesTwiceAndItsAnswerLandsWithTheSnapshot(t *testing.T) {
 // TestAToolTurnSyncsTwiceHoweverManyRoundsItTakes: a turn's tool calls and
 // their results are stored unsynced, in order and with their seqs, and the
 // answer's synced write with the snapshot covers them: two syncs a turn.
+//
+// On a lean window the tool the model calls by name is loaded, and the
+// turn's tools.loaded item is one more unsynced write, not a third sync.
 func TestAToolTurnSyncsTwiceHoweverManyRoundsItTakes(t *testing.T) {
-	for _, rounds := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d rounds", rounds), func(t *testing.T) {
+	for _, tc := range []struct {
+		rounds, window int
+		loaded         int // tools.loaded items: the call by name loads echo once
+	}{{1, 128_000, 0}, {3, 128_000, 0}, {2, 8_000, 1}} {
+		rounds := tc.rounds
+		t.Run(fmt.Sprintf("%d rounds on %d", rounds, tc.window), func(t *testing.T) {
 			var replies []providers.Response
 			for i := range rounds {
 				replies = append(replies, callTool(fmt.Sprintf("k%d", i), "echo", `{"text":"hi"}`))
 			}
-			h := newHarness(t, 128_000, echoTools(t), append(replies, reply("done"))...)
+			h := newHarness(t, tc.window, echoTools(t), append(replies, reply("done"))...)
 			res, evs := h.turn("say hi")
 			if res.Problem != nil {
 				t.Fatalf("problem: %+v", res.Problem)
 			}
 			h.store.mu.Lock()
-			writes, unsynced, snap, log := h.store.writes, h.store.unsynced, h.store.snaps["c1"], slices.Clone(h.store.msgs["c1"])
+			writes, unsynced, snap, log, acts := h.store.writes, h.store.unsynced, h.store.snaps["c1"], slices.Clone(h.store.msgs["c1"]), slices.Clone(h.store.acts["c1"])
 			h.store.mu.Unlock()
-			if writes != 2 || unsynced != 2*rounds {
-				t.Fatalf("%d synced writes and %d unsynced, want 2 (the message; the answer with the snapshot) and %d", writes, unsynced, 2*rounds)
+			loaded := 0
+			for _, a := range acts {
+				if a.Type == chat.EventToolsLoaded {
+					loaded++
+				}
+			}
+			if writes != 2 || loaded != tc.loaded || unsynced != 2*rounds+loaded {
+				t.Fatalf("%d synced writes, %d unsynced and %d tools.loaded items; want 2 (the message; the answer with the snapshot), %d and %d", writes, unsynced, loaded, 2*rounds+tc.loaded, tc.loaded)
 			}
 			if len(log) != 2+2*rounds || snap.LastSeqSent != log[len(log)-1].Seq {
 				t.Fatalf("log of %d messages, snapshot's last seq sent %d", len(log), snap.LastSeqSent)

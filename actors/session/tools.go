@@ -88,7 +88,7 @@ func (s *session) toolsDone(ctx actor.Context, m *toolsDone) {
 	if t.info.Window > 0 && t.plan.lean {
 		s.toolsUsed(load)
 		if added := s.loadTools(t.setup, load...); len(added) > 0 {
-			s.publish(chat.EventToolsLoaded, t.id, map[string][]string{"names": added})
+			s.publishInTurn(chat.EventToolsLoaded, map[string][]string{"names": added})
 		}
 	}
 	s.prepare(ctx)

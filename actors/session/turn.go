@@ -181,7 +181,7 @@ func (s *session) startNext(ctx actor.Context) {
 		s.publish(chat.EventMessage, p.msg.TurnID, s.turn.stored[0])
 		s.armProgress(ctx)
 		if warn != nil {
-			s.publish(chat.EventTurnProblem, p.msg.TurnID, warn)
+			s.publishInTurn(chat.EventTurnProblem, warn)
 		}
 		close(s.turn.announced)
 		s.turn.announced = nil
@@ -220,7 +220,7 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 func (s *session) prepare(ctx actor.Context) {
 	if st := s.decide(); st.call != nil {
 		if p := s.instructionsProblem(s.turn); p != nil {
-			s.publish(chat.EventTurnProblem, s.turn.id, p)
+			s.publishInTurn(chat.EventTurnProblem, p)
 		}
 		s.launch(ctx, st.call)
 	} else {
@@ -413,7 +413,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.Heal()
 		}
-		s.publish(chat.EventHealed, t.id, chat.Healed{Model: t.ref, WindowLearnt: t.info.Window, FirstKeptSeq: s.snap.FirstKeptSeq})
+		s.publishInTurn(chat.EventHealed, chat.Healed{Model: t.ref, WindowLearnt: t.info.Window, FirstKeptSeq: s.snap.FirstKeptSeq})
 	}
 	reply := m.resp.Message
 	reply.Role, reply.Model = chat.RoleAssistant, t.ref

@@ -227,3 +227,28 @@ func TestCachedTokensByOpenAIRule(t *testing.T) {
 		t.Fatalf("prompt_cache_key recorded as %q", got)
 	}
 }
+
+func TestContentForms(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	res := post(t, s, `{"model":"m","messages":[{"role":"user","content":"say \"caf\u00e9\"\n"},`+
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"clock","arguments":"{}"}}]},`+
+		`{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"noon"},{"type":"text","text":" sharp"}]}]}`)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	got := s.Requests()[0].Messages
+	if len(got) != 3 || got[0].Content != "say \"café\"\n" || got[1].Content != "" || len(got[1].ToolCalls) != 1 || got[2].Content != "noon sharp" {
+		t.Errorf("messages %+v", got)
+	}
+	for _, bad := range []string{`42`, `{"text":"x"}`, `[{"type":"audio"}]`, `"unterminated`} {
+		res := post(t, s, `{"model":"m","messages":[{"role":"user","content":`+bad+`}]}`)
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 400 || !strings.Contains(string(body), `"type":"invalid_request_error"`) {
+			t.Errorf("content %s: status %d body %s", bad, res.StatusCode, body)
+		}
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Errorf("%d requests received, want only the good one", n)
+	}
+}
