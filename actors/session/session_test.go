@@ -31,8 +31,10 @@ type memStore struct {
 	// writes counts the writes that would each be a sync on disk;
 	// unsynced the writes that need none.
 	writes, unsynced int
-	// synced, when set, is what AppendStaged's sync does.
-	synced func() error
+	// synced, when set, is what AppendStaged's sync does; committing,
+	// when set, runs before AppendStaged commits, and its error fails the
+	// write with nothing stored.
+	synced, committing func() error
 }
 
 func newMemStore() *memStore {
@@ -88,6 +90,14 @@ func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message
 }
 
 func (m *memStore) AppendStaged(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, func() error, error) {
+	m.mu.Lock()
+	committing := m.committing
+	m.mu.Unlock()
+	if committing != nil {
+		if err := committing(); err != nil {
+			return nil, nil, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++

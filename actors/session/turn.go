@@ -81,9 +81,17 @@ type turn struct {
 	running   []string
 	progress  *time.Timer
 	// announced, while set, is closed once turn.started and the message
-	// are out: a call sent while the message synced waits for it to
+	// are out: a call sent while the message was written waits for it to
 	// publish a word.
 	announced chan struct{}
+}
+
+// stagedMsg is the outcome of a turn's message's staged write
+// (Store.AppendStaged).
+type stagedMsg struct {
+	stored []chat.Message
+	synced func() error
+	err    error
 }
 
 func (s *session) startNext(ctx actor.Context) {
@@ -95,13 +103,23 @@ func (s *session) startNext(ctx actor.Context) {
 		}
 		msg := p.msg.Message
 		msg.Role = chat.RoleUser
-		stored, synced, err := s.deps.Store.AppendStaged(context.Background(), s.id, msg)
-		if err != nil {
-			p.refuse(ctx, fmt.Errorf("store message: %w", err))
-			s.movedAway(ctx, err)
-			continue
+		if msg.CreatedAt.IsZero() {
+			msg.CreatedAt = time.Now().UTC() // as the store dates it, so both copies agree
 		}
-		s.appendMsgs(stored...)
+		// The message is written beside the turn's first step: that step
+		// is planned, and its call sent, with the message numbered as the
+		// store numbers it, the log's next seq (the session is its chat's
+		// one writer). The write's commit, then its sync, are waited for
+		// before anything is said of the turn.
+		written := make(chan stagedMsg, 1)
+		store, chatID, write := s.deps.Store, s.id, msg
+		s.work.GoOn(s.deps.Dispatcher, func() {
+			stored, synced, err := store.AppendStaged(context.Background(), chatID, write)
+			written <- stagedMsg{stored: stored, synced: synced, err: err}
+		})
+		kept, lastSeq := len(s.msgs), s.lastSeq
+		msg.Seq = lastSeq + 1
+		s.appendMsgs(msg)
 		// The turn's context carries its span: what the turn's goroutines
 		// trace under it are its children.
 		tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
@@ -109,46 +127,83 @@ func (s *session) startNext(ctx actor.Context) {
 		if p.msg.RequestID != "" {
 			lc = lc.Str("request_id", p.msg.RequestID)
 		}
-		s.turn = &turn{id: p.msg.TurnID, userSeq: stored[0].Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended,
+		s.turn = &turn{id: p.msg.TurnID, userSeq: msg.Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: []chat.Message{msg}, ended: p.msg.ended,
 			setup: s.currentSetup(), log: lc.Logger()}
-		// The first step is planned while the message syncs, and a model
-		// call is sent: nothing is said of the turn, and no word of the
-		// answer goes out, before the message is durable.
+		// Nothing is said of the turn, and no word of the answer goes out,
+		// before the message is durable.
 		st := s.decide()
 		var warn *chat.Problem
+		s.turn.announced = make(chan struct{})
 		if st.call != nil {
 			warn = s.instructionsProblem(s.turn)
-			s.turn.announced = make(chan struct{})
 			s.launch(ctx, st.call)
 		}
-		if err := synced(); err != nil {
-			// Committed but maybe not durable: the message stays in the
-			// log and in s.msgs, unanswered, as the store holds it; the
-			// call's reply finds no turn.
-			if s.turn.callCancel != nil {
-				s.turn.callCancel()
+		w := <-written
+		if w.err == nil && w.stored[0].Seq != msg.Seq {
+			// The log holds a message this session does not (a write that
+			// failed may yet have landed): the turn goes on with the
+			// message as stored, planned again.
+			s.turn.log.Warn().Int64("want_seq", msg.Seq).Int64("stored_seq", w.stored[0].Seq).Msg("the chat's log moved under its session")
+			s.cancelCall()
+			s.unappend(kept, lastSeq)
+			s.appendMsgs(w.stored...)
+			s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
+			if st = s.decide(); st.call != nil {
+				if warn == nil {
+					warn = s.instructionsProblem(s.turn)
+				}
+				s.launch(ctx, st.call)
 			}
+		}
+		err := w.err
+		if err != nil {
+			// Not committed: the message leaves s.msgs, as it is not in
+			// the log.
+			s.unappend(kept, lastSeq)
+		} else {
+			// Committed but maybe not durable: the message stays in the
+			// log and in s.msgs, unanswered, as the store holds it.
+			err = w.synced()
+		}
+		if err != nil {
+			// The call's reply finds no turn.
+			s.cancelCall()
 			cancel()
 			s.turn = nil
 			p.refuse(ctx, fmt.Errorf("store message: %w", err))
 			s.movedAway(ctx, err)
 			continue
 		}
-		s.turn.log.Debug().Int64("user_seq", stored[0].Seq).Msg("turn started")
-		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: stored[0].Seq})
-		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": stored[0].Seq})
-		s.publish(chat.EventMessage, p.msg.TurnID, stored[0])
+		userSeq := s.turn.userSeq
+		s.turn.log.Debug().Int64("user_seq", userSeq).Msg("turn started")
+		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
+		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
+		s.publish(chat.EventMessage, p.msg.TurnID, s.turn.stored[0])
 		s.armProgress(ctx)
-		if st.call == nil {
-			st.take(ctx)
-			continue
-		}
 		if warn != nil {
 			s.publishInTurn(chat.EventTurnProblem, warn)
 		}
 		close(s.turn.announced)
 		s.turn.announced = nil
+		if st.call == nil {
+			st.take(ctx)
+		}
 	}
+}
+
+// cancelCall cancels the running turn's model call, if one is in flight.
+func (s *session) cancelCall() {
+	if s.turn.callCancel != nil {
+		s.turn.callCancel()
+		s.turn.callCancel = nil
+	}
+}
+
+// unappend takes back what appendMsgs added after the first kept messages,
+// the log's last seq being lastSeq again; the window's view is rebuilt when
+// next needed.
+func (s *session) unappend(kept int, lastSeq int64) {
+	s.msgs, s.win, s.sent, s.lastSeq = s.msgs[:kept], nil, sentForm{}, lastSeq
 }
 
 func (s *session) appendMsgs(ms ...chat.Message) {
@@ -189,7 +244,7 @@ type modelCall struct {
 
 // decide is prepare's planning: it decides the step and, for a model call,
 // builds the request. It says nothing and asks no one, so a turn's first
-// decision is made while its message syncs.
+// decision is made while its message is written.
 func (s *session) decide() decision {
 	t := s.turn
 	t.enter(phasePreparing)

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,111 @@ func TestATurnIsSentWhileItsMessageSyncsAndNothingIsSaidBeforeIt(t *testing.T) {
 			}
 		}
 		sub.Close()
+	}
+}
+
+// TestATurnIsSentWhileItsMessageCommits: a turn's first request goes out
+// before its message's write is committed, with the message numbered as
+// the store numbers it; a write that fails refuses the turn, says nothing
+// of it, and leaves the message out of the next request; a log that holds
+// a message the session does not know of (a failed write that landed) gets
+// the turn planned again with the message as stored, and only that call's
+// answer counts.
+func TestATurnIsSentWhileItsMessageCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail error
+		// landed is a message the log takes behind the session's back.
+		landed bool
+	}{{name: "committed"}, {name: "failed", fail: errors.New("disk gone")}, {name: "log moved", landed: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := make(chan struct{}, 4)
+			var h *harness
+			replies := []providers.Response{reply("hello"), reply("again")}
+			if tc.landed {
+				// The first call's answer comes to a call that was
+				// cancelled: "stale" must not be the turn's answer.
+				replies = []providers.Response{reply("stale"), reply("hello"), reply("again")}
+			}
+			h = newHarnessWith(t, 128_000, nil, func(hh *harness, d *Deps) {
+				one := d.Catalog.(oneModel)
+				one.client = calledModel{Client: one.client, called: called}
+				d.Catalog = one
+				hh.store.committing = func() error {
+					select {
+					case <-called: // the request went out before the commit
+					case <-time.After(time.Minute):
+						return errors.New("no request went out while the message committed")
+					}
+					hh.store.mu.Lock()
+					defer hh.store.mu.Unlock()
+					hh.store.committing = nil
+					if tc.landed {
+						hh.store.appendLocked("c1", []chat.Message{{Role: chat.RoleUser, Content: "landed"}})
+					}
+					return tc.fail
+				}
+			}, replies...)
+			sub := h.bus.Subscribe("c1", 1024)
+			defer sub.Close()
+			res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &SubmitTurn{TurnID: "t-hi", Message: chat.Message{Content: "hi"}}}, time.Minute).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.fail != nil {
+				if r, ok := res.(*Rejected); !ok || !errors.Is(r.Err, tc.fail) {
+					t.Fatalf("a turn whose message did not commit got %#v", res)
+				}
+				next, evs := h.turn("again")
+				if next.Problem != nil || evs[0].Type != chat.EventTurnStarted || evs[0].TurnID != "t-again" {
+					t.Fatalf("the next turn: %+v, first event %s of %s", next.Problem, evs[0].Type, evs[0].TurnID)
+				}
+				if next.Messages[0].Seq != 1 {
+					t.Fatalf("the next message is seq %d, want 1 (the refused one is not in the log)", next.Messages[0].Seq)
+				}
+				reqs := h.model.requests()
+				if last := reqs[len(reqs)-1].Messages; len(last) != 1 || last[0].Content != "again" {
+					t.Fatalf("the next request carries %+v, want only its own message", last)
+				}
+				return
+			}
+			acc, ok := res.(*TurnAccepted)
+			want := int64(1)
+			if tc.landed {
+				want = 2
+			}
+			if !ok || acc.UserSeq != want {
+				t.Fatalf("submit got %#v, want the message accepted as seq %d", res, want)
+			}
+			var done chat.TurnResult
+			for ev := range sub.C {
+				if ev.Type == chat.EventTurnCompleted {
+					done = ev.Data.(chat.TurnResult)
+					break
+				}
+			}
+			if done.Problem != nil || len(done.Messages) != 2 || done.Messages[0].Seq != want || done.Messages[0].Content != "hi" ||
+				done.Messages[1].Content != "hello" || done.Messages[1].Seq != want+1 {
+				t.Fatalf("the turn ended with %+v, want hi (seq %d) answered hello", done, want)
+			}
+			h.store.mu.Lock()
+			log := slices.Clone(h.store.msgs["c1"])
+			h.store.mu.Unlock()
+			if got := log[want-1]; got.Content != "hi" || got.Seq != want {
+				t.Fatalf("the log holds %+v at seq %d", got, want)
+			}
+			// The next turn's request carries the message once, as stored.
+			h.turn("more")
+			reqs := h.model.requests()
+			n := 0
+			for _, m := range reqs[len(reqs)-1].Messages {
+				if m.Content == "hi" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("the next request carries the message %d times", n)
+			}
+		})
 	}
 }
