@@ -131,13 +131,8 @@ func (s *session) startNext(ctx actor.Context) {
 			setup: s.currentSetup(), log: lc.Logger()}
 		// Nothing is said of the turn, and no word of the answer goes out,
 		// before the message is durable.
-		st := s.decide()
-		var warn *chat.Problem
 		s.turn.announced = make(chan struct{})
-		if st.call != nil {
-			warn = s.instructionsProblem(s.turn)
-			s.launch(ctx, st.call)
-		}
+		st, warn := s.firstStep(ctx)
 		w := <-written
 		if w.err == nil && w.stored[0].Seq != msg.Seq {
 			// The log holds a message this session does not (a write that
@@ -148,11 +143,9 @@ func (s *session) startNext(ctx actor.Context) {
 			s.unappend(kept, lastSeq)
 			s.appendMsgs(w.stored...)
 			s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
-			if st = s.decide(); st.call != nil {
-				if warn == nil {
-					warn = s.instructionsProblem(s.turn)
-				}
-				s.launch(ctx, st.call)
+			var again *chat.Problem
+			if st, again = s.firstStep(ctx); warn == nil {
+				warn = again
 			}
 		}
 		err := w.err
@@ -189,6 +182,17 @@ func (s *session) startNext(ctx actor.Context) {
 			st.take(ctx)
 		}
 	}
+}
+
+// firstStep decides a turn's first step and, for a model call, sends it
+// (its words wait for the turn's announcement); warn is what the check of
+// its instructions found, for the turn to publish once announced.
+func (s *session) firstStep(ctx actor.Context) (st decision, warn *chat.Problem) {
+	if st = s.decide(); st.call != nil {
+		warn = s.instructionsProblem(s.turn)
+		s.launch(ctx, st.call)
+	}
+	return st, warn
 }
 
 // cancelCall cancels the running turn's model call, if one is in flight.
