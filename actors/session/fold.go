@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -188,10 +187,8 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	if f.replyTo != nil {
 		save, record = s.deps.Store.SaveSnapshot, s.deps.Store.AppendActivity
 	}
-	if err := save(context.Background(), s.id, s.snap); err != nil {
+	if err := s.saveSnapshotWith(save); err != nil {
 		s.logger().Error().Err(err).Msg("save snapshot after fold")
-	} else {
-		s.snap.RequestsStored()
 	}
 	turnID := ""
 	if s.turn != nil {

@@ -464,8 +464,12 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	ctx.Respond(&Added{Messages: out})
 }
 
-func (s *session) saveSnapshot() error {
-	err := s.deps.Store.SaveSnapshot(context.Background(), s.id, s.snap)
+func (s *session) saveSnapshot() error { return s.saveSnapshotWith(s.deps.Store.SaveSnapshot) }
+
+// saveSnapshotWith saves the snapshot with save (durably or not) and, once
+// saved, marks its requests stored.
+func (s *session) saveSnapshotWith(save func(ctx context.Context, chatID string, snap persistence.Snapshot) error) error {
+	err := save(context.Background(), s.id, s.snap)
 	if err == nil {
 		s.snap.RequestsStored()
 	}
