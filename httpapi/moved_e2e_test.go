@@ -44,16 +44,16 @@ func TestAChatTakenOverByAnotherNodeEndsTheOldOwnersTurnWithoutForkingTheLog(t *
 	}
 	slow := make(chan api.TurnResult, 1)
 	go func() {
-		res, err := onA.Send(ctx, c.ID, api.SendMessageRequest{Content: "slow"}, nil)
+		res, err := onA.Send(ctx, c.ID, api.SendMessageRequest{Content: "slow"}, hold.OnEvent)
 		if err != nil {
 			t.Errorf("the old owner's turn: %v", err)
 		}
 		slow <- res
 	}()
 	select {
-	case <-hold.Seen():
+	case <-hold.MidTurn():
 	case <-time.After(time.Minute):
-		t.Fatal("the slow turn never reached the model")
+		t.Fatal("the slow turn never got mid-call")
 	}
 	// B takes the chat over while A's turn waits on the model.
 	res, err := onB.Send(ctx, c.ID, api.SendMessageRequest{Content: "two"}, nil)

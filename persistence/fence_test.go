@@ -9,22 +9,25 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // twoNodes opens two stores on one Postgres schema: two agentd nodes.
 func twoNodes(t *testing.T) (*Postgres, *Postgres) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	var out [2]*Postgres
-	for i := range out {
-		s, _, err := OpenPostgres(context.Background(), dsn, PostgresOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		out[i] = s
+	return openStore(t, dsn), openStore(t, dsn)
+}
+
+// openStore opens a store on dsn, closed when t ends.
+func openStore(t *testing.T, dsn string) *Postgres {
+	t.Helper()
+	s, _, err := OpenPostgres(context.Background(), dsn, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out[0], out[1]
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func user(text string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: text} }
@@ -148,4 +151,100 @@ func TestWhatTheNewOwnerReadsIsAllTheOldOneEverWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A node paused mid-transaction holds its share of the owner row until the
+// server's idle-in-transaction timeout cuts its connection; the node that
+// claimed meanwhile goes on. The paused node's write then fails on the cut
+// connection, and it must say the chat moved (the client asks the new
+// owner), not that the store broke. Here the cut is pg_terminate_backend of
+// a write held mid-transaction by a table lock.
+func TestAWriteCutWhileAnotherNodeClaimsFailsAsMoved(t *testing.T) {
+	for _, claimed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("claimed meanwhile=%v", claimed), func(t *testing.T) {
+			ctx := context.Background()
+			dsn := pgtest.DSN(t)
+			a, b := openStore(t, dsn), openStore(t, dsn)
+			if err := a.CreateChat(ctx, Chat{ID: "c", Tenant: "t", CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Claim(ctx, "c"); err != nil {
+				t.Fatal(err)
+			}
+			// blocker holds the lock; watch looks on from outside its
+			// transaction (which would see one snapshot of the activity).
+			blocker, watch := connect(t, dsn), connect(t, dsn)
+			var blockerPID int
+			if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&blockerPID); err != nil {
+				t.Fatal(err)
+			}
+			lock, err := blocker.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lock.Rollback(ctx) }()
+			if _, err := lock.Exec(ctx, `LOCK TABLE messages IN EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			appended := make(chan error, 1)
+			go func() {
+				_, err := a.Append(ctx, "c", user("held"))
+				appended <- err
+			}()
+			held := waitBlockedBy(t, watch, blockerPID)
+			claimErr := make(chan error, 1)
+			if claimed {
+				go func() { claimErr <- b.Claim(ctx, "c") }()
+				waitBlockedBy(t, watch, held)
+			}
+			if _, err := watch.Exec(ctx, `SELECT pg_terminate_backend($1)`, held); err != nil {
+				t.Fatal(err)
+			}
+			err = <-appended
+			if err == nil {
+				t.Fatal("the cut write succeeded")
+			}
+			if errors.Is(err, ErrChatMoved) != claimed {
+				t.Fatalf("the cut write: %v; want ErrChatMoved: %v", err, claimed)
+			}
+			if claimed {
+				if err := <-claimErr; err != nil {
+					t.Fatalf("the claim: %v", err)
+				}
+			}
+			if err := lock.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if msgs, err := b.Messages(ctx, "c", 1, 0); err != nil || len(msgs) != 0 {
+				t.Fatalf("log = %+v, %v; want it empty", msgs, err)
+			}
+		})
+	}
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// waitBlockedBy waits until a backend waits on pid's locks and returns it.
+func waitBlockedBy(t *testing.T, conn *pgx.Conn, pid int) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var waiting int
+		err := conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&waiting)
+		if err == nil {
+			return waiting
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("no backend came to wait on backend %d's locks in a minute", pid)
+	return 0
 }

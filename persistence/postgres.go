@@ -347,6 +347,35 @@ func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 // a session) is not fenced. The share lock holds a competing Claim until
 // this transaction ends.
 func (p *Postgres) fence(t *pgTxn, chatID string) error {
+	return p.checkEpoch(t.ctx, t.tx, chatID)
+}
+
+// movedOr is err, a fenced write's failure, or ErrChatMoved when the chat
+// moved: a write that failed for another reason (its connection cut while
+// the node was paused mid-transaction, the server's idle-in-transaction
+// timeout ending it so another node could claim) is told apart by reading
+// the epoch again. FOR SHARE waits for a claim in flight, so a claim that
+// the cut let through is seen.
+func (p *Postgres) movedOr(chatID string, err error) error {
+	if errors.Is(err, ErrChatMoved) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	if moved := p.checkEpoch(ctx, p.pool, chatID); errors.Is(moved, ErrChatMoved) {
+		return fmt.Errorf("%w; the write failed: %v", moved, err)
+	}
+	return err
+}
+
+// rowQuerier is a transaction or the pool.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// checkEpoch fails with ErrChatMoved when the chat's owner epoch is no
+// longer the one this store claimed (nil for a chat it never claimed).
+func (p *Postgres) checkEpoch(ctx context.Context, q rowQuerier, chatID string) error {
 	p.mu.Lock()
 	mine, claimed := p.epochs[chatID]
 	p.mu.Unlock()
@@ -354,7 +383,7 @@ func (p *Postgres) fence(t *pgTxn, chatID string) error {
 		return nil
 	}
 	var epoch int64
-	err := t.tx.QueryRow(t.ctx, `SELECT epoch FROM chat_owners WHERE chat_id = $1 FOR SHARE`, chatID).Scan(&epoch)
+	err := q.QueryRow(ctx, `SELECT epoch FROM chat_owners WHERE chat_id = $1 FOR SHARE`, chatID).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && epoch != mine) {
 		return fmt.Errorf("%w (this node holds epoch %d, the chat is at %d)", ErrChatMoved, mine, epoch)
 	}
@@ -390,7 +419,7 @@ func (p *Postgres) appendMsgs(ctx context.Context, chatID string, do func(func(*
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
+		return nil, fmt.Errorf("append to chat %s: %w", chatID, p.movedOr(chatID, err))
 	}
 	return out, nil
 }
@@ -412,7 +441,7 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 		return saveSnapshotTx(t, chatID, val)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
+		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, p.movedOr(chatID, err))
 	}
 	return out, nil
 }
@@ -609,7 +638,7 @@ func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapsho
 		return saveSnapshotTx(t, chatID, val)
 	})
 	if err != nil {
-		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
+		return fmt.Errorf("save snapshot of %s: %w", chatID, p.movedOr(chatID, err))
 	}
 	return nil
 }

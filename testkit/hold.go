@@ -13,15 +13,20 @@ import (
 // mid-call, for a test to act while it waits (take the chat over, pause
 // the node).
 type Hold struct {
-	word          string
-	seen, release chan struct{}
-	seenOnce      sync.Once
-	releaseOnce   sync.Once
+	word    string
+	release chan struct{}
+	// midTurn is closed once the held turn's call reached the fake and its
+	// message is durable (turn.started): agentd sends the call while the
+	// message commits, so either alone is not mid-turn.
+	midTurn         chan struct{}
+	mu              sync.Mutex
+	called, started bool
+	releaseOnce     sync.Once
 }
 
 // NewHold holds the answer to word.
 func NewHold(word string) *Hold {
-	return &Hold{word: word, seen: make(chan struct{}), release: make(chan struct{})}
+	return &Hold{word: word, midTurn: make(chan struct{}), release: make(chan struct{})}
 }
 
 // Script is the fake's script.
@@ -30,14 +35,34 @@ func (h *Hold) Script(r Received) Reply {
 	parts := strings.Split(r.Messages[len(r.Messages)-1].Content, "\n\n")
 	last := parts[len(parts)-1]
 	if last == h.word {
-		h.seenOnce.Do(func() { close(h.seen) })
+		h.mark(&h.called)
 		<-h.release
 	}
 	return Reply{Text: "answer to " + last}
 }
 
-// Seen is closed once the held word reached the fake.
-func (h *Hold) Seen() <-chan struct{} { return h.seen }
+// OnEvent is the held turn's Send's event handler (give it to that Send
+// alone): it notes the turn's start for MidTurn.
+func (h *Hold) OnEvent(e api.Event) {
+	if e.Type == api.EventTurnStarted {
+		h.mark(&h.started)
+	}
+}
+
+func (h *Hold) mark(done *bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !*done {
+		*done = true
+		if h.called && h.started {
+			close(h.midTurn)
+		}
+	}
+}
+
+// MidTurn is closed once the held turn is mid-call: its message durable
+// and its call held at the fake.
+func (h *Hold) MidTurn() <-chan struct{} { return h.midTurn }
 
 // Release lets the held answer go (and every later one); safe to call
 // more than once, so a test may also defer it.
