@@ -322,8 +322,10 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrStopping):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrMoved):
+		// The bare sentence: the cause (epochs, the store's own error)
+		// is the operator's, in the session's log.
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "moved", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "moved", hub.ErrMoved.Error())
 	case errors.Is(err, hub.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())

@@ -89,11 +89,11 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
 	case errors.Is(err, hub.ErrMoved), errors.Is(err, hub.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
-		code := "unavailable"
+		code, msg := "unavailable", err.Error()
 		if errors.Is(err, hub.ErrMoved) {
-			code = "moved"
+			code, msg = "moved", hub.ErrMoved.Error() // the cause is in the session's log
 		}
-		WriteError(w, http.StatusServiceUnavailable, code, "", err.Error())
+		WriteError(w, http.StatusServiceUnavailable, code, "", msg)
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusGatewayTimeout, "timeout", "", err.Error())
 	default:
