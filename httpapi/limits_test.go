@@ -606,7 +606,9 @@ func TestProviderFaultsEndAsProblems(t *testing.T) {
 		partial     bool // the cut answer is kept, marked partial
 		idleTimeout time.Duration
 	}{
-		"hangs before answering": {reply: testkit.Reply{Hang: true}, kind: chat.ProblemTimeout, idleTimeout: 300 * time.Millisecond},
+		// The idle timeout also bounds the next turn's call, which the fake
+		// answers at once: well within it however loaded the machine.
+		"hangs before answering": {reply: testkit.Reply{Hang: true}, kind: chat.ProblemTimeout, idleTimeout: 2 * time.Second},
 		"resets mid-stream":      {reply: testkit.Reply{Text: text, ChunkRunes: 4, CutAfterChunks: 5}, kind: chat.ProblemProvider, partial: true},
 		"streams garbage":        {reply: testkit.Reply{Garbage: true}, kind: chat.ProblemProvider},
 		"error event mid-stream": {reply: testkit.Reply{StreamError: "the server had an error while processing your request"}, kind: chat.ProblemProvider},
@@ -783,7 +785,9 @@ func TestProviderStopsMidStream(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			cfg := baseConfig(t, srv.URL+"/v1")
-			cfg.Limits.ModelIdleTimeout.Duration = 300 * time.Millisecond
+			// Long beside the server's at-once chunks, however loaded the
+			// machine: only the silence is cut.
+			cfg.Limits.ModelIdleTimeout.Duration = 2 * time.Second
 			d := daemontest.Start(t, cfg, nil)
 			ctx := context.Background()
 			c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
