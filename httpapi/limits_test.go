@@ -306,7 +306,7 @@ func TestTurnsPerChatLimit(t *testing.T) {
 		answers = append(answers, post(t, ctx, url, "", fmt.Sprintf("hang %d", i)))
 	}
 	refused, answered := 0, merge(answers...)
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(liveness)
 	for refused < 2 {
 		select {
 		case a := <-answered:
