@@ -11,6 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/testkit"
 )
 
 // patience bounds every wait for an event; none of these tests measures time.
@@ -122,7 +124,7 @@ func TestDispatcherStopEndsItsWorkers(t *testing.T) {
 	if d.Workers() != 0 {
 		t.Fatalf("%d workers after Stop", d.Workers())
 	}
-	goleak.VerifyNone(t, before)
+	testkit.NoGoroutineLeft(t, before)
 	ran := make(chan struct{})
 	d.Schedule(func() { close(ran) })
 	<-ran // a late run still runs

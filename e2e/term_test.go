@@ -72,7 +72,7 @@ func TestSIGTERMFinishesOrMarksInFlightTurns(t *testing.T) {
 	for range 2 {
 		select {
 		case <-acked:
-		case <-time.After(20 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatalf("turns were not acknowledged; %s", d.logTail(20))
 		}
 	}

@@ -142,7 +142,7 @@ func (c *chatEvents) compacted(t *testing.T) []chat.Compacted {
 // waitFor polls cond until it holds; a liveness bound, not a speed check.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)

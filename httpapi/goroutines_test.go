@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
@@ -33,5 +34,5 @@ func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
 	d.Close()
 	fake.Close()
 	http.DefaultClient.CloseIdleConnections()
-	goleak.VerifyNone(t, before)
+	testkit.NoGoroutineLeft(t, before)
 }

@@ -261,20 +261,30 @@ func post(t *testing.T, ctx context.Context, url, token, content string) <-chan 
 	return out
 }
 
-// waitStarted blocks until a turn of chatID has started (it watches events).
-func waitStarted(t *testing.T, h *hub.Hub, chatID string, n int) {
+// watchStarted subscribes to chatID's events now, before the test sends
+// anything, and returns a wait (for the test's own goroutine) until a turn
+// of the chat has started. Subscribing inside the wait would miss a turn
+// that started first.
+func watchStarted(t *testing.T, h *hub.Hub, chatID string) (wait func()) {
 	t.Helper()
 	sub := h.Bus().Subscribe(chatID, 64)
-	defer sub.Close()
-	deadline := time.After(10 * time.Second)
-	for seen := 0; seen < n; {
-		select {
-		case ev := <-sub.C:
-			if ev.Type == chat.EventTurnStarted {
-				seen++
+	t.Cleanup(sub.Close)
+	return func() {
+		t.Helper()
+		defer sub.Close()
+		deadline := time.After(liveness)
+		for {
+			select {
+			case ev, ok := <-sub.C:
+				if !ok {
+					t.Fatalf("the watch of chat %s was dropped before its turn started: %+v", chatID, sub.Dropped())
+				}
+				if ev.Type == chat.EventTurnStarted {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no turn.started in chat %s", chatID)
 			}
-		case <-deadline:
-			t.Fatalf("no turn.started in chat %s", chatID)
 		}
 	}
 }
@@ -286,10 +296,9 @@ func TestTurnsPerChatLimit(t *testing.T) {
 	defer cancel()
 	c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	url := d.URL + "/v1/chats/" + c.ID + "/messages"
-	started := make(chan struct{})
-	go func() { waitStarted(t, d.Hub, c.ID, 1); close(started) }()
+	started := watchStarted(t, d.Hub, c.ID)
 	running := post(t, ctx, url, "", "hang 0")
-	<-started
+	started()
 	// One turn runs. Of five more sent at once, three can wait and two
 	// must be refused: the session decides one at a time.
 	var answers []<-chan answer
@@ -297,7 +306,7 @@ func TestTurnsPerChatLimit(t *testing.T) {
 		answers = append(answers, post(t, ctx, url, "", fmt.Sprintf("hang %d", i)))
 	}
 	refused, answered := 0, merge(answers...)
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(liveness)
 	for refused < 2 {
 		select {
 		case a := <-answered:
@@ -361,10 +370,9 @@ func TestTurnsPerTenantLimit(t *testing.T) {
 		ids = append(ids, c.ID)
 	}
 	for _, id := range ids[:2] {
-		started := make(chan struct{})
-		go func() { waitStarted(t, d.Hub, id, 1); close(started) }()
+		started := watchStarted(t, d.Hub, id)
 		post(t, ctx, d.URL+"/v1/chats/"+id+"/messages", "tok-a", "hang")
-		<-started
+		started()
 	}
 	got := call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+ids[2]+"/messages", "tok-a", `{"content":"one more"}`)
 	got.want(t, 429, "busy")
@@ -598,7 +606,9 @@ func TestProviderFaultsEndAsProblems(t *testing.T) {
 		partial     bool // the cut answer is kept, marked partial
 		idleTimeout time.Duration
 	}{
-		"hangs before answering": {reply: testkit.Reply{Hang: true}, kind: chat.ProblemTimeout, idleTimeout: 300 * time.Millisecond},
+		// The idle timeout also bounds the next turn's call, which the fake
+		// answers at once: well within it however loaded the machine.
+		"hangs before answering": {reply: testkit.Reply{Hang: true}, kind: chat.ProblemTimeout, idleTimeout: 2 * time.Second},
 		"resets mid-stream":      {reply: testkit.Reply{Text: text, ChunkRunes: 4, CutAfterChunks: 5}, kind: chat.ProblemProvider, partial: true},
 		"streams garbage":        {reply: testkit.Reply{Garbage: true}, kind: chat.ProblemProvider},
 		"error event mid-stream": {reply: testkit.Reply{StreamError: "the server had an error while processing your request"}, kind: chat.ProblemProvider},
@@ -775,7 +785,9 @@ func TestProviderStopsMidStream(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			cfg := baseConfig(t, srv.URL+"/v1")
-			cfg.Limits.ModelIdleTimeout.Duration = 300 * time.Millisecond
+			// Long beside the server's at-once chunks, however loaded the
+			// machine: only the silence is cut.
+			cfg.Limits.ModelIdleTimeout.Duration = 2 * time.Second
 			d := daemontest.Start(t, cfg, nil)
 			ctx := context.Background()
 			c, _ := d.Client.CreateChat(ctx, api.CreateChatRequest{})

@@ -41,10 +41,9 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 
 	// The turn starts, then its client hangs up, and its handler returns.
 	hangUp, cancel := context.WithCancel(ctx)
-	started := make(chan struct{})
-	go func() { waitStarted(t, d.Hub, held.ID, 1); close(started) }()
+	started := watchStarted(t, d.Hub, held.ID)
 	first := post(t, hangUp, d.URL+"/v1/chats/"+held.ID+"/messages", "tok-a", "hold on")
-	<-started
+	started()
 	cancel()
 	<-first
 	drained, stop := context.WithTimeout(ctx, liveness)
@@ -67,7 +66,10 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 	open()
 	for done := false; !done; {
 		select {
-		case ev := <-sub.C:
+		case ev, ok := <-sub.C:
+			if !ok {
+				t.Fatalf("the watch of the held chat was dropped: %+v", sub.Dropped())
+			}
 			done = ev.Type == chat.EventTurnCompleted
 		case <-time.After(liveness):
 			t.Fatal("the held turn did not end")

@@ -351,6 +351,9 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 		textSeen := false
 		emit := func(ev providers.Event) {
 			if announced != nil {
+				// The model has spoken: the wait for the message's sync
+				// is agentd's, not the model's silence.
+				watchdog.Stop()
 				select {
 				case <-announced:
 					announced = nil

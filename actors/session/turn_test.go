@@ -189,3 +189,48 @@ func TestATurnIsSentWhileItsMessageCommits(t *testing.T) {
 		})
 	}
 }
+
+// promptModel answers each call at once and, as a real provider does,
+// fails a call whose context ended while it streamed; it hands each call's
+// context to calls first.
+type promptModel struct{ calls chan<- context.Context }
+
+func (m promptModel) Stream(ctx context.Context, _ providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	m.calls <- ctx
+	emit(providers.Event{Kind: providers.EventText, Text: "hello"})
+	if err := ctx.Err(); err != nil {
+		return providers.Response{}, err
+	}
+	return reply("hello"), nil
+}
+
+func (promptModel) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+// TestAMessageSyncSlowerThanTheIdleTimeoutIsNotTheModelsSilence: a turn's
+// call goes out while its message syncs, and its words wait for the sync;
+// a model that answered at once is not cut off as idle
+// (limits.model_idle_timeout) however long that sync takes.
+func TestAMessageSyncSlowerThanTheIdleTimeoutIsNotTheModelsSilence(t *testing.T) {
+	const idle = time.Second
+	calls := make(chan context.Context, 4)
+	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+		d.ModelIdle = idle
+		d.Catalog = oneModel{client: promptModel{calls: calls}, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: 128_000}}
+		h.store.synced = func() error {
+			h.store.mu.Lock()
+			h.store.synced = nil // the answer's write syncs at once
+			h.store.mu.Unlock()
+			// The message's sync lasts until the call is cut, or twice
+			// the idle timeout.
+			select {
+			case <-(<-calls).Done():
+			case <-time.After(2 * idle):
+			}
+			return nil
+		}
+	})
+	res, _ := h.turn("hi")
+	if res.Problem != nil || len(res.Messages) != 2 || res.Messages[1].Content != "hello" {
+		t.Fatalf("the turn ended with %+v, %+v; want hi answered hello", res.Problem, res.Messages)
+	}
+}
