@@ -64,26 +64,37 @@ func newOverheadFake(window int) *openaifake.Server {
 
 // ServeOverheadFake runs the overhead part's fake in this process: it
 // writes the fake's URL as one line to w and serves until until ends (the
-// parent closes the pipe, or dies).
-func ServeOverheadFake(window int, w io.Writer, until io.Reader) error {
+// parent closes the pipe, or dies). cpuProfile, when set, names the file
+// the fake's CPU is profiled into over its whole serving life.
+func ServeOverheadFake(window int, cpuProfile string, w io.Writer, until io.Reader) (err error) {
+	stopProfile, err := Profiles{CPU: cpuProfile}.start()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	fake := newOverheadFake(window)
 	defer fake.Close()
 	if _, err := fmt.Fprintln(w, fake.URL()); err != nil {
 		return err
 	}
-	_, err := io.Copy(io.Discard, until)
+	_, err = io.Copy(io.Discard, until)
 	return err
 }
 
 // startOverheadFake starts the overhead and scale parts' fake in a child
 // process of self (the bench's binary, `self overhead-fake --window N`), or
-// in this process when self is empty.
-func startOverheadFake(ctx context.Context, self string, window int) (url string, stop func(), err error) {
+// in this process when self is empty. Apart, the fake's CPU is profiled
+// into prof's CPU file with ".fake" appended, when prof names one.
+func startOverheadFake(ctx context.Context, self string, window int, prof Profiles) (url string, stop func(), err error) {
 	if self == "" {
 		fake := newOverheadFake(window)
 		return fake.URL(), fake.Close, nil
 	}
-	cmd := exec.CommandContext(ctx, self, "overhead-fake", "--window", strconv.Itoa(window))
+	args := []string{"overhead-fake", "--window", strconv.Itoa(window)}
+	if prof.CPU != "" {
+		args = append(args, "--cpuprofile", prof.CPU+".fake")
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return "", nil, err
@@ -160,7 +171,7 @@ func fsyncMS(dir string) (float64, error) {
 // answers), then measures turns on it. self, when set, is the bench's own
 // binary, which runs the fake apart (ServeOverheadFake).
 func Overhead(ctx context.Context, self string, stored, turns, window int, prof Profiles) (*OverheadResult, error) {
-	url, stopFake, err := startOverheadFake(ctx, self, window)
+	url, stopFake, err := startOverheadFake(ctx, self, window, prof)
 	if err != nil {
 		return nil, err
 	}

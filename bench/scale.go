@@ -101,7 +101,7 @@ func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profil
 	limit := raiseFileLimit()
 	// Each turn in flight holds two sockets here; keep well under the limit.
 	maxConns := int(min(uint64(4096), max(limit, 1024)/4))
-	url, stopFake, err := startOverheadFake(ctx, self, 32000)
+	url, stopFake, err := startOverheadFake(ctx, self, 32000, prof)
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,13 @@ var overheadFakeCmd = &cobra.Command{
 	Args:   cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		window, _ := cmd.Flags().GetInt("window")
-		return bench.ServeOverheadFake(window, cmd.OutOrStdout(), os.Stdin)
+		cpuProfile, _ := cmd.Flags().GetString("cpuprofile")
+		return bench.ServeOverheadFake(window, cpuProfile, cmd.OutOrStdout(), os.Stdin)
 	},
 }
 
 func init() {
 	overheadFakeCmd.Flags().Int("window", 32_000, "the fake's context window")
+	overheadFakeCmd.Flags().String("cpuprofile", "", "write a CPU profile of the fake's serving life to this file")
 	rootCmd.AddCommand(overheadFakeCmd)
 }

@@ -28,7 +28,7 @@ func init() {
 	f.String("real", "", "replay against this configured real provider/model instead of the fake (needs --config)")
 	f.String("replot", "", "only redraw the plots (into --plots) from a report written with --out")
 	f.String("config", "", "agentd yaml naming the provider for --real")
-	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows; the overhead part's into .overhead, the scale runs' into .scale1000, .scale10000)")
+	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows; the overhead part's into .overhead, the scale runs' into .scale1000, .scale10000; the fake apart's beside each, .fake appended)")
 	f.String("memprofile", "", "write a heap profile at the end of agentd's replay turn loop to this file (named as --cpuprofile; a scale run's once its chats are idle)")
 	f.Int("overhead-turns", 500, "turns of the overhead part")
 	f.Int("overhead-window", 32_000, "context window of the overhead part")
