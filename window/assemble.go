@@ -2,6 +2,7 @@ package window
 
 import (
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,10 +47,16 @@ type AssembleInput struct {
 // a result with no call is left out). The input is never modified; the
 // returned messages share ToolCalls slices with it, so treat them as
 // read-only.
-func Assemble(in AssembleInput) []Msg {
+func Assemble(in AssembleInput) []Msg { return AssembleInto(nil, in) }
+
+// AssembleInto is Assemble writing into dst's array when it has room (its
+// contents are overwritten): a caller that builds a request on every model
+// call and keeps no earlier result hands its last array back, rather than
+// allocating one of the window's length each time.
+func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 	kept := in.Msgs[keptIndex(in.Msgs, in.Plan.FirstKept):]
 	stale := staleBefore(kept, in.Plan.Stale)
-	out := make([]Msg, 0, len(kept)+1)
+	out := slices.Grow(dst[:0], len(kept)+1)
 	done := make([]bool, len(kept)) // tool results already placed after their call
 	p := pairer{ms: kept}
 	framed := false

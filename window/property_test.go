@@ -142,3 +142,24 @@ func assertLastTurnWhole(t *rapid.T, turn, out []Msg, cut int) {
 		}
 	}
 }
+
+// AssembleInto over an array an earlier assembly filled gives what
+// Assemble gives, in that array when it has room: nothing of the earlier
+// result shows through.
+func TestAssembleIntoReusesAnArrayAndMatchesAssemble(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ms := genChat(t)
+		bud := NewBudget(rapid.IntRange(4<<10, 1<<20).Draw(t, "window"), 0, 0)
+		summary := text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(0, 400).Draw(t, "summary"))
+		res := Plan(PlanInput{Msgs: ms, Budget: bud, Summary: summary})
+		earlier := Assemble(AssembleInput{Msgs: genChat(t), Plan: PlanResult{}})
+		want := Assemble(AssembleInput{Msgs: ms, Plan: res, Summary: summary})
+		got := AssembleInto(earlier, AssembleInput{Msgs: ms, Plan: res, Summary: summary})
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("AssembleInto gave\n%v\nAssemble gave\n%v", got, want)
+		}
+		if cap(earlier) >= len(ms)+1 && &got[0] != &earlier[0] {
+			t.Fatalf("an array with room for %d (cap %d) was not reused", len(ms)+1, cap(earlier))
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/slicepool"
 	"github.com/agentd/agentd/tools"
 	"github.com/agentd/agentd/window"
 )
@@ -235,7 +236,8 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	if live, ok := s.compactLive(t, p); ok {
 		est, msgs = s.planMsgs(live, p.budget, p.lean), live
 	}
-	sent := window.Assemble(window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	sent := window.AssembleInto(assembled.Get(0), window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	defer assembled.Put(sent)
 	room := est.budget.Answer
 	if t.maxTokens > 0 {
 		room = t.maxTokens
@@ -255,6 +257,10 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	}
 	return req, est
 }
+
+// assembled pools the arrays requests are assembled in: an assembly is
+// converted to chat messages (fromWindow) before its call returns.
+var assembled slicepool.Pool[window.Msg]
 
 // sentForm is the last request's messages as sent, kept so the next
 // request converts only what is new: between folds and stubs, a chat's

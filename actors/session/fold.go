@@ -77,7 +77,8 @@ func (s *session) foldPrefix(to int64) *summarizer.Prefix {
 		return nil
 	}
 	p := s.planFor(info, false, s.currentSetup())
-	sent := window.Assemble(window.AssembleInput{Msgs: p.msgs, Plan: window.PlanResult{FirstKept: s.snap.FirstKeptSeq, Stale: p.budget.Stale}, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	sent := window.AssembleInto(assembled.Get(0), window.AssembleInput{Msgs: p.msgs, Plan: window.PlanResult{FirstKept: s.snap.FirstKeptSeq, Stale: p.budget.Stale}, Summary: s.snap.Summary, Digest: s.snap.Digest})
+	defer assembled.Put(sent)
 	cut := slices.IndexFunc(sent, func(m window.Msg) bool { return m.Seq >= to })
 	if cut < 0 {
 		cut = len(sent)

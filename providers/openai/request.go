@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/slicepool"
 )
 
 // The request body is written here and handed to the SDK whole
@@ -31,6 +32,16 @@ const (
 	maxEncodedChats = 256
 	maxEncodedBytes = 16 << 20
 	maxToolLists    = 64
+)
+
+// The arrays a request is built in are pooled: a chat's per-message records
+// are replaced by its next request's (the encoder hands a chat's bytes to
+// one request at a time, and none reads them after), and the list of a
+// body's parts lives until the body is written. On a 32K chat they were two
+// of every model call's largest allocations (≈50 and ≈10 KB).
+var (
+	records slicepool.Pool[msgBytes]
+	parts   slicepool.Pool[[]byte]
 )
 
 // encoder keeps encoded bytes between requests; safe for concurrent use.
@@ -238,9 +249,13 @@ func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
 func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	prev := c.enc.take(req.CacheKey)
 	cb, msgs, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
+	if prev != nil {
+		records.Put(prev.msgs) // read for the last time: cb has what it reuses
+	}
 	if err != nil {
 		return nil, err
 	}
+	defer parts.Put(msgs)
 	var tools []byte
 	if len(req.Tools) > 0 {
 		var last *toolBytes
@@ -329,8 +344,8 @@ func (c *Client) cacheHints(t *wireTail, key string) {
 // unchanged keeps its bytes; the rest are encoded now. It returns what to
 // keep for the chat's next request.
 func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Message) (*chatBytes, [][]byte, error) {
-	cb := &chatBytes{key: key, system: system, msgs: make([]msgBytes, 0, len(log))}
-	out := make([][]byte, 0, len(log)+1)
+	cb := &chatBytes{key: key, system: system, msgs: records.Get(len(log))}
+	out := parts.Get(len(log) + 1)
 	if system != "" {
 		if prev != nil && prev.system == system {
 			cb.sysEnc = prev.sysEnc
