@@ -63,28 +63,18 @@ func BenchmarkSyncParts(b *testing.B) {
 			}
 		}
 	})
-	b.Run("fdatasync-4KB-same-block", func(b *testing.B) {
-		f := logFile(b, 4<<10, false)
-		page := make([]byte, 4<<10)
-		for b.Loop() {
-			if _, err := f.WriteAt(page, 0); err != nil {
-				b.Fatal(err)
-			}
-			if err := unix.Fdatasync(int(f.Fd())); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	// A log appends to blocks it has not written yet: in a sparse file (as
 	// Badger's memtable logs are, truncated to size at creation) each such
 	// sync also commits the blocks' allocation; in a zero-filled one (as
-	// Postgres writes its WAL segments) it does not.
-	for _, pre := range []struct {
+	// Postgres writes its WAL segments) it does not. A 4 KB file is the
+	// same block over and over.
+	for _, file := range []struct {
 		name string
+		size int64
 		fill bool
-	}{{"sparse", false}, {"zero-filled", true}} {
-		b.Run("fdatasync-4KB-appended-"+pre.name, func(b *testing.B) {
-			f := logFile(b, 256<<20, pre.fill)
+	}{{"same-block", 4 << 10, false}, {"appended-sparse", 256 << 20, false}, {"appended-zero-filled", 256 << 20, true}} {
+		b.Run("fdatasync-4KB-"+file.name, func(b *testing.B) {
+			f := logFile(b, file.size, file.fill)
 			page := make([]byte, 4<<10)
 			var off int64
 			for b.Loop() {
@@ -94,7 +84,7 @@ func BenchmarkSyncParts(b *testing.B) {
 				if err := unix.Fdatasync(int(f.Fd())); err != nil {
 					b.Fatal(err)
 				}
-				off = (off + int64(len(page))) % (256 << 20)
+				off = (off + int64(len(page))) % file.size
 			}
 		})
 	}
