@@ -54,8 +54,13 @@ build() {
   if [ ! -x bin/ollama ]; then
     # The module zip has no llama/llama.cpp/vendor (Go drops vendor dirs from
     # zips): its four header-only libraries come from the llama.cpp tree above.
-    # Without -march=native cgo builds a plain SSE2 ggml, 10-20x slower.
-    CGO_ENABLED=1 CGO_CPPFLAGS="-I$CACHE/src/vendor" CGO_CFLAGS="-O3 -march=native" CGO_CXXFLAGS="-O3 -march=native" \
+    # Without -march=native cgo builds a plain SSE2 ggml, 10-20x slower. On a
+    # CPU with AMX (Sapphire Rapids and later) -march=native turns on ggml's
+    # AMX buffer type, whose code is in a folder the Go build does not
+    # compile, and the link fails (undefined ggml_backend_amx_buffer_type):
+    # AMX stays off, AVX-512 and the rest stay on.
+    local cflags="-O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    CGO_ENABLED=1 CGO_CPPFLAGS="-I$CACHE/src/vendor" CGO_CFLAGS="$cflags" CGO_CXXFLAGS="$cflags" \
     GOBIN="$CACHE/bin" GOFLAGS=-buildvcs=false \
       go install -ldflags="-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" \
         "github.com/ollama/ollama@$OLLAMA_VERSION"
