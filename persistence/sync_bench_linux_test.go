@@ -15,8 +15,8 @@ import (
 // log's mapping with nothing written to it, which is what DB.Sync adds for
 // agentd's values (all under Badger's value threshold, so the value log is
 // never written); and a 4 KB write with fdatasync on a plain file: over
-// and over the same block (the floor agentd-bench measures), or appended
-// as a log appends.
+// and over the same block, or appended as a log appends (as agentd-bench's
+// probe does too, growing its file).
 func BenchmarkSyncParts(b *testing.B) {
 	dir := b.TempDir()
 	s, err := Open(dir, Options{})
