@@ -335,7 +335,8 @@ func TestWritesTooBigToShareATransactionCommitInTurn(t *testing.T) {
 	}
 }
 
-// syncCounter counts a backend's commits that sync.
+// syncCounter counts a backend's commits that must be durable (that a
+// caller waits to see synced).
 type syncCounter[T any] struct {
 	txns[T]
 	syncs atomic.Int32
@@ -349,8 +350,8 @@ func (c *syncCounter[T]) commit(txn T, durable bool) error {
 }
 
 // TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne: writes
-// that need no sync of their own commit in order and readable, with no
-// sync; the next write that needs one costs one sync.
+// that need no sync of their own commit in order and readable, none of
+// them a durable commit; the next write that needs one costs one.
 func TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne(t *testing.T) {
 	eachTxns(t, unsyncedThenSynced[*badger.Txn], unsyncedThenSynced[*pgTxn])
 }
@@ -386,6 +387,160 @@ func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 	if n := c.syncs.Load(); n != 1 || got != "u1,u2,u3,d" {
 		t.Fatalf("%d syncs, order %q; want 1 and u1,u2,u3,d", n, got)
+	}
+}
+
+// syncLog records, in order, the commits and syncs a committer asks of
+// a backend.
+type syncLog[T any] struct {
+	txns[T]
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *syncLog[T]) commit(txn T, durable bool) error {
+	l.add("commit")
+	return l.txns.commit(txn, durable)
+}
+
+func (l *syncLog[T]) sync() error {
+	l.add("sync")
+	return l.txns.sync()
+}
+
+func (l *syncLog[T]) add(ev string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, ev)
+}
+
+// TestEveryCommitIsSyncedBeforeTheNextOne: however synced, unsynced and
+// staged writes of many chats mix, no commit follows another without a
+// sync between them, and the last one is synced too, though nobody
+// waited for it. Badger may start a new log inside any commit and DB.Sync
+// syncs only the newest, so an unsynced commit left for a later sync to
+// cover would be lost with the machine.
+func TestEveryCommitIsSyncedBeforeTheNextOne(t *testing.T) {
+	eachTxns(t, syncedBeforeNext[*badger.Txn], syncedBeforeNext[*pgTxn])
+}
+
+func syncedBeforeNext[T any](t *testing.T, r rig[T], db txns[T]) {
+	defer r.s.Close()
+	l := &syncLog[T]{txns: db}
+	w := newCommitter[T](l)
+	// One chat in turn first, so the order does not rest on scheduling:
+	// an unsynced write, then a synced one.
+	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.do(appendOrder(r, "d")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 40 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				var err error
+				switch (g + i) % 3 {
+				case 0:
+					err = w.doUnsynced(appendOrder(r, id))
+				case 1:
+					err = w.do(appendOrder(r, id))
+				default:
+					var synced func() error
+					if synced, err = w.doStaged(appendOrder(r, id)); err == nil {
+						err = synced()
+					}
+				}
+				if err != nil {
+					t.Error(id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	w.close()
+	if len(l.events) < 2 {
+		t.Fatalf("events %v", l.events)
+	}
+	for i, ev := range l.events {
+		if want := []string{"commit", "sync"}[i%2]; ev != want {
+			t.Fatalf("event %d of %d is %s, want %s: %v", i, len(l.events), ev, want, l.events[max(0, i-4):i+1])
+		}
+	}
+	if last := l.events[len(l.events)-1]; last != "sync" {
+		t.Fatalf("the last commit was left unsynced: %v", l.events[len(l.events)-2:])
+	}
+	var got string
+	if err := r.s.Record(context.Background(), "test", "order", &got); err != nil || strings.Count(got, ",") != 2+8*40-1 {
+		t.Fatalf("order holds %d writes, %v", strings.Count(got, ",")+1, err)
+	}
+}
+
+// TestAnUnsyncedWriteIsSyncedWhenTheWriterIsIdle: doUnsynced returns
+// before its sync, and with nothing else queued the writer syncs it at
+// once rather than leaving it for the next write.
+func TestAnUnsyncedWriteIsSyncedWhenTheWriterIsIdle(t *testing.T) {
+	eachTxns(t, unsyncedSyncedWhenIdle[*badger.Txn], unsyncedSyncedWhenIdle[*pgTxn])
+}
+
+func unsyncedSyncedWhenIdle[T any](t *testing.T, r rig[T], db txns[T]) {
+	defer r.s.Close()
+	g := &gatedSync[T]{txns: db, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w := newCommitter[T](g)
+	defer w.close()
+	defer close(g.release)
+	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute): // a guard against hanging, not a measure
+		t.Fatal("the idle writer did not sync the unsynced write")
+	}
+}
+
+// brokenSync fails a backend's syncs while broken is set.
+type brokenSync[T any] struct {
+	txns[T]
+	broken atomic.Bool
+}
+
+func (b *brokenSync[T]) sync() error {
+	if b.broken.Load() {
+		return errors.New("disk gone")
+	}
+	return b.txns.sync()
+}
+
+// TestAWriteAfterAnUnsyncedOneThatCannotBeSyncedFailsAndLandsNothing: when
+// the unsynced writes before it cannot be synced, the next write is not
+// committed (it would start a log no sync covers them from) and says why;
+// once the disk is back, the next one syncs them and lands.
+func TestAWriteAfterAnUnsyncedOneThatCannotBeSyncedFailsAndLandsNothing(t *testing.T) {
+	eachTxns(t, unsyncedThenBrokenSync[*badger.Txn], unsyncedThenBrokenSync[*pgTxn])
+}
+
+func unsyncedThenBrokenSync[T any](t *testing.T, r rig[T], db txns[T]) {
+	defer r.s.Close()
+	b := &brokenSync[T]{txns: db}
+	w := newCommitter[T](b)
+	defer w.close()
+	b.broken.Store(true)
+	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.do(appendOrder(r, "d")); err == nil || !strings.Contains(err.Error(), "disk gone") || !strings.Contains(err.Error(), "committed before") {
+		t.Fatalf("the write after an unsyncable one: %v", err)
+	}
+	b.broken.Store(false)
+	if err := w.do(appendOrder(r, "e")); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := r.s.Record(context.Background(), "test", "order", &got); err != nil || got != "u,e" {
+		t.Fatalf("order %q, %v; want u,e", got, err)
 	}
 }
 

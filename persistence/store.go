@@ -52,7 +52,11 @@ func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.
 
 // commit commits txn to the memtable and its write-ahead log; durability
 // is sync's: DB.Sync syncs that log and the value log, and as the database
-// is opened without SyncWrites, one sync covers every commit before it.
+// is opened without SyncWrites, one sync covers every commit before it
+// back to the last time the memtable filled. A commit that finds it full
+// starts a new memtable and log first (DB.ensureRoomForWrite), and nothing
+// syncs the old log again before Badger flushes its memtable to a table:
+// hence the committer syncs unsynced commits before the next one.
 func (badgerTxns) commit(txn *badger.Txn, _ bool) error { return txn.Commit() }
 func (b badgerTxns) sync() error                        { return b.db.Sync() }
 
@@ -583,8 +587,9 @@ func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message)
 
 // AppendUnsynced is Append for messages that need not survive a crash of
 // the machine on their own (a running turn's tool calls and results): it
-// returns once they are committed, with their seqs, and the next synced
-// write makes them durable.
+// returns once they are committed, with their seqs, without waiting for
+// a sync; they are durable when the writer is next idle, and at the
+// latest once any later write is (see committer.doUnsynced).
 func (s *Store) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	return s.appendMsgs(ctx, chatID, s.w.doUnsynced, msgs)
 }
