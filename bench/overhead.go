@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,11 +63,22 @@ func newOverheadFake(window int) *openaifake.Server {
 	}})
 }
 
+// fakeMemoryLimit is when the fake's process collects garbage: only then.
+// The fake keeps nothing (Forget), so what it holds live is the requests
+// in flight; collecting at the runtime's default pace (each time the heap
+// doubles from a few MB) ran a cycle every few requests, and its idle mark
+// workers took the core agentd's turn wanted next (a third of the fake's
+// CPU in the overhead part).
+const fakeMemoryLimit = 256 << 20
+
 // ServeOverheadFake runs the overhead part's fake in this process: it
 // writes the fake's URL as one line to w and serves until until ends (the
 // parent closes the pipe, or dies). cpuProfile, when set, names the file
-// the fake's CPU is profiled into over its whole serving life.
+// the fake's CPU is profiled into over its whole serving life. It sets the
+// process's collector: call it only in a process of its own.
 func ServeOverheadFake(window int, cpuProfile string, w io.Writer, until io.Reader) (err error) {
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(fakeMemoryLimit)
 	stopProfile, err := Profiles{CPU: cpuProfile}.start()
 	if err != nil {
 		return err

@@ -67,21 +67,31 @@ type Script func(r Received) Reply
 // (one token per four bytes, at least one per word) that no side of a
 // comparison tunes itself to.
 func CountTokens(s string) int {
-	n, words, inWord := 0, 0, false
+	// A word starts at a byte that is not a space after one that is (or
+	// at the start). Counted without branches: the fakes count every
+	// request's whole prompt, ≈100 KB on 32K, on the cores the benches
+	// measure agentd on.
+	words := 0
+	prev := uint8(0)
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		space := c == ' ' || c == '\n' || c == '\t' || c == '\r'
-		if !space && !inWord {
-			words++
-		}
-		inWord = !space
+		c := wordByte[s[i]]
+		words += int(c &^ prev)
+		prev = c
 	}
-	n = (len(s) + 3) / 4
-	if words > n {
-		n = words
-	}
-	return n
+	return max((len(s)+3)/4, words)
 }
+
+// wordByte is 1 for a byte CountTokens reads as part of a word, 0 for a
+// space, tab, CR or LF.
+var wordByte = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 1
+	}
+	for _, c := range " \t\r\n" {
+		t[c] = 0
+	}
+	return t
+}()
 
 // Log records what a fake received, safe for concurrent use.
 type Log struct {

@@ -172,6 +172,36 @@ type wireTool struct {
 	} `json:"function"`
 }
 
+// wireChunk is one streamed chat.completion.chunk, its fields in the
+// order OpenAI sends them (a struct, not a map: the benches run this fake
+// on agentd's cores).
+type wireChunk struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint"`
+	Choices           []wireChoice    `json:"choices"`
+	Usage             json.RawMessage `json:"usage,omitempty"`
+}
+
+type wireChoice struct {
+	Index        int       `json:"index"`
+	Delta        wireDelta `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// wireDelta is a chunk's delta: only the fields set are sent.
+type wireDelta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	Refusal          json.RawMessage `json:"refusal,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        *string         `json:"reasoning,omitempty"`
+	ToolCalls        []wireToolCall  `json:"tool_calls,omitempty"`
+}
+
 type wirePart struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
@@ -181,27 +211,36 @@ type wirePart struct {
 }
 
 // received turns a wire request into the neutral record and counts its
-// input. It returns the prompt's blocks for the cache: the leading system
-// messages, then the tools (OpenAI renders them after the instructions),
-// then every other message.
-func received(req wireRequest, raw []byte) (testkit.Received, []testkit.Block, error) {
-	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens, CacheKey: req.PromptCacheKey}
+// input. With blocks set it also returns the prompt's blocks for the
+// cache: the leading system messages, then the tools (OpenAI renders them
+// after the instructions), then every other message. A fake that forgets
+// has no cache and skips them: joined, they copy the whole prompt again.
+func received(req wireRequest, raw []byte, blocks bool) (testkit.Received, []testkit.Block, error) {
+	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens, CacheKey: req.PromptCacheKey,
+		Messages: make([]chat.Message, 0, len(req.Messages))}
 	if req.MaxCompletionTokens > 0 {
 		r.MaxTokens = req.MaxCompletionTokens
 	}
 	var lead, rest []testkit.Block
-	// add appends one block: its role (or "tool") names it without being
-	// counted, as before this fake counted only the texts.
+	// add counts one part's texts and, for the cache, appends its block:
+	// its role (or "tool") names it without being counted, as before this
+	// fake counted only the texts.
 	add := func(to *[]testkit.Block, role string, texts ...string) {
-		b := testkit.Block{Text: role + "\x00"}
+		tokens := 0
+		for _, t := range texts {
+			tokens += testkit.CountTokens(t)
+		}
+		r.InputTokens += tokens
+		if !blocks {
+			return
+		}
+		b := testkit.Block{Text: role + "\x00", Tokens: tokens}
 		for _, t := range texts {
 			if t != "" {
 				b.Text += t + "\x00"
-				b.Tokens += testkit.CountTokens(t)
 			}
 		}
 		*to = append(*to, b)
-		r.InputTokens += b.Tokens
 	}
 	for i, m := range req.Messages {
 		text, images, err := content(m.Content)
@@ -237,6 +276,9 @@ func received(req wireRequest, raw []byte) (testkit.Received, []testkit.Block, e
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, t.Function.Name)
 		add(&lead, "tool", t.Function.Name, t.Function.Description, string(t.Function.Parameters))
+	}
+	if !blocks {
+		return r, nil, nil
 	}
 	return r, append(lead, rest...), nil
 }
@@ -323,8 +365,19 @@ func tooLongMessage(window, input, maxTokens int) string {
 	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, input)
 }
 
+// readBody reads a request's body in one allocation of its declared
+// length (io.ReadAll grows its buffer to about twice a big body).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength <= 0 {
+		return io.ReadAll(r.Body)
+	}
+	b := make([]byte, r.ContentLength)
+	_, err := io.ReadFull(r.Body, b)
+	return b, err
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "could not read body", "invalid_request_error", nil)
 		return
@@ -334,7 +387,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_request_error", nil)
 		return
 	}
-	rec, blocks, err := received(req, raw)
+	rec, blocks, err := received(req, raw, !s.opts.Forget)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", nil)
 		return
@@ -472,6 +525,7 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 	}
 
 	sent := 0
+	var line []byte
 	send := func(v any) {
 		if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
 			// Drop the connection mid-stream: the client sees a chunked
@@ -479,25 +533,27 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 			panic(http.ErrAbortHandler)
 		}
 		b, _ := json.Marshal(v)
-		_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+		line = append(append(append(line[:0], "data: "...), b...), "\n\n"...)
+		_, _ = w.Write(line)
 		if flusher != nil {
 			flusher.Flush()
 		}
 		sent++
 	}
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		c := map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-			"system_fingerprint": "fp_fake",
-			"choices":            []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
-		}
-		if includeUsage {
-			c["usage"] = nil
+	var usageNull json.RawMessage
+	if includeUsage {
+		usageNull = json.RawMessage("null")
+	}
+	chunk := func(delta wireDelta, finish string) wireChunk {
+		c := wireChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: "fp_fake",
+			Choices: []wireChoice{{Delta: delta}}, Usage: usageNull}
+		if finish != "" {
+			c.Choices[0].FinishReason = &finish
 		}
 		return c
 	}
 
-	send(chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil))
+	send(chunk(wireDelta{Role: "assistant", Content: new(string), Refusal: json.RawMessage("null")}, ""))
 	if reply.StreamError != "" {
 		data := reply.StreamError
 		if !strings.HasPrefix(strings.TrimSpace(data), "{") {
@@ -508,28 +564,32 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 		return
 	}
 	for _, p := range testkit.Chunks(reply.Thinking, reply.ChunkRunes) {
-		send(chunk(map[string]any{s.opts.ReasoningField: p}, nil))
+		d := wireDelta{}
+		if s.opts.ReasoningField == "reasoning" {
+			d.Reasoning = &p
+		} else {
+			d.ReasoningContent = &p
+		}
+		send(chunk(d, ""))
 	}
 	for _, p := range testkit.Chunks(reply.Text, reply.ChunkRunes) {
-		send(chunk(map[string]any{"content": p}, nil))
+		send(chunk(wireDelta{Content: &p}, ""))
 	}
 	for i, tc := range reply.ToolCalls {
-		send(chunk(map[string]any{"tool_calls": []map[string]any{{
-			"index": i, "id": callID(tc, i), "type": "function",
-			"function": map[string]any{"name": tc.Name, "arguments": ""},
-		}}}, nil))
+		first := wireToolCall{Index: &i, ID: callID(tc, i), Type: "function"}
+		first.Function.Name = tc.Name
+		send(chunk(wireDelta{ToolCalls: []wireToolCall{first}}, ""))
 		for _, p := range testkit.Chunks(tc.Arguments, reply.ChunkRunes) {
-			send(chunk(map[string]any{"tool_calls": []map[string]any{{
-				"index": i, "function": map[string]any{"arguments": p},
-			}}}, nil))
+			more := wireToolCall{Index: &i}
+			more.Function.Arguments = p
+			send(chunk(wireDelta{ToolCalls: []wireToolCall{more}}, ""))
 		}
 	}
-	send(chunk(map[string]any{}, finish))
+	send(chunk(wireDelta{}, finish))
 	if includeUsage {
-		send(map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-			"system_fingerprint": "fp_fake", "choices": []any{}, "usage": wireUsage(usage),
-		})
+		u, _ := json.Marshal(wireUsage(usage))
+		send(wireChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: "fp_fake",
+			Choices: []wireChoice{}, Usage: u})
 	}
 	if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
 		panic(http.ErrAbortHandler)

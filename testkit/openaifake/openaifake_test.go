@@ -252,3 +252,32 @@ func TestContentForms(t *testing.T) {
 		t.Errorf("%d requests received, want only the good one", n)
 	}
 }
+
+// TestAFakeThatForgetsCountsTheSameInput: Forget skips the cache's blocks,
+// not the count a usage chunk reports.
+func TestAFakeThatForgetsCountsTheSameInput(t *testing.T) {
+	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[` +
+		`{"role":"system","content":"Be brief, and always answer in metric units."},` +
+		`{"role":"user","content":[{"type":"text","text":"What is the weather in Paris?"}]},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"18 degrees and clear"}],` +
+		`"tools":[{"type":"function","function":{"name":"get_weather","description":"The weather in a city.","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`
+	promptTokens := func(forget bool) int {
+		s := New(Options{Forget: forget})
+		defer s.Close()
+		ev := events(t, post(t, s, body).Body)
+		var u struct {
+			Usage *struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(ev[len(ev)-2]), &u); err != nil || u.Usage == nil {
+			t.Fatalf("usage chunk %s: %v", ev[len(ev)-2], err)
+		}
+		return u.Usage.PromptTokens
+	}
+	kept, forgot := promptTokens(false), promptTokens(true)
+	if kept == 0 || forgot != kept {
+		t.Fatalf("prompt_tokens %d forgetting, %d keeping; want the same, above 0", forgot, kept)
+	}
+}
