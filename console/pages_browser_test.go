@@ -130,8 +130,12 @@ func TestBrowserTooLongOffersANewChatOrTheBiggerModel(t *testing.T) {
 	r.d.Hub.Bus().Publish(eventbus.Event{Type: chat.EventTurnStarted, ChatID: c.ID, TurnID: "t-switch", Data: map[string]int64{"user_seq": 1}})
 	r.d.Hub.Bus().Publish(eventbus.Event{Type: chat.EventTurnProblem, ChatID: c.ID, TurnID: "t-switch", Data: chat.Problem{Kind: chat.ProblemTooLong,
 		Message: "this message does not fit", NextStep: &chat.NextStep{Action: "switch-model", Model: "fake/big", Window: 128000}}})
-	r.until("the switch button", `[...document.querySelectorAll(".card.problem.too-long button.next-step")].some(b => b.textContent === "Switch to fake/big (128,000 tokens)")`)
-	r.do("switch", chromedp.Click(chromedp.CSS(".card.problem.too-long button.next-step")))
+	// The first turn's card comes back from the activity log as well, before
+	// or after this one as the page's reads and the events race: click the
+	// switch by what it says, not by where it sits.
+	const switchButton = `[...document.querySelectorAll(".card.problem.too-long button.next-step")].find(b => b.textContent === "Switch to fake/big (128,000 tokens)")`
+	r.until("the switch button", switchButton+` !== undefined`)
+	r.do("switch", chromedp.Click(chromedp.JSPath(switchButton)))
 	r.until("the model switch", `document.querySelector("#chat-model").value === "fake/big"`)
 	got, err := r.d.Hub.Chat(ctx, "default", c.ID)
 	if err != nil {
