@@ -6,6 +6,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,4 +121,35 @@ func TestBrowserPaletteCompactsAndAWaitIsShown(t *testing.T) {
 		t.Fatalf("%d chats after New chat (%v), want 2", len(chats), err)
 	}
 	r.shoot("console-palette.png", "")
+}
+
+func TestBrowserACardHeardLiveAndReadBackShowsOnce(t *testing.T) {
+	// The page hears a turn's problem live while its read of the stored
+	// activity, which holds the same problem, is still out: the card shows
+	// once, not once for each way in.
+	hold := make(chan struct{})
+	r := newRig(t, rigOptions{window: 32000, fakeWindow: 500, holdActivity: hold})
+	ctx := context.Background()
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: "Busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the watch stream", `document.querySelector("#live").dataset.live === "true"`)
+	if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "Please read all of this."}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.until("the live problem card", `document.querySelector(".card.problem.too-long") !== null`)
+	page, err := r.d.Client.Activity(ctx, c.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(page.Activity, func(it api.ActivityItem) bool { return it.Type == chat.EventTurnProblem }) {
+		t.Fatalf("the stored activity %+v lacks the problem; the page would have nothing to read back", page.Activity)
+	}
+	close(hold)
+	r.until("the stored activity read", `document.querySelector("#transcript").getAttribute("aria-busy") === null`)
+	if n := eval[int](r, `document.querySelectorAll(".card.problem.too-long").length`); n != 1 {
+		t.Fatalf("%d too-long cards, want 1", n)
+	}
 }

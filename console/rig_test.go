@@ -90,6 +90,10 @@ type rigOptions struct {
 	// models, when set, is the fake's model list, which the daemon reads
 	// before the test starts (as agentd serve does).
 	models []openaifake.ModelEntry
+	// holdActivity, when set, holds every read of a chat's activity until
+	// it is closed: a test orders what the page hears live before what it
+	// reads back.
+	holdActivity chan struct{}
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -112,7 +116,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		d.Hub.Refresh(context.Background())
 	}
 	r := &rig{t: t, d: d, fake: fake}
-	r.url = r.serve()
+	r.url = r.serve(o.holdActivity)
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
@@ -178,7 +182,9 @@ func (r *rig) onEvent(ev any) {
 // the mount will. The same goes for the memory API: when the daemon answers
 // 404, a stand-in over a real memory.Store on the daemon's Badger serves
 // the documented routes, so the page is tested against the shape it will get.
-func (r *rig) serve() string {
+// With hold set, the test's own server stands in front of the daemon and
+// holds activity reads until hold is closed.
+func (r *rig) serve(hold chan struct{}) string {
 	api := r.d.Server.Config.Handler
 	mounted := false
 	if resp, err := http.Get(r.d.Server.URL + "/"); err == nil {
@@ -191,11 +197,20 @@ func (r *rig) serve() string {
 		resp.Body.Close()
 		memMounted = resp.StatusCode != http.StatusNotFound
 	}
-	if mounted && memMounted {
+	if mounted && memMounted && hold == nil {
 		return r.d.Server.URL
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
+	if hold != nil {
+		mux.HandleFunc("GET /v1/chats/{id}/activity", func(w http.ResponseWriter, req *http.Request) {
+			select {
+			case <-hold:
+				api.ServeHTTP(w, req)
+			case <-req.Context().Done():
+			}
+		})
+	}
 	if mounted {
 		mux.Handle("/", api)
 	} else {

@@ -45,6 +45,21 @@ const fmtInt = (n) => (n || 0).toLocaleString('en-US');
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '');
 const esc = encodeURIComponent;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// The events the daemon keeps in a chat's activity log (chat.Activity):
+// the page reads them back when it opens.
+const ACTIVITY = new Set(['compacted', 'healed', 'turn.problem', 'compaction.applied', 'tools.loaded', 'memories.learned']);
+
+// canonicalJSON writes v with its objects' keys sorted: one event read
+// live and read back from a store compares equal whatever order the store
+// kept its keys in.
+function canonicalJSON(v) {
+  if (Array.isArray(v)) return `[${v.map(canonicalJSON).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalJSON(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
 // A long transcript renders its newest RENDER_FIRST messages at once, then
 // RENDER_BATCH older ones a task.
 const RENDER_FIRST = 100;
@@ -226,6 +241,10 @@ class ChatView {
     this.frag = null; // while a transcript page renders, where it collects
     this.placeAfter = undefined; // while activity replays, the seq its card follows
     this.progressEl = null; // the one transient "waiting for…" line
+    // activity key → how many of its events one way in showed and the
+    // other has not yet brought (see shownAlready)
+    this.heardLive = new Map();
+    this.replayed = new Map();
   }
 
   destroy() { this.abort.abort(); }
@@ -276,8 +295,12 @@ class ChatView {
     }, { signal: this.abort.signal, passive: true });
     this.input.focus();
     this.watch();
+    // Busy until what is stored is all in the log: a screen reader waits
+    // for the rebuilt page rather than reading it piece by piece.
+    this.transcript.setAttribute('aria-busy', 'true');
     await this.loadTranscript();
     await this.loadActivity();
+    this.transcript.removeAttribute('aria-busy');
     this.scroll();
     this.refreshContext();
   }
@@ -377,6 +400,23 @@ class ChatView {
     }
   }
 
+  // shownAlready says whether an activity event came in the other way
+  // already, and notes that it came this way. A page opened while its chat
+  // is busy hears an event live and reads it again in the stored activity,
+  // in either order: it shows the card once. Keys are counted, so events
+  // alike are each shown.
+  shownAlready(live, type, turnID, data) {
+    const key = `${type}\u0000${turnID || ''}\u0000${canonicalJSON(data)}`;
+    const [mine, other] = live ? [this.heardLive, this.replayed] : [this.replayed, this.heardLive];
+    const owed = other.get(key) || 0;
+    if (owed > 0) {
+      if (owed === 1) other.delete(key); else other.set(key, owed - 1);
+      return true;
+    }
+    mine.set(key, (mine.get(key) || 0) + 1);
+    return false;
+  }
+
   // loadActivity rebuilds the cards of what happened in this chat (problems
   // with their next step, compactions, heals, tools loaded, memories
   // learned) from its stored activity, each after the message it followed.
@@ -402,6 +442,7 @@ class ChatView {
   // replay shows one stored activity item as its live event did.
   replay(it) {
     const d = it.data || {};
+    if (this.shownAlready(false, it.type, it.turn_id, d)) return;
     switch (it.type) {
       case 'turn.problem':
         // A problem is stored right after the person's message it answers.
@@ -470,6 +511,7 @@ class ChatView {
       return;
     }
     this.clearProgress();
+    if (ACTIVITY.has(ev.type) && this.shownAlready(true, ev.type, ev.turn_id, d)) return;
     switch (ev.type) {
       case 'turn.started':
         this.userSeq.set(ev.turn_id, d.user_seq);
