@@ -291,16 +291,18 @@ func eval[T any](r *rig, expr string) T {
 // until waits for a JavaScript condition to hold. A condition that throws
 // (an element the page has not drawn yet) counts as not holding yet: a
 // throw would otherwise end the browser's polling for good, and the wait
-// would run out however the page went on. The last throw is reported if the
-// wait runs out.
+// would run out however the page went on. If the wait runs out, the page's
+// route and what the last evaluation threw ("" when it ran and was false)
+// are reported.
 func (r *rig) until(what, cond string) {
 	r.t.Helper()
-	guarded := `(() => { try { return !!(` + cond + `); } catch (e) { window.__untilThrew = String(e); return false; } })()`
+	guarded := `(() => { try { const ok = !!(` + cond + `); window.__untilThrew = ""; return ok; } catch (e) { window.__untilThrew = String(e); return false; } })()`
 	if _, err := chromedp.Run(r.ctx, chromedp.Poll[chromedp.Void](guarded, chromedp.WithPollingTimeout(0))); err != nil {
 		ctx, cancel := context.WithTimeout(r.tab, 5*time.Second)
 		defer cancel()
-		threw, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__untilThrew || ""`))
-		r.t.Fatalf("waiting for %s (%s): %v; the condition last threw %q", what, cond, err, threw)
+		last, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.hash, window.__untilThrew || ""]`))
+		last = append(last, "", "")
+		r.t.Fatalf("waiting for %s (%s): %v; the page at %q, the condition last threw %q", what, cond, err, last[0], last[1])
 	}
 }
 
