@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -61,6 +62,16 @@ type realTarget struct {
 	window          int // configured for Ollama; llama-server's own -c otherwise
 }
 
+const (
+	// maxFailedTurns ends a long chat early: the test wants none.
+	maxFailedTurns = 3
+	// laterTestsReserve is the time a long chat leaves the real-server tests
+	// after it (about a minute on a quiet 2-core machine) before go test's
+	// -timeout would end the binary with nothing but a goroutine dump: no
+	// turn starts, or runs on, past it.
+	laterTestsReserve = 3 * time.Minute
+)
+
 // TestRealLongChat runs a 200-turn chat of pasted code, CSV and CJK on a
 // 2K and a 4K window of each real server, through the agentd binary. Every
 // turn must end answered; no request may pass the window by the server's
@@ -107,15 +118,31 @@ func runLongChat(t *testing.T, tg realTarget, url string, figures *strings.Build
 	var agentdTime, serverTime time.Duration
 	prefill, cached := 0, 0
 	kinds := map[string]int{}
+	began := time.Now()
 	for i := range turns {
+		ctx, cancel := withTimeout(5 * time.Minute)
+		if dl, ok := t.Deadline(); ok {
+			if time.Until(dl) < laterTestsReserve {
+				cancel()
+				t.Fatalf("%d of %d turns in %v (agentd %v, server %v): go test's -timeout ends in %v, stopping so the tests after this one run",
+					i, turns, time.Since(began).Round(time.Second), agentdTime.Round(time.Millisecond), serverTime.Round(time.Millisecond), time.Until(dl).Round(time.Second))
+			}
+			ctx, cancel = context.WithDeadline(ctx, dl.Add(-laterTestsReserve))
+		}
 		before := tp.count()
 		start := time.Now()
-		rt := d.send(t, id, pasted(i))
+		rt := d.sendCtx(ctx, t, id, pasted(i))
+		cancel()
 		wall := time.Since(start)
 		calls := tp.since(before)
 		if rt.res.Problem != nil {
 			failed++
-			t.Errorf("turn %d failed: %+v", i, *rt.res.Problem)
+			t.Errorf("turn %d failed after %v: %+v", i, wall.Round(time.Millisecond), *rt.res.Problem)
+			if failed == maxFailedTurns {
+				// A server that stopped answering fails every turn at the
+				// idle limit; more of them say nothing new.
+				t.Fatalf("%d turns failed, stopping at turn %d of %d; %s", failed, i+1, turns, d.logTail(30))
+			}
 		}
 		if len(rt.healed) > 0 {
 			t.Errorf("turn %d needed healing (a request over the window reached the server): %+v", i, rt.healed)
