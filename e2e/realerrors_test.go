@@ -47,7 +47,7 @@ func newLlamaProc(t *testing.T, ctx int, extra ...string) *llamaProc {
 	}
 	port := freePort(t)
 	args := append([]string{"-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "-c", fmt.Sprint(ctx),
-		"-np", "1", "-t", "2", "--jinja", "--alias", realModel, "--no-webui"}, extra...)
+		"-np", "1", "-t", "1", "--jinja", "--alias", realModel, "--no-webui"}, extra...)
 	lp := &llamaProc{t: t, port: port, args: append([]string{bin}, args...)}
 	t.Cleanup(lp.kill)
 	return lp
