@@ -106,8 +106,9 @@ build) build ;;
 llama)
   # One thread each (and num_thread 1 in the Modelfile): with two, ggml's
   # threads wait for each other at every step, and on a 2-core machine with
-  # anything else running a 40-turn chat took 398 s against 114 s with one
-  # (quiet: about the same, 51-55 s against 53-62 s; BENCHMARKS.md).
+  # anything else running a 40-turn chat took 398 s against 114 s with one.
+  # Quiet, the whole real-server step was faster with one: 1,085 s against
+  # 1,370 s (BENCHMARKS.md, "One thread per real server").
   "$CACHE/bin/llama-server" -m "$CACHE/models/tiny-wired.gguf" --host 127.0.0.1 --port "$2" \
     -c "$3" -np 1 -t 1 --jinja --alias tiny-wired --no-webui >"$4" 2>&1 &
   wait_up $! "http://127.0.0.1:$2/health" llama-server ;;
