@@ -120,7 +120,7 @@ func runLongChat(t *testing.T, tg realTarget, url string, figures *strings.Build
 	kinds := map[string]int{}
 	began := time.Now()
 	for i := range turns {
-		turnEnd := time.Now().Add(5 * time.Minute)
+		turnEnd := time.Now().Add(realSendTimeout)
 		if dl, ok := t.Deadline(); ok {
 			if time.Until(dl) < laterTestsReserve {
 				t.Fatalf("%d of %d turns in %v (agentd %v, server %v): go test's -timeout ends in %v, stopping so the tests after this one run",

@@ -195,10 +195,13 @@ type realTurn struct {
 	problems    []chat.Problem
 }
 
+// realSendTimeout bounds one message's stream on a real server.
+const realSendTimeout = 5 * time.Minute
+
 // send posts content and collects its turn's events.
 func (d *daemon) send(t *testing.T, chatID, content string) realTurn {
 	t.Helper()
-	ctx, cancel := withTimeout(5 * time.Minute)
+	ctx, cancel := withTimeout(realSendTimeout)
 	defer cancel()
 	return d.sendCtx(ctx, t, chatID, content)
 }
