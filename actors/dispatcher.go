@@ -32,8 +32,13 @@ type Dispatcher struct {
 	floor      int
 	idleFor    time.Duration
 
+	// limit bounds the workers (0: none); past it runs wait in queue, in
+	// the order they came, for the next worker done with its run.
+	limit int
+
 	mu      sync.Mutex
 	idle    []*worker // most recently idle last: the warmest stack runs next
+	queue   []func()
 	workers int
 	stopped bool
 	stop    chan struct{} // ends the trimmer; workers wait on their own channel
@@ -75,6 +80,18 @@ func NewDispatcher(throughput, floor int, idleFor time.Duration) *Dispatcher {
 	return d
 }
 
+// NewBoundedDispatcher is NewDispatcher with the defaults and at most limit
+// workers, for runs that do not wait on I/O (the sessions' mailboxes, whose
+// writes and reads are awaited off the mailbox): a burst of 10,000 runs then
+// waits for a few warm workers instead of starting 10,000 goroutines whose
+// stacks each grow. A run that waits holds its worker meanwhile, so a
+// dispatcher whose runs wait on each other must not be bounded.
+func NewBoundedDispatcher(limit int) *Dispatcher {
+	d := NewDispatcher(0, 0, 0)
+	d.limit = max(limit, d.floor)
+	return d
+}
+
 // Throughput is how many messages a mailbox processes before it yields.
 func (d *Dispatcher) Throughput() int { return d.throughput }
 
@@ -97,34 +114,48 @@ func (d *Dispatcher) Schedule(fn func()) {
 		go fn()
 		return
 	}
+	if d.limit > 0 && d.workers >= d.limit {
+		d.queue = append(d.queue, fn)
+		return
+	}
 	d.workers++
 	w := &worker{runs: make(chan func(), 1)}
 	w.runs <- fn // not captured: a worker would keep its first run's closure alive
 	d.group.Go(func() { d.work(w) })
 }
 
-// work runs what it is handed until it is trimmed or the dispatcher stops.
+// work runs what it is handed, and then what is queued, until it is
+// trimmed or the dispatcher stops.
 func (d *Dispatcher) work(w *worker) {
 	for fn := range w.runs {
-		fn()
-		if !d.rest(w) {
-			return
+		for fn != nil {
+			fn()
+			var ok bool
+			if fn, ok = d.rest(w); !ok {
+				return
+			}
 		}
 	}
 }
 
-// rest puts w on the idle stack, or counts it out when the dispatcher has
-// stopped.
-func (d *Dispatcher) rest(w *worker) bool {
+// rest returns the oldest queued run for w to go on with, else puts w on
+// the idle stack, or counts it out when the dispatcher has stopped.
+func (d *Dispatcher) rest(w *worker) (next func(), ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.queue) > 0 {
+		next = d.queue[0]
+		d.queue[0] = nil
+		d.queue = d.queue[1:]
+		return next, true
+	}
 	if d.stopped {
 		d.workers--
-		return false
+		return nil, false
 	}
 	w.since = time.Now()
 	d.idle = append(d.idle, w)
-	return true
+	return nil, true
 }
 
 // trim ends, every half idle time, the workers idle for longer than the

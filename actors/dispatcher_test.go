@@ -140,6 +140,49 @@ func TestDispatcherIdleWorkersLeaveDownToTheFloor(t *testing.T) {
 	<-ran
 }
 
+// TestABoundedDispatcherQueuesRunsPastItsLimitInOrder: with every worker of
+// a bounded dispatcher busy, Schedule still returns at once and no worker
+// starts past the limit; the one worker then freed runs the queued runs in
+// the order they came, stopped or not.
+func TestABoundedDispatcherQueuesRunsPastItsLimitInOrder(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "stopped"}[stop], func(t *testing.T) {
+			d := NewBoundedDispatcher(1) // the floor, 8, is the least limit
+			releaseRest := busy(d, DefaultWorkerFloor-1)
+			releaseOne := busy(d, 1)
+			const queued = 50
+			var order []int // appended by one worker at a time
+			var ran sync.WaitGroup
+			ran.Add(queued)
+			for i := range queued {
+				d.Schedule(func() { order = append(order, i); ran.Done() })
+			}
+			if n := d.Workers(); n != DefaultWorkerFloor {
+				t.Fatalf("%d workers with every one busy and %d runs queued, want %d", n, queued, DefaultWorkerFloor)
+			}
+			stopped := make(chan error, 1)
+			if stop {
+				go func() { stopped <- d.Stop(context.Background()) }()
+			}
+			close(releaseOne)
+			ran.Wait()
+			close(releaseRest)
+			for i, n := range order {
+				if n != i {
+					t.Fatalf("queued runs ran in the order %v", order)
+				}
+			}
+			if stop {
+				if err := <-stopped; err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			stopNow(t, d)
+		})
+	}
+}
+
 // recorder checks that no two runs of its mailbox overlap (the race
 // detector sees its unsynchronised state too) and keeps the order of what
 // it receives.

@@ -80,8 +80,10 @@ type Hub struct {
 	tracer  trace.Tracer
 
 	system *actor.ActorSystem
-	// sessions runs the session actors' mailboxes; Close stops it after them.
+	// sessions runs the session actors' mailboxes, and workers their calls
+	// and awaited writes; Close stops both after them.
 	sessions  *actors.Dispatcher
+	workers   *actors.Dispatcher
 	registry  *actor.PID
 	summarize *actor.PID
 	learner   *actor.PID
@@ -212,9 +214,17 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 	return out
 }
 
+// sessionWorkers bounds the goroutines that run the sessions' mailboxes:
+// a run waits on no I/O of its own (a turn's writes and a chat's first read
+// are awaited off the mailbox), so a few more than the cores keep them busy
+// while a rare run waits on a write (a tool round's results, the day's
+// memory map).
+const sessionWorkers = 64
+
 func (h *Hub) startActors(opts Options) {
 	h.system = actors.NewSystem(h.log)
-	h.sessions = actors.NewDispatcher(0, 0, 0)
+	h.sessions = actors.NewBoundedDispatcher(sessionWorkers)
+	h.workers = actors.NewDispatcher(0, 0, 0)
 	root := h.system.Root
 	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
@@ -225,7 +235,7 @@ func (h *Hub) startActors(opts Options) {
 	deps := &session.Deps{
 		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
 		Log: h.log, Traces: opts.TracerProvider,
-		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex, Dispatcher: h.sessions,
+		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex, Dispatcher: h.sessions, Workers: h.workers,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,
 		ToolTimeout: h.cfg.Limits.ToolTimeout.Duration, ToolResultBytes: h.cfg.Limits.ToolResultBytes,
 		MaxToolResultBytes: h.cfg.Limits.MaxToolResultBytes, ToolArgBytes: h.cfg.Limits.ToolArgumentBytes,
@@ -332,6 +342,9 @@ func (h *Hub) Close(ctx context.Context) error {
 	}
 	if err := h.sessions.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop sessions' dispatcher: %w", err))
+	}
+	if err := h.workers.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop sessions' workers: %w", err))
 	}
 	if h.closeMCP != nil {
 		if err := h.closeMCP(); err != nil {

@@ -88,10 +88,13 @@ type Deps struct {
 	Summarizer *actor.PID
 	Learner    *actor.PID
 	ToolIndex  *actor.PID
-	// Dispatcher runs the sessions' mailboxes and model calls on warm
-	// goroutines; its owner stops it after the sessions. Optional:
+	// Dispatcher runs the sessions' mailboxes on warm goroutines, and
+	// Workers their model calls and awaited writes, which wait on I/O: apart,
+	// a mailbox run finds a worker whose stack a run grew, not one a write
+	// left shallow. Their owner stops them after the sessions. Optional:
 	// protoactor's default dispatcher and a goroutine per call when nil.
 	Dispatcher *actors.Dispatcher
+	Workers    *actors.Dispatcher
 
 	DefaultModel    string
 	IdleAfter       time.Duration

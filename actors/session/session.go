@@ -48,6 +48,8 @@ type session struct {
 	queue []pending
 	turn  *turn
 	fold  *foldState
+	// awaiting is the write the mailbox is held for (await.go).
+	awaiting *awaiting
 
 	lastActive time.Time
 	stopTick   func()
@@ -157,13 +159,18 @@ func (s *session) respond(ctx actor.Context, reply any) {
 	ctx.Respond(reply)
 }
 
+// start reads the chat off the mailbox, holding the mailbox until it has
+// (await): 10,000 chats woken at once parked a worker each on Badger's reads.
 func (s *session) start(ctx actor.Context) {
-	if err := s.load(); err != nil {
-		s.loadErr = err
-		s.logger().Error().Err(err).Msg("load chat")
-	} else {
-		s.resumePaused(ctx)
-	}
+	store, id := s.deps.Store, s.id
+	s.await(ctx, func() any { return readChat(store, id) }, func(ctx actor.Context, res any) {
+		if err := s.load(res.(chatRead)); err != nil {
+			s.loadErr = err
+			s.logger().Error().Err(err).Msg("load chat")
+		} else {
+			s.resumePaused(ctx)
+		}
+	})
 	s.armIdle(ctx)
 }
 
@@ -176,24 +183,32 @@ func (s *session) armIdle(ctx actor.Context) {
 	s.stopTick = func() { t.Stop() }
 }
 
-func (s *session) load() error {
+// chatRead is what a session reads of its chat when it starts.
+type chatRead struct {
+	meta persistence.Chat
+	snap persistence.Snapshot
+	msgs []chat.Message
+	err  error
+}
+
+// readChat reads the chat's record, snapshot and kept messages.
+func readChat(store Store, id string) chatRead {
 	bg := context.Background()
-	meta, err := s.deps.Store.Chat(bg, s.id)
+	meta, err := store.Chat(bg, id)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return ErrNotFound
+		return chatRead{err: ErrNotFound}
 	}
 	if err != nil {
-		return err
+		return chatRead{err: err}
 	}
-	s.meta = meta
 	// Claim before reading: what this session reads is then all another
 	// node's old session of the chat will ever have written.
-	if err := s.deps.Store.Claim(bg, s.id); err != nil {
-		return err
+	if err := store.Claim(bg, id); err != nil {
+		return chatRead{err: err}
 	}
-	snap, _, err := s.deps.Store.LoadSnapshot(bg, s.id)
+	snap, _, err := store.LoadSnapshot(bg, id)
 	if err != nil {
-		return err
+		return chatRead{err: err}
 	}
 	if snap.Model == "" {
 		snap.Model = meta.Model
@@ -201,16 +216,24 @@ func (s *session) load() error {
 	if snap.FirstKeptSeq == 0 {
 		snap.FirstKeptSeq = 1
 	}
-	s.snap = snap
-	msgs, err := s.deps.Store.Messages(bg, s.id, snap.FirstKeptSeq, 0)
+	msgs, err := store.Messages(bg, id, snap.FirstKeptSeq, 0)
 	if err != nil {
-		return err
+		return chatRead{err: err}
 	}
-	s.msgs, s.win, s.sent = msgs, nil, sentForm{}
-	if len(msgs) > 0 {
-		s.lastSeq = msgs[len(msgs)-1].Seq
+	return chatRead{meta: meta, snap: snap, msgs: msgs}
+}
+
+// load takes in what readChat read.
+func (s *session) load(r chatRead) error {
+	if r.err != nil {
+		return r.err
+	}
+	s.meta, s.snap = r.meta, r.snap
+	s.msgs, s.win, s.sent = r.msgs, nil, sentForm{}
+	if len(r.msgs) > 0 {
+		s.lastSeq = r.msgs[len(r.msgs)-1].Seq
 	} else {
-		s.lastSeq = snap.FirstKeptSeq - 1
+		s.lastSeq = r.snap.FirstKeptSeq - 1
 	}
 	return nil
 }
@@ -221,6 +244,7 @@ const stopWait = 10 * time.Second
 
 func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	s.stopping = true
+	s.settle()
 	if s.stopTick != nil {
 		s.stopTick()
 	}

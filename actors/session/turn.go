@@ -86,101 +86,124 @@ type turn struct {
 	announced chan struct{}
 }
 
-// stagedMsg is the outcome of a turn's message's staged write
-// (Store.AppendStaged).
+// stagedMsg is the outcome of a turn's message's write: err if it was not
+// committed, syncErr if it was committed but maybe not durable.
 type stagedMsg struct {
-	stored []chat.Message
-	synced func() error
-	err    error
+	stored  []chat.Message
+	err     error
+	syncErr error
 }
 
+// startNext starts the first queued turn unless one runs.
 func (s *session) startNext(ctx actor.Context) {
-	for len(s.queue) > 0 && s.turn == nil {
-		p := s.queue[0]
-		s.queue = s.queue[1:]
-		if s.deps.Metrics != nil {
-			s.deps.Metrics.TurnsWaiting(-1)
-		}
-		msg := p.msg.Message
-		msg.Role = chat.RoleUser
-		if msg.CreatedAt.IsZero() {
-			msg.CreatedAt = time.Now().UTC() // as the store dates it, so both copies agree
-		}
-		// The message is written beside the turn's first step: that step
-		// is planned, and its call sent, with the message numbered as the
-		// store numbers it, the log's next seq (the session is its chat's
-		// one writer). The write's commit, then its sync, are waited for
-		// before anything is said of the turn.
-		written := make(chan stagedMsg, 1)
-		store, chatID, write := s.deps.Store, s.id, msg
-		s.work.GoOn(s.deps.Dispatcher, func() {
-			stored, synced, err := store.AppendStaged(context.Background(), chatID, write)
-			written <- stagedMsg{stored: stored, synced: synced, err: err}
-		})
-		kept, lastSeq := len(s.msgs), s.lastSeq
-		msg.Seq = lastSeq + 1
-		s.appendMsgs(msg)
-		// The turn's context carries its span: what the turn's goroutines
-		// trace under it are its children.
-		tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
-		lc := s.log.With().Str("turn_id", p.msg.TurnID)
-		if p.msg.RequestID != "" {
-			lc = lc.Str("request_id", p.msg.RequestID)
-		}
-		s.turn = &turn{id: p.msg.TurnID, userSeq: msg.Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: []chat.Message{msg}, ended: p.msg.ended,
-			setup: s.currentSetup(), log: lc.Logger()}
-		// Nothing is said of the turn, and no word of the answer goes out,
-		// before the message is durable.
-		s.turn.announced = make(chan struct{})
-		st, warn := s.firstStep(ctx)
-		w := <-written
-		if w.err == nil && w.stored[0].Seq != msg.Seq {
-			// The log holds a message this session does not (a write that
-			// failed may yet have landed): the turn goes on with the
-			// message as stored, planned again.
-			s.turn.log.Warn().Int64("want_seq", msg.Seq).Int64("stored_seq", w.stored[0].Seq).Msg("the chat's log moved under its session")
-			s.cancelCall()
-			s.unappend(kept, lastSeq)
-			s.appendMsgs(w.stored...)
-			s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
-			var again *chat.Problem
-			if st, again = s.firstStep(ctx); warn == nil {
-				warn = again
-			}
-		}
-		err := w.err
+	if len(s.queue) == 0 || s.turn != nil || s.stopping {
+		return
+	}
+	p := s.queue[0]
+	s.queue = s.queue[1:]
+	if s.deps.Metrics != nil {
+		s.deps.Metrics.TurnsWaiting(-1)
+	}
+	msg := p.msg.Message
+	msg.Role = chat.RoleUser
+	if msg.CreatedAt.IsZero() {
+		msg.CreatedAt = time.Now().UTC() // as the store dates it, so both copies agree
+	}
+	kept, lastSeq := len(s.msgs), s.lastSeq
+	msg.Seq = lastSeq + 1
+	s.appendMsgs(msg)
+	// The turn's context carries its span: what the turn's goroutines
+	// trace under it are its children.
+	tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
+	lc := s.log.With().Str("turn_id", p.msg.TurnID)
+	if p.msg.RequestID != "" {
+		lc = lc.Str("request_id", p.msg.RequestID)
+	}
+	s.turn = &turn{id: p.msg.TurnID, userSeq: msg.Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: []chat.Message{msg}, ended: p.msg.ended,
+		setup: s.currentSetup(), log: lc.Logger()}
+	// Nothing is said of the turn, and no word of the answer goes out,
+	// before the message is durable.
+	s.turn.announced = make(chan struct{})
+	// The message is written beside the turn's first step: that step is
+	// planned, and its call sent, with the message numbered as the store
+	// numbers it, the log's next seq (the session is its chat's one
+	// writer). The rest waits for the write's commit and sync.
+	store, chatID := s.deps.Store, s.id
+	sg := &starting{p: p, kept: kept, lastSeq: lastSeq}
+	s.await(ctx, func() any {
+		stored, synced, err := store.AppendStaged(context.Background(), chatID, msg)
 		if err != nil {
-			// Not committed: the message leaves s.msgs, as it is not in
-			// the log.
-			s.unappend(kept, lastSeq)
-		} else {
-			// Committed but maybe not durable: the message stays in the
-			// log and in s.msgs, unanswered, as the store holds it.
-			err = w.synced()
+			return stagedMsg{err: err}
 		}
-		if err != nil {
-			// The call's reply finds no turn.
-			s.cancelCall()
-			cancel()
-			s.turn = nil
-			p.refuse(ctx, fmt.Errorf("store message: %w", err))
-			s.movedAway(ctx, err)
-			continue
+		return stagedMsg{stored: stored, syncErr: synced()}
+	}, func(ctx actor.Context, res any) { s.messageStored(ctx, sg, res.(stagedMsg)) })
+	// The write's outcome is taken in after this handler has returned (a
+	// stopping session, whose await runs at once, starts no turn), so the
+	// first step is known by then.
+	sg.st, sg.warn = s.firstStep(ctx)
+}
+
+// starting is a turn whose message is being written: its caller, its first
+// step and what warns of it, and the session's log before the message.
+type starting struct {
+	p       pending
+	st      decision
+	warn    *chat.Problem
+	kept    int
+	lastSeq int64
+}
+
+// messageStored goes on with a turn once its message's write has ended:
+// refused if the message is not durable, else accepted and announced.
+func (s *session) messageStored(ctx actor.Context, sg *starting, w stagedMsg) {
+	p, st, warn := sg.p, sg.st, sg.warn
+	if w.err == nil && w.stored[0].Seq != s.turn.userSeq {
+		// The log holds a message this session does not (a write that
+		// failed may yet have landed): the turn goes on with the message
+		// as stored, planned again.
+		s.turn.log.Warn().Int64("want_seq", s.turn.userSeq).Int64("stored_seq", w.stored[0].Seq).Msg("the chat's log moved under its session")
+		s.cancelCall()
+		s.unappend(sg.kept, sg.lastSeq)
+		s.appendMsgs(w.stored...)
+		s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
+		var again *chat.Problem
+		if st, again = s.firstStep(ctx); warn == nil {
+			warn = again
 		}
-		userSeq := s.turn.userSeq
-		s.turn.log.Debug().Int64("user_seq", userSeq).Msg("turn started")
-		ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
-		s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
-		s.publish(chat.EventMessage, p.msg.TurnID, s.turn.stored[0])
-		s.armProgress(ctx)
-		if warn != nil {
-			s.publishInTurn(chat.EventTurnProblem, warn)
-		}
-		close(s.turn.announced)
-		s.turn.announced = nil
-		if st.call == nil {
-			st.take(ctx)
-		}
+	}
+	err := w.err
+	if err != nil {
+		// Not committed: the message leaves s.msgs, as it is not in the
+		// log.
+		s.unappend(sg.kept, sg.lastSeq)
+	} else {
+		// Committed but maybe not durable: the message stays in the log
+		// and in s.msgs, unanswered, as the store holds it.
+		err = w.syncErr
+	}
+	if err != nil {
+		// The call's reply finds no turn.
+		s.cancelCall()
+		s.turn.cancel()
+		s.turn = nil
+		p.refuse(ctx, fmt.Errorf("store message: %w", err))
+		s.movedAway(ctx, err)
+		s.startNext(ctx)
+		return
+	}
+	userSeq := s.turn.userSeq
+	s.turn.log.Debug().Int64("user_seq", userSeq).Msg("turn started")
+	ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
+	s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
+	s.publish(chat.EventMessage, p.msg.TurnID, s.turn.stored[0])
+	s.armProgress(ctx)
+	if warn != nil {
+		s.publishInTurn(chat.EventTurnProblem, warn)
+	}
+	close(s.turn.announced)
+	s.turn.announced = nil
+	if st.call == nil {
+		st.take(ctx)
 	}
 }
 
@@ -341,7 +364,7 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish, tracer, info, lastWord, announced := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord, t.announced
-	s.work.GoOn(s.deps.Dispatcher, func() {
+	s.work.GoOn(s.deps.Workers, func() {
 		defer cancel(nil)
 		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
 		// A provider that sends nothing for idleAfter is cut off.
@@ -639,18 +662,24 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 	s.snap.Paused = nil
 	if len(final) > 0 {
 		snap := s.snap
-		stored, err := s.deps.Store.AppendWithSnapshot(context.Background(), s.id, func(last int64) persistence.Snapshot {
-			snap.LastSeqSent = last
-			return snap
-		}, final...)
-		if err != nil {
-			s.endTurn(ctx, s.storeProblem(ctx, err))
-			return
-		}
-		snap.RequestsStored()
-		s.snap = snap
-		s.announceTurnMsgs(stored)
-		s.closeTurn(ctx, problem)
+		store, chatID := s.deps.Store, s.id
+		s.await(ctx, func() any {
+			stored, err := store.AppendWithSnapshot(context.Background(), chatID, func(last int64) persistence.Snapshot {
+				snap.LastSeqSent = last
+				return snap
+			}, final...)
+			return answerStored{stored: stored, err: err}
+		}, func(ctx actor.Context, res any) {
+			a := res.(answerStored)
+			if a.err != nil {
+				s.endTurn(ctx, s.storeProblem(ctx, a.err))
+				return
+			}
+			snap.RequestsStored()
+			s.snap = snap
+			s.announceTurnMsgs(a.stored)
+			s.closeTurn(ctx, problem)
+		})
 		return
 	}
 	s.snap.LastSeqSent = s.lastSeq
@@ -660,6 +689,13 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 		}
 	}
 	s.closeTurn(ctx, problem)
+}
+
+// answerStored is the outcome of a turn's last write: its answer with the
+// snapshot.
+type answerStored struct {
+	stored []chat.Message
+	err    error
 }
 
 // storeProblem is the problem a turn whose answer could not be stored
