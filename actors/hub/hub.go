@@ -216,9 +216,9 @@ func mcpServers(cs []configs.MCPServer, maxResult int) []tools.MCPServer {
 
 // sessionWorkers bounds the goroutines that run the sessions' mailboxes:
 // a run waits on no I/O of its own (a turn's writes and a chat's first read
-// are awaited off the mailbox), so a few more than the cores keep them busy
-// while a rare run waits on a write (a tool round's results, the day's
-// memory map).
+// are awaited off the mailbox), so the cores stay busy with room for the
+// runs that still wait on a write (a tool round's results, the day's memory
+// map), and a burst of chats queues for warm workers.
 const sessionWorkers = 64
 
 func (h *Hub) startActors(opts Options) {

@@ -88,11 +88,12 @@ type Deps struct {
 	Summarizer *actor.PID
 	Learner    *actor.PID
 	ToolIndex  *actor.PID
-	// Dispatcher runs the sessions' mailboxes on warm goroutines, and
-	// Workers their model calls and awaited writes, which wait on I/O: apart,
-	// a mailbox run finds a worker whose stack a run grew, not one a write
-	// left shallow. Their owner stops them after the sessions. Optional:
-	// protoactor's default dispatcher and a goroutine per call when nil.
+	// Dispatcher runs the sessions' mailboxes on warm goroutines (the hub
+	// bounds it), and Workers their model calls and awaited writes, which
+	// wait on I/O and so must not take a bounded mailbox worker: a write
+	// queued behind the mailboxes that await it would never run. Their
+	// owner stops them after the sessions. Optional: protoactor's default
+	// dispatcher and a goroutine per call when nil.
 	Dispatcher *actors.Dispatcher
 	Workers    *actors.Dispatcher
 
