@@ -24,18 +24,18 @@ type awaiting struct {
 	self *actor.PID
 }
 
-// await runs write on a worker and then, in the actor's context and before
-// any user message that arrives meanwhile, then with write's result. A
-// stopping session runs both at once: nothing may be left to a mailbox that
-// is going away.
-func (s *session) await(ctx actor.Context, write func() any, then func(ctx actor.Context, res any)) {
+// await runs write on a worker of s and then, in the actor's context and
+// before any user message that arrives meanwhile, then with write's result.
+// A stopping session runs both at once: nothing may be left to a mailbox
+// that is going away.
+func await[R any](s *session, ctx actor.Context, write func() R, then func(ctx actor.Context, res R)) {
 	if s.stopping {
 		then(ctx, write())
 		return
 	}
 	sys, self := ctx.ActorSystem(), ctx.Self()
 	fut := actor.NewFuture(sys, -1) // no timeout: a queued write is always waited for
-	a := &awaiting{fut: fut, then: func(res any) { then(ctx, res) }, sys: sys, self: self}
+	a := &awaiting{fut: fut, then: func(res any) { then(ctx, res.(R)) }, sys: sys, self: self}
 	s.awaiting = a
 	ctx.ReenterAfter(fut, func(res any, _ error) {
 		if s.awaiting != a {

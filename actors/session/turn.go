@@ -130,13 +130,13 @@ func (s *session) startNext(ctx actor.Context) {
 	// writer). The rest waits for the write's commit and sync.
 	store, chatID := s.deps.Store, s.id
 	sg := &starting{p: p, kept: kept, lastSeq: lastSeq}
-	s.await(ctx, func() any {
+	await(s, ctx, func() stagedMsg {
 		stored, synced, err := store.AppendStaged(context.Background(), chatID, msg)
 		if err != nil {
 			return stagedMsg{err: err}
 		}
 		return stagedMsg{stored: stored, syncErr: synced()}
-	}, func(ctx actor.Context, res any) { s.messageStored(ctx, sg, res.(stagedMsg)) })
+	}, func(ctx actor.Context, w stagedMsg) { s.messageStored(ctx, sg, w) })
 	// The write's outcome is taken in after this handler has returned (a
 	// stopping session, whose await runs at once, starts no turn), so the
 	// first step is known by then.
@@ -663,14 +663,13 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 	if len(final) > 0 {
 		snap := s.snap
 		store, chatID := s.deps.Store, s.id
-		s.await(ctx, func() any {
+		await(s, ctx, func() answerStored {
 			stored, err := store.AppendWithSnapshot(context.Background(), chatID, func(last int64) persistence.Snapshot {
 				snap.LastSeqSent = last
 				return snap
 			}, final...)
 			return answerStored{stored: stored, err: err}
-		}, func(ctx actor.Context, res any) {
-			a := res.(answerStored)
+		}, func(ctx actor.Context, a answerStored) {
 			if a.err != nil {
 				s.endTurn(ctx, s.storeProblem(ctx, a.err))
 				return
