@@ -44,7 +44,7 @@ func (s *Store) AppendActivityUnsynced(ctx context.Context, chatID string, a Act
 	return s.appendActivity(ctx, chatID, a, s.w.doUnsynced)
 }
 
-func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*badger.Txn) error) error) (Activity, error) {
+func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*writeTxn) error) error) (Activity, error) {
 	if err := ctx.Err(); err != nil {
 		return Activity{}, err
 	}
@@ -52,7 +52,7 @@ func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, d
 		a.At = time.Now().UTC()
 	}
 	out := a
-	err := do(func(txn *badger.Txn) error {
+	err := do(func(txn *writeTxn) error {
 		out = a
 		last, err := lastKeyID(txn, activityPrefix(chatID))
 		if err != nil {
@@ -106,7 +106,7 @@ func (s *Store) ActivityPage(ctx context.Context, chatID string, after int64, li
 
 // lastKeyID is the big-endian number ending the last key under prefix (0
 // when there is none).
-func lastKeyID(txn *badger.Txn, prefix []byte) (int64, error) {
+func lastKeyID(txn reader, prefix []byte) (int64, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	it.Seek(append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))

@@ -20,12 +20,10 @@ const maxBatch = 256
 // transactions, T): begin one, commit or drop it, sync, and tell a write
 // that does not fit beside the others (tooBig) from one that failed.
 // commit makes a transaction readable, ordered before every later one;
-// sync then makes every commit so far durable, provided no commit
-// followed an unsynced one without a sync between them (Badger may start
-// a new write-ahead log inside any commit, and DB.Sync syncs only the
-// newest; the committer keeps to that). durable tells a database whose
-// commit is its sync (Postgres) that this one must be: its sync has
-// nothing left to do.
+// sync then makes every commit so far durable (Badger's journal and
+// Postgres's WAL are each one log, written in commit order). durable
+// tells a database whose commit is its sync (Postgres) that this one must
+// be: its sync has nothing left to do.
 type txns[T any] interface {
 	begin() (T, error)
 	commit(txn T, durable bool) error
@@ -93,8 +91,8 @@ func (c *committer[T]) do(fn func(txn T) error) error { return c.submit(write[T]
 // doUnsynced is do for a write that need not survive a crash of the
 // machine on its own: it returns once committed (readable, in order),
 // without waiting for a sync. It is synced when the committer next has
-// nothing queued, or else before the next batch commits, whichever comes
-// first; a batch that also holds a synced write syncs it at once.
+// nothing queued, or else with the next batch that holds a synced write,
+// whichever comes first.
 func (c *committer[T]) doUnsynced(fn func(txn T) error) error {
 	return c.submit(write[T]{fn: fn, unsynced: true})
 }
@@ -185,8 +183,8 @@ func (c *committer[T]) run() {
 		c.commit(batch)
 		if c.unsynced && len(c.in) == 0 {
 			// Nobody is waiting: sync the unsynced writes now rather
-			// than in front of the next batch. A failure is left for
-			// that batch's sync to meet and report.
+			// than leave them for the next synced one. A failure is left
+			// for that one's sync to meet and report.
 			_ = c.sync()
 		}
 	}
@@ -221,8 +219,8 @@ func (c *committer[T]) commit(batch []write[T]) {
 }
 
 // fill runs the writes of batch in one transaction until one fails or the
-// transaction is full, and commits the n before it (after syncing what
-// was committed unsynced before), then syncs when any of them needs it,
+// transaction is full, and commits the n before it, then syncs (covering
+// what was committed unsynced before) when any of them needs it,
 // telling staged writes of the commit in between. failed reports that
 // batch[n] failed with err and nothing was committed (the transaction is
 // dropped, so none of its partial writes lands); else err is the commit's,
@@ -255,14 +253,6 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 		n++
 	}
 	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
-	if c.unsynced {
-		// This commit may start a new log (see txns): the writes
-		// committed unsynced before it are synced first, or no later
-		// sync would cover them.
-		if err := c.sync(); err != nil {
-			return n, false, fmt.Errorf("sync the writes committed before these %d: %w", n, err)
-		}
-	}
 	if err := c.db.commit(txn, durable); err != nil {
 		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
 	}

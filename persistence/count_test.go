@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/agentd/agentd/chat"
 )
 
@@ -137,7 +135,7 @@ func TestAppendGoesOnFromTheLogsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(ctx, func(txn *badger.Txn) error { return txn.Set(chatKey("a"), old) }); err != nil {
+	if err := s.update(ctx, func(txn *writeTxn) error { return txn.Set(chatKey("a"), old) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Append(ctx, "a", msg("three")); err != nil {

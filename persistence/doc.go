@@ -7,7 +7,8 @@
 // (memories, learning runs, marks, toolsets, attachments' metadata). Every
 // write is committed before it returns, so a caller may acknowledge it; the
 // writes of all chats that wait together share one transaction and one
-// sync (group commit, commit.go), on either backend.
+// sync (group commit, commit.go), on either backend; on Badger that sync
+// is of the store's own journal (journal.go), not of Badger's log.
 // DeleteChat removes a chat whole (see its comment for the order it keeps).
 //
 // Badger's key layout (all keys are ASCII prefixes followed by ids; seqs are 8-byte
@@ -21,6 +22,8 @@
 //	k/<kind>/<id>         generic records (memories, learning runs, marks)
 //	d/<chat>              a chat being deleted whose log is not yet all gone
 //	                      (no value; Open finishes the deletion)
+//
+// Beside Badger's files, journal/a and journal/b hold the journal.
 //
 // Values are JSON envelopes {"v": version, "d": data}. A reader ignores
 // fields it does not know, so a rollback to an older binary keeps working;

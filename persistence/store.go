@@ -38,27 +38,95 @@ var ErrChatMoved = errors.New("chat moved: another node claimed it")
 type Store struct {
 	db *badger.DB
 	// w is the one writer: every update goes through it (see committer).
-	w *committer[*badger.Txn]
+	w *committer[*writeTxn]
+	// j is the journal; nil in memory.
+	j *journal
 	// tenants caches ChatTenant's answers (see tenants).
 	tenants *tenants
 }
 
-// badgerTxns are Badger's update transactions, for the committer.
-type badgerTxns struct{ db *badger.DB }
+// badgerTxns are Badger's update transactions, for the committer, made
+// durable by the journal (journal.go); j is nil in memory, where sync has
+// nothing to do.
+type badgerTxns struct {
+	db *badger.DB
+	j  *journal
+}
 
-func (b badgerTxns) begin() (*badger.Txn, error) { return b.db.NewTransaction(true), nil }
-func (badgerTxns) discard(txn *badger.Txn)       { txn.Discard() }
-func (badgerTxns) tooBig(err error) bool         { return errors.Is(err, badger.ErrTxnTooBig) }
+func (b badgerTxns) begin() (*writeTxn, error) {
+	t := &writeTxn{tx: b.db.NewTransaction(true)}
+	if b.j != nil {
+		t.frame = b.j.frame()
+	}
+	return t, nil
+}
 
-// commit commits txn to the memtable and its write-ahead log; durability
-// is sync's: DB.Sync syncs that log and the value log, and as the database
-// is opened without SyncWrites, one sync covers every commit before it
-// back to the last time the memtable filled. A commit that finds it full
-// starts a new memtable and log first (DB.ensureRoomForWrite), and nothing
-// syncs the old log again before Badger flushes its memtable to a table:
-// hence the committer syncs unsynced commits before the next one.
-func (badgerTxns) commit(txn *badger.Txn, _ bool) error { return txn.Commit() }
-func (b badgerTxns) sync() error                        { return b.db.Sync() }
+func (badgerTxns) discard(txn *writeTxn) { txn.tx.Discard() }
+func (badgerTxns) tooBig(err error) bool { return errors.Is(err, badger.ErrTxnTooBig) }
+func (b badgerTxns) commit(txn *writeTxn, _ bool) error {
+	if b.j == nil || len(txn.frame) == frameHeader {
+		return txn.tx.Commit()
+	}
+	// The frame first: a commit Badger holds is then always in the
+	// journal (a process killed between the two leaves a frame whose
+	// replay is the commit that did not happen, never the reverse).
+	at, err := b.j.append(txn.frame)
+	if err != nil {
+		return err
+	}
+	if err := txn.tx.Commit(); err != nil {
+		return errors.Join(err, b.j.unappend(at))
+	}
+	return nil
+}
+
+func (b badgerTxns) sync() error {
+	if b.j == nil {
+		return b.db.Sync()
+	}
+	return b.j.sync(b.db)
+}
+
+// writeTxn is a Badger update transaction whose writes are framed for the
+// journal as they are made. Writes go through Set and Delete only: one
+// made on tx directly would not be in the journal, and a crash of the
+// machine could lose it.
+type writeTxn struct {
+	tx    *badger.Txn
+	frame []byte // the commit's journal frame; nil in memory
+}
+
+func (t *writeTxn) Set(key, val []byte) error {
+	if err := t.tx.Set(key, val); err != nil {
+		return err
+	}
+	if t.frame != nil {
+		t.frame = appendOp(t.frame, opSet, key, val)
+	}
+	return nil
+}
+
+func (t *writeTxn) Delete(key []byte) error {
+	if err := t.tx.Delete(key); err != nil {
+		return err
+	}
+	if t.frame != nil {
+		t.frame = appendOp(t.frame, opDelete, key, nil)
+	}
+	return nil
+}
+
+func (t *writeTxn) Get(key []byte) (*badger.Item, error) { return t.tx.Get(key) }
+func (t *writeTxn) NewIterator(o badger.IteratorOptions) *badger.Iterator {
+	return t.tx.NewIterator(o)
+}
+
+// reader is what the read helpers need of a transaction, a read-only one
+// (DB.View) or a writeTxn.
+type reader interface {
+	Get(key []byte) (*badger.Item, error)
+	NewIterator(badger.IteratorOptions) *badger.Iterator
+}
 
 // Options tune Open.
 type Options struct {
@@ -98,7 +166,14 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	st := &Store{db: db, w: newCommitter(badgerTxns{db}), tenants: newTenants()}
+	var j *journal
+	if !o.InMemory {
+		if j, err = recoverJournal(db, dir); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db, j}), tenants: newTenants()}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -110,7 +185,11 @@ func Open(dir string, o Options) (*Store, error) {
 // database; later writes fail with ErrClosed.
 func (s *Store) Close() error {
 	s.w.close()
-	return s.db.Close()
+	err := s.db.Close()
+	if s.j != nil {
+		err = errors.Join(err, s.j.close())
+	}
+	return err
 }
 
 // Sizes reports Badger's LSM and value-log sizes in bytes.
@@ -245,7 +324,7 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 		return err
 	}
 	_, _, gen := s.tenants.get(c.ID)
-	err = s.update(ctx, func(txn *badger.Txn) error {
+	err = s.update(ctx, func(txn *writeTxn) error {
 		if _, err := txn.Get(chatKey(c.ID)); err == nil {
 			return fmt.Errorf("create chat %s: already exists", c.ID)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -279,7 +358,7 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
-	err = s.update(ctx, func(txn *badger.Txn) error {
+	err = s.update(ctx, func(txn *writeTxn) error {
 		if _, err := txn.Get(chatKey(c.ID)); err == nil {
 			return fmt.Errorf("chat %s already exists", c.ID)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -313,7 +392,7 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 // appends move.
 func (s *Store) UpdateChat(ctx context.Context, c Chat) error {
 	defer s.tenants.evict(c.ID)
-	return s.update(ctx, func(txn *badger.Txn) error {
+	return s.update(ctx, func(txn *writeTxn) error {
 		var stored Chat
 		if err := getTxn(txn, chatKey(c.ID), &stored); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
@@ -434,7 +513,7 @@ func (s *Store) ChatsPage(ctx context.Context, tenant, after string, limit int) 
 }
 
 // chatsOf reads a tenant's chats through the tenant index.
-func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
+func chatsOf(txn reader, tenant string, out *[]Chat) error {
 	prefix := tenantKey(tenant, "")
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
@@ -457,7 +536,7 @@ func chatsOf(txn *badger.Txn, tenant string, out *[]Chat) error {
 // a point read tells a new chat's, where the log's last key would take an
 // iterator, which in an update transaction sorts all the batch's writes
 // (the first append of every new chat).
-func fillLastSeq(txn *badger.Txn, c *Chat, id string) error {
+func fillLastSeq(txn reader, c *Chat, id string) error {
 	if c.LastSeq != 0 {
 		return nil
 	}
@@ -487,7 +566,7 @@ type RecordKey struct{ Kind, ID string }
 // the tombstone. Open finishes a deletion a crash interrupted.
 func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
 	var whole bool
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *writeTxn) error {
 		var c Chat
 		if err := getTxn(txn, chatKey(id), &c); err != nil {
 			return err
@@ -524,7 +603,7 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 // deleteRest deletes as many of a tombstoned chat's messages (and its
 // activity and request log) as txn takes and, once none is left, the
 // tombstone; whole reports that it got there.
-func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
+func deleteRest(txn *writeTxn, id string) (whole bool, err error) {
 	var keys [][]byte
 	for _, prefix := range [][]byte{requestPrefix(id), activityPrefix(id), msgPrefix(id)} {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
@@ -547,7 +626,7 @@ func deleteRest(txn *badger.Txn, id string) (whole bool, err error) {
 // transaction, then its tombstone.
 func (s *Store) finishDelete(ctx context.Context, id string) error {
 	for whole := false; !whole; {
-		err := s.update(ctx, func(txn *badger.Txn) error {
+		err := s.update(ctx, func(txn *writeTxn) error {
 			var err error
 			whole, err = deleteRest(txn, id)
 			return err
@@ -602,13 +681,13 @@ func (s *Store) AppendStaged(ctx context.Context, chatID string, msgs ...chat.Me
 	return appendStaged(ctx, chatID, s.w, msgs, s.appendMsgs)
 }
 
-func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*badger.Txn) error) error, msgs []chat.Message) ([]chat.Message, error) {
+func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*writeTxn) error) error, msgs []chat.Message) ([]chat.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
-	err := do(func(txn *badger.Txn) error {
+	err := do(func(txn *writeTxn) error {
 		_, err := appendTxn(txn, chatID, out)
 		return err
 	})
@@ -626,7 +705,7 @@ func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*bad
 func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *writeTxn) error {
 		last, err := appendTxn(txn, chatID, out)
 		if err != nil {
 			return err
@@ -653,7 +732,7 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 // gives no title (a titled chat's, or one without the person's words)
 // reads and rewrites only the record's last_seq (cutLastSeq), not the
 // whole record.
-func appendTxn(txn *badger.Txn, chatID string, out []chat.Message) (int64, error) {
+func appendTxn(txn *writeTxn, chatID string, out []chat.Message) (int64, error) {
 	item, err := txn.Get(chatKey(chatID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		// A log without a record: tests, or a chat being deleted.
@@ -758,7 +837,7 @@ func noteAppended(c *Chat, last int64, out []chat.Message) {
 }
 
 // writeLog writes out after seq last, setting their seqs and times.
-func writeLog(txn *badger.Txn, chatID string, last int64, out []chat.Message) error {
+func writeLog(txn *writeTxn, chatID string, last int64, out []chat.Message) error {
 	vals, err := stamp(out, last)
 	if err != nil {
 		return err
@@ -835,7 +914,7 @@ func (s *Store) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	return seq, err
 }
 
-func lastSeq(txn *badger.Txn, chatID string) (int64, error) { return lastKeyID(txn, msgPrefix(chatID)) }
+func lastSeq(txn reader, chatID string) (int64, error) { return lastKeyID(txn, msgPrefix(chatID)) }
 
 // Snapshot is the session state saved beside a chat's log. Seqs point into
 // the log; nothing here copies messages.
@@ -901,7 +980,7 @@ func (s *Store) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Sn
 	return s.saveSnapshot(ctx, chatID, snap, s.w.doUnsynced)
 }
 
-func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*badger.Txn) error) error) error {
+func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*writeTxn) error) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -909,7 +988,7 @@ func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, 
 	if err != nil {
 		return err
 	}
-	if err := do(func(txn *badger.Txn) error { return putSnapshot(txn, chatID, val) }); err != nil {
+	if err := do(func(txn *writeTxn) error { return putSnapshot(txn, chatID, val) }); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil
@@ -917,7 +996,7 @@ func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, 
 
 // putSnapshot writes a chat's snapshot record and what changed of its
 // request log.
-func putSnapshot(txn *badger.Txn, chatID string, snap storedSnapshot) error {
+func putSnapshot(txn *writeTxn, chatID string, snap storedSnapshot) error {
 	if err := txn.Set(snapKey(chatID), snap.val); err != nil {
 		return err
 	}
@@ -962,7 +1041,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot,
 
 // requestsTxn reads a chat's stored request log up to the request
 // numbered last, oldest first (see storedLog).
-func requestsTxn(txn *badger.Txn, chatID string, last int64) ([]chat.RequestLog, error) {
+func requestsTxn(txn reader, chatID string, last int64) ([]chat.RequestLog, error) {
 	var out []chat.RequestLog
 	prefix := requestPrefix(chatID)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix}) // the values are small, in the LSM tree
@@ -992,7 +1071,7 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 // smaller of the old and new value is kept. It reports the value kept.
 func (s *Store) LearnWindow(ctx context.Context, provider, model string, window int) (int, error) {
 	var kept int
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *writeTxn) error {
 		kept = window
 		var old int
 		if err := getTxn(txn, windowKey(provider, model), &old); err == nil && old > 0 && old < window {
@@ -1037,12 +1116,12 @@ func (s *Store) PutRecord(ctx context.Context, kind, id string, v any) error {
 	if err != nil {
 		return err
 	}
-	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(recordKey(kind, id), val) })
+	return s.update(ctx, func(txn *writeTxn) error { return txn.Set(recordKey(kind, id), val) })
 }
 
 // DeleteRecord removes a generic record; a missing one is no error.
 func (s *Store) DeleteRecord(ctx context.Context, kind, id string) error {
-	return s.update(ctx, func(txn *badger.Txn) error { return txn.Delete(recordKey(kind, id)) })
+	return s.update(ctx, func(txn *writeTxn) error { return txn.Delete(recordKey(kind, id)) })
 }
 
 // Record reads one generic record into v.
@@ -1077,7 +1156,7 @@ func (s *Store) get(key []byte, v any) error {
 	return s.db.View(func(txn *badger.Txn) error { return getTxn(txn, key, v) })
 }
 
-func getTxn(txn *badger.Txn, key []byte, v any) error {
+func getTxn(txn reader, key []byte, v any) error {
 	item, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return ErrNotFound
@@ -1090,7 +1169,7 @@ func getTxn(txn *badger.Txn, key []byte, v any) error {
 
 // update runs fn in the next group commit and returns once it is synced.
 // fn may run more than once (see write).
-func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
+func (s *Store) update(ctx context.Context, fn func(txn *writeTxn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

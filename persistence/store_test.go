@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -409,7 +407,7 @@ func TestDeleteOfAChatTooBigForOneTransactionFinishesAfterACrash(t *testing.T) {
 	}
 	// The premise: the log does not fit one transaction.
 	err = s.db.Update(func(txn *badger.Txn) error {
-		whole, err := deleteRest(txn, "big")
+		whole, err := deleteRest(&writeTxn{tx: txn}, "big")
 		if err == nil && whole {
 			return errors.New("20,000 messages fit one transaction; the test needs more")
 		}
@@ -457,14 +455,8 @@ func TestDeleteOfAChatTooBigForOneTransactionFinishesAfterACrash(t *testing.T) {
 // open, with the unsynced messages in the log, and the log goes on.
 func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
 	ctx := context.Background()
-	// Small files: the copy writes out their preallocated size.
-	small := Options{vlogFile: 1 << 20}
 	dir := t.TempDir()
-	s, err := Open(dir, small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openBadger(t, dir)
 	if err := s.CreateChat(ctx, Chat{ID: "a", Tenant: "t"}); err != nil {
 		t.Fatal(err)
 	}
@@ -475,15 +467,7 @@ func TestAStoreKilledAfterUnsyncedAppendsOpensWithThem(t *testing.T) {
 	if _, err := s.AppendUnsynced(ctx, "a", call); err != nil {
 		t.Fatal(err)
 	}
-	killed := filepath.Join(t.TempDir(), "killed")
-	if err := os.CopyFS(killed, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(killed, small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := openBadger(t, killed(t, dir))
 	if _, err := s2.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "again"}); err != nil {
 		t.Fatal(err)
 	}
