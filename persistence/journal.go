@@ -240,6 +240,13 @@ func readFrames(data []byte, salt [8]byte) (frames [][]byte, end int64) {
 	return frames, end
 }
 
+// frameHead is the header of a frame of ops under salt.
+func frameHead(salt [8]byte, ops []byte) (h [frameHeader]byte) {
+	binary.LittleEndian.PutUint32(h[:], uint32(len(ops)))
+	binary.LittleEndian.PutUint32(h[4:], frameCRC(salt, ops))
+	return h
+}
+
 func frameCRC(salt [8]byte, ops []byte) uint32 {
 	return crc32.Update(crc32.Checksum(salt[:], castagnoli), castagnoli, ops)
 }
@@ -268,8 +275,8 @@ func (j *journal) append(b []byte) (int64, error) {
 			j.scratch = b[:0]
 		}
 	}()
-	binary.LittleEndian.PutUint32(b, uint32(len(b)-frameHeader))
-	binary.LittleEndian.PutUint32(b[4:], frameCRC(j.salt, b[frameHeader:]))
+	h := frameHead(j.salt, b[frameHeader:])
+	copy(b, h[:])
 	at := j.off
 	if _, err := j.files[j.cur].WriteAt(b, at); err != nil {
 		// Part of it may be there: a frame whose length is zero ends the
@@ -338,10 +345,8 @@ func (j *journal) restart(frames [][]byte) error {
 		return err
 	}
 	off := int64(journalHeader)
-	var hdr [frameHeader]byte
 	for _, ops := range frames {
-		binary.LittleEndian.PutUint32(hdr[:], uint32(len(ops)))
-		binary.LittleEndian.PutUint32(hdr[4:], frameCRC(salt, ops))
+		hdr := frameHead(salt, ops)
 		if _, err := j.files[next].WriteAt(hdr[:], off); err != nil {
 			return err
 		}

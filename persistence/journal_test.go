@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -149,9 +148,7 @@ func TestATornJournalTailIsDroppedAndTheJournalGoesOn(t *testing.T) {
 	s := openBadger(t, dir)
 	newChat(t, s, "a")
 	say(t, s, "a", "one", "two")
-	frame := appendOp(s.j.frame(), opSet, msgKey("a", 3), []byte("never acknowledged"))
-	binary.LittleEndian.PutUint32(frame, uint32(len(frame)-frameHeader))
-	binary.LittleEndian.PutUint32(frame[4:], frameCRC(s.j.salt, frame[frameHeader:]))
+	frame := sealed(s.j.salt, appendOp(nil, opSet, msgKey("a", 3), []byte("never acknowledged")))
 	if _, err := s.j.files[s.j.cur].WriteAt(frame[:len(frame)-3], s.j.off); err != nil {
 		t.Fatal(err)
 	}
@@ -256,16 +253,19 @@ func TestAStoreWhoseJournalCannotBeMadeSaysSo(t *testing.T) {
 	}
 }
 
+// sealed is the frame of ops under salt, its header first.
+func sealed(salt [8]byte, ops []byte) []byte {
+	h := frameHead(salt, ops)
+	return append(h[:], ops...)
+}
+
 // TestReadFramesEndsAtTheFirstFrameThatDoesNotCheck: the journal's reader
 // takes frames up to the first that is cut short, altered, salted with
 // another epoch's salt, or empty, and none after it.
 func TestReadFramesEndsAtTheFirstFrameThatDoesNotCheck(t *testing.T) {
 	salt, other := [8]byte{1, 2, 3}, [8]byte{9}
 	frame := func(salt [8]byte, key, val string) []byte {
-		b := appendOp(make([]byte, frameHeader), opSet, []byte(key), []byte(val))
-		binary.LittleEndian.PutUint32(b, uint32(len(b)-frameHeader))
-		binary.LittleEndian.PutUint32(b[4:], frameCRC(salt, b[frameHeader:]))
-		return b
+		return sealed(salt, appendOp(nil, opSet, []byte(key), []byte(val)))
 	}
 	f1, f2 := frame(salt, "k1", "v1"), frame(salt, "k2", "v2")
 	altered := slices.Clone(f2)
