@@ -11,7 +11,9 @@ import (
 
 // BenchmarkSyncParts splits what one durable Badger write costs on this
 // disk (ns/op each): a 1 KB commit alone; the commit and DB.Sync, which
-// msyncs the memtable's log and then the value log; an msync of the value
+// msyncs the memtable's log and then the value log; the commit framed into
+// the store's journal and its sync, as the store's writer makes one
+// durable (its checkpoints included); an msync of the value
 // log's mapping with nothing written to it, which is what DB.Sync adds for
 // agentd's values (all under Badger's value threshold, so the value log is
 // never written); and a 4 KB write with fdatasync on a plain file: over
@@ -49,6 +51,26 @@ func BenchmarkSyncParts(b *testing.B) {
 			if err := db.Sync(); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	b.Run("commit+journal", func(b *testing.B) {
+		bt := badgerTxns{db, s.j}
+		for b.Loop() {
+			seq++
+			txn, err := bt.begin()
+			if err == nil {
+				err = txn.Set(fmt.Appendf(nil, "k%d", seq), val)
+			}
+			if err == nil {
+				err = bt.commit(txn, true)
+			}
+			if err == nil {
+				err = bt.sync()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			bt.discard(txn)
 		}
 	})
 	b.Run("clean-vlog-msync", func(b *testing.B) {
