@@ -510,10 +510,12 @@ func (b *brokenSync[T]) sync() error {
 	return b.txns.sync()
 }
 
-// TestAWriteWhoseSyncFailsSaysSoAndTheNextSyncCoversIt: while the disk
+// TestAWriteWhoseSyncFailsSaysSoAndTheNextSyncCoversIt: while the backend
 // refuses syncs, a write that must be durable fails and says why (it is
-// committed, readable, just not known to be durable); once the disk is
-// back, the next one's sync covers everything before it, in order.
+// committed, readable, just not known to be durable); once the backend
+// syncs again, the next write's sync covers everything before it, in
+// order. (Badger's journal itself refuses to go on after a real failure:
+// TestAJournalWhoseSyncFailedRefusesWritesUntilRestart.)
 func TestAWriteWhoseSyncFailsSaysSoAndTheNextSyncCoversIt(t *testing.T) {
 	eachTxns(t, syncFailsThenCovers[*writeTxn], syncFailsThenCovers[*pgTxn])
 }

@@ -87,6 +87,19 @@ type journal struct {
 	off       int64 // where the next frame goes in files[cur]
 	nextTry   int64 // the off past which a sync tries a checkpoint
 	scratch   []byte
+	// failed is the first failure to make something durable. After a
+	// failed fdatasync (or msync) Linux may have dropped the pages it could
+	// not write and marked them clean, so no later sync can vouch for what
+	// came before: every later write is refused until agentd restarts and
+	// replays what the disk really holds (PostgreSQL's "fsyncgate" rule).
+	failed error
+	// datasync is the files' sync (a test fails it on purpose).
+	datasync func(*os.File) error
+}
+
+// refuse is the error of every write after failed.
+func (j *journal) refuse() error {
+	return fmt.Errorf("journal: an earlier sync failed, so no write can be made durable until agentd restarts: %w", j.failed)
 }
 
 // recoverJournal opens (or makes) the journal of the Badger database db
@@ -115,7 +128,7 @@ func openJournal(dir string) (*journal, [][]byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal: %w", err)
 	}
-	j := &journal{badgerDir: bd, nextTry: journalFile}
+	j := &journal{badgerDir: bd, nextTry: journalFile, datasync: datasync}
 	frames, err := j.open()
 	if err != nil {
 		j.closeFiles()
@@ -218,7 +231,7 @@ func (j *journal) writeHeader(i int, epoch uint64, salt [8]byte) error {
 	if _, err := j.files[i].WriteAt(h[:], 0); err != nil {
 		return err
 	}
-	return datasync(j.files[i])
+	return j.datasync(j.files[i])
 }
 
 // readFrames returns the frames salted with salt at the start of data, and
@@ -257,7 +270,7 @@ func newSalt() (salt [8]byte, err error) {
 }
 
 // frame returns a buffer for a commit's frame: ops are appended to it
-// after its header (appendSet, appendDelete).
+// after its header (appendOp).
 func (j *journal) frame() []byte {
 	b := j.scratch
 	j.scratch = nil
@@ -270,6 +283,9 @@ func (j *journal) frame() []byte {
 // append writes the frame b (made by frame) at the journal's end, unsynced,
 // and returns where it starts for unappend. b is the journal's again after.
 func (j *journal) append(b []byte) (int64, error) {
+	if j.failed != nil {
+		return 0, j.refuse()
+	}
 	defer func() {
 		if cap(b) <= maxScratch {
 			j.scratch = b[:0]
@@ -292,7 +308,9 @@ func (j *journal) append(b []byte) (int64, error) {
 func (j *journal) unappend(at int64) error {
 	var zero [frameHeader]byte
 	if _, err := j.files[j.cur].WriteAt(zero[:], at); err != nil {
-		return fmt.Errorf("journal: take back a frame: %w", err)
+		// The frame may stay: a replay would apply a write that failed.
+		j.failed = fmt.Errorf("take back a frame: %w", err)
+		return fmt.Errorf("journal: %w", j.failed)
 	}
 	j.off = at
 	return nil
@@ -301,22 +319,33 @@ func (j *journal) unappend(at int64) error {
 // sync makes every frame appended so far durable, and checkpoints when
 // the current file is full enough (see the package's journal comment).
 func (j *journal) sync(db *badger.DB) error {
-	if err := datasync(j.files[j.cur]); err != nil {
+	if j.failed != nil {
+		return j.refuse()
+	}
+	if err := j.datasync(j.files[j.cur]); err != nil {
+		j.failed = err
 		return fmt.Errorf("journal: %w", err)
 	}
 	if j.off < j.nextTry {
 		return nil
 	}
-	// The frames are durable already: a checkpoint that cannot be made
-	// now costs only a longer replay, and is tried again further on.
+	// The frames are durable already, whatever the checkpoint meets: one
+	// that must wait for Badger's older memtables is tried again further
+	// on; one whose sync fails refuses later writes, as a failed sync of
+	// the journal does (the frames would be dropped on Badger's word).
 	j.nextTry = j.off + checkpointRetry
-	if db.Sync() != nil {
+	if err := db.Sync(); err != nil {
+		j.failed = fmt.Errorf("sync badger at a checkpoint: %w", err)
 		return nil
 	}
 	if n, err := j.memtableLogs(); err != nil || n != 1 {
 		return nil
 	}
-	_ = j.restart(nil)
+	if err := j.restart(nil); err != nil {
+		// The other file's header may have reached the disk though its
+		// sync failed: it would win at Open over the frames that follow.
+		j.failed = fmt.Errorf("start the journal's other file: %w", err)
+	}
 	return nil
 }
 
@@ -356,7 +385,7 @@ func (j *journal) restart(frames [][]byte) error {
 		off += int64(frameHeader + len(ops))
 	}
 	if len(frames) > 0 {
-		if err := datasync(j.files[next]); err != nil {
+		if err := j.datasync(j.files[next]); err != nil {
 			return err
 		}
 	}
@@ -368,12 +397,12 @@ func (j *journal) restart(frames [][]byte) error {
 	return nil
 }
 
-// close checkpoints once Badger is closed (its memtables flushed to
+// close checkpoints once Badger closed cleanly (its memtables flushed to
 // tables, no memtable log left), so the next Open replays nothing, and
-// closes the files.
-func (j *journal) close() error {
+// closes the files. After a failure the frames stay, for Open to replay.
+func (j *journal) close(badgerClosed bool) error {
 	var err error
-	if n, lerr := j.memtableLogs(); lerr == nil && n == 0 {
+	if n, lerr := j.memtableLogs(); badgerClosed && j.failed == nil && lerr == nil && n == 0 {
 		err = j.restart(nil)
 	}
 	return errors.Join(err, j.closeFiles())

@@ -238,6 +238,39 @@ func TestACommitBadgerRefusedIsNotReplayed(t *testing.T) {
 	}
 }
 
+// TestAJournalWhoseSyncFailedRefusesWritesUntilRestart: after one failed
+// fdatasync nothing can vouch for the pages before it, so the write that
+// met it and every later one fail, saying why, while reads go on; a
+// restart replays what the disk holds and takes writes again.
+func TestAJournalWhoseSyncFailedRefusesWritesUntilRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openBadger(t, dir)
+	newChat(t, s, "a")
+	say(t, s, "a", "one")
+	works := s.j.datasync
+	s.j.datasync = func(*os.File) error { return errors.New("disk gone") }
+	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "two"}); err == nil || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("the write whose sync failed: %v", err)
+	}
+	s.j.datasync = works
+	_, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "three"})
+	if err == nil || !strings.Contains(err.Error(), "until agentd restarts") || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("a write after the failed sync: %v", err)
+	}
+	if got := contents(t, s, "a"); len(got) == 0 || got[0] != "one" {
+		t.Fatalf("reads after the failed sync: %q", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openBadger(t, dir)
+	say(t, s2, "a", "four")
+	if got := contents(t, s2, "a"); got[0] != "one" || got[len(got)-1] != "four" || slices.Contains(got, "three") {
+		t.Fatalf("log after the restart: %q", got)
+	}
+}
+
 // TestAStoreWhoseJournalCannotBeMadeSaysSo: a file where the journal's
 // folder goes fails Open with the journal named, and leaves Badger closed
 // (a second Open gets past Badger's lock to the same error).

@@ -187,7 +187,7 @@ func (s *Store) Close() error {
 	s.w.close()
 	err := s.db.Close()
 	if s.j != nil {
-		err = errors.Join(err, s.j.close())
+		err = errors.Join(err, s.j.close(err == nil))
 	}
 	return err
 }
