@@ -489,7 +489,8 @@ type MemoryRun struct {
 
 // Health is the answer of GET /healthz.
 type Health struct {
-	Status          string            `json:"status"` // "ok" or "degraded" (no provider answers)
+	Status          string            `json:"status"` // "ok", "degraded" (no provider answers) or "failing" (the store refuses writes)
+	StoreError      string            `json:"store_error,omitempty"`
 	ProviderErrors  map[string]string `json:"provider_errors"`
 	Heals           float64           `json:"heals"`
 	ActiveSessions  int               `json:"active_sessions"`

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -92,14 +93,26 @@ type journal struct {
 	// not write and marked them clean, so no later sync can vouch for what
 	// came before: every later write is refused until agentd restarts and
 	// replays what the disk really holds (PostgreSQL's "fsyncgate" rule).
-	failed error
+	// Set once, by the committer; read by Store.Failure from anywhere.
+	failed atomic.Pointer[error]
 	// datasync is the files' sync (a test fails it on purpose).
 	datasync func(*os.File) error
 }
 
-// refuse is the error of every write after failed.
+// fail records the first failure to make something durable.
+func (j *journal) fail(err error) { j.failed.CompareAndSwap(nil, &err) }
+
+// failure is that failure, or nil.
+func (j *journal) failure() error {
+	if p := j.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// refuse is the error of every write after a failure.
 func (j *journal) refuse() error {
-	return fmt.Errorf("journal: an earlier sync failed, so no write can be made durable until agentd restarts: %w", j.failed)
+	return fmt.Errorf("journal: an earlier sync failed, so no write can be made durable until agentd restarts: %w", j.failure())
 }
 
 // recoverJournal opens (or makes) the journal of the Badger database db
@@ -283,7 +296,7 @@ func (j *journal) frame() []byte {
 // append writes the frame b (made by frame) at the journal's end, unsynced,
 // and returns where it starts for unappend. b is the journal's again after.
 func (j *journal) append(b []byte) (int64, error) {
-	if j.failed != nil {
+	if j.failure() != nil {
 		return 0, j.refuse()
 	}
 	defer func() {
@@ -309,8 +322,8 @@ func (j *journal) unappend(at int64) error {
 	var zero [frameHeader]byte
 	if _, err := j.files[j.cur].WriteAt(zero[:], at); err != nil {
 		// The frame may stay: a replay would apply a write that failed.
-		j.failed = fmt.Errorf("take back a frame: %w", err)
-		return fmt.Errorf("journal: %w", j.failed)
+		j.fail(fmt.Errorf("take back a frame: %w", err))
+		return j.refuse()
 	}
 	j.off = at
 	return nil
@@ -319,11 +332,11 @@ func (j *journal) unappend(at int64) error {
 // sync makes every frame appended so far durable, and checkpoints when
 // the current file is full enough (see the package's journal comment).
 func (j *journal) sync(db *badger.DB) error {
-	if j.failed != nil {
+	if j.failure() != nil {
 		return j.refuse()
 	}
 	if err := j.datasync(j.files[j.cur]); err != nil {
-		j.failed = err
+		j.fail(err)
 		return fmt.Errorf("journal: %w", err)
 	}
 	if j.off < j.nextTry {
@@ -335,7 +348,7 @@ func (j *journal) sync(db *badger.DB) error {
 	// the journal does (the frames would be dropped on Badger's word).
 	j.nextTry = j.off + checkpointRetry
 	if err := db.Sync(); err != nil {
-		j.failed = fmt.Errorf("sync badger at a checkpoint: %w", err)
+		j.fail(fmt.Errorf("sync badger at a checkpoint: %w", err))
 		return nil
 	}
 	if n, err := j.memtableLogs(); err != nil || n != 1 {
@@ -344,7 +357,7 @@ func (j *journal) sync(db *badger.DB) error {
 	if err := j.restart(nil); err != nil {
 		// The other file's header may have reached the disk though its
 		// sync failed: it would win at Open over the frames that follow.
-		j.failed = fmt.Errorf("start the journal's other file: %w", err)
+		j.fail(fmt.Errorf("start the journal's other file: %w", err))
 	}
 	return nil
 }
@@ -402,7 +415,7 @@ func (j *journal) restart(frames [][]byte) error {
 // closes the files. After a failure the frames stay, for Open to replay.
 func (j *journal) close(badgerClosed bool) error {
 	var err error
-	if n, lerr := j.memtableLogs(); badgerClosed && j.failed == nil && lerr == nil && n == 0 {
+	if n, lerr := j.memtableLogs(); badgerClosed && j.failure() == nil && lerr == nil && n == 0 {
 		err = j.restart(nil)
 	}
 	return errors.Join(err, j.closeFiles())

@@ -240,8 +240,9 @@ func TestACommitBadgerRefusedIsNotReplayed(t *testing.T) {
 
 // TestAJournalWhoseSyncFailedRefusesWritesUntilRestart: after one failed
 // fdatasync nothing can vouch for the pages before it, so the write that
-// met it and every later one fail, saying why, while reads go on; a
-// restart replays what the disk holds and takes writes again.
+// met it and every later one fail, saying why, and the store reports its
+// failure (for /healthz), while reads go on; a restart replays what the
+// disk holds and takes writes again.
 func TestAJournalWhoseSyncFailedRefusesWritesUntilRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -261,10 +262,16 @@ func TestAJournalWhoseSyncFailedRefusesWritesUntilRestart(t *testing.T) {
 	if got := contents(t, s, "a"); len(got) == 0 || got[0] != "one" {
 		t.Fatalf("reads after the failed sync: %q", got)
 	}
+	if err := s.Failure(); err == nil || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("the store's failure: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s2 := openBadger(t, dir)
+	if err := s2.Failure(); err != nil {
+		t.Fatalf("a restarted store's failure: %v", err)
+	}
 	say(t, s2, "a", "four")
 	if got := contents(t, s2, "a"); got[0] != "one" || got[len(got)-1] != "four" || slices.Contains(got, "three") {
 		t.Fatalf("log after the restart: %q", got)

@@ -192,6 +192,15 @@ func (s *Store) Close() error {
 	return err
 }
 
+// Failure is why the store refuses every write, or nil: a sync failed, and
+// nothing can be made durable until agentd restarts (see the journal).
+func (s *Store) Failure() error {
+	if s.j == nil {
+		return nil
+	}
+	return s.j.failure()
+}
+
 // Sizes reports Badger's LSM and value-log sizes in bytes.
 func (s *Store) Sizes() (lsm, vlog int64) { return s.db.Size() }
 
