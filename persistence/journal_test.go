@@ -67,11 +67,17 @@ func say(t *testing.T, s *Store, id string, words ...string) {
 	}
 }
 
-func newChat(t *testing.T, s *Store, id string) {
+// chatSaying opens a store in a new folder with chat "a" holding words,
+// and returns the folder and the store.
+func chatSaying(t *testing.T, words ...string) (string, *Store) {
 	t.Helper()
-	if err := s.CreateChat(context.Background(), Chat{ID: id, Tenant: "t"}); err != nil {
+	dir := t.TempDir()
+	s := openBadger(t, dir)
+	if err := s.CreateChat(context.Background(), Chat{ID: "a", Tenant: "t"}); err != nil {
 		t.Fatal(err)
 	}
+	say(t, s, "a", words...)
+	return dir, s
 }
 
 // TestCommitsBadgerLostComeBackFromTheJournal: Badger's files as they were
@@ -81,10 +87,7 @@ func newChat(t *testing.T, s *Store, id string) {
 // log goes on from there.
 func TestCommitsBadgerLostComeBackFromTheJournal(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := openBadger(t, dir)
-	newChat(t, s, "a")
-	say(t, s, "a", "one")
+	dir, s := chatSaying(t, "one")
 	early := killed(t, dir)
 	say(t, s, "a", "two")
 	if _, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{Summary: "so far", LastSeqSent: last} },
@@ -144,10 +147,7 @@ func journalFrames(t *testing.T, dir string) int {
 // file, so the torn bytes are never read again: a second crash later opens
 // with every message.
 func TestATornJournalTailIsDroppedAndTheJournalGoesOn(t *testing.T) {
-	dir := t.TempDir()
-	s := openBadger(t, dir)
-	newChat(t, s, "a")
-	say(t, s, "a", "one", "two")
+	dir, s := chatSaying(t, "one", "two")
 	frame := sealed(s.j.salt, appendOp(nil, opSet, msgKey("a", 3), []byte("never acknowledged")))
 	if _, err := s.j.files[s.j.cur].WriteAt(frame[:len(frame)-3], s.j.off); err != nil {
 		t.Fatal(err)
@@ -171,9 +171,7 @@ func TestATornJournalTailIsDroppedAndTheJournalGoesOn(t *testing.T) {
 // syncs Badger and starts the other file, so a crash replays only what
 // came after; and what came before is all there.
 func TestACheckpointLeavesLittleToReplay(t *testing.T) {
-	dir := t.TempDir()
-	s := openBadger(t, dir)
-	newChat(t, s, "a")
+	dir, s := chatSaying(t)
 	words := strings.Repeat("a long enough message to fill the journal soon. ", 20)
 	n := 0
 	for s.j.epoch == 1 {
@@ -245,10 +243,7 @@ func TestACommitBadgerRefusedIsNotReplayed(t *testing.T) {
 // disk holds and takes writes again.
 func TestAJournalWhoseSyncFailedRefusesWritesUntilRestart(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := openBadger(t, dir)
-	newChat(t, s, "a")
-	say(t, s, "a", "one")
+	dir, s := chatSaying(t, "one")
 	works := s.j.datasync
 	s.j.datasync = func(*os.File) error { return errors.New("disk gone") }
 	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "two"}); err == nil || !strings.Contains(err.Error(), "disk gone") {
