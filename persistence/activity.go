@@ -48,30 +48,51 @@ func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, d
 	if err := ctx.Err(); err != nil {
 		return Activity{}, err
 	}
-	if a.At.IsZero() {
-		a.At = time.Now().UTC()
-	}
-	out := a
-	err := do(func(txn *writeTxn) error {
-		out = a
-		last, err := lastKeyID(txn, activityPrefix(chatID))
-		if err != nil {
-			return err
-		}
-		if out.AfterSeq, err = lastSeq(txn, chatID); err != nil {
-			return err
-		}
-		out.ID = last + 1
-		val, err := encode(out)
-		if err != nil {
-			return err
-		}
-		return txn.Set(activityKey(chatID, out.ID), val)
+	a = a.stamped()
+	var out Activity
+	err := do(func(txn *writeTxn) (err error) {
+		out, err = appendActivityTxn(txn, chatID, a)
+		return err
 	})
 	if err != nil {
 		return Activity{}, fmt.Errorf("append activity of chat %s: %w", chatID, err)
 	}
 	return out, nil
+}
+
+// stamped is a dated now unless it has a date.
+func (a Activity) stamped() Activity {
+	if a.At.IsZero() {
+		a.At = time.Now().UTC()
+	}
+	return a
+}
+
+// stampedAll is acts, each stamped, in a new slice.
+func stampedAll(acts []Activity) []Activity {
+	out := make([]Activity, len(acts))
+	for i, a := range acts {
+		out[i] = a.stamped()
+	}
+	return out
+}
+
+// appendActivityTxn writes a at the end of the chat's activity log in txn
+// and returns it with its ID and AfterSeq set.
+func appendActivityTxn(txn *writeTxn, chatID string, a Activity) (Activity, error) {
+	last, err := lastKeyID(txn, activityPrefix(chatID))
+	if err != nil {
+		return a, err
+	}
+	if a.AfterSeq, err = lastSeq(txn, chatID); err != nil {
+		return a, err
+	}
+	a.ID = last + 1
+	val, err := encode(a)
+	if err != nil {
+		return a, err
+	}
+	return a, txn.Set(activityKey(chatID, a.ID), val)
 }
 
 // ActivityPage returns up to limit of a chat's activity items with ID >

@@ -425,11 +425,18 @@ func (p *Postgres) appendMsgs(ctx context.Context, chatID string, do func(func(*
 }
 
 // AppendWithSnapshot appends msgs as Append does and saves the snapshot
-// snap builds from the log's last seq in the same transaction.
-func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+// snap builds from the log's last seq in the same transaction, after
+// storing acts in the activity log (see Store.AppendWithSnapshot).
+func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error) {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
+	acts = stampedAll(acts)
 	err := p.update(ctx, func(t *pgTxn) error {
+		for _, a := range acts {
+			if _, err := appendActivityTx(t, chatID, a); err != nil {
+				return err
+			}
+		}
 		last, err := p.appendTx(t, chatID, out)
 		if err != nil {
 			return err
@@ -779,32 +786,36 @@ func (p *Postgres) appendActivity(ctx context.Context, chatID string, a Activity
 	if err := ctx.Err(); err != nil {
 		return Activity{}, err
 	}
-	if a.At.IsZero() {
-		a.At = time.Now().UTC()
-	}
-	out := a
-	err := do(func(t *pgTxn) error {
-		out = a
-		// The chat's lock orders concurrent writers of one chat; a chat
-		// with no record yet (tests) serialises on the advisory lock.
-		if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtext('activity/' || $1))`, chatID); err != nil {
-			return err
-		}
-		if err := t.tx.QueryRow(t.ctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM activity WHERE chat_id = $1),
-			(SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1)`, chatID).Scan(&out.ID, &out.AfterSeq); err != nil {
-			return err
-		}
-		val, err := encode(out)
-		if err != nil {
-			return err
-		}
-		_, err = t.tx.Exec(t.ctx, `INSERT INTO activity (chat_id, id, data) VALUES ($1, $2, $3)`, chatID, out.ID, val)
+	a = a.stamped()
+	var out Activity
+	err := do(func(t *pgTxn) (err error) {
+		out, err = appendActivityTx(t, chatID, a)
 		return err
 	})
 	if err != nil {
 		return Activity{}, fmt.Errorf("append activity of chat %s: %w", chatID, err)
 	}
 	return out, nil
+}
+
+// appendActivityTx writes a at the end of the chat's activity log in t
+// and returns it with its ID and AfterSeq set.
+func appendActivityTx(t *pgTxn, chatID string, a Activity) (Activity, error) {
+	// The chat's lock orders concurrent writers of one chat; a chat with
+	// no record yet (tests) serialises on the advisory lock.
+	if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtext('activity/' || $1))`, chatID); err != nil {
+		return a, err
+	}
+	if err := t.tx.QueryRow(t.ctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM activity WHERE chat_id = $1),
+		(SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1)`, chatID).Scan(&a.ID, &a.AfterSeq); err != nil {
+		return a, err
+	}
+	val, err := encode(a)
+	if err != nil {
+		return a, err
+	}
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO activity (chat_id, id, data) VALUES ($1, $2, $3)`, chatID, a.ID, val)
+	return a, err
 }
 
 // ActivityPage returns up to limit of a chat's activity items with ID >

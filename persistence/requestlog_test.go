@@ -178,7 +178,7 @@ func TestTheRequestLogIsStoredApartAndComesBackWhole(t *testing.T) {
 				if _, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot {
 					cur.LastSeqSent = last
 					return cur
-				}, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprint("answer ", turn)}); err != nil {
+				}, nil, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprint("answer ", turn)}); err != nil {
 					t.Fatal(err)
 				}
 				snap = cur

@@ -709,12 +709,20 @@ func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*wri
 // AppendWithSnapshot appends msgs as Append does and, in the same
 // transaction, saves the snapshot snap builds from the seq of the last
 // message in the log, so one sync covers both: a turn's answer and the
-// state it leaves land together or not at all. snap runs on the store's
-// writer and may run more than once; it must only read what it captured.
-func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+// state it leaves land together or not at all. acts go to the chat's
+// activity log first, as AppendActivity would store them before msgs
+// (a fold the turn met on its way). snap runs on the store's writer and
+// may run more than once; it must only read what it captured.
+func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error) {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
+	acts = stampedAll(acts)
 	err := s.update(ctx, func(txn *writeTxn) error {
+		for _, a := range acts {
+			if _, err := appendActivityTxn(txn, chatID, a); err != nil {
+				return err
+			}
+		}
 		last, err := appendTxn(txn, chatID, out)
 		if err != nil {
 			return err

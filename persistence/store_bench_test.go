@@ -110,7 +110,7 @@ func BenchmarkTurnWrites(b *testing.B) {
 		if _, err := s.AppendWithSnapshot(ctx, "c", func(last int64) Snapshot {
 			snap.LastSeqSent = last
 			return snap
-		}, answer); err != nil {
+		}, nil, answer); err != nil {
 			b.Fatal(err)
 		}
 		snap.RequestsStored()

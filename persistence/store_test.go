@@ -39,7 +39,7 @@ type store interface {
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error)
 	DeleteChat(ctx context.Context, id string, records ...RecordKey) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
-	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, msgs ...chat.Message) ([]chat.Message, error)
+	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error)
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LastSeq(ctx context.Context, chatID string) (int64, error)
 	AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error)
@@ -99,7 +99,7 @@ func TestAppendAssignsIncreasingSeqsAndSurvivesReopen(t *testing.T) {
 		if _, err := s.Append(ctx, "b", chat.Message{Role: chat.RoleUser, Content: "other chat"}); err != nil {
 			t.Fatal(err)
 		}
-		more, _ := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{LastSeqSent: last} },
+		more, _ := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{LastSeqSent: last} }, nil,
 			chat.Message{Role: chat.RoleUser, Content: "three"})
 		if more[0].Seq != 3 {
 			t.Fatalf("third seq = %d, want 3 (chat b must not disturb a's seqs)", more[0].Seq)

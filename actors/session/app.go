@@ -144,6 +144,7 @@ func (s *session) pause(ctx actor.Context) {
 		s.snap.Paused = &persistence.PausedTurn{TurnID: t.id, UserSeq: t.userSeq, Since: time.Now()}
 	}
 	s.snap.Paused.Calls = t.awaiting
+	s.tellFolds(t)
 	if err := s.saveSnapshot(); err != nil {
 		s.logger().Error().Err(err).Msg("save the paused turn")
 	}

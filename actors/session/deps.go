@@ -34,8 +34,9 @@ type Store interface {
 	// makes them durable.
 	AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
 	// AppendWithSnapshot appends and saves the snapshot snap builds from
-	// the log's last seq in one transaction: one sync for both.
-	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, msgs ...chat.Message) ([]chat.Message, error)
+	// the log's last seq in one transaction, acts stored in the activity
+	// log before the messages: one sync for all.
+	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, acts []persistence.Activity, msgs ...chat.Message) ([]chat.Message, error)
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
 	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot) error

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/window"
 )
 
@@ -177,13 +178,22 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 }
 
 // saveAndAnnounce saves the snapshot and publishes where the model's
-// word-for-word memory starts. A background fold's snapshot and activity
-// take no sync of their own, which would hold the mailbox (and the turn
-// beside it) while they ran: the next synced write (the turn's answer
-// saves the snapshot with it) covers them, and what a crash before then
-// loses is a boundary the log rebuilds by folding again. A fold someone
-// waits for (POST /compact) is synced before it is told.
+// word-for-word memory starts. A fold someone waits for (POST /compact)
+// is synced before it is told. A background fold writes nothing of its
+// own while a turn runs (unless paused): a write on the mailbox would
+// hold the turn's next step while it waited for the writer, and the
+// turn's last write saves the snapshot anyway, so that write carries the
+// fold's activity too, and the fold is told once it is stored (foldsMet).
+// Between turns a background fold's snapshot and activity take no sync
+// of their own: the next synced write covers them. What a crash before
+// then loses is a boundary the log rebuilds by folding again.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
+	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
+	t := s.turn
+	if t != nil && t.phase != phasePaused && f.replyTo == nil {
+		t.folds = append(t.folds, view)
+		return view
+	}
 	save, record := s.deps.Store.SaveSnapshotUnsynced, s.deps.Store.AppendActivityUnsynced
 	if f.replyTo != nil {
 		save, record = s.deps.Store.SaveSnapshot, s.deps.Store.AppendActivity
@@ -192,12 +202,43 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 		s.logger().Error().Err(err).Msg("save snapshot after fold")
 	}
 	turnID := ""
-	if s.turn != nil {
-		turnID = s.turn.id
+	if t != nil {
+		s.tellFolds(t) // the folds before this one are told first
+		turnID = t.id
 	}
-	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
 	s.publishWith(record, chat.EventCompacted, turnID, view)
 	return view
+}
+
+// tellFolds stores and tells the folds t met, for a write that is not
+// its answer's to cover: a pause's snapshot, a problem's.
+func (s *session) tellFolds(t *turn) {
+	for _, f := range t.folds {
+		s.publishWith(s.deps.Store.AppendActivityUnsynced, chat.EventCompacted, t.id, f)
+	}
+	t.folds = nil
+}
+
+// foldsMet is the activity of the folds t met, for its last write.
+func (s *session) foldsMet(t *turn) []persistence.Activity {
+	var acts []persistence.Activity
+	for _, f := range t.folds {
+		a, err := activity(chat.EventCompacted, t.id, f)
+		if err != nil {
+			s.logger().Error().Err(err).Msg("store the fold's activity")
+			continue
+		}
+		acts = append(acts, a)
+	}
+	return acts
+}
+
+// foldsStored tells the folds t met, once its last write stored them.
+func (s *session) foldsStored(t *turn) {
+	for _, f := range t.folds {
+		s.deps.Bus.PublishMust(s.event(chat.EventCompacted, t.id, f))
+	}
+	t.folds = nil
 }
 
 func (s *session) resumeAfterFold(ctx actor.Context) {

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -65,12 +68,54 @@ func foldAfterTwoTurns(t *testing.T, lines bool) (*summarizer.Fold, providers.Re
 	return <-folds, h.model.requests()[1]
 }
 
-// TestAFoldsBoundaryTakesNoSyncOfItsOwnButACompactDoes: a fold the turn
-// makes saves its boundary and its activity unsynced (a sync there would
-// hold the mailbox, and the turn, while it ran), and the turn's answer
-// saves the boundary durably with the snapshot: two syncs, as any turn. A
-// fold someone waits for (Compact) is synced before its answer.
-func TestAFoldsBoundaryTakesNoSyncOfItsOwnButACompactDoes(t *testing.T) {
+// TestAFoldATurnMeetsIsStoredAndToldHoweverTheTurnEnds: a turn that ends
+// with no answer to write, or whose answer's write fails, still stores
+// the fold it met (its boundary in the snapshot, its activity) and tells
+// it before the turn completes.
+func TestAFoldATurnMeetsIsStoredAndToldHoweverTheTurnEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		replies   []providers.Response
+		answering error
+		problem   string
+	}{
+		{name: "the model fails", problem: chat.ProblemProvider},
+		{name: "the answer's write fails", replies: []providers.Response{reply("ok")}, answering: errors.New("disk gone"), problem: chat.ProblemInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 4096, nil, tc.replies...)
+			for i := range 12 {
+				_, _ = h.store.Append(context.Background(), "c1",
+					chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 300))},
+					chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
+			}
+			h.store.answering = func() error { return tc.answering }
+			res, evs := h.turn("and now?")
+			if res.Problem == nil || res.Problem.Kind != tc.problem {
+				t.Fatalf("problem %+v, want %s", res.Problem, tc.problem)
+			}
+			told := slices.ContainsFunc(evs, func(ev eventbus.Event) bool { return ev.Type == chat.EventCompacted })
+			h.store.mu.Lock()
+			defer h.store.mu.Unlock()
+			var stored []string
+			for _, a := range h.store.acts["c1"] {
+				stored = append(stored, a.Type)
+			}
+			if first := h.store.snaps["c1"].FirstKeptSeq; !told || !slices.Equal(stored, []string{chat.EventCompacted, chat.EventTurnProblem}) || first <= 1 {
+				t.Fatalf("told %v, activity %v, first kept %d: want the fold told, stored before the problem, and its boundary saved", told, stored, first)
+			}
+		})
+	}
+}
+
+// TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone: a fold the
+// turn makes writes nothing of its own (a write there would hold the
+// mailbox, and the turn, while it waited for the writer): the turn's
+// answer saves the boundary with the snapshot and stores the fold's
+// activity, in one write, and the fold is told before the turn ends. Two
+// writes, as any turn. A fold someone waits for (Compact) is synced
+// before its answer.
+func TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone(t *testing.T) {
 	h := newHarness(t, 4096, nil)
 	for i := range 12 {
 		_, _ = h.store.Append(context.Background(), "c1",
@@ -88,15 +133,21 @@ func TestAFoldsBoundaryTakesNoSyncOfItsOwnButACompactDoes(t *testing.T) {
 	if res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)
 	}
-	folds := 0
+	folds := 0 // told before the turn completed: evs ends there
 	for _, ev := range evs {
 		if ev.Type == chat.EventCompacted {
 			folds++
 		}
 	}
 	w1, u1 := counts()
-	if folds != 1 || w1-w0 != 2 || u1-u0 != 2 {
-		t.Fatalf("%d folds, %d synced writes and %d unsynced; want 1 fold, 2 synced (the message; the answer with the snapshot) and 2 unsynced (the fold's boundary and activity)", folds, w1-w0, u1-u0)
+	if folds != 1 || w1-w0 != 2 || u1-u0 != 0 {
+		t.Fatalf("%d folds, %d synced writes and %d unsynced; want 1 fold, 2 synced (the message; the answer with the snapshot and the fold's activity) and none unsynced", folds, w1-w0, u1-u0)
+	}
+	h.store.mu.Lock()
+	acts := slices.Clone(h.store.acts["c1"])
+	h.store.mu.Unlock()
+	if len(acts) != 1 || acts[0].Type != chat.EventCompacted || acts[0].TurnID != res.TurnID || acts[0].AfterSeq != 25 {
+		t.Fatalf("activity %+v, want the turn's fold after its message (seq 25)", acts)
 	}
 	if first := h.store.snaps["c1"].FirstKeptSeq; first <= 1 {
 		t.Fatalf("the answer's snapshot does not hold the fold's boundary: first kept %d", first)

@@ -333,7 +333,7 @@ func (s *session) publishInTurn(ev string, data any) {
 type appendActivity func(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
 
 func (s *session) publishWith(record appendActivity, ev string, turnID string, data any) {
-	e := eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
+	e := s.event(ev, turnID, data)
 	switch {
 	case ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting:
 		s.deps.Bus.Publish(e)
@@ -344,17 +344,28 @@ func (s *session) publishWith(record appendActivity, ev string, turnID string, d
 	s.deps.Bus.PublishMust(e)
 }
 
+// event is the chat's event ev, placed after its last message.
+func (s *session) event(ev string, turnID string, data any) eventbus.Event {
+	return eventbus.Event{Type: ev, ChatID: s.id, TurnID: turnID, Seq: s.lastSeq, Data: data}
+}
+
 // record stores an event a person may need later in the chat's activity
 // log, before anyone hears of it. A failure is logged: the event itself
 // still goes out, and the turn goes on.
 func (s *session) record(store appendActivity, ev, turnID string, data any) {
-	raw, err := json.Marshal(data)
+	a, err := activity(ev, turnID, data)
 	if err == nil {
-		_, err = store(context.Background(), s.id, persistence.Activity{Type: ev, TurnID: turnID, Data: raw})
+		_, err = store(context.Background(), s.id, a)
 	}
 	if err != nil {
 		s.log.Error().Err(err).Str("event", ev).Msg("store activity")
 	}
+}
+
+// activity is the activity item of an event.
+func activity(ev, turnID string, data any) (persistence.Activity, error) {
+	raw, err := json.Marshal(data)
+	return persistence.Activity{Type: ev, TurnID: turnID, Data: raw}, err
 }
 
 func (s *session) submit(ctx actor.Context, m *SubmitTurn) {

@@ -33,8 +33,9 @@ type memStore struct {
 	writes, unsynced int
 	// synced, when set, is what AppendStaged's sync does; committing,
 	// when set, runs before AppendStaged commits, and its error fails the
-	// write with nothing stored.
-	synced, committing func() error
+	// write with nothing stored; answering is committing for
+	// AppendWithSnapshot.
+	synced, committing, answering func() error
 }
 
 func newMemStore() *memStore {
@@ -115,10 +116,18 @@ func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat
 	return m.appendLocked(chatID, msgs), nil
 }
 
-func (m *memStore) AppendWithSnapshot(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, msgs ...chat.Message) ([]chat.Message, error) {
+func (m *memStore) AppendWithSnapshot(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, acts []persistence.Activity, msgs ...chat.Message) ([]chat.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	if m.answering != nil {
+		if err := m.answering(); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range acts {
+		m.appendActivityLocked(chatID, a)
+	}
 	out := m.appendLocked(chatID, msgs)
 	m.snaps[chatID] = snap(out[len(out)-1].Seq)
 	return out, nil

@@ -84,6 +84,9 @@ type turn struct {
 	// are out: a call sent while the message was written waits for it to
 	// publish a word.
 	announced chan struct{}
+	// folds are the background folds applied while the turn ran, not yet
+	// stored or told: its last write carries them (foldsMet).
+	folds []chat.Compacted
 }
 
 // stagedMsg is the outcome of a turn's message's write: err if it was not
@@ -661,13 +664,13 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 	}
 	s.snap.Paused = nil
 	if len(final) > 0 {
-		snap := s.snap
+		snap, acts := s.snap, s.foldsMet(t)
 		store, chatID := s.deps.Store, s.id
 		await(s, ctx, func() answerStored {
 			stored, err := store.AppendWithSnapshot(context.Background(), chatID, func(last int64) persistence.Snapshot {
 				snap.LastSeqSent = last
 				return snap
-			}, final...)
+			}, acts, final...)
 			return answerStored{stored: stored, err: err}
 		}, func(ctx actor.Context, a answerStored) {
 			if a.err != nil {
@@ -676,11 +679,13 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 			}
 			snap.RequestsStored()
 			s.snap = snap
+			s.foldsStored(t)
 			s.announceTurnMsgs(a.stored)
 			s.closeTurn(ctx, problem)
 		})
 		return
 	}
+	s.tellFolds(t)
 	s.snap.LastSeqSent = s.lastSeq
 	if !s.moved { // else another node writes the chat now
 		if err := s.saveSnapshot(); err != nil {
