@@ -61,6 +61,8 @@ type Run struct {
 // Records is what the store needs of persistence (*persistence.Store).
 type Records interface {
 	PutRecord(ctx context.Context, kind, id string, v any) error
+	// PutRecords stores records in one write: all or none.
+	PutRecords(ctx context.Context, recs ...persistence.RecordPut) error
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
 	DeleteRecord(ctx context.Context, kind, id string) error
@@ -139,14 +141,18 @@ type AddInput struct {
 	Texts   []string
 	// Wait stores the memories as waiting for an OK instead of active.
 	Wait bool
+	// ReadTo, when set, raises the chat's read-until mark to it in the
+	// same write (SetReadUntil's rule: never lowered).
+	ReadTo int64
 }
 
 // Add records a run and the memories it learned. Texts are trimmed, masked
 // and capped at MaxTextLen; empty ones and ones the tenant already has
 // (active or waiting, ignoring case and spacing) are skipped, so a fact
 // said twice is remembered once. With nothing left to add it records no
-// run and returns a zero Run. The run is written before its memories, so
-// every stored memory has a run to undo it by.
+// run and returns a zero Run. The run, its memories and the chat's raised
+// mark are one write: one sync, and every stored memory has a run to undo
+// it by.
 func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
 	if in.Tenant == "" {
 		return Run{}, nil, errors.New("memory: add: empty tenant")
@@ -180,16 +186,27 @@ func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
 		mems = append(mems, m)
 		run.Added = append(run.Added, m.ID)
 	}
+	var recs []persistence.RecordPut
+	if len(mems) > 0 {
+		recs = append(recs, persistence.RecordPut{Kind: runKind(in.Tenant), ID: run.ID, V: run})
+		for _, m := range mems {
+			recs = append(recs, persistence.RecordPut{Kind: memKind(in.Tenant), ID: m.ID, V: m})
+		}
+	}
+	if in.ReadTo > 0 {
+		mark, err := s.raisedMark(ctx, in.ChatID, in.ReadTo)
+		if err != nil {
+			return Run{}, nil, err
+		}
+		recs = append(recs, mark...)
+	}
+	if len(recs) > 0 {
+		if err := s.rec.PutRecords(ctx, recs...); err != nil {
+			return Run{}, nil, fmt.Errorf("add run %s of chat %s: %w", run.ID, in.ChatID, err)
+		}
+	}
 	if len(mems) == 0 {
 		return Run{}, nil, nil
-	}
-	if err := s.rec.PutRecord(ctx, runKind(in.Tenant), run.ID, run); err != nil {
-		return Run{}, nil, fmt.Errorf("add run %s: %w", run.ID, err)
-	}
-	for _, m := range mems {
-		if err := s.rec.PutRecord(ctx, memKind(in.Tenant), m.ID, m); err != nil {
-			return run, nil, fmt.Errorf("add memory %s of run %s: %w", m.ID, run.ID, err)
-		}
 	}
 	return run, mems, nil
 }
@@ -337,10 +354,11 @@ func (s *Store) UndoRun(ctx context.Context, tenant, runID string) (Run, error) 
 	if err != nil {
 		return r, err
 	}
+	var recs []persistence.RecordPut
 	for _, id := range r.Added {
 		m, err := s.Get(ctx, tenant, id)
 		if errors.Is(err, ErrNotFound) {
-			continue // a crash between the run and its memories: nothing to undo
+			continue // a crash between the run and its memories (before Add wrote them together): nothing to undo
 		}
 		if err != nil {
 			return r, fmt.Errorf("undo run %s: %w", runID, err)
@@ -349,12 +367,11 @@ func (s *Store) UndoRun(ctx context.Context, tenant, runID string) (Run, error) 
 			continue
 		}
 		m.State = StateUndone
-		if err := s.rec.PutRecord(ctx, memKind(tenant), id, m); err != nil {
-			return r, fmt.Errorf("undo run %s: memory %s: %w", runID, id, err)
-		}
+		recs = append(recs, persistence.RecordPut{Kind: memKind(tenant), ID: id, V: m})
 	}
 	r.Undone = true
-	if err := s.rec.PutRecord(ctx, runKind(tenant), runID, r); err != nil {
+	recs = append(recs, persistence.RecordPut{Kind: runKind(tenant), ID: runID, V: r})
+	if err := s.rec.PutRecords(ctx, recs...); err != nil {
 		return r, fmt.Errorf("undo run %s: %w", runID, err)
 	}
 	if err := s.dropMap(ctx, tenant); err != nil {
@@ -392,17 +409,24 @@ func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {
 func (s *Store) SetReadUntil(ctx context.Context, chatID string, seq int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.ReadUntil(ctx, chatID)
-	if err != nil {
+	mark, err := s.raisedMark(ctx, chatID, seq)
+	if err != nil || len(mark) == 0 {
 		return err
 	}
-	if seq <= cur {
-		return nil
-	}
-	if err := s.rec.PutRecord(ctx, readUntilKind, chatID, readUntil{Seq: seq}); err != nil {
+	if err := s.rec.PutRecords(ctx, mark...); err != nil {
 		return fmt.Errorf("set read-until mark of %s: %w", chatID, err)
 	}
 	return nil
+}
+
+// raisedMark is the record that raises the chat's read-until mark to seq,
+// or none when the mark is there already. Call with mu held.
+func (s *Store) raisedMark(ctx context.Context, chatID string, seq int64) ([]persistence.RecordPut, error) {
+	cur, err := s.ReadUntil(ctx, chatID)
+	if err != nil || seq <= cur {
+		return nil, err
+	}
+	return []persistence.RecordPut{{Kind: readUntilKind, ID: chatID, V: readUntil{Seq: seq}}}, nil
 }
 
 // each calls fn for every memory of the tenant, oldest first.

@@ -217,6 +217,47 @@ func TestReadUntilOnlyRises(t *testing.T) {
 	}
 }
 
+// countingRecords counts the writes a Store makes.
+type countingRecords struct {
+	*persistence.Store
+	mu     sync.Mutex
+	writes [][]persistence.RecordPut
+}
+
+func (c *countingRecords) PutRecords(ctx context.Context, recs ...persistence.RecordPut) error {
+	c.mu.Lock()
+	c.writes = append(c.writes, recs)
+	c.mu.Unlock()
+	return c.Store.PutRecords(ctx, recs...)
+}
+
+// TestAddIsOneWrite: a run, its memories and the chat's raised read-until
+// mark are stored in one write (one sync); a mark already past ReadTo is
+// not lowered, and a run with nothing new still raises the mark.
+func TestAddIsOneWrite(t *testing.T) {
+	ctx := context.Background()
+	rec := &countingRecords{Store: openDB(t)}
+	s := New(rec, Options{})
+	run, mems := mustAdd(t, s, AddInput{Tenant: "t1", ChatID: "c", Source: SourceFold, FromSeq: 1, ToSeq: 9, ReadTo: 9,
+		Texts: []string{"likes tea", "lives in Oslo", "has a cat"}})
+	if len(rec.writes) != 1 || len(rec.writes[0]) != 5 || len(mems) != 3 || len(run.Added) != 3 {
+		t.Fatalf("%d writes (first of %d records) for a run of %d memories; want one of 5 (the run, 3 memories, the mark)", len(rec.writes), len(rec.writes[0]), len(mems))
+	}
+	if got, _ := s.ReadUntil(ctx, "c"); got != 9 {
+		t.Fatalf("mark %d, want 9", got)
+	}
+	if run, _ := mustAdd(t, s, AddInput{Tenant: "t1", ChatID: "c", Texts: []string{"likes tea"}, ReadTo: 5}); run.ID != "" || len(rec.writes) != 1 {
+		t.Fatalf("nothing new and a lower mark: run %+v, %d writes; want none", run, len(rec.writes))
+	}
+	if got, _ := s.ReadUntil(ctx, "c"); got != 9 {
+		t.Fatalf("mark %d after a lower ReadTo, want 9", got)
+	}
+	mustAdd(t, s, AddInput{Tenant: "t1", ChatID: "c", Texts: []string{"likes tea"}, ReadTo: 12})
+	if got, _ := s.ReadUntil(ctx, "c"); got != 12 || len(rec.writes) != 2 || len(rec.writes[1]) != 1 {
+		t.Fatalf("mark %d after a run with nothing new, %d writes; want 12 in one write of the mark", got, len(rec.writes))
+	}
+}
+
 func TestSearchRanking(t *testing.T) {
 	ctx := context.Background()
 	s, c := newStore(t)

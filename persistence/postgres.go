@@ -724,12 +724,25 @@ func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
 
 // PutRecord stores a generic record (memories, learning runs, marks).
 func (p *Postgres) PutRecord(ctx context.Context, kind, id string, v any) error {
-	val, err := encode(v)
+	return p.PutRecords(ctx, RecordPut{Kind: kind, ID: id, V: v})
+}
+
+// PutRecords stores generic records in one transaction, durably: all or
+// none.
+func (p *Postgres) PutRecords(ctx context.Context, recs ...RecordPut) error {
+	vals, err := encodeRecords(recs)
 	if err != nil {
 		return err
 	}
-	return p.exec(ctx, `INSERT INTO records (kind, id, data) VALUES ($1, $2, $3)
-		ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`, kind, id, val)
+	return p.update(ctx, func(t *pgTxn) error {
+		for i, r := range recs {
+			if _, err := t.tx.Exec(t.ctx, `INSERT INTO records (kind, id, data) VALUES ($1, $2, $3)
+				ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`, r.Kind, r.ID, vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DeleteRecord removes a generic record; a missing one is no error.

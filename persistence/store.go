@@ -235,6 +235,25 @@ func encode(v any) ([]byte, error) {
 	return b, nil
 }
 
+// RecordPut is one generic record for PutRecords.
+type RecordPut struct {
+	Kind, ID string
+	V        any
+}
+
+// encodeRecords encodes each record's value, before a write begins.
+func encodeRecords(recs []RecordPut) ([][]byte, error) {
+	vals := make([][]byte, len(recs))
+	for i, r := range recs {
+		val, err := encode(r.V)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", r.Kind, r.ID, err)
+		}
+		vals[i] = val
+	}
+	return vals, nil
+}
+
 func decode(b []byte, v any) error {
 	if d, ok := splitEnvelope(b); ok {
 		if err := jsonv2.Unmarshal(d, v, v1); err == nil {
@@ -1129,11 +1148,23 @@ func (s *Store) LearnedWindows(ctx context.Context) (map[string]int, error) {
 
 // PutRecord stores a generic record (memories, learning runs, marks).
 func (s *Store) PutRecord(ctx context.Context, kind, id string, v any) error {
-	val, err := encode(v)
+	return s.PutRecords(ctx, RecordPut{Kind: kind, ID: id, V: v})
+}
+
+// PutRecords stores generic records in one write, durably: all or none.
+func (s *Store) PutRecords(ctx context.Context, recs ...RecordPut) error {
+	vals, err := encodeRecords(recs)
 	if err != nil {
 		return err
 	}
-	return s.update(ctx, func(txn *writeTxn) error { return txn.Set(recordKey(kind, id), val) })
+	return s.update(ctx, func(txn *writeTxn) error {
+		for i, r := range recs {
+			if err := txn.Set(recordKey(r.Kind, r.ID), vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DeleteRecord removes a generic record; a missing one is no error.

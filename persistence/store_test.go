@@ -49,6 +49,7 @@ type store interface {
 	LearnWindow(ctx context.Context, provider, model string, window int) (int, error)
 	LearnedWindows(ctx context.Context) (map[string]int, error)
 	PutRecord(ctx context.Context, kind, id string, v any) error
+	PutRecords(ctx context.Context, recs ...RecordPut) error
 	DeleteRecord(ctx context.Context, kind, id string) error
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
@@ -247,6 +248,36 @@ func TestRecordsRoundTripInIDOrder(t *testing.T) {
 		var v map[string]string
 		if err := s.Record(ctx, "memory/t1", "c", &v); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a deleted record: %v", err)
+		}
+	})
+}
+
+// TestPutRecordsStoresAllOrNone: PutRecords writes its records together;
+// one that cannot be encoded fails the write with its kind and id, and
+// none of the others is stored.
+func TestPutRecordsStoresAllOrNone(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		ctx := context.Background()
+		s := open(t)
+		defer s.Close()
+		if err := s.PutRecords(ctx, RecordPut{Kind: "run/t1", ID: "r1", V: "the run"}, RecordPut{Kind: "memory/t1", ID: "m1", V: "a fact"}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.PutRecords(ctx, RecordPut{Kind: "run/t1", ID: "r2", V: "another run"}, RecordPut{Kind: "memory/t1", ID: "m2", V: func() {}})
+		if err == nil || !strings.Contains(err.Error(), "memory/t1 m2") {
+			t.Fatalf("a record that cannot be encoded: %v", err)
+		}
+		var got []string
+		for _, kind := range []string{"run/t1", "memory/t1"} {
+			_ = s.Records(ctx, kind, func(id string, decode func(any) error) error {
+				var v string
+				err := decode(&v)
+				got = append(got, kind+" "+id+"="+v)
+				return err
+			})
+		}
+		if want := []string{"run/t1 r1=the run", "memory/t1 m1=a fact"}; !slices.Equal(got, want) {
+			t.Fatalf("records %q, want %q", got, want)
 		}
 	})
 }

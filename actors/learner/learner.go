@@ -381,15 +381,19 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 		readTo = max(readTo, l.ThroughSeq) // every piece read: the whole stretch is
 	}
 	wait := l.Untrusted || l.NoAuto
+	// The memories and the raised mark are one write: one sync.
 	run, _, err := cfg.Store.Add(ctx, memory.AddInput{Tenant: l.Tenant, ChatID: l.ChatID, Source: l.Source,
-		FromSeq: words[0].Seq, ToSeq: readTo, Texts: facts, Wait: wait})
+		FromSeq: words[0].Seq, ToSeq: readTo, Texts: facts, Wait: wait, ReadTo: readTo})
 	if err != nil {
 		// Not stored, so not read: the sweep tries again.
 		out.Err = errors.Join(out.Err, err)
 		return out
 	}
 	out.Added, out.Waiting = run.Added, wait && len(run.Added) > 0
-	return raise(ctx, cfg, out, readTo)
+	if readTo > out.Mark {
+		out.Mark, out.Marked = readTo, true
+	}
+	return out
 }
 
 func raise(ctx context.Context, cfg Config, out Outcome, to int64) Outcome {
