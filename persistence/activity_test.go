@@ -59,42 +59,40 @@ func activityOrderedAndReopened(t *testing.T, open func(t *testing.T) store) {
 // stores its activity as AppendActivity would just before the messages,
 // in the same write as the messages and the snapshot.
 func TestAnAnswersWriteCarriesActivityBeforeItsMessages(t *testing.T) {
-	eachBackend(t, answersWriteCarriesActivity)
-}
-
-func answersWriteCarriesActivity(t *testing.T, open func(t *testing.T) store) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
-	if _, err := s.AppendActivity(ctx, "a", Activity{Type: chat.EventHealed}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "one"}); err != nil {
-		t.Fatal(err)
-	}
-	acts := []Activity{{Type: chat.EventCompacted, TurnID: "t1", Data: json.RawMessage(`{"first_kept_seq":1}`)}, {Type: chat.EventCompacted, TurnID: "t1"}}
-	stored, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{FirstKeptSeq: 1, LastSeqSent: last} }, acts,
-		chat.Message{Role: chat.RoleAssistant, Content: "two"})
-	if err != nil || len(stored) != 1 || stored[0].Seq != 2 {
-		t.Fatalf("stored %+v, %v", stored, err)
-	}
-	got, _, err := s.ActivityPage(ctx, "a", 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids, after []int64
-	for _, a := range got {
-		ids, after = append(ids, a.ID), append(after, a.AfterSeq)
-		if a.At.IsZero() {
-			t.Errorf("activity %d has no date", a.ID)
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		s := open(t)
+		defer s.Close()
+		ctx := context.Background()
+		if _, err := s.AppendActivity(ctx, "a", Activity{Type: chat.EventHealed}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if fmt.Sprint(ids, after) != "[1 2 3] [0 1 1]" || got[1].Type != chat.EventCompacted || got[1].TurnID != "t1" || string(got[1].Data) != `{"first_kept_seq":1}` {
-		t.Fatalf("activity %+v; want the healed item, then the two carried after seq 1", got)
-	}
-	if snap, ok, err := s.LoadSnapshot(ctx, "a"); err != nil || !ok || snap.LastSeqSent != 2 {
-		t.Fatalf("snapshot %+v %v %v", snap, ok, err)
-	}
+		if _, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleUser, Content: "one"}); err != nil {
+			t.Fatal(err)
+		}
+		acts := []Activity{{Type: chat.EventCompacted, TurnID: "t1", Data: json.RawMessage(`{"first_kept_seq":1}`)}, {Type: chat.EventCompacted, TurnID: "t1"}}
+		stored, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{FirstKeptSeq: 1, LastSeqSent: last} }, acts,
+			chat.Message{Role: chat.RoleAssistant, Content: "two"})
+		if err != nil || len(stored) != 1 || stored[0].Seq != 2 {
+			t.Fatalf("stored %+v, %v", stored, err)
+		}
+		got, _, err := s.ActivityPage(ctx, "a", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids, after []int64
+		for _, a := range got {
+			ids, after = append(ids, a.ID), append(after, a.AfterSeq)
+			if a.At.IsZero() {
+				t.Errorf("activity %d has no date", a.ID)
+			}
+		}
+		if fmt.Sprint(ids, after) != "[1 2 3] [0 1 1]" || got[1].Type != chat.EventCompacted || got[1].TurnID != "t1" || string(got[1].Data) != `{"first_kept_seq":1}` {
+			t.Fatalf("activity %+v; want the healed item, then the two carried after seq 1", got)
+		}
+		if snap, ok, err := s.LoadSnapshot(ctx, "a"); err != nil || !ok || snap.LastSeqSent != 2 {
+			t.Fatalf("snapshot %+v %v %v", snap, ok, err)
+		}
+	})
 }
 
 func TestActivityPages(t *testing.T) { eachBackend(t, activityPages) }
