@@ -635,9 +635,10 @@ func stagedFails[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
 	}
 }
 
-// TestUnsyncedSnapshotsAndActivityTakeNoSync: a snapshot and an activity
-// saved unsynced are read back at once without a sync of their own; the
-// next durable write costs one and covers them.
+// TestUnsyncedSnapshotsAndActivityTakeNoSync: a snapshot (with a fold's
+// item in the same write) and an activity saved unsynced are read back at
+// once without a sync of their own; the next durable write costs one and
+// covers them.
 func TestUnsyncedSnapshotsAndActivityTakeNoSync(t *testing.T) {
 	eachTxns(t, func(t *testing.T, r rig[*writeTxn], db txns[*writeTxn]) {
 		st := r.s.(*Store)
@@ -656,7 +657,7 @@ func TestUnsyncedSnapshotsAndActivityTakeNoSync(t *testing.T) {
 
 type unsyncedSaver interface {
 	store
-	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error
+	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error
 	AppendActivityUnsynced(ctx context.Context, chatID string, a Activity) (Activity, error)
 }
 
@@ -670,11 +671,11 @@ func unsyncedSnapshotAndActivity(t *testing.T, s unsyncedSaver, syncs *atomic.In
 		t.Fatal(err)
 	}
 	before := syncs.Load()
-	if err := s.SaveSnapshotUnsynced(ctx, "u", Snapshot{FirstKeptSeq: 2, Summary: "folded"}); err != nil {
+	if err := s.SaveSnapshotUnsynced(ctx, "u", Snapshot{FirstKeptSeq: 2, Summary: "folded"}, Activity{Type: chat.EventCompacted, Data: []byte(`{"first_kept_seq":2}`)}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.AppendActivityUnsynced(ctx, "u", Activity{Type: chat.EventCompacted, Data: []byte(`{"first_kept_seq":2}`)})
-	if err != nil || a.ID != 1 || a.AfterSeq != 1 {
+	a, err := s.AppendActivityUnsynced(ctx, "u", Activity{Type: chat.EventToolsLoaded})
+	if err != nil || a.ID != 2 || a.AfterSeq != 1 {
 		t.Fatalf("activity %+v, %v", a, err)
 	}
 	if n := syncs.Load() - before; n != 0 {
@@ -685,7 +686,7 @@ func unsyncedSnapshotAndActivity(t *testing.T, s unsyncedSaver, syncs *atomic.In
 		t.Fatalf("snapshot read back: %+v %v %v", snap, ok, err)
 	}
 	page, _, err := s.ActivityPage(ctx, "u", 0, 10)
-	if err != nil || len(page) != 1 || page[0].Type != chat.EventCompacted {
+	if err != nil || len(page) != 2 || page[0].Type != chat.EventCompacted || page[0].AfterSeq != 1 || string(page[0].Data) != `{"first_kept_seq":2}` || page[1].Type != chat.EventToolsLoaded {
 		t.Fatalf("activity read back: %+v, %v", page, err)
 	}
 	if _, err := s.Append(ctx, "u", chat.Message{Role: chat.RoleAssistant, Content: "ok"}); err != nil {

@@ -618,19 +618,20 @@ func queueRequests(b *pgx.Batch, chatID string, snap storedSnapshot) {
 	}
 }
 
-// SaveSnapshot writes a chat's snapshot, durably.
-func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
-	return p.saveSnapshot(ctx, chatID, snap, p.w.do)
+// SaveSnapshot writes a chat's snapshot, durably, and acts to its
+// activity log in the same transaction (see Store.SaveSnapshot).
+func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
+	return p.saveSnapshot(ctx, chatID, snap, acts, p.w.do)
 }
 
 // SaveSnapshotUnsynced is SaveSnapshot without a sync of its own (see
 // Store.SaveSnapshotUnsynced): a commit with synchronous_commit off, which
 // the next synchronous commit's WAL flush covers.
-func (p *Postgres) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error {
-	return p.saveSnapshot(ctx, chatID, snap, p.w.doUnsynced)
+func (p *Postgres) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
+	return p.saveSnapshot(ctx, chatID, snap, acts, p.w.doUnsynced)
 }
 
-func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*pgTxn) error) error) error {
+func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts []Activity, do func(func(*pgTxn) error) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -638,9 +639,15 @@ func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapsho
 	if err != nil {
 		return err
 	}
+	acts = stampedAll(acts)
 	err = do(func(t *pgTxn) error {
 		if err := p.fence(t, chatID); err != nil {
 			return err
+		}
+		for _, a := range acts {
+			if _, err := appendActivityTx(t, chatID, a); err != nil {
+				return err
+			}
 		}
 		return saveSnapshotTx(t, chatID, val)
 	})

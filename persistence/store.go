@@ -1004,19 +1004,20 @@ type PausedTurn struct {
 	Since   time.Time       `json:"since"`
 }
 
-// SaveSnapshot writes a chat's snapshot, durably.
-func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error {
-	return s.saveSnapshot(ctx, chatID, snap, s.w.do)
+// SaveSnapshot writes a chat's snapshot, durably, and acts to its
+// activity log in the same write (a fold's item beside its boundary).
+func (s *Store) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
+	return s.saveSnapshot(ctx, chatID, snap, acts, s.w.do)
 }
 
 // SaveSnapshotUnsynced is SaveSnapshot without a sync of its own: the
 // snapshot is read back at once, and the next synced write makes it
 // durable, as AppendUnsynced's messages.
-func (s *Store) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot) error {
-	return s.saveSnapshot(ctx, chatID, snap, s.w.doUnsynced)
+func (s *Store) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
+	return s.saveSnapshot(ctx, chatID, snap, acts, s.w.doUnsynced)
 }
 
-func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, do func(func(*writeTxn) error) error) error {
+func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts []Activity, do func(func(*writeTxn) error) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -1024,7 +1025,15 @@ func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, 
 	if err != nil {
 		return err
 	}
-	if err := do(func(txn *writeTxn) error { return putSnapshot(txn, chatID, val) }); err != nil {
+	acts = stampedAll(acts)
+	if err := do(func(txn *writeTxn) error {
+		for _, a := range acts {
+			if _, err := appendActivityTxn(txn, chatID, a); err != nil {
+				return err
+			}
+		}
+		return putSnapshot(txn, chatID, val)
+	}); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", chatID, err)
 	}
 	return nil

@@ -44,7 +44,7 @@ type store interface {
 	LastSeq(ctx context.Context, chatID string) (int64, error)
 	AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error)
 	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error)
-	SaveSnapshot(ctx context.Context, chatID string, snap Snapshot) error
+	SaveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error
 	LoadSnapshot(ctx context.Context, chatID string) (Snapshot, bool, error)
 	LearnWindow(ctx context.Context, provider, model string, window int) (int, error)
 	LearnedWindows(ctx context.Context) (map[string]int, error)

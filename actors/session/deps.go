@@ -39,10 +39,12 @@ type Store interface {
 	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, acts []persistence.Activity, msgs ...chat.Message) ([]chat.Message, error)
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
-	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot) error
+	// SaveSnapshot saves the snapshot and stores acts in the activity log,
+	// in one write.
+	SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error
 	// SaveSnapshotUnsynced is SaveSnapshot without a sync of its own, as
 	// AppendUnsynced: for what the log can rebuild (a fold's boundary).
-	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap persistence.Snapshot) error
+	SaveSnapshotUnsynced(ctx context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error
 	// AppendActivity stores an event in the chat's activity log, ordered
 	// among its messages.
 	AppendActivity(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)

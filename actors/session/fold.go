@@ -184,8 +184,8 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 // hold the turn's next step while it waited for the writer, and the
 // turn's last write saves the snapshot anyway, so that write carries the
 // fold's activity too, and the fold is told once it is stored (foldsMet).
-// Between turns a background fold's snapshot and activity take no sync
-// of their own: the next synced write covers them. What a crash before
+// Between turns a background fold's snapshot and activity are one write
+// with no sync of its own: the next synced write covers them. What a crash before
 // then loses is a boundary the log rebuilds by folding again.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
@@ -194,19 +194,25 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 		t.folds = append(t.folds, view)
 		return view
 	}
-	save, record := s.deps.Store.SaveSnapshotUnsynced, s.deps.Store.AppendActivityUnsynced
+	save := s.deps.Store.SaveSnapshotUnsynced
 	if f.replyTo != nil {
-		save, record = s.deps.Store.SaveSnapshot, s.deps.Store.AppendActivity
-	}
-	if err := s.saveSnapshotWith(save); err != nil {
-		s.logger().Error().Err(err).Msg("save snapshot after fold")
+		save = s.deps.Store.SaveSnapshot
 	}
 	turnID := ""
 	if t != nil {
 		s.tellFolds(t) // the folds before this one are told first
 		turnID = t.id
 	}
-	s.publishWith(record, chat.EventCompacted, turnID, view)
+	// The boundary and the fold's item are one write: a second would wait
+	// for the writer's cycle again (and, synced, for a second sync).
+	a, err := activity(chat.EventCompacted, turnID, view)
+	if err == nil {
+		err = s.saveSnapshotWith(save, a)
+	}
+	if err != nil {
+		s.logger().Error().Err(err).Msg("save snapshot after fold")
+	}
+	s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
 	return view
 }
 

@@ -68,6 +68,51 @@ func foldAfterTwoTurns(t *testing.T, lines bool) (*summarizer.Fold, providers.Re
 	return <-folds, h.model.requests()[1]
 }
 
+// TestAFoldBetweenTurnsIsOneUnsyncedWrite: a background fold that lands
+// after its turn ended saves its boundary and stores its item in one
+// write with no sync of its own (two would each wait for the writer's
+// cycle, on the mailbox), and is told once stored.
+func TestAFoldBetweenTurnsIsOneUnsyncedWrite(t *testing.T) {
+	type asked struct {
+		f    *summarizer.Fold
+		from *actor.PID
+	}
+	folds := make(chan asked, 1)
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if f, ok := c.Message().(*summarizer.Fold); ok {
+				folds <- asked{f, c.Sender()}
+			}
+		}))
+	}, reply("ok"))
+	for i := range 9 { // past the soft threshold after the turn, not before it
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
+	}
+	if res, _ := h.turn("and now?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	a := <-folds // asked after the turn ended; the turn is over
+	sub := h.bus.Subscribe("c1", 16)
+	defer sub.Close()
+	h.store.mu.Lock()
+	w0, u0 := h.store.writes, h.store.unsynced
+	h.store.mu.Unlock()
+	h.system.Root.Send(a.from, &summarizer.Folded{ReqID: a.f.ReqID, ChatID: a.f.ChatID, OK: true, Summary: "the person asked questions"})
+	ev := <-sub.C
+	if ev.Type != chat.EventCompacted || ev.TurnID != "" {
+		t.Fatalf("first event %s of turn %q, want compacted of none", ev.Type, ev.TurnID)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	acts, snap := h.store.acts["c1"], h.store.snaps["c1"]
+	if h.store.writes != w0 || h.store.unsynced != u0+1 || len(acts) != 1 || acts[0].Type != chat.EventCompacted || snap.FirstKeptSeq <= 1 || snap.Summary == "" {
+		t.Fatalf("%d synced and %d unsynced writes, activity %d items, snapshot first kept %d; want 0 and 1, the fold's item, its boundary",
+			h.store.writes-w0, h.store.unsynced-u0, len(acts), snap.FirstKeptSeq)
+	}
+}
+
 // TestAFoldATurnMeetsIsStoredAndToldHoweverTheTurnEnds: a turn that ends
 // with no answer to write, or whose answer's write fails, still stores
 // the fold it met (its boundary in the snapshot, its activity) and tells
@@ -114,7 +159,7 @@ func TestAFoldATurnMeetsIsStoredAndToldHoweverTheTurnEnds(t *testing.T) {
 // answer saves the boundary with the snapshot and stores the fold's
 // activity, in one write, and the fold is told before the turn ends. Two
 // writes, as any turn. A fold someone waits for (Compact) is synced
-// before its answer.
+// before its answer, its boundary and item in one write.
 func TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone(t *testing.T) {
 	h := newHarness(t, 4096, nil)
 	for i := range 12 {
@@ -159,8 +204,8 @@ func TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone(t *testing.T) {
 	if _, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &Compact{}}, time.Minute).Result(); err != nil {
 		t.Fatalf("compact: %v", err)
 	}
-	if w3, u3 := counts(); w3-w2 != 2 || u3 != u2 {
-		t.Fatalf("compact: %d synced writes and %d unsynced, want 2 (the boundary and its activity) and 0", w3-w2, u3-u2)
+	if w3, u3 := counts(); w3-w2 != 1 || u3 != u2 {
+		t.Fatalf("compact: %d synced writes and %d unsynced, want 1 (the boundary with its activity) and 0", w3-w2, u3-u2)
 	}
 	h.store.mu.Lock()
 	defer h.store.mu.Unlock()

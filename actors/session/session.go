@@ -501,10 +501,14 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 
 func (s *session) saveSnapshot() error { return s.saveSnapshotWith(s.deps.Store.SaveSnapshot) }
 
-// saveSnapshotWith saves the snapshot with save (durably or not) and, once
-// saved, marks its requests stored.
-func (s *session) saveSnapshotWith(save func(ctx context.Context, chatID string, snap persistence.Snapshot) error) error {
-	err := save(context.Background(), s.id, s.snap)
+// saveSnapshot is how saveSnapshotWith stores the snapshot: durably
+// (Store.SaveSnapshot) or for the next sync to cover.
+type saveSnapshot func(ctx context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error
+
+// saveSnapshotWith saves the snapshot, and acts in the same write, with
+// save (durably or not) and, once saved, marks its requests stored.
+func (s *session) saveSnapshotWith(save saveSnapshot, acts ...persistence.Activity) error {
+	err := save(context.Background(), s.id, s.snap, acts...)
 	if err == nil {
 		s.snap.RequestsStored()
 	}

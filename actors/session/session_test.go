@@ -161,19 +161,23 @@ func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.S
 	return s, ok, nil
 }
 
-func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot) error {
-	return m.saveSnapshot(chatID, snap, &m.writes)
+func (m *memStore) SaveSnapshot(_ context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error {
+	return m.saveSnapshot(chatID, snap, acts, &m.writes)
 }
 
-func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap persistence.Snapshot) error {
-	return m.saveSnapshot(chatID, snap, &m.unsynced)
+func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error {
+	return m.saveSnapshot(chatID, snap, acts, &m.unsynced)
 }
 
-// saveSnapshot saves snap, counted as a write of the kind count counts.
-func (m *memStore) saveSnapshot(chatID string, snap persistence.Snapshot, count *int) error {
+// saveSnapshot saves snap and acts, counted as a write of the kind count
+// counts.
+func (m *memStore) saveSnapshot(chatID string, snap persistence.Snapshot, acts []persistence.Activity, count *int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	*count++
+	for _, a := range acts {
+		m.appendActivityLocked(chatID, a)
+	}
 	m.snaps[chatID] = snap
 	return nil
 }
