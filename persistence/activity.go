@@ -77,6 +77,17 @@ func stampedAll(acts []Activity) []Activity {
 	return out
 }
 
+// appendActivities stores acts in order in txn with add, a store's
+// activity append (appendActivityTxn, appendActivityTx).
+func appendActivities[T any](txn T, chatID string, acts []Activity, add func(T, string, Activity) (Activity, error)) error {
+	for _, a := range acts {
+		if _, err := add(txn, chatID, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appendActivityTxn writes a at the end of the chat's activity log in txn
 // and returns it with its ID and AfterSeq set.
 func appendActivityTxn(txn *writeTxn, chatID string, a Activity) (Activity, error) {

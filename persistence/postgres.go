@@ -432,10 +432,8 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 	copy(out, msgs)
 	acts = stampedAll(acts)
 	err := p.update(ctx, func(t *pgTxn) error {
-		for _, a := range acts {
-			if _, err := appendActivityTx(t, chatID, a); err != nil {
-				return err
-			}
+		if err := appendActivities(t, chatID, acts, appendActivityTx); err != nil {
+			return err
 		}
 		last, err := p.appendTx(t, chatID, out)
 		if err != nil {
@@ -644,10 +642,8 @@ func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapsho
 		if err := p.fence(t, chatID); err != nil {
 			return err
 		}
-		for _, a := range acts {
-			if _, err := appendActivityTx(t, chatID, a); err != nil {
-				return err
-			}
+		if err := appendActivities(t, chatID, acts, appendActivityTx); err != nil {
+			return err
 		}
 		return saveSnapshotTx(t, chatID, val)
 	})

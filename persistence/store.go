@@ -737,10 +737,8 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 	copy(out, msgs)
 	acts = stampedAll(acts)
 	err := s.update(ctx, func(txn *writeTxn) error {
-		for _, a := range acts {
-			if _, err := appendActivityTxn(txn, chatID, a); err != nil {
-				return err
-			}
+		if err := appendActivities(txn, chatID, acts, appendActivityTxn); err != nil {
+			return err
 		}
 		last, err := appendTxn(txn, chatID, out)
 		if err != nil {
@@ -1027,10 +1025,8 @@ func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, 
 	}
 	acts = stampedAll(acts)
 	if err := do(func(txn *writeTxn) error {
-		for _, a := range acts {
-			if _, err := appendActivityTxn(txn, chatID, a); err != nil {
-				return err
-			}
+		if err := appendActivities(txn, chatID, acts, appendActivityTxn); err != nil {
+			return err
 		}
 		return putSnapshot(txn, chatID, val)
 	}); err != nil {

@@ -390,10 +390,7 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 		return out
 	}
 	out.Added, out.Waiting = run.Added, wait && len(run.Added) > 0
-	if readTo > out.Mark {
-		out.Mark, out.Marked = readTo, true
-	}
-	return out
+	return out.raisedTo(readTo)
 }
 
 func raise(ctx context.Context, cfg Config, out Outcome, to int64) Outcome {
@@ -404,8 +401,15 @@ func raise(ctx context.Context, cfg Config, out Outcome, to int64) Outcome {
 		out.Err = errors.Join(out.Err, err)
 		return out
 	}
-	out.Mark, out.Marked = to, true
-	return out
+	return out.raisedTo(to)
+}
+
+// raisedTo is o once the chat's mark is raised to to (stored).
+func (o Outcome) raisedTo(to int64) Outcome {
+	if to > o.Mark {
+		o.Mark, o.Marked = to, true
+	}
+	return o
 }
 
 // extractAll reads words piece by piece, each sized to the window of the

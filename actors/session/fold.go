@@ -185,8 +185,9 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 // turn's last write saves the snapshot anyway, so that write carries the
 // fold's activity too, and the fold is told once it is stored (foldsMet).
 // Between turns a background fold's snapshot and activity are one write
-// with no sync of its own: the next synced write covers them. What a crash before
-// then loses is a boundary the log rebuilds by folding again.
+// with no sync of its own: the next synced write covers them. What a
+// crash before then loses is a boundary the log rebuilds by folding
+// again.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
 	t := s.turn
