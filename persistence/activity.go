@@ -45,13 +45,19 @@ func (s *Store) AppendActivityUnsynced(ctx context.Context, chatID string, a Act
 }
 
 func (s *Store) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*writeTxn) error) error) (Activity, error) {
+	return appendActivityWith(ctx, chatID, a, do, appendActivityTxn)
+}
+
+// appendActivityWith is a store's AppendActivity: a dated and written by
+// add in a write of do.
+func appendActivityWith[T any](ctx context.Context, chatID string, a Activity, do func(func(T) error) error, add func(T, string, Activity) (Activity, error)) (Activity, error) {
 	if err := ctx.Err(); err != nil {
 		return Activity{}, err
 	}
 	a = a.stamped()
 	var out Activity
-	err := do(func(txn *writeTxn) (err error) {
-		out, err = appendActivityTxn(txn, chatID, a)
+	err := do(func(txn T) (err error) {
+		out, err = add(txn, chatID, a)
 		return err
 	})
 	if err != nil {

@@ -799,19 +799,7 @@ func (p *Postgres) AppendActivityUnsynced(ctx context.Context, chatID string, a 
 }
 
 func (p *Postgres) appendActivity(ctx context.Context, chatID string, a Activity, do func(func(*pgTxn) error) error) (Activity, error) {
-	if err := ctx.Err(); err != nil {
-		return Activity{}, err
-	}
-	a = a.stamped()
-	var out Activity
-	err := do(func(t *pgTxn) (err error) {
-		out, err = appendActivityTx(t, chatID, a)
-		return err
-	})
-	if err != nil {
-		return Activity{}, fmt.Errorf("append activity of chat %s: %w", chatID, err)
-	}
-	return out, nil
+	return appendActivityWith(ctx, chatID, a, do, appendActivityTx)
 }
 
 // appendActivityTx writes a at the end of the chat's activity log in t
