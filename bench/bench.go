@@ -254,6 +254,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			fmt.Fprintf(w, "overhead: CPU per turn p50 %.3f ms p99 %.3f ms (fake apart: %v); plain turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fold turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fsync of 4 KB %.3f ms before, %.3f ms after\n",
 				res.CPUMS.P50, res.CPUMS.P99, res.FakeApart, res.PlainOverheadMS.N, res.PlainOverheadMS.P50, res.PlainOverheadMS.P99, res.PlainCPUMS.P50,
 				res.FoldOverheadMS.N, res.FoldOverheadMS.P50, res.FoldOverheadMS.P99, res.FoldCPUMS.P50, res.FsyncMS[0], res.FsyncMS[1])
+			fmt.Fprintf(w, "overhead: %s\n", durableLine(res.StoreDurableMS))
 		}
 	}
 	if o.want(PartScale) {
@@ -274,6 +275,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			fmt.Fprintf(w, "scale: CPU per turn %.3f ms (fake apart: %v), the fake's %.3f ms; %d cores bound the two to %.0f turns/s; fsync of 4 KB %.3f ms before, %.3f ms after\n",
 				res.CPUPerTurnMS, res.FakeApart, res.FakeCPUPerTurnMS, runtime.NumCPU(), float64(runtime.NumCPU())*1000/max(res.CPUPerTurnMS+res.FakeCPUPerTurnMS, 0.001),
 				res.FsyncMS[0], res.FsyncMS[1])
+			fmt.Fprintf(w, "scale: %s\n", durableLine(res.StoreDurableMS))
 			if res.WakeMS != nil {
 				fmt.Fprintf(w, "wake: %d of %d chats passivated; waking one (context read) p50 %.3f ms p99 %.3f ms, a live one p50 %.3f ms p99 %.3f ms\n",
 					res.Passived, res.Chats, res.WakeMS.P50, res.WakeMS.P99, res.WarmMS.P50, res.WarmMS.P99)

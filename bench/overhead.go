@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -49,6 +51,10 @@ type OverheadResult struct {
 	// FsyncMS is one synced 4 KB write on the store's disk, measured before
 	// and after the turns (what `dd bs=4k count=200 oflag=dsync` measures).
 	FsyncMS [2]float64 `json:"fsync_ms"`
+	// StoreDurableMS is the store's durable batches during the turns
+	// measured (each a commit and its sync; a turn waits on two), from the
+	// daemon's agentd_store_durable_seconds (durableBetween).
+	StoreDurableMS Quantiles `json:"store_durable_ms"`
 }
 
 // overheadAnswer is what the overhead and scale parts' fake answers every
@@ -224,6 +230,7 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 	}
 	var wall, over, cpu, plainOver, foldOver, plainCPU, foldCPU []float64
 	var stopProf func() error
+	var durable0 *dto.Histogram
 	for i := range turns + 1 {
 		before, cpuBefore, folds := d.model.total(), processCPU(), drv.folds.Load()
 		out, err := drv.send(ctx, fmt.Sprintf("Question %d: %s", i, strings.Repeat("how does this part work? ", 4)))
@@ -238,6 +245,9 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 			// The backlog's fold goes on learning in the background: the
 			// turns measured are those of a chat that has settled.
 			quiesce(ctx)
+			if durable0, err = d.durableReading(); err != nil {
+				return nil, err
+			}
 			if stopProf, err = prof.start(); err != nil {
 				return nil, err
 			}
@@ -254,6 +264,11 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 	if err := stopProf(); err != nil {
 		return nil, err
 	}
+	durable1, err := d.durableReading()
+	if err != nil {
+		return nil, err
+	}
+	res.StoreDurableMS = durableBetween(durable0, durable1)
 	if res.FsyncMS[1], err = fsyncMS(dir); err != nil {
 		return nil, fmt.Errorf("fsync probe: %w", err)
 	}

@@ -36,6 +36,9 @@ type ScaleResult struct {
 	// FsyncMS is one synced 4 KB write on the store's disk, before and
 	// after the turns.
 	FsyncMS [2]float64 `json:"fsync_ms"`
+	// StoreDurableMS is the store's durable batches over the turns (group
+	// commit: each carries the writes of many chats), as in OverheadResult.
+	StoreDurableMS Quantiles `json:"store_durable_ms"`
 	// CreatePerSec: chats created per second through the hub (the first
 	// 1,000 of a run).
 	CreatePerSec float64 `json:"hub_chats_created_per_second"`
@@ -174,6 +177,10 @@ func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profil
 	if fsync[0], err = fsyncMS(dir); err != nil {
 		return nil, fmt.Errorf("fsync probe: %w", err)
 	}
+	durable0, err := d.durableReading()
+	if err != nil {
+		return nil, err
+	}
 	stopProfile, err := prof.start()
 	if err != nil {
 		return nil, err
@@ -193,6 +200,10 @@ func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profil
 	}
 	wg.Wait()
 	secs, cpu := time.Since(start).Seconds(), processCPU()-cpu0
+	durable1, err := d.durableReading()
+	if err != nil {
+		return nil, err
+	}
 	close(stop)
 	sampler.Wait()
 	// The provider connections are a pool bounded by maxConns, not any
@@ -213,7 +224,7 @@ func Scale(ctx context.Context, self string, chats, turns, wake int, prof Profil
 	}
 	res = &ScaleResult{Chats: chats, TurnsPerChat: turns, MaxConns: maxConns, Seconds: round3(secs), CreatePerSec: res.CreatePerSec,
 		TurnsPerSec: round3(float64(chats*turns) / secs), Failed: int(failed.Load()),
-		CPUPerTurnMS: round3(msOf(cpu) / float64(chats*turns)), FsyncMS: fsync,
+		CPUPerTurnMS: round3(msOf(cpu) / float64(chats*turns)), FsyncMS: fsync, StoreDurableMS: durableBetween(durable0, durable1),
 		ActiveHeapPerChatKB: per(peakHeap.Load(), heap0), ActiveRSSPerChatKB: per(peakRSS.Load(), rss0),
 		IdleHeapPerChatKB: per(heap1, heap0), IdleRSSPerChatKB: per(rss1, rss0),
 		LiveSessions: d.hub.ActiveSessions()}

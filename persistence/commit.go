@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -70,14 +71,18 @@ type committer[T any] struct {
 	in chan write[T]
 	// unsynced: a commit since the last sync, only touched by run.
 	unsynced bool
+	// observe, when set, hears how long each batch that holds a durable
+	// write took from its commit to the end of its sync: what the disk
+	// (or Postgres's COMMIT) adds to every write that waits to be durable.
+	observe func(time.Duration)
 
 	mu     sync.RWMutex // guards closed against a send on a closed in
 	closed bool
 	wg     sync.WaitGroup
 }
 
-func newCommitter[T any](db txns[T]) *committer[T] {
-	c := &committer[T]{db: db, in: make(chan write[T], maxBatch)}
+func newCommitter[T any](db txns[T], observe func(time.Duration)) *committer[T] {
+	c := &committer[T]{db: db, in: make(chan write[T], maxBatch), observe: observe}
 	c.wg.Add(1)
 	go c.run()
 	return c
@@ -253,6 +258,7 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 		n++
 	}
 	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
+	start := time.Now()
 	if err := c.db.commit(txn, durable); err != nil {
 		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
 	}
@@ -263,6 +269,9 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	if durable {
 		if err := c.sync(); err != nil {
 			return n, false, fmt.Errorf("sync %d writes: %w", n, err)
+		}
+		if c.observe != nil {
+			c.observe(time.Since(start))
 		}
 	}
 	return n, false, nil

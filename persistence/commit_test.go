@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,7 +352,8 @@ func (c *syncCounter[T]) commit(txn T, durable bool) error {
 
 // TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne: writes
 // that need no sync of their own commit in order and readable, none of
-// them a durable commit; the next write that needs one costs one.
+// them a durable commit; the next write that needs one costs one. The
+// store's observer hears of that one batch only.
 func TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne(t *testing.T) {
 	eachTxns(t, unsyncedThenSynced[*writeTxn], unsyncedThenSynced[*pgTxn])
 }
@@ -368,8 +370,11 @@ func eachTxns(t *testing.T, onBadger func(*testing.T, rig[*writeTxn], txns[*writ
 
 func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	c := &syncCounter[T]{txns: db}
-	w := newCommitter[T](c)
+	var mu sync.Mutex
+	var observed []time.Duration // what the committer told of its durable batches
+	w := newCommitter[T](c, func(d time.Duration) { mu.Lock(); observed = append(observed, d); mu.Unlock() })
 	defer w.close()
+	heard := func() []time.Duration { mu.Lock(); defer mu.Unlock(); return slices.Clone(observed) }
 	for _, id := range []string{"u1", "u2", "u3"} {
 		if err := w.doUnsynced(appendOrder(r, id)); err != nil {
 			t.Fatal(err)
@@ -377,6 +382,9 @@ func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 	if n := c.syncs.Load(); n != 0 {
 		t.Fatalf("%d syncs for three unsynced writes", n)
+	}
+	if o := heard(); len(o) != 0 {
+		t.Fatalf("the observer heard %v for writes nobody waits to be durable", o)
 	}
 	if err := w.do(appendOrder(r, "d")); err != nil {
 		t.Fatal(err)
@@ -387,6 +395,9 @@ func unsyncedThenSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 	if n := c.syncs.Load(); n != 1 || got != "u1,u2,u3,d" {
 		t.Fatalf("%d syncs, order %q; want 1 and u1,u2,u3,d", n, got)
+	}
+	if o := heard(); len(o) != 1 || o[0] <= 0 {
+		t.Fatalf("the observer heard %v; want one positive time, the durable batch's", o)
 	}
 }
 
@@ -425,7 +436,7 @@ func TestMixedWritesEndSyncedWithNoSyncWasted(t *testing.T) {
 func mixedEndSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
 	l := &syncLog[T]{txns: db}
-	w := newCommitter[T](l)
+	w := newCommitter[T](l, nil)
 	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +495,7 @@ func TestAnUnsyncedWriteIsSyncedWhenTheWriterIsIdle(t *testing.T) {
 func unsyncedSyncedWhenIdle[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
 	g := &gatedSync[T]{txns: db, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	w := newCommitter[T](g)
+	w := newCommitter[T](g, nil)
 	defer w.close()
 	defer close(g.release)
 	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
@@ -523,7 +534,7 @@ func TestAWriteWhoseSyncFailsSaysSoAndTheNextSyncCoversIt(t *testing.T) {
 func syncFailsThenCovers[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
 	b := &brokenSync[T]{txns: db}
-	w := newCommitter[T](b)
+	w := newCommitter[T](b, nil)
 	defer w.close()
 	b.broken.Store(true)
 	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
@@ -571,7 +582,7 @@ func stagedBeforeSync[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
 	for _, fail := range []error{nil, errors.New("disk gone")} {
 		g := &gatedSync[T]{txns: db, entered: make(chan struct{}, 1), release: make(chan struct{}), fail: fail}
-		w := newCommitter[T](g)
+		w := newCommitter[T](g, nil)
 		staged := make(chan func() error, 1)
 		go func() {
 			synced, err := w.doStaged(appendOrder(r, fmt.Sprint(fail)))
@@ -644,13 +655,13 @@ func TestUnsyncedSnapshotsAndActivityTakeNoSync(t *testing.T) {
 		st := r.s.(*Store)
 		c := &syncCounter[*writeTxn]{txns: db}
 		st.w.close()
-		st.w = newCommitter[*writeTxn](c)
+		st.w = newCommitter[*writeTxn](c, nil)
 		unsyncedSnapshotAndActivity(t, st, &c.syncs)
 	}, func(t *testing.T, r rig[*pgTxn], db txns[*pgTxn]) {
 		st := r.s.(*Postgres)
 		c := &syncCounter[*pgTxn]{txns: db}
 		st.w.close()
-		st.w = newCommitter[*pgTxn](c)
+		st.w = newCommitter[*pgTxn](c, nil)
 		unsyncedSnapshotAndActivity(t, st, &c.syncs)
 	})
 }

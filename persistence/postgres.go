@@ -36,6 +36,9 @@ type PostgresOptions struct {
 	// answering fails the writes instead of holding them forever. 0: a
 	// minute.
 	BatchTimeout time.Duration
+	// ObserveDurable is Options.ObserveDurable: here a batch's COMMIT,
+	// which is its sync.
+	ObserveDurable func(time.Duration)
 }
 
 // idleInTxTimeout is how long the server lets a transaction of agentd's
@@ -95,7 +98,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if o.BatchTimeout <= 0 {
 		o.BatchTimeout = time.Minute
 	}
-	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout}), epochs: map[string]int64{}}, applied, nil
+	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout}, o.ObserveDurable), epochs: map[string]int64{}}, applied, nil
 }
 
 // Close commits the writes already submitted, then closes the connections;

@@ -134,6 +134,11 @@ type Options struct {
 	InMemory bool
 	// Logger receives Badger's own log lines; nil silences them.
 	Logger badger.Logger
+	// ObserveDurable, when set, hears how long each batch of writes that
+	// must be durable took to commit and sync (the journal's fdatasync):
+	// the disk's share of a durable write's wait. It runs on the store's
+	// writer, so it must return at once.
+	ObserveDurable func(time.Duration)
 
 	// memTable overrides the memtable size, which bounds one transaction;
 	// tests shrink it to reach the batched chat deletion.
@@ -173,7 +178,7 @@ func Open(dir string, o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db, j}), tenants: newTenants()}
+	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db, j}, o.ObserveDurable), tenants: newTenants()}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err

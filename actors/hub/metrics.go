@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"math"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +22,7 @@ type Metrics struct {
 	heals    prometheus.Counter
 	sessions prometheus.Gauge
 	waiting  prometheus.Gauge
+	durable  prometheus.Histogram
 	// byProblem holds a *turnCounters per problem kind (a small fixed
 	// set), made at its first turn so each series appears when it did.
 	byProblem sync.Map
@@ -38,8 +41,12 @@ func newMetrics() *Metrics {
 		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
 		waiting:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_turns_waiting", Help: "Turns queued in session mailboxes behind a running turn."}),
+		// 25 µs to 2.3 s in steps of √2: a fast disk's sync to a stalled one's.
+		durable: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_store_durable_seconds",
+			Help:    "Time a batch of writes that must be durable took to commit and sync (Badger: the journal's fdatasync; Postgres: the COMMIT). Every durable write waits this; its tail is the disk's.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, math.Sqrt2, 34)}),
 	}
-	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting,
+	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting, m.durable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -82,6 +89,19 @@ func (m *Metrics) watchStore(sizes func() (lsm, vlog int64)) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_lsm_bytes", Help: "Size of Badger's LSM tree."}, func() float64 { l, _ := sizes(); return float64(l) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_vlog_bytes", Help: "Size of Badger's value log."}, func() float64 { _, v := sizes(); return float64(v) }),
 	)
+}
+
+// storeDurable observes a durable batch's commit and sync (the store's
+// ObserveDurable).
+func (m *Metrics) storeDurable(d time.Duration) { m.durable.Observe(d.Seconds()) }
+
+// StoreDurable is the histogram of the store's durable batches so far.
+func (m *Metrics) StoreDurable() (*dto.Histogram, error) {
+	pm := &dto.Metric{}
+	if err := m.durable.Write(pm); err != nil {
+		return nil, err
+	}
+	return pm.GetHistogram(), nil
 }
 
 // Heals returns how many refusals were healed.

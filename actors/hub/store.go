@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -37,16 +38,18 @@ type Store interface {
 
 // openStore opens the configured backend: Badger in data_dir (in memory
 // when inMemory), or Postgres at the DSN in the variable dsn_env names.
-func openStore(ctx context.Context, cfg configs.Config, log zerolog.Logger, inMemory bool) (Store, error) {
+// observe hears how long each durable batch took (the store's
+// ObserveDurable).
+func openStore(ctx context.Context, cfg configs.Config, log zerolog.Logger, inMemory bool, observe func(time.Duration)) (Store, error) {
 	if cfg.Store.Kind != configs.StorePostgres {
-		return persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: inMemory,
+		return persistence.Open(cfg.DataDir+"/badger", persistence.Options{InMemory: inMemory, ObserveDurable: observe,
 			Logger: persistence.BadgerLogger(log.With().Str("component", "badger").Logger())})
 	}
 	dsn := os.Getenv(cfg.Store.DSNEnv)
 	if dsn == "" {
 		return nil, fmt.Errorf("store: kind postgres reads its DSN from $%s, which is empty", cfg.Store.DSNEnv)
 	}
-	st, applied, err := persistence.OpenPostgres(ctx, dsn, persistence.PostgresOptions{})
+	st, applied, err := persistence.OpenPostgres(ctx, dsn, persistence.PostgresOptions{ObserveDurable: observe})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
