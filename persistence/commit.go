@@ -17,6 +17,16 @@ var ErrClosed = errors.New("store closed")
 // maxBatch bounds how many writes share one transaction and one sync.
 const maxBatch = 256
 
+// idleSync is how long the writer, idle with unsynced commits, waits for
+// another write before it syncs them. A running turn's unsynced writes
+// come in runs — the model's tool calls, then the results of a tool that
+// answered at once — and a sync begun between two of them held the second
+// for the whole sync, with the session's mailbox waiting on it (a tool
+// round's three writes took three syncs in a row: BENCHMARKS.md,
+// "Twenty-third pass"). A write that comes meanwhile commits at once, and
+// one that must be durable syncs them all.
+const idleSync = 2 * time.Millisecond
+
 // txns is what the committer needs of a database (Badger's or Postgres's
 // transactions, T): begin one, commit or drop it, sync, and tell a write
 // that does not fit beside the others (tooBig) from one that failed.
@@ -75,6 +85,9 @@ type committer[T any] struct {
 	// write took from its commit to the end of its sync: what the disk
 	// (or Postgres's COMMIT) adds to every write that waits to be durable.
 	observe func(time.Duration)
+	// idleSync is the wait before an idle sync (the constant; a test
+	// lengthens it).
+	idleSync time.Duration
 
 	mu     sync.RWMutex // guards closed against a send on a closed in
 	closed bool
@@ -82,7 +95,7 @@ type committer[T any] struct {
 }
 
 func newCommitter[T any](db txns[T], observe func(time.Duration)) *committer[T] {
-	c := &committer[T]{db: db, in: make(chan write[T], maxBatch), observe: observe}
+	c := &committer[T]{db: db, in: make(chan write[T], maxBatch), observe: observe, idleSync: idleSync}
 	c.wg.Add(1)
 	go c.run()
 	return c
@@ -171,7 +184,13 @@ func (c *committer[T]) close() {
 func (c *committer[T]) run() {
 	defer c.wg.Done()
 	batch := make([]write[T], 0, maxBatch)
-	for w := range c.in {
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	for {
+		w, ok := c.next(idle)
+		if !ok {
+			break
+		}
 		batch = append(batch[:0], w)
 	drain:
 		for len(batch) < maxBatch {
@@ -186,13 +205,29 @@ func (c *committer[T]) run() {
 			}
 		}
 		c.commit(batch)
-		if c.unsynced && len(c.in) == 0 {
-			// Nobody is waiting: sync the unsynced writes now rather
-			// than leave them for the next synced one. A failure is left
-			// for that one's sync to meet and report.
+	}
+	if c.unsynced {
+		_ = c.sync() // closing: what was committed is synced before Close returns
+	}
+}
+
+// next waits for the next write; ok is false once the committer is closed
+// and drained. With unsynced commits it waits idleSync at most, then syncs
+// them rather than leave them for the next synced write (a failure is left
+// for that one's sync to meet and report), and waits on.
+func (c *committer[T]) next(idle *time.Timer) (w write[T], ok bool) {
+	if c.unsynced {
+		idle.Reset(c.idleSync)
+		select {
+		case w, ok = <-c.in:
+			idle.Stop()
+			return w, ok
+		case <-idle.C:
 			_ = c.sync()
 		}
 	}
+	w, ok = <-c.in
+	return w, ok
 }
 
 // sync syncs every commit so far.

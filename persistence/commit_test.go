@@ -508,6 +508,40 @@ func unsyncedSyncedWhenIdle[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 }
 
+// TestUnsyncedWritesInARowShareTheNextSync: a write that comes while the
+// idle writer waits to sync unsynced commits commits at once, without a
+// sync first; the next durable write's one sync covers them all, and the
+// committer syncs what is left unsynced when it closes. (The wait is
+// lengthened past the test, so the idle sync never comes first.)
+func TestUnsyncedWritesInARowShareTheNextSync(t *testing.T) {
+	eachTxns(t, unsyncedInARow[*writeTxn], unsyncedInARow[*pgTxn])
+}
+
+func unsyncedInARow[T any](t *testing.T, r rig[T], db txns[T]) {
+	defer r.s.Close()
+	l := &syncLog[T]{txns: db}
+	w := newCommitter[T](l, nil)
+	w.idleSync = time.Hour // before any write: run reads it only once a commit is unsynced
+	for _, id := range []string{"calls", "results"} {
+		if err := w.doUnsynced(appendOrder(r, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.do(appendOrder(r, "answer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.doUnsynced(appendOrder(r, "activity")); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	l.mu.Lock()
+	got := strings.Join(l.events, ",")
+	l.mu.Unlock()
+	if want := "commit,commit,commit,sync,commit,sync"; got != want {
+		t.Fatalf("the backend saw %s; want %s", got, want)
+	}
+}
+
 // brokenSync fails a backend's syncs while broken is set.
 type brokenSync[T any] struct {
 	txns[T]

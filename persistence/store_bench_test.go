@@ -77,6 +77,36 @@ func benchEachBackend(b *testing.B, f func(*testing.B, store)) {
 	})
 }
 
+// BenchmarkToolRoundWrites is a tool round's writes on disk, as a session
+// makes them one after the other at one chat: the model's tool calls and
+// the tools' results unsynced (a fast tool runs between them), then the
+// answer synced. ns/op is the round's wait for the store; the floor is one
+// sync, the answer's.
+func BenchmarkToolRoundWrites(b *testing.B) {
+	benchEachBackend(b, toolRoundWrites)
+}
+
+func toolRoundWrites(b *testing.B, s store) {
+	ctx := context.Background()
+	calls := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"id":"r-12"}`}}}
+	results := chat.Message{Role: chat.RoleTool, ToolCallID: "call_1", ToolName: "lookup", Content: strings.Repeat("a line of the report\n", 40)}
+	answer := chat.Message{Role: chat.RoleAssistant, Content: "The report says so."}
+	unsynced := s.(interface {
+		AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
+	})
+	for b.Loop() {
+		if _, err := unsynced.AppendUnsynced(ctx, "c", calls); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := unsynced.AppendUnsynced(ctx, "c", results); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Append(ctx, "c", answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkTurnWrites is the store's part of one plain turn, in memory (no
 // sync, which is the disk's and not the store's CPU): the caller's
 // ownership check, the person's message, and the answer with the snapshot
