@@ -419,6 +419,12 @@ func (l *syncLog[T]) sync() error {
 	return l.txns.sync()
 }
 
+// logged is a committer on db and the log of what it asks of db.
+func logged[T any](db txns[T]) (*syncLog[T], *committer[T]) {
+	l := &syncLog[T]{txns: db}
+	return l, newCommitter[T](l, nil)
+}
+
 func (l *syncLog[T]) add(ev string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -435,8 +441,7 @@ func TestMixedWritesEndSyncedWithNoSyncWasted(t *testing.T) {
 
 func mixedEndSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
-	l := &syncLog[T]{txns: db}
-	w := newCommitter[T](l, nil)
+	l, w := logged(db)
 	if err := w.doUnsynced(appendOrder(r, "u")); err != nil {
 		t.Fatal(err)
 	}
@@ -519,8 +524,7 @@ func TestUnsyncedWritesInARowShareTheNextSync(t *testing.T) {
 
 func unsyncedInARow[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
-	l := &syncLog[T]{txns: db}
-	w := newCommitter[T](l, nil)
+	l, w := logged(db)
 	w.idleSync = time.Hour // before any write: run reads it only once a commit is unsynced
 	for _, id := range []string{"calls", "results"} {
 		if err := w.doUnsynced(appendOrder(r, id)); err != nil {
@@ -533,11 +537,8 @@ func unsyncedInARow[T any](t *testing.T, r rig[T], db txns[T]) {
 	if err := w.doUnsynced(appendOrder(r, "activity")); err != nil {
 		t.Fatal(err)
 	}
-	w.close()
-	l.mu.Lock()
-	got := strings.Join(l.events, ",")
-	l.mu.Unlock()
-	if want := "commit,commit,commit,sync,commit,sync"; got != want {
+	w.close() // its goroutine has ended: the log is this test's to read
+	if got, want := strings.Join(l.events, ","), "commit,commit,commit,sync,commit,sync"; got != want {
 		t.Fatalf("the backend saw %s; want %s", got, want)
 	}
 }
