@@ -108,9 +108,9 @@ func (c *committer[T]) do(fn func(txn T) error) error { return c.submit(write[T]
 
 // doUnsynced is do for a write that need not survive a crash of the
 // machine on its own: it returns once committed (readable, in order),
-// without waiting for a sync. It is synced when the committer next has
-// nothing queued, or else with the next batch that holds a synced write,
-// whichever comes first.
+// without waiting for a sync. It is synced once the committer has had
+// nothing to do for idleSync, or else with the next batch that holds a
+// synced write, whichever comes first.
 func (c *committer[T]) doUnsynced(fn func(txn T) error) error {
 	return c.submit(write[T]{fn: fn, unsynced: true})
 }
