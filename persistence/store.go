@@ -700,7 +700,7 @@ func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message)
 // AppendUnsynced is Append for messages that need not survive a crash of
 // the machine on their own (a running turn's tool calls and results): it
 // returns once they are committed, with their seqs, without waiting for
-// a sync; they are durable when the writer is next idle, and at the
+// a sync; they are durable once the writer has idled 2 ms, and at the
 // latest once any later write is (see committer.doUnsynced).
 func (s *Store) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	return s.appendMsgs(ctx, chatID, s.w.doUnsynced, msgs)
