@@ -21,7 +21,7 @@ func (d *daemon) durableReading() (*dto.Histogram, error) {
 // between two readings of one histogram, read off its buckets as
 // Prometheus's histogram_quantile reads them: linearly within the bucket
 // that holds the rank, so each is within that bucket's width (the
-// buckets are √2 apart). Max is the upper bound of the highest bucket
+// bounds are at most 1.5 apart). Max is the upper bound of the highest bucket
 // reached (the last finite bound when it is the overflow).
 func durableBetween(before, after *dto.Histogram) Quantiles {
 	bs, was := after.GetBucket(), before.GetBucket()

@@ -1,7 +1,7 @@
 package hub
 
 import (
-	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,14 +41,31 @@ func newMetrics() *Metrics {
 		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
 		waiting:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_turns_waiting", Help: "Turns queued in session mailboxes behind a running turn."}),
-		// 25 µs to 2.3 s in steps of √2: a fast disk's sync to a stalled one's.
 		durable: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_store_durable_seconds",
 			Help:    "Time a batch of writes that must be durable took to commit and sync (Badger: the journal's fdatasync; Postgres: the COMMIT). Every durable write waits this; its tail is the disk's.",
-			Buckets: prometheus.ExponentialBuckets(25e-6, math.Sqrt2, 34)}),
+			Buckets: durableBuckets()}),
 	}
 	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting, m.durable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// durableBuckets are the durable batches' bucket bounds: 20 µs to 5 s (a
+// fast disk's sync to a stalled one's), at 1, 1.5, 2, 3, 4, 5 and 7 of
+// each power of ten. Neighbours are at most 1.5 apart, fine enough for a
+// p99 read off them, and every bound is a round number a dashboard can
+// name (powers of √2 made every other label irrational).
+func durableBuckets() []float64 {
+	var bs []float64
+	for exp := -5; exp <= 0; exp++ {
+		for _, m := range []string{"1", "1.5", "2", "3", "4", "5", "7"} {
+			b, _ := strconv.ParseFloat(m+"e"+strconv.Itoa(exp), 64) // the float nearest the decimal, so it prints as written
+			if b >= 20e-6 && b <= 5 {
+				bs = append(bs, b)
+			}
+		}
+	}
+	return bs
 }
 
 // TurnDone counts a finished turn and its tokens.

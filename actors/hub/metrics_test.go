@@ -4,9 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -15,6 +19,11 @@ import (
 
 // scrapeTurns is GET /metrics's lines of the turn and token counters.
 func scrapeTurns(t *testing.T, m *Metrics) string {
+	return scrape(t, m, "agentd_turns_total", "agentd_tokens_total")
+}
+
+// scrape is GET /metrics's lines that name one of names.
+func scrape(t *testing.T, m *Metrics, names ...string) string {
 	t.Helper()
 	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -29,7 +38,7 @@ func scrapeTurns(t *testing.T, m *Metrics) string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.Contains(line, "agentd_turns_total") || strings.Contains(line, "agentd_tokens_total") {
+		if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(line, n) }) {
 			out = append(out, line)
 		}
 	}
@@ -67,5 +76,45 @@ agentd_turns_total{problem="provider"} 1
 agentd_turns_total{problem="too-long"} 400`
 	if got := scrapeTurns(t, m); got != want {
 		t.Fatalf("after the turns:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestDurableBucketsAreRoundAndFine: /metrics names each bucket of the
+// durable batches by a round bound (at most two significant digits), from
+// 20 µs or less to 5 s or more, each at most 1.5 times the one before, and
+// a batch of 1.2 ms lands under 1.5 ms, not under 1 ms.
+func TestDurableBucketsAreRoundAndFine(t *testing.T) {
+	m := newMetrics()
+	m.storeDurable(1200 * time.Microsecond)
+	le := regexp.MustCompile(`^agentd_store_durable_seconds_bucket\{le="([^"]+)"\} (\d+)$`)
+	var bounds []float64
+	counts := map[string]string{}
+	for _, line := range strings.Split(scrape(t, m, "agentd_store_durable_seconds_bucket"), "\n") {
+		sub := le.FindStringSubmatch(line)
+		if sub == nil {
+			t.Fatalf("bucket line %q", line)
+		}
+		counts[sub[1]] = sub[2]
+		if sub[1] == "+Inf" {
+			continue
+		}
+		b, err := strconv.ParseFloat(sub[1], 64)
+		if err != nil {
+			t.Fatalf("bound %q: %v", sub[1], err)
+		}
+		mantissa, _, _ := strings.Cut(sub[1], "e")
+		if digits := strings.Trim(strings.ReplaceAll(mantissa, ".", ""), "0"); len(digits) > 2 {
+			t.Errorf("bound %q is not round", sub[1])
+		}
+		if n := len(bounds); n > 0 && (b <= bounds[n-1] || b > 1.5*bounds[n-1]*(1+1e-9)) {
+			t.Errorf("bound %g after %g: want above it and at most 1.5 times it", b, bounds[n-1])
+		}
+		bounds = append(bounds, b)
+	}
+	if len(bounds) == 0 || bounds[0] > 20e-6 || bounds[len(bounds)-1] < 5 {
+		t.Fatalf("bounds %v: want 20 µs or less to 5 s or more", bounds)
+	}
+	if counts["0.001"] != "0" || counts["0.0015"] != "1" || counts["+Inf"] != "1" {
+		t.Errorf("a batch of 1.2 ms: counts under 1 ms, 1.5 ms and +Inf are %q, %q, %q; want 0, 1, 1", counts["0.001"], counts["0.0015"], counts["+Inf"])
 	}
 }
