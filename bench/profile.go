@@ -3,18 +3,23 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // Profiles names the files the turn loop of a replay, of the overhead part
 // or of a scale run is profiled into (empty: no profile). With several
 // windows each replay's file gets the window in its name; the overhead
-// part's gets "overhead", a scale run's its chats ("scale10000").
+// part's gets "overhead", a scale run's its chats ("scale10000"). Trace is
+// a runtime execution trace of the same loop: what woke which goroutine,
+// which a CPU profile cannot tell.
 type Profiles struct {
-	CPU  string `json:"cpu,omitempty"`
-	Heap string `json:"heap,omitempty"`
+	CPU   string `json:"cpu,omitempty"`
+	Heap  string `json:"heap,omitempty"`
+	Trace string `json:"trace,omitempty"`
 }
 
 func (p Profiles) forWindow(window int, several bool) Profiles {
@@ -34,22 +39,24 @@ func (p Profiles) suffixed(suffix string) Profiles {
 		}
 		return path + "." + suffix
 	}
-	return Profiles{CPU: name(p.CPU), Heap: name(p.Heap)}
+	return Profiles{CPU: name(p.CPU), Heap: name(p.Heap), Trace: name(p.Trace)}
 }
 
-// start begins the CPU profile; the returned stop ends it and writes the
-// heap profile (allocations since the process started and what is live
-// after a GC).
+// start begins the CPU profile and the trace; the returned stop ends them
+// and writes the heap profile (allocations since the process started and
+// what is live after a GC).
 func (p Profiles) start() (stop func() error, err error) {
-	var cpu *os.File
-	if p.CPU != "" {
-		if cpu, err = os.Create(p.CPU); err != nil {
-			return nil, fmt.Errorf("cpu profile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(cpu); err != nil {
+	cpu, err := startFile(p.CPU, pprof.StartCPUProfile)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	tr, err := startFile(p.Trace, trace.Start)
+	if err != nil {
+		if cpu != nil {
+			pprof.StopCPUProfile()
 			_ = cpu.Close()
-			return nil, fmt.Errorf("cpu profile: %w", err)
 		}
+		return nil, fmt.Errorf("trace: %w", err)
 	}
 	return func() error {
 		var errs []error
@@ -57,11 +64,31 @@ func (p Profiles) start() (stop func() error, err error) {
 			pprof.StopCPUProfile()
 			errs = append(errs, cpu.Close())
 		}
+		if tr != nil {
+			trace.Stop()
+			errs = append(errs, tr.Close())
+		}
 		if p.Heap != "" {
 			errs = append(errs, writeHeap(p.Heap))
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// startFile creates path and starts writing into it with start; nil
+// when path is empty.
+func startFile(path string, start func(io.Writer) error) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
 }
 
 func writeHeap(path string) error {

@@ -30,6 +30,7 @@ func init() {
 	f.String("config", "", "agentd yaml naming the provider for --real")
 	f.String("cpuprofile", "", "write a CPU profile of agentd's replay turn loop to this file (.8K, .32K, … appended with several windows; the overhead part's into .overhead, the scale runs' into .scale1000, .scale10000; the fake apart's beside each, .fake appended)")
 	f.String("memprofile", "", "write a heap profile at the end of agentd's replay turn loop to this file (named as --cpuprofile; a scale run's once its chats are idle)")
+	f.String("trace", "", "write a runtime execution trace of agentd's turn loop to this file (named as --cpuprofile; `go tool trace` reads it)")
 	f.Int("overhead-turns", 500, "turns of the overhead part")
 	f.Int("overhead-window", 32_000, "context window of the overhead part")
 	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +50,7 @@ func init() {
 		o.ConfigPath, _ = f.GetString("config")
 		o.Profile.CPU, _ = f.GetString("cpuprofile")
 		o.Profile.Heap, _ = f.GetString("memprofile")
+		o.Profile.Trace, _ = f.GetString("trace")
 		o.OverheadTurns, _ = f.GetInt("overhead-turns")
 		o.OverheadWindow, _ = f.GetInt("overhead-window")
 		if self, err := os.Executable(); err == nil {
