@@ -70,7 +70,7 @@ func TestAnAnswersWriteCarriesActivityBeforeItsMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 		acts := []Activity{{Type: chat.EventCompacted, TurnID: "t1", Data: json.RawMessage(`{"first_kept_seq":1}`)}, {Type: chat.EventCompacted, TurnID: "t1"}}
-		stored, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{FirstKeptSeq: 1, LastSeqSent: last} }, acts,
+		stored, err := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot { return Snapshot{FirstKeptSeq: 1, LastSeqSent: last} }, acts,
 			chat.Message{Role: chat.RoleAssistant, Content: "two"})
 		if err != nil || len(stored) != 1 || stored[0].Seq != 2 {
 			t.Fatalf("stored %+v, %v", stored, err)

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/agentd/agentd/chat"
 )
 
 // ErrClosed is returned for a write submitted after Close.
@@ -47,28 +45,18 @@ type txns[T any] interface {
 // transaction and may run more than once (a batch is rebuilt without a
 // write that failed), so it must set, not accumulate, what it reports.
 // unsynced: the write need not be durable on its own (see doUnsynced).
-// committed, when set, hears first: nil once the write is committed,
-// before its sync, or its error if it fails before that (doStaged).
+// then hears the outcome once, on the committer's goroutine; committed
+// says the write is readable in the log even when err says its sync
+// failed.
 type write[T any] struct {
 	fn        func(txn T) error
-	done      chan error
+	then      func(committed bool, err error)
 	unsynced  bool
-	committed chan error
-}
-
-// tellCommitted reports the commit to a staged write, once.
-func (w *write[T]) tellCommitted(err error) {
-	if w.committed != nil {
-		w.committed <- err
-		w.committed = nil
-	}
+	committed bool
 }
 
 // finish reports the write's outcome.
-func (w *write[T]) finish(err error) {
-	w.tellCommitted(err)
-	w.done <- err
-}
+func (w *write[T]) finish(err error) { w.then(w.committed, err) }
 
 // committer is group commit: one goroutine takes every write of every chat
 // and commits those waiting together in one transaction, so one sync covers
@@ -104,70 +92,70 @@ func newCommitter[T any](db txns[T], observe func(time.Duration)) *committer[T] 
 // do runs fn in the next batch and returns once that batch is synced (or
 // failed). Once queued, a write is waited for whatever the caller's
 // context says: returning early would leave it unknown whether it landed.
-func (c *committer[T]) do(fn func(txn T) error) error { return c.submit(write[T]{fn: fn}) }
+func (c *committer[T]) do(fn func(txn T) error) error { return c.wait(fn, false) }
 
 // doUnsynced is do for a write that need not survive a crash of the
 // machine on its own: it returns once committed (readable, in order),
 // without waiting for a sync. It is synced once the committer has had
 // nothing to do for idleSync, or else with the next batch that holds a
 // synced write, whichever comes first.
-func (c *committer[T]) doUnsynced(fn func(txn T) error) error {
-	return c.submit(write[T]{fn: fn, unsynced: true})
-}
+func (c *committer[T]) doUnsynced(fn func(txn T) error) error { return c.wait(fn, true) }
 
-// doStaged is do in two steps, for a caller with work to do while the
-// sync runs: it returns once the write is committed (readable, in order)
-// or has failed, and synced waits for the sync and returns what do would.
-func (c *committer[T]) doStaged(fn func(txn T) error) (synced func() error, err error) {
-	committed := make(chan error, 1)
-	done, err := c.enqueue(write[T]{fn: fn, committed: committed})
-	if err != nil {
-		return nil, err
-	}
-	if err := <-committed; err != nil {
-		return nil, err
-	}
-	return sync.OnceValue(func() error { return <-done }), nil
-}
-
-// appendStaged is a store's AppendStaged: its appendMsgs, with the write
-// staged on c.
-func appendStaged[T any](ctx context.Context, chatID string, c *committer[T], msgs []chat.Message,
-	appendMsgs func(context.Context, string, func(func(T) error) error, []chat.Message) ([]chat.Message, error)) ([]chat.Message, func() error, error) {
-	var synced func() error
-	stored, err := appendMsgs(ctx, chatID, func(fn func(T) error) (err error) {
-		synced, err = c.doStaged(fn)
-		return err
-	}, msgs)
-	if err != nil {
-		return nil, nil, err
-	}
-	return stored, func() error {
-		if err := synced(); err != nil {
-			return fmt.Errorf("sync chat %s: %w", chatID, err)
-		}
-		return nil
-	}, nil
-}
-
-func (c *committer[T]) submit(w write[T]) error {
-	done, err := c.enqueue(w)
-	if err != nil {
-		return err
-	}
+// wait queues fn and waits for its outcome.
+func (c *committer[T]) wait(fn func(txn T) error, unsynced bool) error {
+	done := make(chan error, 1)
+	c.queue(fn, unsynced, func(_ bool, err error) { done <- err })
 	return <-done
 }
 
-// enqueue queues w and returns the channel its outcome comes on.
-func (c *committer[T]) enqueue(w write[T]) (<-chan error, error) {
-	w.done = make(chan error, 1)
+// queue runs fn in the next batch without waiting, for a caller that must
+// not hold its goroutine for the sync (a session's mailbox): then hears
+// the outcome once — as do returns it, with whether the write was
+// committed — on the committer's goroutine, so it must not block; on a
+// closed committer it hears ErrClosed at once.
+func (c *committer[T]) queue(fn func(txn T) error, unsynced bool, then func(committed bool, err error)) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	if c.closed {
-		return nil, ErrClosed
+		c.mu.RUnlock()
+		then(false, ErrClosed)
+		return
 	}
-	c.in <- w
-	return w.done, nil
+	c.in <- write[T]{fn: fn, then: then, unsynced: unsynced}
+	c.mu.RUnlock()
+}
+
+// queueResult queues fn on c (see queue) for a caller whose write yields
+// res: then hears res, or the zero value when the write was not committed,
+// with wrap(err) when anything failed. An ended ctx fails it at once.
+func queueResult[T, R any](ctx context.Context, c *committer[T], fn func(txn T) error, unsynced bool, res R,
+	wrap func(error) error, then func(R, error)) {
+	var zero R
+	if err := ctx.Err(); err != nil {
+		then(zero, err)
+		return
+	}
+	c.queue(fn, unsynced, func(committed bool, err error) {
+		if !committed {
+			res = zero
+		}
+		if err != nil {
+			err = wrap(err)
+		}
+		then(res, err)
+	})
+}
+
+// waitFor starts an operation that reports once through then, and
+// returns that report.
+func waitFor[R any](start func(then func(R, error))) (R, error) {
+	type outcome struct {
+		res R
+		err error
+	}
+	done := make(chan outcome, 1)
+	start(func(res R, err error) { done <- outcome{res, err} })
+	o := <-done
+	return o.res, o.err
 }
 
 // close stops taking writes and returns once every queued one is committed.
@@ -261,7 +249,7 @@ func (c *committer[T]) commit(batch []write[T]) {
 // fill runs the writes of batch in one transaction until one fails or the
 // transaction is full, and commits the n before it, then syncs (covering
 // what was committed unsynced before) when any of them needs it,
-// telling staged writes of the commit in between. failed reports that
+// marking each write committed in between. failed reports that
 // batch[n] failed with err and nothing was committed (the transaction is
 // dropped, so none of its partial writes lands); else err is the commit's,
 // a sync's, or the failure to begin one, which fails the whole batch.
@@ -299,7 +287,7 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	}
 	c.unsynced = true
 	for i := range batch[:n] {
-		batch[i].tellCommitted(nil)
+		batch[i].committed = true
 	}
 	if durable {
 		if err := c.sync(); err != nil {

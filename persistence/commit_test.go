@@ -432,7 +432,7 @@ func (l *syncLog[T]) add(ev string) {
 }
 
 // TestMixedWritesEndSyncedWithNoSyncWasted: however synced, unsynced and
-// staged writes of many chats mix, every sync follows a commit (none is
+// queued writes of many chats mix, every sync follows a commit (none is
 // spent on nothing) and the last commit is synced too, though nobody
 // waited for it.
 func TestMixedWritesEndSyncedWithNoSyncWasted(t *testing.T) {
@@ -449,6 +449,7 @@ func mixedEndSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	queued := make(chan error, 8*40) // the queued writes' outcomes, heard on the writer
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 40 {
@@ -460,10 +461,12 @@ func mixedEndSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 				case 1:
 					err = w.do(appendOrder(r, id))
 				default:
-					var synced func() error
-					if synced, err = w.doStaged(appendOrder(r, id)); err == nil {
-						err = synced()
-					}
+					w.queue(appendOrder(r, id), false, func(committed bool, err error) {
+						if err == nil && !committed {
+							err = errors.New(id + ": no error, not committed")
+						}
+						queued <- err
+					})
 				}
 				if err != nil {
 					t.Error(id, err)
@@ -473,6 +476,12 @@ func mixedEndSynced[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 	wg.Wait()
 	w.close()
+	close(queued)
+	for err := range queued {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 	if len(l.events) < 2 {
 		t.Fatalf("events %v", l.events)
 	}
@@ -606,78 +615,79 @@ func (g *gatedSync[T]) sync() error {
 	return g.txns.sync()
 }
 
-// TestAStagedWriteIsReadableBeforeItsSyncAndSyncedAfterIt: doStaged returns
-// once its write is committed, while the sync is still held; synced
-// returns only after the sync, with its outcome.
-func TestAStagedWriteIsReadableBeforeItsSyncAndSyncedAfterIt(t *testing.T) {
-	eachTxns(t, stagedBeforeSync[*writeTxn], stagedBeforeSync[*pgTxn])
+// TestAQueuedWriteIsHeardOnlyAfterItsSync: queue returns at once; its
+// write is committed (readable) while the sync is held, and then hears of
+// it only after the sync, committed, with the sync's outcome.
+func TestAQueuedWriteIsHeardOnlyAfterItsSync(t *testing.T) {
+	eachTxns(t, queuedAfterSync[*writeTxn], queuedAfterSync[*pgTxn])
 }
 
-func stagedBeforeSync[T any](t *testing.T, r rig[T], db txns[T]) {
+type outcome struct {
+	committed bool
+	err       error
+}
+
+func queuedAfterSync[T any](t *testing.T, r rig[T], db txns[T]) {
 	defer r.s.Close()
 	for _, fail := range []error{nil, errors.New("disk gone")} {
 		g := &gatedSync[T]{txns: db, entered: make(chan struct{}, 1), release: make(chan struct{}), fail: fail}
 		w := newCommitter[T](g, nil)
-		staged := make(chan func() error, 1)
-		go func() {
-			synced, err := w.doStaged(appendOrder(r, fmt.Sprint(fail)))
-			if err != nil {
-				t.Error(err)
-			}
-			staged <- synced
-		}()
-		var synced func() error
-		select {
-		case synced = <-staged:
-		case <-time.After(time.Minute): // a guard against hanging, not a measure
-			close(g.release)
-			t.Fatal("doStaged waited for the sync")
-		}
+		heard := make(chan outcome, 2)
+		w.queue(appendOrder(r, fmt.Sprint(fail)), false, func(committed bool, err error) { heard <- outcome{committed, err} })
 		<-g.entered
 		var got string
 		if err := r.s.Record(context.Background(), "test", "order", &got); err != nil || !strings.HasSuffix(got, fmt.Sprint(fail)) {
 			t.Fatalf("before the sync the record is %q, %v", got, err)
 		}
-		outcome := make(chan error, 1)
-		go func() { outcome <- synced() }()
 		select {
-		case err := <-outcome:
-			t.Fatalf("synced returned %v while the sync was held", err)
+		case o := <-heard:
+			t.Fatalf("then heard %+v while the sync was held", o)
 		default:
 		}
 		close(g.release)
-		if err := <-outcome; !errors.Is(err, fail) {
-			t.Fatalf("synced = %v, want %v", err, fail)
-		}
-		if again := synced(); !errors.Is(again, fail) {
-			t.Fatalf("synced again = %v", again)
+		if o := <-heard; !o.committed || !errors.Is(o.err, fail) {
+			t.Fatalf("then heard %+v, want committed with %v", o, fail)
 		}
 		w.close()
+		if len(heard) != 0 {
+			t.Fatalf("then heard twice: %+v", <-heard)
+		}
 	}
 }
 
-// TestAStagedWriteThatFailsSaysSoAtOnce: a write whose function fails is
-// not committed, and doStaged returns its error without waiting for the
-// others' sync.
-func TestAStagedWriteThatFailsSaysSoAtOnce(t *testing.T) {
-	eachWriter(t, stagedFails[*writeTxn], stagedFails[*pgTxn])
+// TestAQueuedWriteThatFailsIsHeardUncommitted: a queued write whose
+// function fails is not committed, and then hears so with its error; on a
+// closed committer then hears ErrClosed at once.
+func TestAQueuedWriteThatFailsIsHeardUncommitted(t *testing.T) {
+	eachWriter(t, queuedFails[*writeTxn], queuedFails[*pgTxn])
 }
 
-func stagedFails[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
+func queuedFails[T any](t *testing.T, r rig[T], _ func(*testing.T) store) {
 	defer r.s.Close()
 	bad := errors.New("refused")
-	synced, err := r.w.doStaged(func(txn T) error {
+	heard := make(chan outcome, 1)
+	r.w.queue(func(txn T) error {
 		if err := r.put(txn, "half", "{}"); err != nil {
 			return err
 		}
 		return bad
-	})
-	if !errors.Is(err, bad) || synced != nil {
-		t.Fatalf("doStaged = %v, %v; want the write's error and no synced", synced != nil, err)
+	}, false, func(committed bool, err error) { heard <- outcome{committed, err} })
+	if o := <-heard; o.committed || !errors.Is(o.err, bad) {
+		t.Fatalf("a failed write: then heard %+v, want not committed with %v", o, bad)
 	}
 	var v any
 	if err := r.s.Record(context.Background(), "test", "half", &v); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a failed staged write left its record: %v", err)
+		t.Fatalf("a failed queued write left its record: %v", err)
+	}
+	r.w.close()
+	r.w.queue(func(T) error { return nil }, false, func(committed bool, err error) { heard <- outcome{committed, err} })
+	select {
+	case o := <-heard:
+		if o.committed || !errors.Is(o.err, ErrClosed) {
+			t.Fatalf("on a closed committer then heard %+v", o)
+		}
+	default:
+		t.Fatal("on a closed committer then was not called at once")
 	}
 }
 

@@ -141,7 +141,7 @@ func TestAppendGoesOnFromTheLogsEnd(t *testing.T) {
 	if _, err := s.Append(ctx, "a", msg("three")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendWithSnapshot(ctx, "a", func(int64) Snapshot { return Snapshot{} }, nil, msg("four")); err != nil {
+	if _, err := appendWithSnapshot(ctx, s, "a", func(int64) Snapshot { return Snapshot{} }, nil, msg("four")); err != nil {
 		t.Fatal(err)
 	}
 	// A log without a record.
@@ -187,7 +187,7 @@ func TestAppendsKeepTheRestOfTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range []chat.Message{{Role: chat.RoleUser, Origin: chat.OriginPerson, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}} {
-		if _, err := s.AppendWithSnapshot(ctx, "a", func(int64) Snapshot { return Snapshot{} }, nil, m); err != nil {
+		if _, err := appendWithSnapshot(ctx, s, "a", func(int64) Snapshot { return Snapshot{} }, nil, m); err != nil {
 			t.Fatal(err)
 		}
 		want.LastSeq = int64(i + 1)

@@ -51,7 +51,7 @@ func TestAStaleOwnersWritesFailOnceAnotherNodeClaimsTheChat(t *testing.T) {
 	if !errors.Is(err, ErrChatMoved) {
 		t.Fatalf("the stale owner's append: %v; want ErrChatMoved", err)
 	}
-	_, err = a.AppendWithSnapshot(ctx, "c", func(int64) Snapshot { return Snapshot{Summary: "stale"} }, nil, user("stale too"))
+	_, err = appendWithSnapshot(ctx, a, "c", func(int64) Snapshot { return Snapshot{Summary: "stale"} }, nil, user("stale too"))
 	if !errors.Is(err, ErrChatMoved) {
 		t.Fatalf("the stale owner's append with its snapshot: %v; want ErrChatMoved", err)
 	}

@@ -103,7 +103,7 @@ func TestCommitsBadgerLostComeBackFromTheJournal(t *testing.T) {
 	dir, s := chatSaying(t, "one")
 	early := killed(t, dir)
 	say(t, s, "a", "two")
-	if _, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{Summary: "so far", LastSeqSent: last} }, nil,
+	if _, err := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot { return Snapshot{Summary: "so far", LastSeqSent: last} }, nil,
 		chat.Message{Role: chat.RoleAssistant, Content: "three"}); err != nil {
 		t.Fatal(err)
 	}

@@ -396,45 +396,37 @@ func (p *Postgres) checkEpoch(ctx context.Context, q rowQuerier, chatID string) 
 // Append stores messages at the end of a chat's log, assigning each the
 // next seq, and returns them with their seqs once committed.
 func (p *Postgres) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
-	return p.appendMsgs(ctx, chatID, p.w.do, msgs)
+	return waitFor(func(then func([]chat.Message, error)) { p.appendMsgs(ctx, chatID, msgs, false, then) })
 }
 
 // AppendUnsynced is Append for messages that need not survive a crash on
 // their own (see Store.AppendUnsynced).
 func (p *Postgres) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
-	return p.appendMsgs(ctx, chatID, p.w.doUnsynced, msgs)
+	return waitFor(func(then func([]chat.Message, error)) { p.appendMsgs(ctx, chatID, msgs, true, then) })
 }
 
-// AppendStaged is Append in two steps (see Store.AppendStaged). A durable
-// commit is Postgres's sync, so it returns once they are durable.
-func (p *Postgres) AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error) {
-	return appendStaged(ctx, chatID, p.w, msgs, p.appendMsgs)
+// AppendThen is Append without waiting (see Store.AppendThen). A durable
+// commit is Postgres's sync.
+func (p *Postgres) AppendThen(ctx context.Context, chatID string, msgs []chat.Message, then func(stored []chat.Message, err error)) {
+	p.appendMsgs(ctx, chatID, msgs, false, then)
 }
 
-func (p *Postgres) appendMsgs(ctx context.Context, chatID string, do func(func(*pgTxn) error) error, msgs []chat.Message) ([]chat.Message, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]chat.Message, len(msgs))
-	copy(out, msgs)
-	err := do(func(t *pgTxn) error {
+func (p *Postgres) appendMsgs(ctx context.Context, chatID string, msgs []chat.Message, unsynced bool, then func([]chat.Message, error)) {
+	out := slices.Clone(msgs)
+	queueResult(ctx, p.w, func(t *pgTxn) error {
 		_, err := p.appendTx(t, chatID, out)
 		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append to chat %s: %w", chatID, p.movedOr(chatID, err))
-	}
-	return out, nil
+	}, unsynced, out, func(err error) error { return fmt.Errorf("append to chat %s: %w", chatID, p.movedOr(chatID, err)) }, then)
 }
 
-// AppendWithSnapshot appends msgs as Append does and saves the snapshot
-// snap builds from the log's last seq in the same transaction, after
-// storing acts in the activity log (see Store.AppendWithSnapshot).
-func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error) {
-	out := make([]chat.Message, len(msgs))
-	copy(out, msgs)
+// AppendWithSnapshotThen appends msgs and saves the snapshot snap builds
+// from the log's last seq in the same transaction, after storing acts in
+// the activity log (see Store.AppendWithSnapshotThen).
+func (p *Postgres) AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs []chat.Message,
+	then func(stored []chat.Message, err error)) {
+	out := slices.Clone(msgs)
 	acts = stampedAll(acts)
-	err := p.update(ctx, func(t *pgTxn) error {
+	queueResult(ctx, p.w, func(t *pgTxn) error {
 		if err := appendActivities(t, chatID, acts, appendActivityTx); err != nil {
 			return err
 		}
@@ -447,11 +439,9 @@ func (p *Postgres) AppendWithSnapshot(ctx context.Context, chatID string, snap f
 			return err
 		}
 		return saveSnapshotTx(t, chatID, val)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, p.movedOr(chatID, err))
-	}
-	return out, nil
+	}, false, out, func(err error) error {
+		return fmt.Errorf("append to chat %s with its snapshot: %w", chatID, p.movedOr(chatID, err))
+	}, then)
 }
 
 // appendTx writes out at the end of a chat's log and returns the seq of

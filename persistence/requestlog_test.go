@@ -175,7 +175,7 @@ func TestTheRequestLogIsStoredApartAndComesBackWhole(t *testing.T) {
 				}
 			} else {
 				cur := snap
-				if _, err := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot {
+				if _, err := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot {
 					cur.LastSeqSent = last
 					return cur
 				}, nil, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprint("answer ", turn)}); err != nil {

@@ -694,54 +694,47 @@ func (s *Store) finishDeletes(ctx context.Context) error {
 // next seq, and returns them with their seqs. It returns once the write is
 // synced to disk.
 func (s *Store) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
-	return s.appendMsgs(ctx, chatID, s.w.do, msgs)
+	return waitFor(func(then func([]chat.Message, error)) { s.appendMsgs(ctx, chatID, msgs, false, then) })
 }
 
 // AppendUnsynced is Append for messages that need not survive a crash of
 // the machine on their own (a running turn's tool calls and results): it
 // returns once they are committed, with their seqs, without waiting for
-// a sync; they are durable once the writer has idled 2 ms, and at the
-// latest once any later write is (see committer.doUnsynced).
+// a sync; they are durable once the writer has idled 2 ms, or with the
+// next durable write (see committer.doUnsynced).
 func (s *Store) AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
-	return s.appendMsgs(ctx, chatID, s.w.doUnsynced, msgs)
+	return waitFor(func(then func([]chat.Message, error)) { s.appendMsgs(ctx, chatID, msgs, true, then) })
 }
 
-// AppendStaged is Append in two steps, for a caller with work to do while
-// the sync runs: it returns once the messages are committed, with their
-// seqs (readable, in order, as AppendUnsynced's), and synced waits until
-// they are durable and says whether they are.
-func (s *Store) AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error) {
-	return appendStaged(ctx, chatID, s.w, msgs, s.appendMsgs)
+// AppendThen is Append for a caller that must not wait (a session's
+// mailbox): then hears the messages with their seqs once they are
+// durable, or the error. stored comes with an error too when the messages
+// were committed (readable in the log) but their sync failed. then runs on
+// the store's writer, so it must not block.
+func (s *Store) AppendThen(ctx context.Context, chatID string, msgs []chat.Message, then func(stored []chat.Message, err error)) {
+	s.appendMsgs(ctx, chatID, msgs, false, then)
 }
 
-func (s *Store) appendMsgs(ctx context.Context, chatID string, do func(func(*writeTxn) error) error, msgs []chat.Message) ([]chat.Message, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]chat.Message, len(msgs))
-	copy(out, msgs)
-	err := do(func(txn *writeTxn) error {
+func (s *Store) appendMsgs(ctx context.Context, chatID string, msgs []chat.Message, unsynced bool, then func([]chat.Message, error)) {
+	out := slices.Clone(msgs)
+	queueResult(ctx, s.w, func(txn *writeTxn) error {
 		_, err := appendTxn(txn, chatID, out)
 		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append to chat %s: %w", chatID, err)
-	}
-	return out, nil
+	}, unsynced, out, func(err error) error { return fmt.Errorf("append to chat %s: %w", chatID, err) }, then)
 }
 
-// AppendWithSnapshot appends msgs as Append does and, in the same
+// AppendWithSnapshotThen appends msgs as AppendThen does and, in the same
 // transaction, saves the snapshot snap builds from the seq of the last
 // message in the log, so one sync covers both: a turn's answer and the
 // state it leaves land together or not at all. acts go to the chat's
 // activity log first, as AppendActivity would store them before msgs
 // (a fold the turn met on its way). snap runs on the store's writer and
 // may run more than once; it must only read what it captured.
-func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error) {
-	out := make([]chat.Message, len(msgs))
-	copy(out, msgs)
+func (s *Store) AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs []chat.Message,
+	then func(stored []chat.Message, err error)) {
+	out := slices.Clone(msgs)
 	acts = stampedAll(acts)
-	err := s.update(ctx, func(txn *writeTxn) error {
+	queueResult(ctx, s.w, func(txn *writeTxn) error {
 		if err := appendActivities(txn, chatID, acts, appendActivityTxn); err != nil {
 			return err
 		}
@@ -754,11 +747,7 @@ func (s *Store) AppendWithSnapshot(ctx context.Context, chatID string, snap func
 			return err
 		}
 		return putSnapshot(txn, chatID, val)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err)
-	}
-	return out, nil
+	}, false, out, func(err error) error { return fmt.Errorf("append to chat %s with its snapshot: %w", chatID, err) }, then)
 }
 
 // appendTxn writes out at the end of a chat's log, setting their seqs,

@@ -137,7 +137,7 @@ func BenchmarkTurnWrites(b *testing.B) {
 			b.Fatal(err)
 		}
 		snap.LogRequest(snap.Requests[0], 50)
-		if _, err := s.AppendWithSnapshot(ctx, "c", func(last int64) Snapshot {
+		if _, err := appendWithSnapshot(ctx, s, "c", func(last int64) Snapshot {
 			snap.LastSeqSent = last
 			return snap
 		}, nil, answer); err != nil {

@@ -39,7 +39,8 @@ type store interface {
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error)
 	DeleteChat(ctx context.Context, id string, records ...RecordKey) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
-	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error)
+	AppendThen(ctx context.Context, chatID string, msgs []chat.Message, then func([]chat.Message, error))
+	AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs []chat.Message, then func([]chat.Message, error))
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LastSeq(ctx context.Context, chatID string) (int64, error)
 	AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error)
@@ -54,6 +55,11 @@ type store interface {
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
 	Close() error
+}
+
+// appendWithSnapshot waits for s's AppendWithSnapshotThen.
+func appendWithSnapshot(ctx context.Context, s store, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs ...chat.Message) ([]chat.Message, error) {
+	return waitFor(func(then func([]chat.Message, error)) { s.AppendWithSnapshotThen(ctx, chatID, snap, acts, msgs, then) })
 }
 
 // eachBackend runs f on Badger and on Postgres (skipped, saying so, unless
@@ -100,7 +106,7 @@ func TestAppendAssignsIncreasingSeqsAndSurvivesReopen(t *testing.T) {
 		if _, err := s.Append(ctx, "b", chat.Message{Role: chat.RoleUser, Content: "other chat"}); err != nil {
 			t.Fatal(err)
 		}
-		more, _ := s.AppendWithSnapshot(ctx, "a", func(last int64) Snapshot { return Snapshot{LastSeqSent: last} }, nil,
+		more, _ := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot { return Snapshot{LastSeqSent: last} }, nil,
 			chat.Message{Role: chat.RoleUser, Content: "three"})
 		if more[0].Seq != 3 {
 			t.Fatalf("third seq = %d, want 3 (chat b must not disturb a's seqs)", more[0].Seq)

@@ -8,13 +8,16 @@ import (
 // accepted, the answer with its snapshot before the turn completes — are
 // awaited without holding a goroutine in Receive. The session suspends its
 // mailbox's user messages (protoactor's SuspendMailbox, the one the
-// supervisor uses around a failure), the write runs off the mailbox, and
-// its result comes back as a continuation (protoactor's ReenterAfter: a
-// system message, so it runs while user messages are held) that finishes
-// the step and resumes the mailbox. No other message of the chat runs in
-// between, as when Receive waited; but a run no longer parks a worker for
-// a sync, which at 10,000 chats was a parked, deep stack per starting and
-// per ending turn (BENCHMARKS.md, "Twentieth pass").
+// supervisor uses around a failure), the write is queued on the store's
+// writer, and the writer's report comes back as a continuation
+// (protoactor's ReenterAfter: a system message, so it runs while user
+// messages are held) that finishes the step and resumes the mailbox. No
+// other message of the chat runs in between, as when Receive waited; but
+// a run no longer parks a worker for a sync, which at 10,000 chats was a
+// parked, deep stack per starting and per ending turn (BENCHMARKS.md,
+// "Twentieth pass"), and no worker relays the report either: each hand-off
+// between goroutines wakes one, on this machine's second core as often as
+// not ("Twenty-fourth pass").
 
 // awaiting is a write the mailbox is held for.
 type awaiting struct {
@@ -24,13 +27,16 @@ type awaiting struct {
 	self *actor.PID
 }
 
-// await runs write on a worker of s and then, in the actor's context and
-// before any user message that arrives meanwhile, then with write's result.
-// A stopping session runs both at once: nothing may be left to a mailbox
-// that is going away.
-func await[R any](s *session, ctx actor.Context, write func() R, then func(ctx actor.Context, res R)) {
+// await starts an operation that reports its result once through done —
+// a store's write (its then), or work on a worker (onWorker) — and then,
+// in the actor's context and before any user message that arrives
+// meanwhile, runs then with that result. A stopping session waits for it
+// at once: nothing may be left to a mailbox that is going away.
+func await[R any](s *session, ctx actor.Context, start func(done func(R)), then func(ctx actor.Context, res R)) {
 	if s.stopping {
-		then(ctx, write())
+		res := make(chan R, 1)
+		start(func(r R) { res <- r })
+		then(ctx, <-res)
 		return
 	}
 	sys, self := ctx.ActorSystem(), ctx.Self()
@@ -49,7 +55,12 @@ func await[R any](s *session, ctx actor.Context, write func() R, then func(ctx a
 	})
 	tellMailbox(sys, self, &actor.SuspendMailbox{})
 	root := sys.Root
-	s.work.GoOn(s.deps.Workers, func() { root.Send(fut.PID(), write()) })
+	start(func(r R) { root.Send(fut.PID(), r) })
+}
+
+// onWorker is await's start for work that blocks: f runs on a worker of s.
+func onWorker[R any](s *session, f func() R) func(done func(R)) {
+	return func(done func(R)) { s.work.GoOn(s.deps.Workers, func() { done(f()) }) }
 }
 
 // settle waits for the write the mailbox is held for, if any, runs its

@@ -25,18 +25,21 @@ type Store interface {
 	Claim(ctx context.Context, chatID string) error
 	UpdateChat(ctx context.Context, c persistence.Chat) error
 	Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
-	// AppendStaged is Append in two steps: it returns once the messages
-	// are committed, with their seqs, and synced waits until they are
-	// durable, so the caller can work while the sync runs.
-	AppendStaged(ctx context.Context, chatID string, msgs ...chat.Message) (stored []chat.Message, synced func() error, err error)
+	// AppendThen is Append without waiting, for the mailbox: then hears
+	// the messages with their seqs once durable, or the error (with the
+	// messages when they were committed but not synced). then runs on
+	// the store's writer and must not block.
+	AppendThen(ctx context.Context, chatID string, msgs []chat.Message, then func(stored []chat.Message, err error))
 	// AppendUnsynced is Append without a sync of its own: the messages
 	// are readable with their seqs at once, and the next synced write
 	// makes them durable.
 	AppendUnsynced(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error)
-	// AppendWithSnapshot appends and saves the snapshot snap builds from
-	// the log's last seq in one transaction, acts stored in the activity
-	// log before the messages: one sync for all.
-	AppendWithSnapshot(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, acts []persistence.Activity, msgs ...chat.Message) ([]chat.Message, error)
+	// AppendWithSnapshotThen appends and saves the snapshot snap builds
+	// from the log's last seq in one transaction, acts stored in the
+	// activity log before the messages: one sync for all. Like
+	// AppendThen, it does not wait.
+	AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, acts []persistence.Activity, msgs []chat.Message,
+		then func(stored []chat.Message, err error))
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
 	// SaveSnapshot saves the snapshot and stores acts in the activity log,

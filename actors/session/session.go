@@ -163,7 +163,7 @@ func (s *session) respond(ctx actor.Context, reply any) {
 // (await): 10,000 chats woken at once parked a worker each on Badger's reads.
 func (s *session) start(ctx actor.Context) {
 	store, id := s.deps.Store, s.id
-	await(s, ctx, func() chatRead { return readChat(store, id) }, func(ctx actor.Context, r chatRead) {
+	await(s, ctx, onWorker(s, func() chatRead { return readChat(store, id) }), func(ctx actor.Context, r chatRead) {
 		if err := s.load(r); err != nil {
 			s.loadErr = err
 			s.logger().Error().Err(err).Msg("load chat")

@@ -31,11 +31,14 @@ type memStore struct {
 	// writes counts the writes that would each be a sync on disk;
 	// unsynced the writes that need none.
 	writes, unsynced int
-	// synced, when set, is what AppendStaged's sync does; committing,
-	// when set, runs before AppendStaged commits, and its error fails the
+	// synced, when set, is what AppendThen's sync does; committing,
+	// when set, runs before AppendThen commits, and its error fails the
 	// write with nothing stored; answering is committing for
-	// AppendWithSnapshot.
+	// AppendWithSnapshotThen.
 	synced, committing, answering func() error
+	// writer runs the writes that report through a then, off the caller,
+	// as the store's writer does.
+	writer sync.WaitGroup
 }
 
 func newMemStore() *memStore {
@@ -90,23 +93,27 @@ func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message
 	return m.appendLocked(chatID, msgs), nil
 }
 
-func (m *memStore) AppendStaged(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, func() error, error) {
-	m.mu.Lock()
-	committing := m.committing
-	m.mu.Unlock()
-	if committing != nil {
-		if err := committing(); err != nil {
-			return nil, nil, err
+func (m *memStore) AppendThen(_ context.Context, chatID string, msgs []chat.Message, then func([]chat.Message, error)) {
+	m.writer.Go(func() {
+		m.mu.Lock()
+		committing := m.committing
+		m.mu.Unlock()
+		if committing != nil {
+			if err := committing(); err != nil {
+				then(nil, err)
+				return
+			}
 		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	synced := m.synced
-	if synced == nil {
-		synced = func() error { return nil }
-	}
-	return m.appendLocked(chatID, msgs), synced, nil
+		m.mu.Lock()
+		m.writes++
+		stored, synced := m.appendLocked(chatID, msgs), m.synced
+		m.mu.Unlock()
+		var err error
+		if synced != nil {
+			err = synced()
+		}
+		then(stored, err)
+	})
 }
 
 func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
@@ -116,21 +123,25 @@ func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat
 	return m.appendLocked(chatID, msgs), nil
 }
 
-func (m *memStore) AppendWithSnapshot(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, acts []persistence.Activity, msgs ...chat.Message) ([]chat.Message, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	if m.answering != nil {
-		if err := m.answering(); err != nil {
-			return nil, err
+func (m *memStore) AppendWithSnapshotThen(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, acts []persistence.Activity, msgs []chat.Message,
+	then func([]chat.Message, error)) {
+	m.writer.Go(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.writes++
+		if m.answering != nil {
+			if err := m.answering(); err != nil {
+				then(nil, err)
+				return
+			}
 		}
-	}
-	for _, a := range acts {
-		m.appendActivityLocked(chatID, a)
-	}
-	out := m.appendLocked(chatID, msgs)
-	m.snaps[chatID] = snap(out[len(out)-1].Seq)
-	return out, nil
+		for _, a := range acts {
+			m.appendActivityLocked(chatID, a)
+		}
+		out := m.appendLocked(chatID, msgs)
+		m.snaps[chatID] = snap(out[len(out)-1].Seq)
+		then(out, nil)
+	})
 }
 
 func (m *memStore) appendLocked(chatID string, msgs []chat.Message) []chat.Message {
@@ -258,7 +269,11 @@ func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*har
 	}
 	set(h, deps)
 	h.registry = h.system.Root.Spawn(Props(deps))
-	t.Cleanup(func() { h.system.Root.Stop(h.registry) })
+	t.Cleanup(func() {
+		// The sessions stopped, no write comes: those under way end.
+		_ = h.system.Root.StopFuture(h.registry).Wait()
+		h.store.writer.Wait()
+	})
 	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m"}
 	return h
 }

@@ -89,12 +89,12 @@ type turn struct {
 	folds []chat.Compacted
 }
 
-// stagedMsg is the outcome of a turn's message's write: err if it was not
-// committed, syncErr if it was committed but maybe not durable.
-type stagedMsg struct {
-	stored  []chat.Message
-	err     error
-	syncErr error
+// storedMsg is the outcome of a turn's message's write: the message as
+// stored when it was committed (with err if its sync failed: in the log,
+// maybe not durable), else nil and err.
+type storedMsg struct {
+	stored []chat.Message
+	err    error
 }
 
 // startNext starts the first queued turn unless one runs.
@@ -133,13 +133,11 @@ func (s *session) startNext(ctx actor.Context) {
 	// writer). The rest waits for the write's commit and sync.
 	store, chatID := s.deps.Store, s.id
 	sg := &starting{p: p, kept: kept, lastSeq: lastSeq}
-	await(s, ctx, func() stagedMsg {
-		stored, synced, err := store.AppendStaged(context.Background(), chatID, msg)
-		if err != nil {
-			return stagedMsg{err: err}
-		}
-		return stagedMsg{stored: stored, syncErr: synced()}
-	}, func(ctx actor.Context, w stagedMsg) { s.messageStored(ctx, sg, w) })
+	await(s, ctx, func(done func(storedMsg)) {
+		store.AppendThen(context.Background(), chatID, []chat.Message{msg}, func(stored []chat.Message, err error) {
+			done(storedMsg{stored: stored, err: err})
+		})
+	}, func(ctx actor.Context, w storedMsg) { s.messageStored(ctx, sg, w) })
 	// The write's outcome is taken in after this handler has returned (a
 	// stopping session, whose await runs at once, starts no turn), so the
 	// first step is known by then.
@@ -158,9 +156,9 @@ type starting struct {
 
 // messageStored goes on with a turn once its message's write has ended:
 // refused if the message is not durable, else accepted and announced.
-func (s *session) messageStored(ctx actor.Context, sg *starting, w stagedMsg) {
+func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 	p, st, warn := sg.p, sg.st, sg.warn
-	if w.err == nil && w.stored[0].Seq != s.turn.userSeq {
+	if w.stored != nil && w.stored[0].Seq != s.turn.userSeq {
 		// The log holds a message this session does not (a write that
 		// failed may yet have landed): the turn goes on with the message
 		// as stored, planned again.
@@ -175,14 +173,11 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w stagedMsg) {
 		}
 	}
 	err := w.err
-	if err != nil {
+	if w.stored == nil {
 		// Not committed: the message leaves s.msgs, as it is not in the
-		// log.
+		// log. (Committed but maybe not durable, it stays in the log and
+		// in s.msgs, unanswered, as the store holds it.)
 		s.unappend(sg.kept, sg.lastSeq)
-	} else {
-		// Committed but maybe not durable: the message stays in the log
-		// and in s.msgs, unanswered, as the store holds it.
-		err = w.syncErr
 	}
 	if err != nil {
 		// The call's reply finds no turn.
@@ -666,12 +661,11 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 	if len(final) > 0 {
 		snap, acts := s.snap, s.foldsMet(t)
 		store, chatID := s.deps.Store, s.id
-		await(s, ctx, func() answerStored {
-			stored, err := store.AppendWithSnapshot(context.Background(), chatID, func(last int64) persistence.Snapshot {
+		await(s, ctx, func(done func(answerStored)) {
+			store.AppendWithSnapshotThen(context.Background(), chatID, func(last int64) persistence.Snapshot {
 				snap.LastSeqSent = last
 				return snap
-			}, acts, final...)
-			return answerStored{stored: stored, err: err}
+			}, acts, final, func(stored []chat.Message, err error) { done(answerStored{stored: stored, err: err}) })
 		}, func(ctx actor.Context, a answerStored) {
 			if a.err != nil {
 				s.endTurn(ctx, s.storeProblem(ctx, a.err))
