@@ -79,3 +79,83 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 		t.Fatalf("after the turn ended: %d %s", got.status, got.body)
 	}
 }
+
+// TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot: a message queued
+// behind a running turn, whose client hangs up before its turn starts, is
+// dropped: it frees its tenant's turn slot at once, not when the turn
+// before it ends, and it never runs or lands in the log.
+func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	fake := newFake(t, func(r testkit.Received) testkit.Reply {
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "hold") {
+			<-gate
+		}
+		return echoScript(r)
+	})
+	t.Cleanup(open) // before the fake closes
+	cfg := baseConfig(t, fake.URL())
+	cfg.Limits.TurnsPerTenant = 2
+	d := startDaemon(t, cfg, map[string]string{"tok-a": "a"}, nil)
+	ctx := context.Background()
+	a := &api.Client{BaseURL: d.URL, Token: "tok-a"}
+	held, _ := a.CreateChat(ctx, api.CreateChatRequest{})
+	other, _ := a.CreateChat(ctx, api.CreateChatRequest{})
+	url := d.URL + "/v1/chats/" + held.ID + "/messages"
+
+	started := watchStarted(t, d.Hub, held.ID)
+	post(t, ctx, url, "tok-a", "hold on")
+	started()
+	hangUp, cancel := context.WithCancel(ctx)
+	queued := post(t, hangUp, url, "tok-a", "queued, then abandoned")
+	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d) == 1 })
+	call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+other.ID+"/messages", "tok-a", `{"content":"now?"}`).want(t, http.StatusTooManyRequests, "busy")
+
+	cancel()
+	<-queued
+	waitFor(t, "the abandoned message's slot to be free while the first turn runs", func() bool {
+		return call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+other.ID+"/messages", "tok-a", `{"content":"now?"}`).status == http.StatusOK
+	})
+	if n := turnsWaiting(t, d); n != 0 {
+		t.Fatalf("%v turns still waiting", n)
+	}
+
+	sub := d.Hub.Bus().Subscribe(held.ID, 64)
+	defer sub.Close()
+	open()
+	for done := false; !done; {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				t.Fatalf("the watch of the held chat was dropped: %+v", sub.Dropped())
+			}
+			done = ev.Type == chat.EventTurnCompleted
+		case <-time.After(liveness):
+			t.Fatal("the held turn did not end")
+		}
+	}
+	msgs, err := d.Hub.Transcript(ctx, "a", held.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := contents(msgs); strings.Contains(got, "abandoned") || len(msgs) != 2 {
+		t.Fatalf("the held chat's log: %s; want the held turn's two messages only", got)
+	}
+}
+
+// turnsWaiting reads the hub's gauge of turns queued behind a running one.
+func turnsWaiting(t *testing.T, d *ownDaemon) float64 {
+	t.Helper()
+	families, err := d.Hub.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "agentd_turns_waiting" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no agentd_turns_waiting on the hub's registry")
+	return 0
+}

@@ -583,6 +583,12 @@ func (h *Hub) ask(ctx context.Context, chatID string, msg any, timeout time.Dura
 		timeout = min(timeout, time.Until(dl))
 	}
 	res, err := h.system.Root.RequestFuture(h.registry, &session.Envelope{ChatID: chatID, Msg: msg}, timeout).Result()
+	return answered(chatID, res, err)
+}
+
+// answered is a session's reply to the hub, or the wait's failure, with a
+// refusal turned into the hub's errors.
+func answered(chatID string, res any, err error) (any, error) {
 	if errors.Is(err, actor.ErrTimeout) {
 		return nil, fmt.Errorf("chat %s: %w", chatID, ErrTimeout)
 	}
@@ -645,31 +651,22 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 	if span.IsRecording() {
 		h.work.Go(func() { <-over; span.End() })
 	}
-	type answer struct {
-		res any
-		err error
-	}
-	done := make(chan answer, 1)
 	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext()}
-	h.work.Go(func() {
-		// A queued message waits for the turns before it; the wait ends
-		// with the caller (below), not only with the timeout.
-		res, err := h.ask(context.WithoutCancel(ctx), chatID, submit, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
-		if err != nil {
-			ended() // refused, or the session never answered
-		}
-		done <- answer{res, err}
-	})
-	var res any
+	// A queued message waits for the turns before it; the wait ends with
+	// the caller, not only with the timeout, and a refusal frees the slot
+	// even when the caller has gone (replyBox).
+	box := newReplyBox(h.system, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1), ended)
+	h.system.Root.RequestWithCustomSender(h.registry, &session.Envelope{ChatID: chatID, Msg: submit}, box.pid)
+	var r reply
 	select {
-	case a := <-done:
-		if a.err != nil {
-			return nil, a.err
-		}
-		res = a.res
+	case r = <-box.c:
 	case <-ctx.Done():
 		h.system.Root.Send(h.registry, &session.Envelope{ChatID: chatID, Msg: &session.CancelQueued{TurnID: turnID}})
 		return nil, fmt.Errorf("chat %s: the caller went away before the message's turn started: %w", chatID, ctx.Err())
+	}
+	res, err := answered(chatID, r.res, r.err)
+	if err != nil {
+		return nil, err
 	}
 	acc, ok := res.(*session.TurnAccepted)
 	if !ok {
