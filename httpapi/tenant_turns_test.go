@@ -14,13 +14,12 @@ import (
 	"github.com/agentd/agentd/testkit"
 )
 
-// Issue 15: turns_per_tenant counted open handlers, so a client that hung
-// up freed its slot while its turn ran on. A slot is now held from
-// acceptance until the turn really ends.
-func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
+// holdingDaemon is a daemon with turnsPerTenant slots a tenant, whose
+// model holds every message with "hold" in it until open is called.
+func holdingDaemon(t *testing.T, turnsPerTenant int, tokens map[string]string) (d *ownDaemon, open func()) {
 	gate := make(chan struct{})
 	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
+	open = func() { once.Do(func() { close(gate) }) }
 	fake := newFake(t, func(r testkit.Received) testkit.Reply {
 		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "hold") {
 			<-gate
@@ -29,8 +28,36 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 	})
 	t.Cleanup(open) // before the fake closes
 	cfg := baseConfig(t, fake.URL())
-	cfg.Limits.TurnsPerTenant = 1
-	d := startDaemon(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"}, nil)
+	cfg.Limits.TurnsPerTenant = turnsPerTenant
+	return startDaemon(t, cfg, tokens, nil), open
+}
+
+// releaseHeld opens the held model and waits until chatID's turn has ended.
+func releaseHeld(t *testing.T, d *ownDaemon, chatID string, open func()) {
+	t.Helper()
+	sub := d.Hub.Bus().Subscribe(chatID, 64)
+	defer sub.Close()
+	open()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				t.Fatalf("the watch of the held chat was dropped: %+v", sub.Dropped())
+			}
+			if ev.Type == chat.EventTurnCompleted {
+				return
+			}
+		case <-time.After(liveness):
+			t.Fatal("the held turn did not end")
+		}
+	}
+}
+
+// Issue 15: turns_per_tenant counted open handlers, so a client that hung
+// up freed its slot while its turn ran on. A slot is now held from
+// acceptance until the turn really ends.
+func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
+	d, open := holdingDaemon(t, 1, map[string]string{"tok-a": "a", "tok-b": "b"})
 	ctx := context.Background()
 	a := &api.Client{BaseURL: d.URL, Token: "tok-a"}
 	held, _ := a.CreateChat(ctx, api.CreateChatRequest{})
@@ -61,20 +88,7 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 	}
 
 	// The turn ends: the slot is free again.
-	sub := d.Hub.Bus().Subscribe(held.ID, 64)
-	defer sub.Close()
-	open()
-	for done := false; !done; {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("the watch of the held chat was dropped: %+v", sub.Dropped())
-			}
-			done = ev.Type == chat.EventTurnCompleted
-		case <-time.After(liveness):
-			t.Fatal("the held turn did not end")
-		}
-	}
+	releaseHeld(t, d, held.ID, open)
 	if got := send("tok-a", other.ID); got.status != http.StatusOK {
 		t.Fatalf("after the turn ended: %d %s", got.status, got.body)
 	}
@@ -85,19 +99,7 @@ func TestTurnsPerTenantHoldsASlotUntilTheTurnEndsNotTheRequest(t *testing.T) {
 // dropped: it frees its tenant's turn slot at once, not when the turn
 // before it ends, and it never runs or lands in the log.
 func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	fake := newFake(t, func(r testkit.Received) testkit.Reply {
-		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "hold") {
-			<-gate
-		}
-		return echoScript(r)
-	})
-	t.Cleanup(open) // before the fake closes
-	cfg := baseConfig(t, fake.URL())
-	cfg.Limits.TurnsPerTenant = 2
-	d := startDaemon(t, cfg, map[string]string{"tok-a": "a"}, nil)
+	d, open := holdingDaemon(t, 2, map[string]string{"tok-a": "a"})
 	ctx := context.Background()
 	a := &api.Client{BaseURL: d.URL, Token: "tok-a"}
 	held, _ := a.CreateChat(ctx, api.CreateChatRequest{})
@@ -121,20 +123,7 @@ func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
 		t.Fatalf("%v turns still waiting", n)
 	}
 
-	sub := d.Hub.Bus().Subscribe(held.ID, 64)
-	defer sub.Close()
-	open()
-	for done := false; !done; {
-		select {
-		case ev, ok := <-sub.C:
-			if !ok {
-				t.Fatalf("the watch of the held chat was dropped: %+v", sub.Dropped())
-			}
-			done = ev.Type == chat.EventTurnCompleted
-		case <-time.After(liveness):
-			t.Fatal("the held turn did not end")
-		}
-	}
+	releaseHeld(t, d, held.ID, open)
 	msgs, err := d.Hub.Transcript(ctx, "a", held.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
