@@ -103,9 +103,8 @@ func (c *committer[T]) doUnsynced(fn func(txn T) error) error { return c.wait(fn
 
 // wait queues fn and waits for its outcome.
 func (c *committer[T]) wait(fn func(txn T) error, unsynced bool) error {
-	done := make(chan error, 1)
-	c.queue(fn, unsynced, func(_ bool, err error) { done <- err })
-	return <-done
+	_, err := waitFor(func(then func(bool, error)) { c.queue(fn, unsynced, then) })
+	return err
 }
 
 // queue runs fn in the next batch without waiting, for a caller that must
