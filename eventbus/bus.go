@@ -91,7 +91,8 @@ type Sub struct {
 	c      chan *Event
 	bus    *Bus
 	chatID string
-	mark   int // deltas are taken while fewer events than this wait
+	mark   int      // deltas are taken while fewer events than this wait
+	types  []string // the event types it takes; nil: all
 
 	mu      sync.Mutex // guards the fields below and every send on c
 	closed  bool
@@ -101,10 +102,14 @@ type Sub struct {
 }
 
 // Subscribe watches a chat; buf (at least 1) is the subscription's buffer.
-func (b *Bus) Subscribe(chatID string, buf int) *Sub {
+// Given types, the subscription takes events of those types alone: a
+// watcher that waits for a turn's end is neither woken by the events before
+// it nor dropped for falling behind on them, and an event no watcher takes
+// is not converted.
+func (b *Bus) Subscribe(chatID string, buf int, types ...string) *Sub {
 	buf = max(buf, 1)
 	c := make(chan *Event, buf)
-	s := &Sub{C: c, c: c, bus: b, chatID: chatID, mark: max(buf-buf/4, 1)}
+	s := &Sub{C: c, c: c, bus: b, chatID: chatID, mark: max(buf-buf/4, 1), types: slices.Clone(types)}
 	sh := b.shard(chatID)
 	sh.mu.Lock()
 	sh.subs[chatID] = append(sh.subs[chatID], s)
@@ -194,19 +199,22 @@ func (b *Bus) publish(ev Event, must bool) {
 	sh.mu.RLock()
 	subs := sh.subs[ev.ChatID]
 	sh.mu.RUnlock()
-	if len(subs) == 0 {
-		return
-	}
-	if b.convert != nil {
-		ev.Data = b.convert(ev.Data)
-	}
-	// A copy made here, not &ev: that would move every publish's ev to
-	// the heap, watched or not.
-	shared := new(Event)
-	*shared = ev
-	now := time.Now()
+	var shared *Event
+	var now time.Time
 	var gone []*Sub
 	for _, s := range subs {
+		if s.types != nil && !slices.Contains(s.types, ev.Type) {
+			continue
+		}
+		if shared == nil {
+			if b.convert != nil {
+				ev.Data = b.convert(ev.Data)
+			}
+			// A copy made here, not &ev: that would move every publish's
+			// ev to the heap, watched or not.
+			shared, now = new(Event), time.Now()
+			*shared = ev
+		}
 		if s.offer(shared, must, now) {
 			gone = append(gone, s)
 		}

@@ -186,6 +186,41 @@ func TestWatchersReadConvertedData(t *testing.T) {
 	}
 }
 
+// A watcher of some types holds, is woken by and falls behind on those
+// alone: a request waiting for its turn's end, with a buffer of 2, stays
+// through a turn's hundred deltas and messages and gets the end; an event
+// only the other types' watchers skip is not converted.
+func TestAWatcherOfSomeTypesTakesThoseAlone(t *testing.T) {
+	calls := 0
+	b := New(time.Hour, func(d any) any { calls++; return d })
+	end := b.Subscribe("c", 2, "turn.completed", "turn.requires_action")
+	defer end.Close()
+	for i := range 100 {
+		b.Publish(ev("message.delta", int64(i)))
+		b.PublishMust(ev("message", int64(i)))
+	}
+	if got, closed := drain(end); len(got) != 0 || closed {
+		t.Fatalf("the turn end's watcher got %v (closed %v) before the end", got, closed)
+	}
+	if calls != 0 || b.Dropped() != 0 {
+		t.Fatalf("events no watcher takes: %d converted, %d counted dropped; want 0 and 0", calls, b.Dropped())
+	}
+	all := b.Subscribe("c", 4)
+	defer all.Close()
+	b.PublishMust(ev("message", 100))
+	b.PublishMust(ev("turn.completed", 101))
+	got, closed := drain(end)
+	if closed || len(got) != 1 || got[0].Type != "turn.completed" || end.Dropped() != nil {
+		t.Fatalf("the turn end's watcher got %v (closed %v, dropped %+v); want turn.completed alone", got, closed, end.Dropped())
+	}
+	if got, _ := drain(all); len(got) != 2 {
+		t.Fatalf("a watcher of every type got %v; want message and turn.completed", got)
+	}
+	if calls != 2 {
+		t.Fatalf("converted %d times, want 2 (the two events watched)", calls)
+	}
+}
+
 // Watchers of a chat share the one copy of an event that a publish makes,
 // so a subscription's buffer holds pointers: 256 slots cost about 2 KB,
 // where a buffer of Events cost 18 KB (per turn, for the HTTP API's turn

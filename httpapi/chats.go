@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,14 +218,20 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
-	sub := s.hub.Subscribe(chatID, streamBuffer)
+	sse := wantsSSE(r)
+	var sub *eventbus.Sub
+	if sse {
+		sub = s.hub.Subscribe(chatID, streamBuffer)
+	} else {
+		sub = s.hub.Subscribe(chatID, waitBuffer, turnEndEvents...)
+	}
 	defer sub.Close()
 	turnID, err := start()
 	if err != nil {
 		writeHubError(w, r, err)
 		return
 	}
-	if wantsSSE(r) {
+	if sse {
 		s.streamTurn(w, r, sub, turnID)
 		return
 	}
@@ -246,6 +253,13 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, 
 // once hold about 20 MB.
 const streamBuffer = 256
 
+// waitBuffer is the buffer of a request that answers once its turn ends:
+// it takes only turn ends (turnEndEvents), and reads each as it comes.
+const waitBuffer = 16
+
+// turnEndEvents end what a request waits for of a turn (turnEnds).
+var turnEndEvents = []string{api.EventTurnCompleted, api.EventTurnRequiresAction}
+
 // sseWriteWait bounds one write to a stream's client: a client that takes
 // nothing for that long is cut, so its handler does not hold a connection
 // for a reader that is gone.
@@ -258,7 +272,7 @@ func wantsSSE(r *http.Request) bool {
 // turnEnds reports whether ev ends what a request waits for of a turn: it
 // completed, or paused for the application's tool results.
 func turnEnds(ev *eventbus.Event, turnID string) bool {
-	return ev.TurnID == turnID && (ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction)
+	return ev.TurnID == turnID && slices.Contains(turnEndEvents, ev.Type)
 }
 
 // waitTurn collects a turn's events until it completes or pauses.

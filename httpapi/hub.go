@@ -43,7 +43,7 @@ type Hub interface {
 	WireToolsets(ctx context.Context, tenant string) ([]api.Toolset, error)
 	DeleteToolset(ctx context.Context, tenant, name string) error
 	// Subscribe watches a chat; its events carry wire types.
-	Subscribe(chatID string, buf int) *eventbus.Sub
+	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
 

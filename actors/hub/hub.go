@@ -367,8 +367,11 @@ func (h *Hub) Tools() *tools.Registry { return h.tools }
 func (h *Hub) Bus() *eventbus.Bus { return h.bus }
 
 // Subscribe watches a chat's events, in the API's wire types; buf is the
-// subscription's capacity. Close the subscription when done.
-func (h *Hub) Subscribe(chatID string, buf int) *eventbus.Sub { return h.bus.Subscribe(chatID, buf) }
+// subscription's capacity, types (when given) the events it takes. Close
+// the subscription when done.
+func (h *Hub) Subscribe(chatID string, buf int, types ...string) *eventbus.Sub {
+	return h.bus.Subscribe(chatID, buf, types...)
+}
 
 // Store returns the store (tests and the bench read it directly).
 func (h *Hub) Store() Store { return h.store }

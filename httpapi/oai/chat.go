@@ -232,7 +232,12 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		writePlanError(w, r, err)
 		return
 	}
-	sub := h.hub.Subscribe(chatID, streamBuffer)
+	var sub *eventbus.Sub
+	if req.Stream {
+		sub = h.hub.Subscribe(chatID, streamBuffer)
+	} else {
+		sub = h.hub.Subscribe(chatID, streamBuffer, wholeEvents...)
+	}
 	defer sub.Close()
 	turnID, err := h.send(ctx, tenant, chatID, fresh)
 	if err != nil {
@@ -428,6 +433,9 @@ func (a *answer) failure() (int, string, string) {
 	}
 	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), msg
 }
+
+// wholeEvents are the events whole reads: the turn's messages and its end.
+var wholeEvents = []string{api.EventMessage, api.EventTurnCompleted, api.EventTurnRequiresAction}
 
 // whole waits for the turn to complete or pause and answers it in one
 // chat.completion object. Its text is the assistant messages stored while

@@ -34,7 +34,7 @@ type Hub interface {
 	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
-	Subscribe(chatID string, buf int) *eventbus.Sub
+	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
 	// AddMessages stores messages between turns (a conversation's items).
 	AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error)
