@@ -254,7 +254,8 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 			fmt.Fprintf(w, "overhead: CPU per turn p50 %.3f ms p99 %.3f ms (fake apart: %v); plain turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fold turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fsync of 4 KB %.3f ms before, %.3f ms after\n",
 				res.CPUMS.P50, res.CPUMS.P99, res.FakeApart, res.PlainOverheadMS.N, res.PlainOverheadMS.P50, res.PlainOverheadMS.P99, res.PlainCPUMS.P50,
 				res.FoldOverheadMS.N, res.FoldOverheadMS.P50, res.FoldOverheadMS.P99, res.FoldCPUMS.P50, res.FsyncMS[0], res.FsyncMS[1])
-			fmt.Fprintf(w, "overhead: %s\n", durableLine(res.StoreDurableMS))
+			fmt.Fprintf(w, "overhead: %s; the disk alone at a turn's pace (1,000 synced 1.5 KB appends, one a millisecond) p50 %.3f ms p99 %.3f ms\n",
+				durableLine(res.StoreDurableMS), res.PacedSyncMS.P50, res.PacedSyncMS.P99)
 		}
 	}
 	if o.want(PartScale) {

@@ -148,7 +148,8 @@ type chatDriver struct {
 }
 
 func (d *daemon) drive(chatID string) *chatDriver {
-	c := &chatDriver{d: d, chatID: chatID, sub: d.hub.Subscribe(chatID, 1<<14), done: make(chan api.TurnResult, 4)}
+	sub := d.hub.Subscribe(chatID, 1<<14, api.EventCompacted, api.EventHealed, api.EventTurnCompleted)
+	c := &chatDriver{d: d, chatID: chatID, sub: sub, done: make(chan api.TurnResult, 4)}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -193,15 +194,16 @@ func (c *chatDriver) send(ctx context.Context, text string) (turnOutcome, error)
 	}
 }
 
-// onceBuffer is a short-lived subscription's buffer: the HTTP API's stream
-// buffer, so a turn of the scale run costs what a client's turn costs (1,024
-// events allocated 72 KB a turn, 2% of the run's CPU, counted as agentd's).
-const onceBuffer = 256
+// onceBuffer is a short-lived subscription's buffer: that of an HTTP
+// request waiting for its turn's end, so a turn of the scale run costs what
+// a client's turn costs (1,024 events allocated 72 KB a turn, 2% of the
+// run's CPU, counted as agentd's).
+const onceBuffer = 16
 
 // sendOnce submits a message on a short-lived subscription (many chats at
 // once) and waits for its turn.
 func (d *daemon) sendOnce(ctx context.Context, tenant, chatID, text string) (api.TurnResult, error) {
-	sub := d.hub.Subscribe(chatID, onceBuffer)
+	sub := d.hub.Subscribe(chatID, onceBuffer, api.EventTurnCompleted)
 	defer sub.Close()
 	turnID, err := d.hub.Submit(ctx, tenant, chatID, api.SendMessageRequest{Content: text})
 	if err != nil {

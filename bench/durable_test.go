@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -41,5 +43,32 @@ func TestDurableBetweenReadsTheBatchesBetweenTwoReadings(t *testing.T) {
 		if got := durableBetween(before, c.after); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestSyncedWritesTimeEachWriteAndLeaveNoFile: the probes behind fsync_ms
+// and paced_sync_ms time every write, prefilled or not, and take their
+// file away; a folder that is not there is an error, not a figure.
+func TestSyncedWritesTimeEachWriteAndLeaveNoFile(t *testing.T) {
+	for _, prefill := range []bool{false, true} {
+		dir := t.TempDir()
+		took, err := syncedWrites(dir, 7, 1536, 0, prefill)
+		if err != nil {
+			t.Fatalf("prefill %v: %v", prefill, err)
+		}
+		if len(took) != 7 {
+			t.Fatalf("prefill %v: %d timings, want 7", prefill, len(took))
+		}
+		for i, ms := range took {
+			if ms <= 0 {
+				t.Fatalf("prefill %v: write %d took %v ms", prefill, i, ms)
+			}
+		}
+		if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+			t.Fatalf("prefill %v: the folder holds %v (%v) after the probe", prefill, left, err)
+		}
+	}
+	if _, err := syncedWrites(filepath.Join(t.TempDir(), "gone"), 3, 1536, 0, true); err == nil {
+		t.Fatal("a probe in a missing folder gave no error")
 	}
 }

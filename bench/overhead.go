@@ -55,6 +55,9 @@ type OverheadResult struct {
 	// measured (each a commit and its sync; a turn waits on two), from the
 	// daemon's agentd_store_durable_seconds (durableBetween).
 	StoreDurableMS Quantiles `json:"store_durable_ms"`
+	// PacedSyncMS is the disk alone at a turn's pace, after the turns
+	// (pacedSyncMS): what a durable write's tail is bounded by.
+	PacedSyncMS Quantiles `json:"paced_sync_ms"`
 }
 
 // overheadAnswer is what the overhead and scale parts' fake answers every
@@ -167,22 +170,57 @@ func quiesce(ctx context.Context) {
 // fsyncMS times synced 4 KB writes in dir, as `dd if=/dev/zero of=dir/f
 // bs=4k count=200 oflag=dsync` does, and returns one write's time.
 func fsyncMS(dir string) (float64, error) {
-	const writes = 200
-	path := filepath.Join(dir, "fsync-probe")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_DSYNC, 0o600)
+	took, err := syncedWrites(dir, 200, 4096, 0, false)
 	if err != nil {
 		return 0, err
 	}
+	var sum float64
+	for _, ms := range took {
+		sum += ms
+	}
+	return round3(sum / float64(len(took))), nil
+}
+
+// pacedSyncMS is the disk's own spread at a turn's pace: 1,000 synced
+// 1.5 KB appends (a turn's frame) to a zero-filled file, as the store's
+// journal is, one a millisecond. On a virtual machine a sync that follows
+// an idle gap can wait far longer than one of a back-to-back run
+// (fsyncMS): its p99 is the floor of a turn's, whatever agentd does.
+func pacedSyncMS(dir string) (Quantiles, error) {
+	took, err := syncedWrites(dir, 1000, 1536, time.Millisecond, true)
+	if err != nil {
+		return Quantiles{}, err
+	}
+	return quantiles(took), nil
+}
+
+// syncedWrites appends n writes of size bytes, each synced (O_DSYNC), to
+// a new file in dir, sleeping pause after each, and returns each write's
+// time in ms. With prefill the file is zero-filled first, so a write
+// changes no metadata its sync must carry.
+func syncedWrites(dir string, n, size int, pause time.Duration, prefill bool) ([]float64, error) {
+	path := filepath.Join(dir, "fsync-probe")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_DSYNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
 	defer os.Remove(path)
-	buf := make([]byte, 4096)
-	start := time.Now()
-	for range writes {
-		if _, err := f.Write(buf); err != nil {
-			return 0, errors.Join(err, f.Close())
+	if prefill {
+		if _, err := f.Write(make([]byte, n*size)); err != nil {
+			return nil, errors.Join(err, f.Close())
 		}
 	}
-	took := time.Since(start)
-	return round3(msOf(took) / writes), f.Close()
+	buf := make([]byte, size)
+	took := make([]float64, n)
+	for i := range took {
+		start := time.Now()
+		if _, err := f.WriteAt(buf, int64(i*size)); err != nil {
+			return nil, errors.Join(err, f.Close())
+		}
+		took[i] = msOf(time.Since(start))
+		time.Sleep(pause)
+	}
+	return took, f.Close()
 }
 
 // Overhead stores stored messages in a chat (half the person's, half the
@@ -271,6 +309,9 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 	res.StoreDurableMS = durableBetween(durable0, durable1)
 	if res.FsyncMS[1], err = fsyncMS(dir); err != nil {
 		return nil, fmt.Errorf("fsync probe: %w", err)
+	}
+	if res.PacedSyncMS, err = pacedSyncMS(dir); err != nil {
+		return nil, fmt.Errorf("paced sync probe: %w", err)
 	}
 	res.TurnMS, res.OverheadMS, res.CPUMS = quantiles(wall), quantiles(over), quantiles(cpu)
 	res.PlainOverheadMS, res.FoldOverheadMS = quantiles(plainOver), quantiles(foldOver)
