@@ -17,7 +17,8 @@
 //	c/<chat>              chat metadata (Chat)
 //	t/<tenant>/<chat>     the tenant's chats (an index; no value)
 //	m/<chat>/<seq>        one message (chat.Message)
-//	s/<chat>              session snapshot (Snapshot)
+//	s/<chat>              session snapshot, whole (Snapshot), written when its summary changes
+//	u/<chat>              the snapshot without its summary, written by every save (summary.go)
 //	w/<provider>/<model>  a window learned from a refusal (int)
 //	k/<kind>/<id>         generic records (memories, learning runs, marks)
 //	d/<chat>              a chat being deleted whose log is not yet all gone

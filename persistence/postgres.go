@@ -524,6 +524,7 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
+	snap.held = heldSummary{} // a new chat: the store holds none of it
 	sval, err := encodeSnapshot(snap)
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
@@ -540,7 +541,7 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 		for i, v := range vals {
 			b.Queue(`INSERT INTO messages (chat_id, seq, data) VALUES ($1, $2, $3)`, c.ID, out[i].Seq, v)
 		}
-		b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)`, c.ID, sval.val)
+		b.Queue(`INSERT INTO snapshots (chat_id, data, turn) VALUES ($1, $2, $3)`, c.ID, sval.whole, sval.turn)
 		queueRequests(b, c.ID, sval)
 		return t.tx.SendBatch(t.ctx, b).Close()
 	})
@@ -582,14 +583,28 @@ func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	return seq, err
 }
 
-// saveSnapshotTx writes a chat's snapshot and what changed of its request
-// log, in one round trip.
+// saveSnapshotTx writes a chat's snapshot records and what changed of its
+// request log, in one round trip. A save that writes the turn record alone
+// finds the whole one its load or last save left, or fails.
 func saveSnapshotTx(t *pgTxn, chatID string, snap storedSnapshot) error {
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO snapshots (chat_id, data) VALUES ($1, $2)
-		ON CONFLICT (chat_id) DO UPDATE SET data = excluded.data`, chatID, snap.val)
+	if snap.whole != nil {
+		b.Queue(`INSERT INTO snapshots (chat_id, data, turn) VALUES ($1, $2, $3)
+			ON CONFLICT (chat_id) DO UPDATE SET data = excluded.data, turn = excluded.turn`, chatID, snap.whole, snap.turn)
+	} else {
+		b.Queue(`UPDATE snapshots SET turn = $2 WHERE chat_id = $1`, chatID, snap.turn)
+	}
 	queueRequests(b, chatID, snap)
-	return t.tx.SendBatch(t.ctx, b).Close()
+	br := t.tx.SendBatch(t.ctx, b)
+	tag, err := br.Exec()
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("chat %s has no snapshot for its turn record", chatID)
+	}
+	if err != nil {
+		_ = br.Close()
+		return err
+	}
+	return br.Close()
 }
 
 // queueRequests queues the writes of a save's requests (and the deletion
@@ -649,17 +664,24 @@ func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapsho
 // LoadSnapshot reads a chat's snapshot, with its request log (in the
 // same round trip); ok is false when none was saved.
 func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
-	var val []byte
+	var val, turnVal []byte
 	var ns []int64
 	var reqs []string
-	err = p.pool.QueryRow(ctx, `SELECT data, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
+	err = p.pool.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
 		ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
-		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &ns, &reqs)
+		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &turnVal, &ns, &reqs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
 	}
+	var whole, turn Snapshot
 	if err == nil {
-		err = decode(val, &snap)
+		err = decode(val, &whole)
+	}
+	if err == nil && turnVal != nil {
+		err = decode(turnVal, &turn)
+	}
+	if err == nil {
+		snap = joinSummary(whole, turn, turnVal != nil)
 	}
 	var stored []chat.RequestLog
 	if err == nil && len(snap.Requests) == 0 && snap.RequestsLogged > 0 {

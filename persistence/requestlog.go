@@ -36,10 +36,6 @@ func (s *Snapshot) ReportRequest(reported int) {
 	s.RequestsSaved = min(s.RequestsSaved, s.RequestsLogged-1)
 }
 
-// RequestsStored notes that the snapshot was saved: the store holds its
-// requests as they are, and the next save writes only what changes next.
-func (s *Snapshot) RequestsStored() { s.RequestsSaved = s.RequestsLogged }
-
 // requestWrites is what a save writes of a snapshot's request log: put,
 // numbered from first on, and the stored requests numbered from dropFrom
 // up to (not including) dropTo, which left the log.
@@ -89,22 +85,24 @@ func loadedRequests(snap *Snapshot, stored []chat.RequestLog) {
 	snap.RequestsSaved = snap.RequestsLogged
 }
 
-// storedSnapshot is a snapshot encoded for a save: its record, and the
-// requests of its log the save writes (encoded) and deletes.
+// storedSnapshot is a snapshot encoded for a save: its whole record (nil
+// when the store holds its summary already) and its turn record
+// (summary.go), and the requests of its log the save writes (encoded) and
+// deletes.
 type storedSnapshot struct {
-	val  []byte
-	reqs [][]byte
+	whole, turn []byte
+	reqs        [][]byte
 	requestWrites
 }
 
 // encodeSnapshot encodes snap for a save (both backends).
 func encodeSnapshot(snap Snapshot) (storedSnapshot, error) {
 	rec, w := splitRequests(snap)
-	val, err := encode(rec)
+	whole, turn, err := splitSummary(rec)
 	if err != nil {
 		return storedSnapshot{}, err
 	}
-	out := storedSnapshot{val: val, reqs: make([][]byte, len(w.put)), requestWrites: w}
+	out := storedSnapshot{whole: whole, turn: turn, reqs: make([][]byte, len(w.put)), requestWrites: w}
 	for i, r := range w.put {
 		if out.reqs[i], err = encode(r); err != nil {
 			return storedSnapshot{}, fmt.Errorf("request %d: %w", w.first+int64(i), err)

@@ -51,7 +51,7 @@ func TestASaveWritesOnlyTheNewOrChangedRequests(t *testing.T) {
 			for i := 1; i <= tc.before; i++ {
 				snap.LogRequest(req(i), keep)
 			}
-			snap.RequestsStored()
+			snap.Stored()
 			for i := tc.before + 1; i <= tc.before+tc.after; i++ {
 				snap.LogRequest(req(i), keep)
 			}
@@ -183,7 +183,7 @@ func TestTheRequestLogIsStoredApartAndComesBackWhole(t *testing.T) {
 				}
 				snap = cur
 			}
-			snap.RequestsStored()
+			snap.Stored()
 			check(s)
 		}
 		_ = s.Close()

@@ -308,6 +308,7 @@ func splitEnvelope(b []byte) ([]byte, bool) {
 func chatKey(id string) []byte           { return []byte("c/" + id) }
 func tenantKey(tenant, id string) []byte { return []byte("t/" + tenant + "/" + id) }
 func snapKey(id string) []byte           { return []byte("s/" + id) }
+func snapTurnKey(id string) []byte       { return []byte("u/" + id) }
 func requestPrefix(id string) []byte     { return []byte("r/" + id + "/") }
 func msgPrefix(id string) []byte         { return []byte("m/" + id + "/") }
 func windowKey(p, m string) []byte       { return []byte("w/" + p + "/" + m) }
@@ -387,6 +388,7 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	c.LastSeq = int64(len(out))
+	snap.held = heldSummary{} // a new chat: the store holds none of it
 	sval, err := encodeSnapshot(snap)
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
@@ -604,7 +606,7 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 		if err := getTxn(txn, chatKey(id), &c); err != nil {
 			return err
 		}
-		keys := [][]byte{chatKey(id), tenantKey(c.Tenant, id), snapKey(id)}
+		keys := [][]byte{chatKey(id), tenantKey(c.Tenant, id), snapKey(id), snapTurnKey(id)}
 		for _, r := range records {
 			keys = append(keys, recordKey(r.Kind, r.ID))
 		}
@@ -983,8 +985,14 @@ type Snapshot struct {
 	RequestsLogged int64 `json:"requests_logged,omitempty"`
 	// RequestsSaved: the requests numbered up to it are stored as Requests
 	// has them, and a save writes the others (LogRequest, ReportRequest,
-	// RequestsStored and LoadSnapshot keep it).
+	// Stored and LoadSnapshot keep it).
 	RequestsSaved int64 `json:"-"`
+	// SummaryFP is set in the stored records alone: the fingerprint of the
+	// summary they go with (summary.go).
+	SummaryFP uint64 `json:"summary_fp,omitempty"`
+	// held is the summary the store holds (Stored and LoadSnapshot keep
+	// it): a save writes the summary only when it changed.
+	held heldSummary
 }
 
 // PausedTurn is a turn paused on calls the application runs; the calls
@@ -1029,10 +1037,15 @@ func (s *Store) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, 
 	return nil
 }
 
-// putSnapshot writes a chat's snapshot record and what changed of its
+// putSnapshot writes a chat's snapshot records and what changed of its
 // request log.
 func putSnapshot(txn *writeTxn, chatID string, snap storedSnapshot) error {
-	if err := txn.Set(snapKey(chatID), snap.val); err != nil {
+	if snap.whole != nil {
+		if err := txn.Set(snapKey(chatID), snap.whole); err != nil {
+			return err
+		}
+	}
+	if err := txn.Set(snapTurnKey(chatID), snap.turn); err != nil {
 		return err
 	}
 	for i, val := range snap.reqs {
@@ -1052,9 +1065,15 @@ func putSnapshot(txn *writeTxn, chatID string, snap storedSnapshot) error {
 // when none was saved.
 func (s *Store) LoadSnapshot(ctx context.Context, chatID string) (snap Snapshot, ok bool, err error) {
 	err = s.db.View(func(txn *badger.Txn) error {
-		if err := getTxn(txn, snapKey(chatID), &snap); err != nil {
+		var whole, turn Snapshot
+		if err := getTxn(txn, snapKey(chatID), &whole); err != nil {
 			return err
 		}
+		terr := getTxn(txn, snapTurnKey(chatID), &turn)
+		if terr != nil && !errors.Is(terr, ErrNotFound) {
+			return terr
+		}
+		snap = joinSummary(whole, turn, terr == nil)
 		var stored []chat.RequestLog
 		if len(snap.Requests) == 0 && snap.RequestsLogged > 0 {
 			var err error

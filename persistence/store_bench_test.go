@@ -125,6 +125,10 @@ func BenchmarkTurnWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	snap := turnSnapshot()
+	if err := s.SaveSnapshot(ctx, "c", snap); err != nil { // the chat's last fold
+		b.Fatal(err)
+	}
+	snap.Stored()
 	user := chat.Message{Role: chat.RoleUser, Origin: chat.OriginPerson, Content: "What does the report say about <costs> & risks?"}
 	answer := chat.Message{Role: chat.RoleAssistant, Model: "m", Content: strings.Repeat("The report says this, and \"that\".\n", 20)}
 	b.ReportAllocs()
@@ -143,7 +147,7 @@ func BenchmarkTurnWrites(b *testing.B) {
 		}, nil, answer); err != nil {
 			b.Fatal(err)
 		}
-		snap.RequestsStored()
+		snap.Stored()
 	}
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
@@ -160,14 +164,15 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // turnSnapshot is a snapshot as a long chat's turn saves it: fifty
-// requests logged, the newest of them by this turn, a summary, loaded
-// tools.
+// requests logged, the newest of them by this turn, a summary of some
+// 1,500 tokens (6 KB), loaded tools. Its requests but the newest are
+// saved; its summary is not.
 func turnSnapshot() Snapshot {
-	snap := Snapshot{Model: "m", Summary: strings.Repeat("What was said and decided so far. ", 30),
+	snap := Snapshot{Model: "m", Summary: strings.Repeat("What was said and decided so far. ", 180),
 		FirstKeptSeq: 40, Factor: 1.05, LoadedTools: []string{"read_file", "search", "fetch"}}
 	for i := range 50 {
 		if i == 49 {
-			snap.RequestsStored()
+			snap.RequestsSaved = snap.RequestsLogged
 		}
 		snap.LogRequest(chat.RequestLog{At: time.Now().UTC(), Estimate: 12345, Reported: 12000, Budget: 30000, Window: 32768, Kind: "turn"}, 50)
 	}
@@ -177,9 +182,11 @@ func turnSnapshot() Snapshot {
 // BenchmarkEncodeSnapshot is what encoding a turn's snapshot costs:
 // encoding/json's json.Marshal and encode of the whole snapshot, its
 // fifty requests inline (what a turn wrote before), and encodeSnapshot
-// (the record and the one new request).
+// (the turn record and the one new request; the summary is the last
+// fold's, stored already).
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	snap := turnSnapshot()
+	snap.held = heldSummary{summary: snap.Summary, model: snap.SummaryModel, digest: snap.Digest, fp: summaryFP(&snap)} // saved by the last fold
 	for _, enc := range []struct {
 		name string
 		f    func(Snapshot) ([]byte, error)
@@ -188,7 +195,7 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 		{"encode", func(s Snapshot) ([]byte, error) { return encode(s) }},
 		{"encodeSnapshot", func(s Snapshot) ([]byte, error) {
 			e, err := encodeSnapshot(s)
-			return append(e.val, e.reqs[0]...), err
+			return append(e.turn, e.reqs[0]...), err
 		}},
 	} {
 		b.Run(enc.name, func(b *testing.B) {

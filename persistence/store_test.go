@@ -595,10 +595,15 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 			ToolCalls: []chat.ToolCall{{Name: s2}}, Images: []chat.Image{{MediaType: s1, Data: []byte(s2)}},
 			Attachments: []chat.Attachment{{Size: sec, Note: s1}}}
 		if e, err := encodeSnapshot(snap); err == nil {
-			var back Snapshot
-			if err := decode(e.val, &back); err != nil || back.Requests != nil || e.first != 1 || len(e.reqs) != len(snap.Requests) {
-				t.Fatalf("encodeSnapshot(%#v): record %s (%v), requests from %d: %q", snap, e.val, err, e.first, e.reqs)
+			var back, turn Snapshot
+			if err := decode(e.whole, &back); err != nil || back.Requests != nil || e.first != 1 || len(e.reqs) != len(snap.Requests) {
+				t.Fatalf("encodeSnapshot(%#v): record %s (%v), requests from %d: %q", snap, e.whole, err, e.first, e.reqs)
 			}
+			if err := decode(e.turn, &turn); err != nil || turn.SummaryFP != back.SummaryFP || back.SummaryFP != summaryFP(&snap) || turn.Summary != "" || turn.Digest != "" {
+				t.Fatalf("encodeSnapshot(%#v): turn record %s (%v) beside %s", snap, e.turn, err, e.whole)
+			}
+			back = joinSummary(back, turn, true)
+			back.held = heldSummary{}
 			for _, r := range e.reqs {
 				var rl chat.RequestLog
 				if err := decode(r, &rl); err != nil {

@@ -455,7 +455,7 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		ctx.Respond(&Rejected{Err: err})
 		return
 	}
-	snap.RequestsStored()
+	snap.Stored()
 	s.meta, s.snap = meta, snap
 	ctx.Respond(&Patched{})
 }
@@ -510,7 +510,7 @@ type saveSnapshot func(ctx context.Context, chatID string, snap persistence.Snap
 func (s *session) saveSnapshotWith(save saveSnapshot, acts ...persistence.Activity) error {
 	err := save(context.Background(), s.id, s.snap, acts...)
 	if err == nil {
-		s.snap.RequestsStored()
+		s.snap.Stored()
 	}
 	return err
 }

@@ -671,7 +671,7 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 				s.endTurn(ctx, s.storeProblem(ctx, a.err))
 				return
 			}
-			snap.RequestsStored()
+			snap.Stored()
 			s.snap = snap
 			s.foldsStored(t)
 			s.announceTurnMsgs(a.stored)
