@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -175,6 +176,18 @@ func TestTheSummaryIsWrittenByTheFoldAndReadBackWithTheNewestTurn(t *testing.T) 
 		}
 		if got, ok, err := s.LoadSnapshot(ctx, "b"); err != nil || !ok || got.Summary != snap.Summary || got.LastSeqSent != snap.LastSeqSent {
 			t.Fatalf("the imported chat loads %+v, %v, %v", got, ok, err)
+		}
+
+		if err := s.DeleteChat(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := s.(*Store); ok {
+			if err := b.db.View(func(txn *badger.Txn) error {
+				_, err := txn.Get(snapTurnKey("a"))
+				return err
+			}); !errors.Is(err, badger.ErrKeyNotFound) {
+				t.Fatalf("a deleted chat's turn record: %v", err)
+			}
 		}
 	})
 }
