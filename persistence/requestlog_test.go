@@ -174,14 +174,7 @@ func TestTheRequestLogIsStoredApartAndComesBackWhole(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				cur := snap
-				if _, err := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot {
-					cur.LastSeqSent = last
-					return cur
-				}, nil, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprint("answer ", turn)}); err != nil {
-					t.Fatal(err)
-				}
-				snap = cur
+				snap = saveTurn(t, s, "a", snap, fmt.Sprint("answer ", turn))
 			}
 			snap.Stored()
 			check(s)

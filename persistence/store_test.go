@@ -62,6 +62,20 @@ func appendWithSnapshot(ctx context.Context, s store, chatID string, snap func(l
 	return waitFor(func(then func([]chat.Message, error)) { s.AppendWithSnapshotThen(ctx, chatID, snap, acts, msgs, then) })
 }
 
+// saveTurn saves snap as a turn's answer does, in the write of an answer
+// with content, and returns it as stored (its LastSeqSent the answer's).
+func saveTurn(t *testing.T, s store, chatID string, snap Snapshot, content string) Snapshot {
+	t.Helper()
+	if _, err := appendWithSnapshot(context.Background(), s, chatID, func(last int64) Snapshot {
+		snap.LastSeqSent = last
+		return snap
+	}, nil, chat.Message{Role: chat.RoleAssistant, Content: content}); err != nil {
+		t.Fatal(err)
+	}
+	snap.Stored()
+	return snap
+}
+
 // eachBackend runs f on Badger and on Postgres (skipped, saying so, unless
 // AGENTD_TEST_PG_DSN is set). Every open of one run reopens the same data.
 func eachBackend(t *testing.T, f func(t *testing.T, open func(t *testing.T) store)) {

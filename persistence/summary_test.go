@@ -104,15 +104,7 @@ func TestTheSummaryIsWrittenByTheFoldAndReadBackWithTheNewestTurn(t *testing.T) 
 		for turn := range 5 {
 			snap.LoadedTools = append(snap.LoadedTools, fmt.Sprint("tool", turn))
 			snap.LogRequest(req(turn+1), 50)
-			cur := snap
-			if _, err := appendWithSnapshot(ctx, s, "a", func(last int64) Snapshot {
-				cur.LastSeqSent = last
-				return cur
-			}, nil, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprint("answer ", turn)}); err != nil {
-				t.Fatal(err)
-			}
-			snap = cur
-			snap.Stored()
+			snap = saveTurn(t, s, "a", snap, fmt.Sprint("answer ", turn))
 		}
 		if rec, v := rawSnapshot(t, s, "a"); rec != folded || v != v0 {
 			t.Fatalf("turns rewrote the whole record (version %d, then %d)", v0, v)
