@@ -186,7 +186,7 @@ func turnSnapshot() Snapshot {
 // fold's, stored already).
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	snap := turnSnapshot()
-	snap.held = heldSummary{summary: snap.Summary, model: snap.SummaryModel, digest: snap.Digest, fp: summaryFP(&snap)} // saved by the last fold
+	snap.held = snap.holding(summaryFP(&snap)) // saved by the last fold
 	for _, enc := range []struct {
 		name string
 		f    func(Snapshot) ([]byte, error)
