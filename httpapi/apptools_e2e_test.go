@@ -125,8 +125,9 @@ func TestAClientToolPausesTheTurnAndItsResultResumesIt(t *testing.T) {
 		t.Fatalf("stream: %v %+v %v", err, res, types)
 	}
 	var bad api.Error
-	if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/tool-results", api.ToolResultsRequest{Results: []api.ToolResult{{CallID: "nope", Output: "x"}}}, &bad); st != 400 || !strings.Contains(bad.Message, res.ToolCalls[0].ID) {
-		t.Fatalf("an unknown call id: %d %q", st, bad.Message)
+	if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/tool-results", api.ToolResultsRequest{Results: []api.ToolResult{{CallID: "nope", Output: "x"}}}, &bad); st != 400 || !strings.Contains(bad.Message, res.ToolCalls[0].ID) ||
+		strings.Count(bad.Message, "invalid request") != 1 {
+		t.Fatalf("an unknown call id: %d %q (naming the awaited call, and saying %q once)", st, bad.Message, "invalid request")
 	}
 	res, err = d.Client.SendToolResults(ctx, c.ID, api.ToolResultsRequest{Results: []api.ToolResult{{CallID: res.ToolCalls[0].ID, Output: "no notes"}}}, nil)
 	if err != nil || res.Status != "completed" || res.Messages[len(res.Messages)-1].Content != "The CRM says: no notes" {

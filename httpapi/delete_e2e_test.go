@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -168,5 +169,57 @@ func TestDeleteChatDropsTheOwnershipOfFilesNoOtherChatWasSent(t *testing.T) {
 	}
 	if err := send(kept.ID, shared.ID, unsent.ID); err != nil {
 		t.Errorf("a file another chat was sent, or one never sent, was lost with the chat: %v", err)
+	}
+}
+
+// TestACompactWaitingForItsFoldIsToldWhenTheChatIsDeleted: a /compact
+// whose summary is still being written when its chat is deleted answers
+// 404 at once, not when the hub gives up asking (minutes later).
+func TestACompactWaitingForItsFoldIsToldWhenTheChatIsDeleted(t *testing.T) {
+	summarising := make(chan struct{}, 1)
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleUser && (last.Content == "one" || last.Content == "two") {
+			return testkit.Reply{Text: "noted"}
+		}
+		select {
+		case summarising <- struct{}{}:
+		default:
+		}
+		return testkit.Reply{Hang: true}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"one", "two"} {
+		if _, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Bounded so that, broken, the test fails instead of waiting out the
+	// hub's own limit.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, d.Server.URL+"/v1/chats/"+c.ID+"/compact", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		res.Body.Close()
+		answered <- res.StatusCode
+	}()
+	<-summarising
+	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-answered; st != http.StatusNotFound {
+		t.Fatalf("the /compact of a chat deleted during its fold answered %d, want 404", st)
 	}
 }

@@ -47,7 +47,7 @@ import (
 // Errors the hub answers with; the HTTP API maps them to statuses.
 var (
 	ErrNotFound = errors.New("not found")
-	ErrInvalid  = errors.New("invalid request")
+	ErrInvalid  = session.ErrInvalid
 	ErrBusy     = session.ErrBusy
 	ErrLimit    = errors.New("limit reached")
 	ErrStopping = session.ErrStopping
@@ -604,9 +604,6 @@ func answered(chatID string, res any, err error) (any, error) {
 		}
 		if errors.Is(r.Err, tools.ErrUnknownToolset) {
 			return nil, fmt.Errorf("%w: %v", ErrNotFound, r.Err)
-		}
-		if errors.Is(r.Err, session.ErrInvalid) {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
 		}
 		return nil, r.Err
 	}

@@ -274,6 +274,12 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)
 	}
+	if f := s.fold; f != nil && f.replyTo != nil {
+		// A /compact waiting for the fold in flight is told now: the fold's
+		// answer will find no session to land in.
+		ctx.Send(f.replyTo, &Rejected{Err: refuse})
+		f.replyTo = nil
+	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-len(s.queue))
 	}

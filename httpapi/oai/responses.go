@@ -71,9 +71,17 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		b.emit("response.created", map[string]any{"response": b.resp})
 		b.emit("response.in_progress", map[string]any{"response": b.resp})
 	}
-	res, ok := b.follow(ctx, sub, turnID)
+	// A client that leaves does not end its response: the id response.created
+	// told may be named by previous_response_id or retrieved later, so the
+	// response is followed to its end and stored all the same. Every turn
+	// ends (its timeout, a shutdown), and a chat's waiting turns before it
+	// bound the wait, as the forwarder's.
+	followCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
+	defer cancel()
+	res, ok := b.follow(followCtx, sub, turnID)
 	if !ok {
-		why := "the response did not finish while the request was open; it goes on in its chat"
+		why := "the response did not end while agentd followed it; it goes on in its chat"
 		if d := sub.Dropped(); d != nil {
 			why = "this request fell behind its response's events (" + d.Reason + "); the response goes on in its chat"
 		}

@@ -1,6 +1,7 @@
 package oai_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -360,5 +362,75 @@ func TestACompactThresholdFoldsBelowTheWindow(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "compact_threshold") {
 		t.Errorf("a compact_threshold of 500: %v, want a 400 naming compact_threshold", err)
+	}
+}
+
+// TestAStreamedResponseWhoseClientLeftIsStoredAtItsEnd: a client that
+// reads response.created and leaves while the model answers does not lose
+// its response: once the turn ends, the id it was told is retrieved whole,
+// and previous_response_id naming it goes on in the same chat.
+func TestAStreamedResponseWhoseClientLeftIsStoredAtItsEnd(t *testing.T) {
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	script := func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Content == "leave early" {
+			asked <- struct{}{}
+			<-release
+			return testkit.Reply{Text: "Answered after you left."}
+		}
+		return testkit.Reply{Text: "Still here."}
+	}
+	d, fake, sdk := start(t, 32000, script)
+	ctx, leave := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.Server.URL+"/v1/responses",
+		strings.NewReader(`{"model":"fake/m","input":"leave early","stream":true}`))
+	req.Header.Set("Authorization", "Bearer tok-a")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	sc := bufio.NewScanner(resp.Body)
+	for id == "" && sc.Scan() {
+		var ev struct {
+			Type     string `json:"type"`
+			Response struct {
+				ID string `json:"id"`
+			} `json:"response"`
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "response.created" {
+			id = ev.Response.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no response.created: %v", sc.Err())
+	}
+	<-asked
+	leave()
+	_ = resp.Body.Close()
+	close(release)
+
+	var got *responses.Response
+	for deadline := time.Now().Add(30 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got, _ = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+	}
+	if got == nil {
+		t.Fatalf("response %s was never stored after its client left", id)
+	}
+	if got.Status != "completed" || got.OutputText() != "Answered after you left." {
+		t.Fatalf("stored response: status %s, text %q", got.Status, got.OutputText())
+	}
+	next, err := sdk.Responses.New(context.Background(), responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(id),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and now?")}})
+	if err != nil {
+		t.Fatalf("previous_response_id naming the response its client left: %v", err)
+	}
+	if next.OutputText() != "Still here." {
+		t.Fatalf("the next response: %q", next.OutputText())
+	}
+	reqs := fake.Requests()
+	last := reqs[len(reqs)-1]
+	if !strings.Contains(fmt.Sprint(last.Messages), "Answered after you left.") {
+		t.Fatalf("the next turn's request does not carry the answer its client missed: %v", last.Messages)
 	}
 }
