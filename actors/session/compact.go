@@ -68,7 +68,7 @@ func (s *session) startCondense(ctx actor.Context) {
 	live := s.turnMsgs(t)
 	t.compactStart = time.Now()
 	s.publish(chat.EventCompactionStarted, t.id, map[string]int{"targets": len(live)})
-	ctx.Request(s.deps.Summarizer, &summarizer.Condense{ReqID: t.id, ChatID: s.id, Model: s.snap.Model, Prior: t.state, Turn: append([]chat.Message(nil), live...), Factor: s.snap.Factor})
+	ctx.Request(s.deps.Summarizer, &summarizer.Condense{ReqID: t.id, ChatID: s.id, Tenant: s.meta.Tenant, Model: s.snap.Model, Prior: t.state, Turn: append([]chat.Message(nil), live...), Factor: s.snap.Factor})
 	t.stateCovers = len(live)
 }
 

@@ -49,7 +49,7 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 	}
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
-	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor,
+	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Tenant: s.meta.Tenant, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor,
 		Prefix: s.foldPrefix(to)}
 	if s.turn != nil && s.turn.phase == phaseFolding {
 		// The turn waits for this fold: its span is the fold's parent.

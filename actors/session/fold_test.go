@@ -20,10 +20,14 @@ import (
 // TestAFoldHandsTheSummariserTheChatsLastRequest: the summariser gets the
 // chat's own request as it was last sent, up to the fold point, byte for
 // byte (what the provider holds in its cache), with its system prompt and
-// tools.
+// tools, and the chat's tenant (its provider slots are shared fairly
+// between tenants).
 func TestAFoldHandsTheSummariserTheChatsLastRequest(t *testing.T) {
 	for _, lines := range []bool{false, true} {
 		f, last := foldAfterTwoTurns(t, lines)
+		if f.Tenant != "t1" {
+			t.Fatalf("fold for tenant %q, want the chat's t1", f.Tenant)
+		}
 		p := f.Prefix
 		if lines {
 			if p != nil {

@@ -32,16 +32,12 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 		return
 	}
 	models := a.cfg.Catalog.SummaryModels(m.Model)
-	sems := make([]chan struct{}, len(models))
-	for i, ref := range models {
-		p, _, _ := strings.Cut(ref, "/")
-		sems[i] = a.sem(p)
-	}
+	sems := a.lanes(models, m.Tenant)
 	root, runCtx, cfg := ctx.ActorSystem().Root, a.ctx, a.cfg
 	a.work.Go(func() { root.Send(sender, runCondense(runCtx, cfg, m, models, sems)) })
 }
 
-func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []chan struct{}) *Condensed {
+func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []lane) *Condensed {
 	mk := redact.NewMasker()
 	prior := mk.Mask(m.Prior)
 	o := job{models: models, sems: sems, lines: Lines(m.Turn, mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},

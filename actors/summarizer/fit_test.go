@@ -78,7 +78,7 @@ func TestSummariesFitTheWindow(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%v", win, factor), func(t *testing.T) {
 				m := &fitModel{}
 				cfg := Config{Catalog: &fitCatalog{model: m, window: win, learned: map[string]int{}}, Log: zerolog.Nop()}
-				sems := []chan struct{}{make(chan struct{}, 1)}
+				sems := []lane{newSlots(1, 1).lane("t")}
 				res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12), Factor: factor}, []string{"p/m"}, sems)
 				if !res.OK {
 					t.Fatalf("fold failed: %s", res.Err)
@@ -105,7 +105,7 @@ func TestSummaryRefusalHeals(t *testing.T) {
 	m := &fitModel{refuseOver: 1500}
 	cat := &fitCatalog{model: m, window: 32_000, learned: map[string]int{}}
 	cfg := Config{Catalog: cat, Log: zerolog.Nop()}
-	res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12)}, []string{"p/m"}, []chan struct{}{make(chan struct{}, 1)})
+	res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12)}, []string{"p/m"}, []lane{newSlots(1, 1).lane("t")})
 	if !res.OK {
 		t.Fatalf("fold failed: %s", res.Err)
 	}
@@ -184,7 +184,7 @@ func TestAFoldAsksTheChatsOwnModelAfterItsOwnRequest(t *testing.T) {
 			m := &callModel{callFirst: tc.callFirst}
 			cfg := Config{Catalog: oneCatalog{model: m, window: 8000}, Log: zerolog.Nop()}
 			res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Summary: "old facts", Turns: turns, Prefix: tc.prefix},
-				tc.models, []chan struct{}{make(chan struct{}, 1)})
+				tc.models, []lane{newSlots(1, 1).lane("t")})
 			if !res.OK || len(m.reqs) != tc.wantReqs || res.Requests != tc.wantReqs {
 				t.Fatalf("ok %v (%s), %d requests (reported %d), want %d", res.OK, res.Err, len(m.reqs), res.Requests, tc.wantReqs)
 			}

@@ -10,8 +10,11 @@ import (
 // to the sender. Only one fold per chat runs at once; a second one for the
 // same chat is answered at once with OK false.
 type Fold struct {
-	ReqID   string
-	ChatID  string
+	ReqID  string
+	ChatID string
+	// Tenant owns the chat: the provider's slots are shared fairly between
+	// tenants, so one tenant's folds cannot starve another's.
+	Tenant  string
 	Model   string // the chat's own "provider/model"
 	Summary string // the summary so far
 	Digest  string // the digest so far (folds that got no summary)
@@ -62,6 +65,7 @@ type Folded struct {
 type Condense struct {
 	ReqID  string
 	ChatID string
+	Tenant string // owns the chat, as Fold's
 	Model  string
 	Prior  string         // the turn's previous structured state, if any
 	Turn   []chat.Message // the turn's saved originals

@@ -18,7 +18,7 @@ import (
 // model summarises first, the prefix would not fit beside the answer, it
 // ends with a person's message) or the answer is no summary: the caller
 // then sends the folded turns as lines.
-func prefixFold(ctx context.Context, cfg Config, m *Fold, ref string, sem chan struct{}, o *outcome) (string, bool) {
+func prefixFold(ctx context.Context, cfg Config, m *Fold, ref string, sem lane, o *outcome) (string, bool) {
 	p := m.Prefix
 	if p == nil || ref != m.Model || len(p.Messages) == 0 || p.Messages[len(p.Messages)-1].Role == chat.RoleUser {
 		return "", false

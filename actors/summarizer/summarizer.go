@@ -1,7 +1,8 @@
 // Package summarizer is the summariser actor: it folds a chat's turns into
 // the chat's one rolling summary with the cheapest model that will do, and
 // never edits the transcript. Model calls run in goroutines the actor owns,
-// bounded per provider; one fold per chat runs at once. The pure parts
+// bounded per provider and shared fairly between tenants (slots.go); one
+// fold per chat runs at once. The pure parts
 // (plain lines, secret masking, pieces sized to the window, the digest, the
 // check that a reply is a summary) are plain functions beside it.
 package summarizer
@@ -43,6 +44,10 @@ type Config struct {
 	// PerProvider bounds summarising requests in flight per provider.
 	// Optional. Defaults to 4.
 	PerProvider int
+	// PerTenant bounds one tenant's summarising requests in flight per
+	// provider, so the others always find a slot free or next to free.
+	// Optional. Defaults to PerProvider-1 (at least 1); at most PerProvider.
+	PerTenant int
 	// CallTimeout bounds one summarising request. Optional. Defaults to 2m.
 	CallTimeout time.Duration
 	// StopWait bounds how long stopping waits for folds in flight (they
@@ -55,7 +60,7 @@ type Config struct {
 type summarizerActor struct {
 	cfg      Config
 	inFlight map[string]bool
-	sems     map[string]chan struct{}
+	slots    map[string]*slots // per provider
 	ctx      context.Context
 	cancel   context.CancelFunc
 	work     actors.Group // folds and condensations in flight
@@ -65,9 +70,18 @@ type foldFinished struct{ chatID string }
 
 // Props returns the summariser's props.
 func Props(cfg Config) *actor.Props {
+	cfg = cfg.withDefaults()
+	return actors.Props(cfg.Log, func() actor.Actor { return newSummarizer(cfg) })
+}
+
+func (cfg Config) withDefaults() Config {
 	if cfg.PerProvider <= 0 {
 		cfg.PerProvider = 4
 	}
+	if cfg.PerTenant <= 0 {
+		cfg.PerTenant = max(cfg.PerProvider-1, 1)
+	}
+	cfg.PerTenant = min(cfg.PerTenant, cfg.PerProvider)
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
@@ -75,10 +89,12 @@ func Props(cfg Config) *actor.Props {
 		cfg.StopWait = 10 * time.Second
 	}
 	cfg.Log = cfg.Log.With().Str("component", "summarizer").Logger()
-	return actors.Props(cfg.Log, func() actor.Actor {
-		ctx, cancel := context.WithCancel(context.Background())
-		return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, sems: map[string]chan struct{}{}, ctx: ctx, cancel: cancel}
-	})
+	return cfg
+}
+
+func newSummarizer(cfg Config) *summarizerActor {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, slots: map[string]*slots{}, ctx: ctx, cancel: cancel}
 }
 
 func (a *summarizerActor) Receive(ctx actor.Context) {
@@ -100,13 +116,19 @@ func (a *summarizerActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *summarizerActor) sem(provider string) chan struct{} {
-	s, ok := a.sems[provider]
-	if !ok {
-		s = make(chan struct{}, a.cfg.PerProvider)
-		a.sems[provider] = s
+// lanes are the slots of each model's provider, as tenant asks for them.
+func (a *summarizerActor) lanes(models []string, tenant string) []lane {
+	out := make([]lane, len(models))
+	for i, ref := range models {
+		p, _, _ := strings.Cut(ref, "/")
+		s, ok := a.slots[p]
+		if !ok {
+			s = newSlots(a.cfg.PerProvider, a.cfg.PerTenant)
+			a.slots[p] = s
+		}
+		out[i] = s.lane(tenant)
 	}
-	return s
+	return out
 }
 
 func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
@@ -120,11 +142,7 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 	}
 	a.inFlight[m.ChatID] = true
 	models := a.cfg.Catalog.SummaryModels(m.Model)
-	sems := make([]chan struct{}, len(models))
-	for i, ref := range models {
-		p, _, _ := strings.Cut(ref, "/")
-		sems[i] = a.sem(p)
-	}
+	sems := a.lanes(models, m.Tenant)
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	runCtx, cfg := a.ctx, a.cfg
 	a.work.Go(func() {
@@ -146,7 +164,7 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 // turn's structured state) by the first model that manages every piece.
 type job struct {
 	models []string
-	sems   []chan struct{}
+	sems   []lane
 	lines  []string
 	focus  string
 	system string
@@ -193,7 +211,7 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 // model's window with its own answer room and the chat's estimate
 // correction; a refusal for length heals once: the window it teaches is
 // learned for ref, what is left is cut again and the piece asked again.
-func (j job) fold(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, ref string, info providers.ModelInfo, o *outcome) (string, bool) {
+func (j job) fold(ctx context.Context, cfg Config, sem lane, client providers.Client, ref string, info providers.ModelInfo, o *outcome) (string, bool) {
 	state, healed := j.start, false
 	queue := Pieces(j.lines, info.Window, j.focus)
 	for len(queue) > 0 {
@@ -282,7 +300,7 @@ func rawEstimate(system, prompt string) int {
 
 // run folds a chat's turns into its summary. With no model succeeding, the
 // old summary stays and the digest grows.
-func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []chan struct{}) *Folded {
+func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []lane) *Folded {
 	res := &Folded{ReqID: m.ReqID, ChatID: m.ChatID}
 	// One masker for all the model reads, in the prompt's order: summary,
 	// focus, lines. Earlier placeholders keep their numbers.
@@ -318,7 +336,7 @@ var errNotSummary = errors.New("the reply was not a summary")
 
 // callWith makes one summarising request with the given instructions;
 // sent is its estimate (window.OneShotEstimate).
-func callWith(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, system, prompt string, room, sent int) (string, chat.Usage, error) {
+func callWith(ctx context.Context, cfg Config, sem lane, client providers.Client, info providers.ModelInfo, system, prompt string, room, sent int) (string, chat.Usage, error) {
 	return ask(ctx, cfg, sem, client, info, providers.Request{
 		Model: info.ID, System: system, MaxTokens: room,
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: prompt}},
@@ -327,13 +345,12 @@ func callWith(ctx context.Context, cfg Config, sem chan struct{}, client provide
 }
 
 // ask makes one summarising request and accepts only a summary back.
-func ask(ctx context.Context, cfg Config, sem chan struct{}, client providers.Client, info providers.ModelInfo, req providers.Request) (string, chat.Usage, error) {
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return "", chat.Usage{}, ctx.Err()
+func ask(ctx context.Context, cfg Config, sem lane, client providers.Client, info providers.ModelInfo, req providers.Request) (string, chat.Usage, error) {
+	release, err := sem.acquire(ctx)
+	if err != nil {
+		return "", chat.Usage{}, err
 	}
-	defer func() { <-sem }()
+	defer release()
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	cctx, span := telemetry.StartModelCall(cctx, telemetry.Tracer(cfg.Traces), info.Provider, info.ID)

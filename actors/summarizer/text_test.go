@@ -51,7 +51,7 @@ func TestFoldPromptMasksSummaryFocusAndLinesAsOne(t *testing.T) {
 			{Role: chat.RoleUser, Content: "my PIN is 4711 and the login is bob / hunter22"},
 			{Role: chat.RoleAssistant, Content: "noted PIN 4711"},
 		}}
-	res := run(context.Background(), cfg, fold, []string{"p/m"}, []chan struct{}{make(chan struct{}, 1)})
+	res := run(context.Background(), cfg, fold, []string{"p/m"}, []lane{newSlots(1, 1).lane("t")})
 	if !res.OK || len(model.prompts) != 1 {
 		t.Fatalf("fold: ok=%v, %d prompts, err %q", res.OK, len(model.prompts), res.Err)
 	}
