@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -227,7 +228,12 @@ func (h *Hub) startActors(opts Options) {
 	h.sessions = actors.NewBoundedDispatcher(sessionWorkers)
 	h.workers = actors.NewDispatcher(0, 0, 0)
 	root := h.system.Root
-	h.summarize = root.Spawn(summarizer.Props(summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}))
+	sumCfg := summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}
+	if soleTenant(h.cfg.Auth) {
+		// No other tenant to keep a slot free for: the cap would only idle one.
+		sumCfg.PerTenant = math.MaxInt
+	}
+	h.summarize = root.Spawn(summarizer.Props(sumCfg))
 	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
 	// The index loads the registry when it starts, and again after a restart.
@@ -778,3 +784,14 @@ func (h *Hub) Gatherer() prometheus.Gatherer { return h.metrics.Registry }
 
 // ProviderErrors says which providers did not answer their model list.
 func (h *Hub) ProviderErrors() map[string]error { return h.catalog.ProviderErrors() }
+
+// soleTenant reports whether the daemon serves one tenant at most: no
+// tokens (the loopback's "default"), or every token one tenant's.
+func soleTenant(a configs.Auth) bool {
+	for _, t := range a.Tokens {
+		if t.Tenant != a.Tokens[0].Tenant {
+			return false
+		}
+	}
+	return true
+}

@@ -46,7 +46,8 @@ type Config struct {
 	PerProvider int
 	// PerTenant bounds one tenant's summarising requests in flight per
 	// provider, so the others always find a slot free or next to free.
-	// Optional. Defaults to PerProvider-1 (at least 1); at most PerProvider.
+	// Optional. Defaults to PerProvider-1 (at least 1); at most PerProvider
+	// (what the hub sets where the daemon serves one tenant).
 	PerTenant int
 	// CallTimeout bounds one summarising request. Optional. Defaults to 2m.
 	CallTimeout time.Duration
