@@ -178,7 +178,10 @@ type Message struct {
 	// Partial marks an answer cut short by a fault; Problem says why.
 	Partial bool   `json:"partial,omitempty"`
 	Problem string `json:"problem,omitempty"`
-	Model   string `json:"model,omitempty"`
+	// MaxOutputReached marks an answer the model stopped at the chat's
+	// settings.max_output_tokens; agentd did not ask for the rest.
+	MaxOutputReached bool   `json:"max_output_reached,omitempty"`
+	Model            string `json:"model,omitempty"`
 }
 
 // ToolCall is one call an assistant asked for; Arguments is JSON text as
@@ -222,6 +225,9 @@ type TurnResult struct {
 	Usage        Usage      `json:"usage"`
 	SummaryUsage Usage      `json:"summary_usage,omitzero"`
 	Problem      *Problem   `json:"problem,omitempty"`
+	// MaxOutputReached: the turn's last answer stopped at the chat's
+	// settings.max_output_tokens (that message says so too).
+	MaxOutputReached bool `json:"max_output_reached,omitempty"`
 }
 
 // Problem kinds.

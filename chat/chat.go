@@ -64,6 +64,10 @@ type Message struct {
 	// Partial marks an answer cut short by a fault; Problem says why.
 	Partial bool   `json:"partial,omitempty"`
 	Problem string `json:"problem,omitempty"`
+	// MaxOutputReached marks an answer the model stopped at the chat's own
+	// settings.max_output_tokens: the client's cap cut it, so agentd did
+	// not ask for the rest.
+	MaxOutputReached bool `json:"max_output_reached,omitempty"`
 	// Model names the provider/model that wrote an assistant message.
 	Model string `json:"model,omitempty"`
 }

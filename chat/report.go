@@ -87,6 +87,9 @@ type TurnResult struct {
 	// SummaryUsage is what summarising cost, apart from the turn's own.
 	SummaryUsage Usage    `json:"summary_usage,omitzero"`
 	Problem      *Problem `json:"problem,omitempty"`
+	// MaxOutputReached: the turn's last answer stopped at the chat's
+	// settings.max_output_tokens (that message is marked so too).
+	MaxOutputReached bool `json:"max_output_reached,omitempty"`
 }
 
 // Problem kinds.

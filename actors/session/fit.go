@@ -243,8 +243,12 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 		room = t.maxTokens
 	}
 	t.maxTokens = room
-	if m := t.setup.settings.MaxOutputTokens; m != nil {
-		room = min(room, *m)
+	// The chat's own cap bounds the answer when it is no more than the
+	// room: a length stop is then the client's cut, not agentd's.
+	m := t.setup.settings.MaxOutputTokens
+	t.capped = m != nil && *m <= room
+	if t.capped {
+		room = *m
 	}
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{

@@ -450,6 +450,44 @@ func TestAnAnswerCutByItsRoomContinuesAtMostThreeTimes(t *testing.T) {
 	}
 }
 
+// TestAnAnswerCutAtTheChatsCapIsNotContinued: a length stop of a request
+// whose room was the chat's settings.max_output_tokens is the client's own
+// cut: the turn ends with that answer, marked, and asks for no rest.
+func TestAnAnswerCutAtTheChatsCapIsNotContinued(t *testing.T) {
+	cut := providers.Response{Message: chat.Message{Content: "part"}, FinishReason: providers.FinishLength}
+	h := newHarness(t, 128_000, nil, cut, reply("never asked"))
+	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m", Settings: chat.Settings{MaxOutputTokens: new(5)}}
+	res, _ := h.turn("write a lot")
+	reqs := h.model.requests()
+	if len(reqs) != 1 || reqs[0].MaxTokens != 5 {
+		t.Fatalf("model calls = %d (first max_tokens %d), want one capped at 5", len(reqs), reqs[0].MaxTokens)
+	}
+	if res.Problem != nil || !res.MaxOutputReached || len(res.Messages) != 2 || !res.Messages[1].MaxOutputReached {
+		t.Fatalf("result: problem %+v, max_output_reached %v, messages %+v", res.Problem, res.MaxOutputReached, res.Messages)
+	}
+	h.store.mu.Lock()
+	stored := slices.Clone(h.store.msgs["c1"])
+	h.store.mu.Unlock()
+	if last := stored[len(stored)-1]; last.Content != "part" || !last.MaxOutputReached {
+		t.Fatalf("stored answer %+v: want it marked as stopped at the cap", last)
+	}
+}
+
+// TestAnAnswerCutByItsRoomUnderTheCapContinues: a cap over agentd's room
+// leaves the room as the bound, so a cut there still continues, unmarked.
+func TestAnAnswerCutByItsRoomUnderTheCapContinues(t *testing.T) {
+	cut := providers.Response{Message: chat.Message{Content: "part"}, FinishReason: providers.FinishLength}
+	h := newHarness(t, 128_000, nil, cut, reply(" and the rest"))
+	h.store.chats["c1"] = persistence.Chat{ID: "c1", Tenant: "t1", Model: "fake/m", Settings: chat.Settings{MaxOutputTokens: new(10_000_000)}}
+	res, _ := h.turn("write a lot")
+	if n := len(h.model.requests()); n != 2 {
+		t.Fatalf("model calls = %d, want the answer and its continuation", n)
+	}
+	if res.MaxOutputReached || slices.ContainsFunc(res.Messages, func(m chat.Message) bool { return m.MaxOutputReached }) {
+		t.Fatalf("a cut by agentd's room is marked as the chat's cap: %+v", res)
+	}
+}
+
 func TestARequestThatDoesNotFitFoldsFirstAndTheModelSeesTheDigest(t *testing.T) {
 	h := newHarness(t, 4096, nil)
 	// Earlier turns, stored directly: far more than a 4K window holds.

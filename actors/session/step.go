@@ -87,6 +87,7 @@ type facts struct {
 	// After a call.
 	calls       int  // tool calls the model asked for (turnState.awaiting: of them, the application's)
 	lengthStop  bool // the answer was cut by its room
+	capped      bool // that room was the chat's settings.max_output_tokens
 	contextFull bool // the input already fills the window
 }
 
@@ -101,7 +102,7 @@ const (
 	stepCall                          // call the model with the planned request
 	stepRunTools                      // run the model's tool calls, then prepare again
 	stepPause                         // wait for the application's results of its tool calls
-	stepContinue                      // ask for the rest of an answer cut by its room
+	stepContinue                      // ask for the rest of an answer cut by agentd's room (not the chat's cap)
 	stepTooManyRounds                 // end the turn: the model keeps asking for tools
 	stepFinish                        // end the turn with the answer
 )
@@ -146,6 +147,9 @@ func afterReply(ts turnState, f facts) step {
 		return stepRunTools
 	case f.calls > 0:
 		return stepPause
+	case f.lengthStop && f.capped:
+		// The client's own cap cut the answer: it asked for no more.
+		return stepFinish
 	case f.lengthStop && !f.contextFull && ts.continues < maxContinues:
 		return stepContinue
 	}

@@ -56,6 +56,9 @@ func TestNextAfterTheModelReplied(t *testing.T) {
 		"a cut answer in a full window finishes": {calling, facts{lengthStop: true, contextFull: true}, stepFinish},
 		"continuations are bounded":              {turnState{phase: phaseCalling, continues: maxContinues}, facts{lengthStop: true}, stepFinish},
 		"tool calls win over a length stop":      {calling, facts{calls: 1, lengthStop: true}, stepRunTools},
+		"a cut at the chat's own cap finishes":   {calling, facts{lengthStop: true, capped: true}, stepFinish},
+		"a capped answer that ended finishes":    {calling, facts{capped: true}, stepFinish},
+		"tool calls win over a capped cut":       {calling, facts{calls: 1, lengthStop: true, capped: true}, stepRunTools},
 		"plan facts do not matter after a call":  {calling, facts{foldTo: 9, condense: true, lean: true, canPreload: true}, stepFinish},
 	}
 	for name, c := range cases {

@@ -53,6 +53,9 @@ type turn struct {
 	maxTokens int // answer room of the last request; 0: computed
 	estimate  int // anchored estimate of the in-flight request
 	raw       int // its raw estimate, what calibration compares with the report
+	// capped: the last request's answer room was the chat's
+	// settings.max_output_tokens, not agentd's own.
+	capped bool
 
 	turnState
 	setup setup
@@ -454,9 +457,10 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		reply.Content, calls = parseWordsCalls(reply.Content, t.id, t.call)
 		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
-	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, contextFull: s.contextFull(t, u)}
+	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, capped: t.capped, contextFull: s.contextFull(t, u)}
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
 	st := next(t.turnState, f)
+	reply.MaxOutputReached = st == stepFinish && f.lengthStop && f.capped
 	switch st {
 	case stepTooManyRounds:
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)}, reply)
@@ -724,6 +728,7 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	t.progress.Stop()
 	t.cancel()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
+	res.MaxOutputReached = len(t.stored) > 0 && t.stored[len(t.stored)-1].MaxOutputReached
 	if problem != nil {
 		s.publish(chat.EventTurnProblem, t.id, problem)
 	}

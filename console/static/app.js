@@ -624,6 +624,7 @@ class ChatView {
       el.append(h('p', { class: 'meta attachment' }, `Attached: ${a.name} (${a.media_type}, ${fmtInt(a.size)} bytes)`));
     }
     if (m.partial) el.append(h('p', { class: 'meta partial' }, `Cut short: ${m.problem || 'the answer did not finish'}`));
+    if (m.max_output_reached) el.append(h('p', { class: 'meta partial' }, 'Stopped at the chat\'s max_output_tokens'));
     this.rendered.set(m.seq, el);
     this.place(el, m.seq);
     this.maxSeq = Math.max(this.maxSeq, m.seq);

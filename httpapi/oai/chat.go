@@ -373,11 +373,13 @@ func (a *answer) message() HistoryMessage {
 	return m
 }
 
+// finish is the answer's finish_reason.
 func (a *answer) finish() string {
 	switch {
 	case a.res.Status == "requires_action":
 		return "tool_calls"
-	case a.res.Problem != nil && a.res.Problem.Kind == "answer-too-large":
+	case a.res.MaxOutputReached, a.res.Problem != nil && a.res.Problem.Kind == "answer-too-large":
+		// Cut at the client's max_tokens, or at limits.max_answer_bytes.
 		return "length"
 	}
 	return "stop"

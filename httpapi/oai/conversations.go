@@ -214,7 +214,7 @@ func transcriptItems(msgs []api.Message) []item {
 			out = append(out, item{Type: itemMessage, ID: "msg_" + seq, Status: statusCompleted, Role: "user", Content: &ps})
 		case api.RoleAssistant:
 			if m.Content != "" {
-				out = append(out, messageItem("msg_"+seq, statusCompleted, outputText(m.Content)))
+				out = append(out, messageItem("msg_"+seq, messageStatus(m), outputText(m.Content)))
 			}
 			for i, c := range m.ToolCalls {
 				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: &c.Arguments})

@@ -108,11 +108,8 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		writeJSON(w, http.StatusOK, b.resp)
 		return
 	}
-	end := "response.completed"
-	if b.resp.Status == statusFailed {
-		end = "response.failed"
-	}
-	b.emit(end, map[string]any{"response": b.resp})
+	// response.completed, response.incomplete or response.failed.
+	b.emit("response."+b.resp.Status, map[string]any{"response": b.resp})
 }
 
 // response is the plan's response as it starts: in progress, no output.
@@ -245,7 +242,7 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string) 
 				}
 			case api.EventMessage:
 				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant && (m.Content != "" || b.has) {
-					b.closeText(m.Content)
+					b.closeText(m.Content, messageStatus(m))
 				}
 			case api.EventTurnCompleted, api.EventTurnRequiresAction:
 				res, ok := ev.Data.(api.TurnResult)
@@ -275,13 +272,13 @@ func (b *builder) delta(text string) {
 }
 
 // closeText ends the open message item with the stored text, which wins
-// over the deltas (a lagging stream may have missed some).
-func (b *builder) closeText(text string) {
+// over the deltas (a lagging stream may have missed some), and its status.
+func (b *builder) closeText(text, status string) {
 	if !b.has {
 		b.openText()
 	}
 	id := b.resp.Output[b.open].ID
-	it := messageItem(id, statusCompleted, outputText(text))
+	it := messageItem(id, status, outputText(text))
 	b.resp.Output[b.open] = it
 	b.emit("response.output_text.done", map[string]any{"item_id": id, "output_index": b.open, "content_index": 0, "text": text, "logprobs": []any{}})
 	b.emit("response.content_part.done", map[string]any{"item_id": id, "output_index": b.open, "content_index": 0, "part": outputText(text)})
@@ -290,10 +287,11 @@ func (b *builder) closeText(text string) {
 }
 
 // finish ends the response with the turn's result: the client's calls
-// as function_call items, the usage, and a failure's error.
+// as function_call items, the usage, and a failure's error; an answer cut
+// at the client's max_output_tokens makes it incomplete, as on OpenAI.
 func (b *builder) finish(res api.TurnResult) {
 	if b.has {
-		b.closeText(string(b.text))
+		b.closeText(string(b.text), statusCompleted)
 	}
 	for _, c := range res.ToolCalls {
 		i := len(b.resp.Output)
@@ -310,8 +308,11 @@ func (b *builder) finish(res api.TurnResult) {
 	u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
 	b.resp.Usage = u
 	b.resp.Status = statusCompleted
-	if res.Problem != nil {
+	switch {
+	case res.Problem != nil:
 		b.resp.Status, b.resp.Error = statusFailed, problemError(res.Problem)
+	case res.MaxOutputReached:
+		b.resp.Status, b.resp.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}
 }
 

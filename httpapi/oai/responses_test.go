@@ -67,7 +67,7 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 		switch ev.Type {
 		case "response.output_text.delta":
 			deltas.WriteString(ev.Delta)
-		case "response.completed", "response.failed":
+		case "response.completed", "response.incomplete", "response.failed":
 			final = ev.Response
 		}
 	}
@@ -77,8 +77,8 @@ func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParam
 	if len(types) < 3 || types[0] != "response.created" || types[1] != "response.in_progress" {
 		t.Fatalf("events %v: want response.created, response.in_progress first", types)
 	}
-	if last := types[len(types)-1]; last != "response.completed" && last != "response.failed" {
-		t.Fatalf("last event %s", last)
+	if last := types[len(types)-1]; last != "response."+string(final.Status) || final.Status == "in_progress" {
+		t.Fatalf("last event %s, the response's status %q", last, final.Status)
 	}
 	if final.Status == "completed" && deltas.Len() > 0 && deltas.String() != final.OutputText() {
 		t.Fatalf("deltas say %q, the response %q", deltas.String(), final.OutputText())

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/agentd/agentd/api"
 )
 
 // The wire shapes of OpenAI's Responses API that agentd answers with, as
@@ -16,28 +18,28 @@ import (
 
 // response is a Response object.
 type response struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"` // "response"
-	CreatedAt          int64             `json:"created_at"`
-	Status             string            `json:"status"` // in_progress, completed, failed
-	Error              *responseError    `json:"error"`
-	IncompleteDetails  *struct{}         `json:"incomplete_details"`
-	Instructions       *string           `json:"instructions"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Model              string            `json:"model"`
-	Output             []item            `json:"output"`
-	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Conversation       *conversationRef  `json:"conversation"`
-	Store              bool              `json:"store"`
-	Temperature        *float64          `json:"temperature"`
-	TopP               *float64          `json:"top_p"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              []json.RawMessage `json:"tools"`
-	Text               textConfig        `json:"text"`
-	Truncation         string            `json:"truncation"`
-	Usage              *usage            `json:"usage"`
-	Metadata           map[string]string `json:"metadata"`
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"` // "response"
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"` // in_progress, completed, incomplete, failed
+	Error              *responseError     `json:"error"`
+	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []item             `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Conversation       *conversationRef   `json:"conversation"`
+	Store              bool               `json:"store"`
+	Temperature        *float64           `json:"temperature"`
+	TopP               *float64           `json:"top_p"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
+	Text               textConfig         `json:"text"`
+	Truncation         string             `json:"truncation"`
+	Usage              *usage             `json:"usage"`
+	Metadata           map[string]string  `json:"metadata"`
 }
 
 type conversationRef struct {
@@ -48,6 +50,12 @@ type textConfig struct {
 	Format struct {
 		Type string `json:"type"`
 	} `json:"format"`
+}
+
+// incompleteDetails says why a response is incomplete: agentd's one reason
+// is max_output_tokens, an answer cut at the client's cap.
+type incompleteDetails struct {
+	Reason string `json:"reason"`
 }
 
 // responseError is a failed response's error.
@@ -103,8 +111,18 @@ const (
 
 	statusInProgress = "in_progress"
 	statusCompleted  = "completed"
+	statusIncomplete = "incomplete"
 	statusFailed     = "failed"
 )
+
+// messageStatus is an assistant message item's status: incomplete when
+// the model stopped at the chat's max_output_tokens.
+func messageStatus(m api.Message) string {
+	if m.MaxOutputReached {
+		return statusIncomplete
+	}
+	return statusCompleted
+}
 
 func outputText(text string) part {
 	return part{Type: "output_text", Text: text, Annotations: &[]string{}}
