@@ -238,6 +238,10 @@ const (
 	ProblemNoProvider = "no-provider"
 	ProblemShutdown   = "shutdown"
 	ProblemInternal   = "internal"
+	ProblemDeleted    = "deleted"
+	// ProblemAnswerTooLarge: the model's answer passed
+	// limits.max_answer_bytes; the part before the cap is kept.
+	ProblemAnswerTooLarge = "answer-too-large"
 	// ProblemMoved: another agentd node claimed the chat mid-turn; the
 	// answer was not stored (docs/cluster.md, single writer).
 	ProblemMoved = "moved"

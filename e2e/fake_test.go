@@ -69,6 +69,9 @@ func (b *brain) Script(r testkit.Received) testkit.Reply {
 		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: fmt.Sprintf("call_%d", b.requests.Load()), Name: "calculate", Arguments: `{"expression":"6*7"}`}}}
 	case strings.Contains(last.Content, "hang"):
 		return testkit.Reply{Hang: true}
+	case strings.Contains(last.Content, "cut your answer"):
+		// The connection drops after the role and three deltas.
+		return testkit.Reply{Text: filler(last.Content, b.Words), ChunkRunes: 16, CutAfterChunks: 4}
 	case strings.Contains(last.Content, "slow"):
 		time.Sleep(1500 * time.Millisecond)
 	}

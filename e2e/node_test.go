@@ -16,8 +16,9 @@ import (
 
 // TestNodeOpenAIClient runs e2e/node/openai.mjs — the official openai npm
 // package, pinned by its lock file — against the agentd binary and the
-// OpenAI-style fake: a Responses chain, a conversation, and a Chat
-// Completions client re-sending its growing history, all streamed. The
+// OpenAI-style fake: a Responses chain, a conversation, a Chat Completions
+// client re-sending its growing history, all streamed, and a Chat
+// Completions answer cut by its provider, which the SDK must raise. The
 // script checks what the SDK sees; this test checks that no request the
 // fake received was over its window and that the re-sent history stayed one
 // chat holding each message once. It skips without node, or before `npm ci`

@@ -16,7 +16,7 @@ import (
 // (CSRF; the standard library's CrossOriginProtection decides, by
 // Sec-Fetch-Site or else Origin against Host). Requests without those
 // headers — curl, SDKs — pass. Each kind of refusal is logged, at most
-// once per refusalLogEvery.
+// once per refusalLogEvery, and answered in the shape of the path's surface.
 type webGuard struct {
 	checkHost bool
 	hosts     map[string]bool // configured names, lower case
@@ -53,7 +53,7 @@ func (g *webGuard) wrap(next http.Handler) http.Handler {
 					Msg("refused a request for a host this daemon does not serve (DNS rebinding?); further refusals are logged at most every 10s")
 			})
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusMisdirectedRequest, "misdirected",
+			errorWriterFor(r.URL.Path)(w, http.StatusMisdirectedRequest, "misdirected",
 				"this daemon does not serve the host named in the request; use localhost or 127.0.0.1, or add the name to http.allowed_hosts")
 			return
 		}
@@ -64,7 +64,7 @@ func (g *webGuard) wrap(next http.Handler) http.Handler {
 					Msg("refused a cross-origin request (another web page?); further refusals are logged at most every 10s")
 			})
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusForbidden, "cross_origin",
+			errorWriterFor(r.URL.Path)(w, http.StatusForbidden, "cross_origin",
 				"cross-origin request refused: requests that change anything must come from the console's own origin, or from a client that sends no Origin (curl, SDKs)")
 			return
 		}

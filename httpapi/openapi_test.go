@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/httpapi/oai"
 )
 
 var updateOpenAPI = flag.Bool("update", false, "rewrite openapi.json's component schemas from the api package's types")
@@ -64,7 +66,8 @@ func registeredRoutes(t *testing.T) []string {
 	var out []string
 	for _, p := range s.mux.patterns {
 		if !slices.Contains(notAPIRoutes, p) {
-			out = append(out, p)
+			// OpenAPI has no wildcard of several segments: {x...} is {x}.
+			out = append(out, strings.ReplaceAll(p, "...}", "}"))
 		}
 	}
 	return out
@@ -257,5 +260,29 @@ func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
 	s.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || !bytes.Equal(rec.Body.Bytes(), openAPI) {
 		t.Fatalf("status %d, type %q: want 200 and the embedded document", rec.Code, rec.Header().Get("Content-Type"))
+	}
+}
+
+// TestOpenAIPathsAreTheOpenAIRoutes: every route the OpenAI surface mounts
+// is in OpenAI's namespace and every native route under /v1/ is not, so a
+// refusal before a handler runs is in the shape of the route's own errors.
+// A native route under a new prefix fails here until nativePrefixes has it.
+func TestOpenAIPathsAreTheOpenAIRoutes(t *testing.T) {
+	var cfg configs.Config
+	cfg.ApplyDefaults()
+	surface := oai.New(brokenHub{}, cfg, zerolog.Nop())
+	openAI := map[string]bool{}
+	for _, rt := range append(surface.Routes(), surface.HistoryRoutes()...) {
+		openAI[strings.ReplaceAll(rt.Pattern, "...}", "}")] = true
+	}
+	for _, p := range registeredRoutes(t) {
+		_, path, _ := strings.Cut(p, " ")
+		if !strings.HasPrefix(path, "/v1/") {
+			continue
+		}
+		concrete := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "x")
+		if got := openAIPath(concrete); got != openAI[p] {
+			t.Errorf("route %s: openAIPath(%q) is %v; the route is OpenAI's: %v", p, concrete, got, openAI[p])
+		}
 	}
 }

@@ -112,7 +112,7 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				}
 				log.Error().Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Str("panic", fmt.Sprint(v)).
 					Str("stack", string(debug.Stack())).Msg("http handler panicked")
-				writeInternal(w, id)
+				errorWriterFor(r.URL.Path)(w, http.StatusInternalServerError, "internal", internalMessage(id))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -122,7 +122,11 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 // writeInternal answers a 500 without internal detail: the operator finds
 // it in the log by the request id.
 func writeInternal(w http.ResponseWriter, id string) {
-	writeError(w, http.StatusInternalServerError, "internal", "internal error; the operator's log has it under request id "+id)
+	writeError(w, http.StatusInternalServerError, "internal", internalMessage(id))
+}
+
+func internalMessage(id string) string {
+	return "internal error; the operator's log has it under request id " + id
 }
 
 // logInternal logs err once, with the request's id, for a 500.

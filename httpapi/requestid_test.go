@@ -47,9 +47,11 @@ func serveBroken(t *testing.T, path, id string) (*httptest.ResponseRecorder, str
 }
 
 func TestA500HidesTheErrorAndLogsItUnderTheRequestID(t *testing.T) {
-	cases := map[string]struct{ path, logged string }{
-		"error": {"/v1/chats/abc", "value log /secret/path is corrupt"},
-		"panic": {"/v1/chats", "index out of range"},
+	// On OpenAI's routes the 500 is in OpenAI's shape, as their other errors.
+	cases := map[string]struct{ path, logged, shape string }{
+		"error":             {"/v1/chats/abc", "value log /secret/path is corrupt", `"kind":"internal"`},
+		"panic":             {"/v1/chats", "index out of range", `"kind":"internal"`},
+		"panic on OpenAI's": {"/v1/models", "nil pointer dereference", `"type":"server_error"`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -61,10 +63,13 @@ func TestA500HidesTheErrorAndLogsItUnderTheRequestID(t *testing.T) {
 			if strings.Contains(body, "secret") || strings.Contains(body, "index") || !strings.Contains(body, "req-42") {
 				t.Fatalf("the client was told %s; want a generic message with the request id", body)
 			}
+			if !strings.Contains(body, c.shape) {
+				t.Fatalf("the client was told %s; want %s in it", body, c.shape)
+			}
 			if strings.Count(logs, c.logged) != 1 || !strings.Contains(logs, `"request_id":"req-42"`) {
 				t.Fatalf("log %s: want the error once, with the request id", logs)
 			}
-			if name == "panic" && !strings.Contains(logs, "goroutine") {
+			if strings.HasPrefix(name, "panic") && !strings.Contains(logs, "goroutine") {
 				t.Fatalf("a panic is logged without its stack: %s", logs)
 			}
 		})

@@ -154,8 +154,41 @@ func (s *Server) routes() {
 	}
 	s.mountConsole()
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if openAIPath(r.URL.Path) {
+			oai.WriteError(w, http.StatusNotFound, "unknown_url", "", fmt.Sprintf("unknown request URL: %s %s; agentd offers the routes of OpenAI's API that docs/openai.md lists", r.Method, r.URL.Path))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
+}
+
+// nativePrefixes are the paths under /v1/ that agentd's own API owns
+// (docs/api.md), each with all below it.
+var nativePrefixes = []string{"/v1/chats", "/v1/toolsets", "/v1/memories", "/v1/memory-runs", "/v1/attachments", "/v1/models/refresh"}
+
+// openAIPath reports whether path is in OpenAI's namespace: everything
+// under /v1/ that the native API does not own. An OpenAI client pointed at
+// /v1 may call any of OpenAI's routes, those agentd does not offer
+// included, and must read the answer as OpenAI's error.
+func openAIPath(path string) bool {
+	if !strings.HasPrefix(path, "/v1/") {
+		return false
+	}
+	for _, p := range nativePrefixes {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+// errorWriterFor is the error shape of the surface path belongs to, for
+// answers given before a route's own handler runs (the web guard, a panic).
+func errorWriterFor(path string) errorWriter {
+	if openAIPath(path) {
+		return oai.WriteNativeError
+	}
+	return writeError
 }
 
 // ServeHTTP implements http.Handler.

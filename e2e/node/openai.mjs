@@ -1,7 +1,8 @@
 // Drives a running agentd with the official `openai` npm package, as an
 // application would after pointing baseURL at agentd: a Responses chain, a
-// conversation, and a Chat Completions client that re-sends its whole
-// growing history, every call streamed. It checks what the SDK itself sees
+// conversation, a Chat Completions client that re-sends its whole growing
+// history, every call streamed, and a Chat Completions answer whose
+// provider's stream drops midway. It checks what the SDK itself sees
 // and prints one JSON line for the Go test (e2e TestNodeOpenAIClient), which
 // checks what the provider received.
 //
@@ -110,5 +111,41 @@ async function chatCompletions() {
   return { chat: [...chats][0], messages: messages.length };
 }
 
-const out = { response: await responses(), conversation: await conversations(), chat_completions: await chatCompletions() };
+// Chat Completions whose provider's stream drops midway: the SDK raises an
+// APIError after the deltas it yielded, streamed or whole, rather than
+// ending a cut answer as complete.
+async function chatCompletionsCut() {
+  const messages = [{ role: 'user', content: 'Please cut your answer short.' }];
+  const stream = await client.chat.completions.create({ model, messages, stream: true });
+  let text = '';
+  let finish;
+  let raised;
+  try {
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        text += c.delta?.content || '';
+        finish = c.finish_reason || finish;
+      }
+    }
+  } catch (e) {
+    raised = e;
+  }
+  check(raised instanceof OpenAI.APIError && raised.type === 'server_error' && raised.code === 'provider', `cut stream raised ${raised}`);
+  check(text.length > 0 && finish === undefined, `cut stream: text ${JSON.stringify(text)}, finish ${finish}`);
+  raised = undefined;
+  try {
+    await client.chat.completions.create({ model, messages });
+  } catch (e) {
+    raised = e;
+  }
+  check(raised instanceof OpenAI.APIError && raised.status === 502 && raised.code === 'provider', `cut whole raised ${raised}`);
+  return text.length;
+}
+
+const out = {
+  response: await responses(),
+  conversation: await conversations(),
+  chat_completions: await chatCompletions(),
+  cut: await chatCompletionsCut(),
+};
 console.log(JSON.stringify(out));

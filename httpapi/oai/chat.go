@@ -360,8 +360,21 @@ type answer struct {
 }
 
 // answered reports whether the turn gave the client an answer to keep in
-// its history: text or calls to run.
-func (a *answer) answered() bool { return a.text.Len() > 0 || len(a.res.ToolCalls) > 0 }
+// its history: text or calls to run, and no fault cut it short. Words
+// streamed before a fault are not an answer: the client is told it failed,
+// as Responses says "failed", so it does not keep a cut answer as whole.
+func (a *answer) answered() bool {
+	return !a.faulted() && (a.text.Len() > 0 || len(a.res.ToolCalls) > 0)
+}
+
+// faulted reports whether the turn ended on a problem that is not a normal
+// finish. An answer cut at limits.max_answer_bytes is one (finish_reason
+// "length", as OpenAI ends an answer at max_tokens); a notice of
+// instructions too long is not an end at all.
+func (a *answer) faulted() bool {
+	p := a.res.Problem
+	return p != nil && p.Kind != api.ProblemAnswerTooLarge && p.Kind != api.ProblemInstructions
+}
 
 // message is the assistant message the client keeps, as the history hash
 // reads it.
@@ -378,7 +391,7 @@ func (a *answer) finish() string {
 	switch {
 	case a.res.Status == "requires_action":
 		return "tool_calls"
-	case a.res.MaxOutputReached, a.res.Problem != nil && a.res.Problem.Kind == "answer-too-large":
+	case a.res.MaxOutputReached, a.res.Problem != nil && a.res.Problem.Kind == api.ProblemAnswerTooLarge:
 		// Cut at the client's max_tokens, or at limits.max_answer_bytes.
 		return "length"
 	}
@@ -413,7 +426,8 @@ func (a *answer) usage() chatUsage {
 	return u
 }
 
-// failure is the error a turn that ended with nothing to show answers.
+// failure is the error a turn that ended faulted, or with nothing to show,
+// answers.
 func (a *answer) failure() (int, string, string) {
 	p := a.res.Problem
 	if p == nil {
@@ -490,7 +504,9 @@ func (a *answer) take(ev *eventbus.Event, turnID string) {
 
 // stream answers the turn as chat.completion.chunk events: the text as it
 // comes, the client's tool calls when the turn pauses for them, the finish
-// reason, the usage chunk when asked, then [DONE].
+// reason, the usage chunk when asked, then [DONE]. A turn that faulted ends
+// with an error event and no [DONE]: the SDKs raise the error, and a client
+// that reads [DONE] as "complete" is not told so.
 func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool) {
 	out, err := startStream(w)
 	if err != nil {

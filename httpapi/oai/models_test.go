@@ -2,6 +2,7 @@ package oai_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -55,5 +56,47 @@ func TestModelsList(t *testing.T) {
 	var nerr *api.Error
 	if !errors.As(err, &nerr) || nerr.Status != http.StatusUnauthorized || nerr.Kind != "invalid_api_key" || nerr.Message != aerr.Message {
 		t.Fatalf("native client on a wrong token: %v", err)
+	}
+}
+
+// TestModelsRetrieve: the SDK's models.retrieve reads one model of the
+// list, its id's slash escaped or not; an id the list lacks is a 404 with
+// code model_not_found; a route of OpenAI's that agentd does not offer is a
+// 404 in OpenAI's shape, so the SDK reads its type and code.
+func TestModelsRetrieve(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 8192})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 8192), map[string]string{"tok-a": "a"})
+	ctx := context.Background()
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(0))
+
+	m, err := sdk.Models.Get(ctx, "fake/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != "fake/m" || m.Object != "model" || m.OwnedBy != "fake" || m.JSON.ExtraFields["window"].Raw() != "8192" {
+		t.Fatalf("retrieved %+v", m)
+	}
+	// Python's SDK sends the id unescaped.
+	req, _ := http.NewRequest(http.MethodGet, d.Server.URL+"/v1/models/fake/m", nil)
+	req.Header.Set("Authorization", "Bearer tok-a")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil || raw["id"] != "fake/m" {
+		t.Fatalf("the id unescaped: %v %v", err, raw)
+	}
+
+	_, err = sdk.Models.Get(ctx, "fake/none")
+	var aerr *openai.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound || aerr.Code != "model_not_found" || aerr.Type != "invalid_request_error" {
+		t.Fatalf("an unknown model: %v", err)
+	}
+	_, err = sdk.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "fake/m", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound || aerr.Code != "unknown_url" || aerr.Type != "invalid_request_error" {
+		t.Fatalf("embeddings, which agentd does not offer: %v", err)
 	}
 }

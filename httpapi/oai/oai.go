@@ -10,6 +10,7 @@ package oai
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -74,6 +75,8 @@ type Route struct {
 func (h *Handler) Routes() []Route {
 	return append([]Route{
 		{"GET /v1/models", h.models, nil},
+		// A model's id is provider/model: the wildcard takes the slash.
+		{"GET /v1/models/{model...}", h.model, nil},
 		{"POST /v1/responses", h.createResponse, requestChat},
 		{"GET /v1/responses/{id}", h.getResponse, responseChat},
 		{"DELETE /v1/responses/{id}", h.deleteResponse, responseChat},
@@ -93,4 +96,17 @@ func (h *Handler) HistoryRoutes() []Route {
 // same body.
 func (h *Handler) models(w http.ResponseWriter, r *http.Request, tenant string) {
 	writeJSON(w, http.StatusOK, h.hub.Models())
+}
+
+// model answers one model of the list, as OpenAI's models.retrieve does;
+// an id the list does not hold is 404 model_not_found.
+func (h *Handler) model(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("model")
+	for _, m := range h.hub.Models().Models {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	WriteError(w, http.StatusNotFound, "model_not_found", "model", fmt.Sprintf("the model %q does not exist: GET /v1/models lists agentd's models as provider/model", id))
 }
