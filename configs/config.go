@@ -248,6 +248,10 @@ type HTTP struct {
 	ReadTimeout Duration `yaml:"read_timeout" json:"read_timeout"`
 	// UploadTimeout bounds reading an upload's body. Defaults to 15m.
 	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`
+	// WriteTimeout bounds each write of an answer to its client (an event
+	// of a stream, a piece of a transcript or an export): a client that
+	// takes nothing for this long is cut. Defaults to 30s.
+	WriteTimeout Duration `yaml:"write_timeout" json:"write_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxUnauthenticated is how many connections may be open at once on
@@ -480,6 +484,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&h.ReadHeaderTimeout, 10*time.Second)
 	setDur(&h.ReadTimeout, time.Minute)
 	setDur(&h.UploadTimeout, 15*time.Minute)
+	setDur(&h.WriteTimeout, 30*time.Second)
 	setDur(&h.IdleTimeout, 2*time.Minute)
 	setInt(&h.MaxUnauthenticated, 256)
 	setInt(&h.ConnsPerTenant, 256)

@@ -11,6 +11,9 @@ import (
 // upload stores the files of a multipart body (field "file", one or more),
 // streaming each straight to the attachment store.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !bodyFits(w, r, s.cfg.Limits.MaxUploadBytes, writeError) {
+		return
+	}
 	limitBody(w, r, s.cfg.HTTP.UploadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxUploadBytes)
 	mr, err := r.MultipartReader()

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
@@ -117,15 +120,110 @@ func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, tenant strin
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// transcript answers a chat's stored messages, read from the store a page
+// at a time and written a message at a time: a client that reads slowly,
+// or not at all, holds one page, not the chat.
 func (s *Server) transcript(w http.ResponseWriter, r *http.Request, tenant string) {
-	from, _ := strconv.ParseInt(r.URL.Query().Get("from_seq"), 10, 64)
-	to, _ := strconv.ParseInt(r.URL.Query().Get("to_seq"), 10, 64)
-	msgs, err := s.hub.Transcript(r.Context(), tenant, r.PathValue("id"), from, to)
+	from, ok := seqParam(w, r, "from_seq")
+	if !ok {
+		return
+	}
+	to, ok := seqParam(w, r, "to_seq")
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	c, err := s.hub.Chat(r.Context(), tenant, id)
 	if err != nil {
 		writeHubError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	last := c.Messages
+	if to > 0 {
+		last = min(last, to)
+	}
+	pages := &messagePages{hub: s.hub, tenant: tenant, id: id, next: max(from, 1), last: last}
+	first, err := pages.read(r.Context())
+	if err != nil {
+		writeHubError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	pw := newPieceWriter(w, s.cfg.HTTP.WriteTimeout.Duration)
+	defer pw.end()
+	_, _ = io.WriteString(pw, `{"messages":[`)
+	list := &jsonList{w: pw}
+	eachMessage(r, pages, first, func(m api.Message) error { return list.add(m) })
+	_, _ = io.WriteString(pw, "]}\n")
+}
+
+// seqParam reads a message seq from the query (0 when absent); it answers
+// 400 and reports false for anything but a whole number, 0 or more.
+func seqParam(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s %q: want a message seq (a whole number, 0 or more)", name, clip(v, 20)))
+		return 0, false
+	}
+	return n, true
+}
+
+// messagePage is how many messages a transcript or an export reads from
+// the store at once: what its handler holds while its client reads.
+const messagePage = 64
+
+// messagePages reads a chat's messages from seq next to seq last, a page
+// at a time.
+type messagePages struct {
+	hub        Hub
+	tenant, id string
+	next, last int64
+}
+
+// read returns the next page; nil once past last.
+func (p *messagePages) read(ctx context.Context) ([]api.Message, error) {
+	if p.next > p.last {
+		return nil, nil
+	}
+	hi := min(p.next+messagePage-1, p.last)
+	ms, err := p.hub.Transcript(ctx, p.tenant, p.id, p.next, hi)
+	p.next = hi + 1
+	if ms == nil && err == nil {
+		ms = []api.Message{} // a gap in the seqs: go on
+	}
+	return ms, err
+}
+
+// eachMessage calls each with first and the messages of the pages after
+// it, until the pages end or the client is cut (each failed). A store that
+// fails once the answer has begun can no longer change its status: the
+// connection is aborted, so the client sees a cut answer, not a whole one.
+func eachMessage(r *http.Request, pages *messagePages, first []api.Message, each func(api.Message) error) {
+	for ms := first; ms != nil; {
+		for _, m := range ms {
+			if each(m) != nil {
+				return
+			}
+		}
+		var err error
+		if ms, err = pages.read(r.Context()); err != nil {
+			abortAnswer(r, err)
+		}
+	}
+}
+
+// abortAnswer ends an answer begun with 200 that cannot be finished: err
+// is logged (unless the client went away) and the connection is cut.
+func abortAnswer(r *http.Request, err error) {
+	if r.Context().Err() == nil {
+		zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("answer cut by an internal error")
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // activity answers one page of a chat's activity log, oldest first.
@@ -260,11 +358,6 @@ const waitBuffer = 16
 // turnEndEvents end what a request waits for of a turn (turnEnds).
 var turnEndEvents = []string{api.EventTurnCompleted, api.EventTurnRequiresAction}
 
-// sseWriteWait bounds one write to a stream's client: a client that takes
-// nothing for that long is cut, so its handler does not hold a connection
-// for a reader that is gone.
-const sseWriteWait = 30 * time.Second
-
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
@@ -294,16 +387,11 @@ func waitTurn(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnRe
 }
 
 // sseWriter writes Server-Sent Events with explicit flushes, each write
-// bounded by sseWriteWait.
-type sseWriter struct {
-	w  http.ResponseWriter
-	f  http.Flusher
-	rc *http.ResponseController
-}
+// bounded by http.write_timeout.
+type sseWriter struct{ *pieceWriter }
 
-func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
-	f, ok := w.(http.Flusher)
-	if !ok {
+func startSSE(w http.ResponseWriter, wait time.Duration) (*sseWriter, bool) {
+	if _, ok := w.(http.Flusher); !ok {
 		writeError(w, http.StatusInternalServerError, "internal", "streaming is not supported by this connection")
 		return nil, false
 	}
@@ -312,14 +400,9 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	f.Flush()
-	return &sseWriter{w: w, f: f, rc: http.NewResponseController(w)}, true
-}
-
-// deadline bounds the next write; a writer without deadlines (a test's
-// recorder) is written to unbounded.
-func (s *sseWriter) deadline() {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteWait))
+	sse := &sseWriter{newPieceWriter(w, wait)}
+	_ = sse.flush()
+	return sse, true
 }
 
 func (s *sseWriter) send(ev *eventbus.Event) error {
@@ -331,21 +414,17 @@ func (s *sseWriter) send(ev *eventbus.Event) error {
 	if err != nil {
 		return err
 	}
-	s.deadline()
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); err != nil {
+	if _, err := fmt.Fprintf(s, "event: %s\ndata: %s\n\n", ev.Type, b); err != nil {
 		return err
 	}
-	s.f.Flush()
-	return nil
+	return s.flush()
 }
 
 func (s *sseWriter) comment(text string) error {
-	s.deadline()
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+	if _, err := fmt.Fprintf(s, ": %s\n\n", text); err != nil {
 		return err
 	}
-	s.f.Flush()
-	return nil
+	return s.flush()
 }
 
 // streamTurn sends one turn's events until it completes or the client
@@ -353,7 +432,7 @@ func (s *sseWriter) comment(text string) error {
 // too slow for the turn's events is dropped like any watcher: the turn is
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, sub, turnID, func(ev *eventbus.Event) (send, last bool) {
+	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, turnID, func(ev *eventbus.Event) (send, last bool) {
 		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
@@ -368,19 +447,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, sub, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
+	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE, with keepalives, choosing
 // with pick which to send and after which to stop. When the bus drops the
 // subscription the stream ends with stream.dropped (of turnID, if any).
-func pump(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, pick func(*eventbus.Event) (send, last bool)) {
-	sse, ok := startSSE(w)
+// Each write is bounded by wait.
+func pump(w http.ResponseWriter, r *http.Request, wait time.Duration, sub *eventbus.Sub, turnID string, pick func(*eventbus.Event) (send, last bool)) {
+	sse, ok := startSSE(w, wait)
 	if !ok {
 		return
 	}
-	// The connection may serve a next request: lift the write deadline.
-	defer func() { _ = sse.rc.SetWriteDeadline(time.Time{}) }()
+	defer sse.end()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -148,6 +149,19 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       s.cfg.HTTP.IdleTimeout.Duration,
 		ConnContext:       withConn,
 	}
+}
+
+// bodyFits answers 413 at once, reading nothing, when r announces a body
+// over limit bytes: it would be refused once read, and reading it would
+// cost the server the bytes and the client the wait. The connection closes
+// after the answer.
+func bodyFits(w http.ResponseWriter, r *http.Request, limit int64, writeError errorWriter) bool {
+	if r.ContentLength <= limit {
+		return true
+	}
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body of %d bytes over the limit of %d bytes", r.ContentLength, limit))
+	return false
 }
 
 // limitBody gives r's body a read deadline of d from now, lifted once the

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,32 +13,91 @@ import (
 )
 
 // exportChat answers a chat whole: JSON that POST /v1/chats/import takes
-// back, or with ?format=markdown a document for people.
+// back, or with ?format=markdown a document for people. Like a transcript
+// it is read a page and written a message at a time, so a client that
+// reads slowly holds one page, not the chat.
 func (s *Server) exportChat(w http.ResponseWriter, r *http.Request, tenant string) {
 	format := r.URL.Query().Get("format")
 	if format != "" && format != "json" && format != "markdown" {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("format %q: use json or markdown", clip(format, 20)))
 		return
 	}
-	exp, err := s.hub.Export(r.Context(), tenant, r.PathValue("id"))
+	id := r.PathValue("id")
+	exp, err := s.hub.ExportHead(r.Context(), tenant, id)
 	if err != nil {
 		writeHubError(w, r, err)
 		return
 	}
-	if format != "markdown" {
-		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="chat-%s.json"`, exp.Chat.ID))
-		writeJSON(w, http.StatusOK, exp)
+	pages := &messagePages{hub: s.hub, tenant: tenant, id: id, next: 1, last: exp.Chat.Messages}
+	first, err := pages.read(r.Context())
+	if err != nil {
+		writeHubError(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="chat-%s.md"`, exp.Chat.ID))
-	_, _ = io.WriteString(w, markdown(exp))
+	ext := "json"
+	if format == "markdown" {
+		ext = "md"
+		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="chat-%s.%s"`, exp.Chat.ID, ext))
+	w.WriteHeader(http.StatusOK)
+	pw := newPieceWriter(w, s.cfg.HTTP.WriteTimeout.Duration)
+	defer pw.end()
+	if format == "markdown" {
+		_, _ = io.WriteString(pw, markdownHead(exp))
+		eachMessage(r, pages, first, func(m api.Message) error {
+			_, err := io.WriteString(pw, markdownMessage(m))
+			return err
+		})
+		return
+	}
+	s.exportJSON(r, pw, tenant, exp, pages, first)
+}
+
+// exportJSON writes an export as one JSON object, the bytes json.Marshal
+// would give for it whole: the head, the messages, then the activity
+// (absent when there is none).
+func (s *Server) exportJSON(r *http.Request, pw *pieceWriter, tenant string, exp api.ChatExport, pages *messagePages, first []api.Message) {
+	exp.Messages, exp.Activity = nil, nil
+	head, err := json.Marshal(exp)
+	if err != nil {
+		abortAnswer(r, err)
+	}
+	// head ends with the messages, null: `…,"messages":null}`.
+	_, _ = pw.Write(bytes.TrimSuffix(head, []byte("null}")))
+	_, _ = io.WriteString(pw, "[")
+	list := &jsonList{w: pw}
+	eachMessage(r, pages, first, func(m api.Message) error { return list.add(m) })
+	_, _ = io.WriteString(pw, "]")
+	list = &jsonList{w: pw}
+	for after, more := int64(0), true; more && pw.err == nil; {
+		var page []api.ActivityItem
+		if page, more, err = s.hub.Activity(r.Context(), tenant, exp.Chat.ID, after, defaultChatPage); err != nil {
+			abortAnswer(r, err)
+		}
+		for _, a := range page {
+			if list.n == 0 {
+				_, _ = io.WriteString(pw, `,"activity":[`)
+			}
+			_ = list.add(a)
+			after = a.ID
+		}
+	}
+	if list.n > 0 {
+		_, _ = io.WriteString(pw, "]")
+	}
+	_, _ = io.WriteString(pw, "}\n")
 }
 
 // importChat stores an export as a new chat of the caller's tenant. The
 // body is bounded by limits.max_import_bytes, not max_body_bytes: a chat
 // is bigger than a request. 201 comes once every message is durable.
 func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !bodyFits(w, r, s.cfg.Limits.MaxImportBytes, writeError) {
+		return
+	}
 	limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxImportBytes)
 	var exp api.ChatExport
@@ -60,9 +121,10 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 	writeJSON(w, http.StatusCreated, c)
 }
 
-// markdown renders an export for people: the title, the summary of what
-// came before the kept messages, then each message under its author.
-func markdown(exp api.ChatExport) string {
+// markdownHead renders the head of an export for people: the title, then
+// the summary of what came before the kept messages. markdownMessage
+// renders each message after it under its author.
+func markdownHead(exp api.ChatExport) string {
 	var b strings.Builder
 	title := exp.Chat.Title
 	if title == "" {
@@ -70,33 +132,36 @@ func markdown(exp api.ChatExport) string {
 	}
 	fmt.Fprintf(&b, "# %s\n\n", oneLine(title))
 	fmt.Fprintf(&b, "- chat: `%s`\n- model: `%s`\n- created: %s\n- exported: %s\n- messages: %d\n\n", exp.Chat.ID, exp.Chat.Model,
-		exp.Chat.CreatedAt.Format(time.RFC3339), exp.ExportedAt.Format(time.RFC3339), len(exp.Messages))
+		exp.Chat.CreatedAt.Format(time.RFC3339), exp.ExportedAt.Format(time.RFC3339), exp.Chat.Messages)
 	if exp.Summary != "" {
 		fmt.Fprintf(&b, "## Summary of messages before seq %d\n\n%s\n\n", exp.FirstKeptSeq, exp.Summary)
 	}
-	for _, m := range exp.Messages {
-		who := string(m.Role)
-		switch {
-		case m.Role == api.RoleTool:
-			who = "tool " + m.ToolName
-		case m.Role == api.RoleAssistant && m.Model != "":
-			who = "assistant (" + m.Model + ")"
-		case m.Origin != "":
-			who = "user (" + m.Origin + ")"
-		}
-		fmt.Fprintf(&b, "### %s · #%d · %s\n\n", who, m.Seq, m.CreatedAt.Format(time.RFC3339))
-		if m.Content != "" {
-			b.WriteString(fence(m.Content, m.Role == api.RoleTool))
-		}
-		for _, c := range m.ToolCalls {
-			fmt.Fprintf(&b, "Calls `%s`:\n\n%s", c.Name, fence(c.Arguments, true))
-		}
-		for _, a := range m.Attachments {
-			fmt.Fprintf(&b, "Attached: %s (%s, %d bytes)\n\n", a.Name, a.MediaType, a.Size)
-		}
-		if m.Problem != "" {
-			fmt.Fprintf(&b, "> Cut short: %s\n\n", oneLine(m.Problem))
-		}
+	return b.String()
+}
+
+func markdownMessage(m api.Message) string {
+	var b strings.Builder
+	who := string(m.Role)
+	switch {
+	case m.Role == api.RoleTool:
+		who = "tool " + m.ToolName
+	case m.Role == api.RoleAssistant && m.Model != "":
+		who = "assistant (" + m.Model + ")"
+	case m.Origin != "":
+		who = "user (" + m.Origin + ")"
+	}
+	fmt.Fprintf(&b, "### %s · #%d · %s\n\n", who, m.Seq, m.CreatedAt.Format(time.RFC3339))
+	if m.Content != "" {
+		b.WriteString(fence(m.Content, m.Role == api.RoleTool))
+	}
+	for _, c := range m.ToolCalls {
+		fmt.Fprintf(&b, "Calls `%s`:\n\n%s", c.Name, fence(c.Arguments, true))
+	}
+	for _, a := range m.Attachments {
+		fmt.Fprintf(&b, "Attached: %s (%s, %d bytes)\n\n", a.Name, a.MediaType, a.Size)
+	}
+	if m.Problem != "" {
+		fmt.Fprintf(&b, "> Cut short: %s\n\n", oneLine(m.Problem))
 	}
 	return b.String()
 }

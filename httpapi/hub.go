@@ -25,7 +25,9 @@ type Hub interface {
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
-	Export(ctx context.Context, tenant, id string) (api.ChatExport, error)
+	// ExportHead is an export without its messages and activity, which
+	// are read page by page (Transcript, Activity) up to Chat.Messages.
+	ExportHead(ctx context.Context, tenant, id string) (api.ChatExport, error)
 	// Import stores an export as a new chat once every message is durable.
 	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)

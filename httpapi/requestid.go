@@ -131,5 +131,5 @@ func internalMessage(id string) string {
 
 // logInternal logs err once, with the request's id, for a 500.
 func logInternal(r *http.Request, err error) {
-	zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("internal error answered 500")
+	zerolog.Ctx(r.Context()).Error().Str("error", clipEchoes(r, err.Error())).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("internal error answered 500")
 }

@@ -212,7 +212,12 @@ func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 	if len(s.tokens) == 0 {
 		return DefaultTenant
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// The scheme is case-insensitive (RFC 7235, 2.1): "bearer x" is "Bearer x".
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
+	if !ok {
+		tok = ""
+	}
 	if !ok && inQuery {
 		tok = r.URL.Query().Get("access_token")
 	}
@@ -238,6 +243,9 @@ type errorWriter func(w http.ResponseWriter, status int, kind, msg string)
 // bounded to maxBody.
 func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter, maxBody int64) http.Handler {
 	return s.authedRaw(func(w http.ResponseWriter, r *http.Request, tenant string) {
+		if !bodyFits(w, r, maxBody, writeError) {
+			return
+		}
 		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		h(w, r, tenant)
@@ -335,37 +343,64 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 	writeJSON(w, status, api.Error{Message: msg, Kind: kind})
 }
 
-// writeHubError maps the hub's errors to statuses, once, here.
+// writeHubError maps the hub's errors to statuses, once, here. An id or
+// name of the path that the error repeats is clipped (clipEchoes).
 func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
+	say := func(w http.ResponseWriter, status int, kind, msg string) {
+		writeError(w, status, kind, clipEchoes(r, msg))
+	}
 	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away (a turn it left queued, a read it gave
+		// up): nothing failed here, and no one reads the answer.
+		zerolog.Ctx(r.Context()).Debug().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("client went away before its answer")
+		w.WriteHeader(statusClientGone)
 	case bodyTimedOut(err):
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
+		say(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
 	case errors.Is(err, hub.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		say(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		say(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "busy", err.Error())
+		say(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.Is(err, hub.ErrLimit):
-		writeError(w, http.StatusTooManyRequests, "limit", err.Error())
+		say(w, http.StatusTooManyRequests, "limit", err.Error())
 	case errors.Is(err, hub.ErrNotPaused):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		say(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, hub.ErrStopping):
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrMoved):
 		// The bare sentence: the cause (epochs, the store's own error)
 		// is the operator's, in the session's log.
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "moved", hub.ErrMoved.Error())
+		say(w, http.StatusServiceUnavailable, "moved", hub.ErrMoved.Error())
 	case errors.Is(err, hub.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+		say(w, http.StatusGatewayTimeout, "timeout", err.Error())
 	default:
 		logInternal(r, err)
 		writeInternal(w, w.Header().Get(RequestIDHeader))
 	}
+}
+
+// statusClientGone is recorded (span, logs) for a request whose client left
+// before its answer; nginx's convention, never read by a client.
+const statusClientGone = 499
+
+// echoLimit is the most of a path's id or name an error's text repeats.
+const echoLimit = 200
+
+// clipEchoes clips, in msg, the path's id and name to echoLimit bytes: a
+// tenant's 60 KB id is not sent back, nor logged, whole.
+func clipEchoes(r *http.Request, msg string) string {
+	for _, k := range []string{"id", "name"} {
+		if v := r.PathValue(k); len(v) > echoLimit {
+			msg = strings.ReplaceAll(msg, v, clip(v, echoLimit))
+		}
+	}
+	return msg
 }

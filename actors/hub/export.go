@@ -12,16 +12,13 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Export returns a tenant's chat whole: its setup, its stored messages,
-// its rolling summary and its activity, as they are stored. (An import
-// takes back the messages and the summary; the activity stays with the
-// chat it happened in.)
-func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, error) {
-	c, err := h.chatOf(ctx, tenant, id)
-	if err != nil {
-		return api.ChatExport{}, err
-	}
-	ms, err := h.store.Messages(ctx, id, 0, 0)
+// ExportHead returns what an export of a tenant's chat says before its
+// messages: its setup (Chat.Messages is its last seq), its rolling summary,
+// the time of the export. The caller reads the messages (Transcript) and
+// the activity (Activity) page by page up to that seq, so that no chat is
+// ever held whole in memory for a client.
+func (h *Hub) ExportHead(ctx context.Context, tenant, id string) (api.ChatExport, error) {
+	c, err := h.Chat(ctx, tenant, id)
 	if err != nil {
 		return api.ChatExport{}, err
 	}
@@ -29,28 +26,9 @@ func (h *Hub) Export(ctx context.Context, tenant, id string) (api.ChatExport, er
 	if err != nil {
 		return api.ChatExport{}, err
 	}
-	last := int64(0)
-	if len(ms) > 0 {
-		last = ms[len(ms)-1].Seq
-	}
-	var activity []api.ActivityItem
-	for after, more := int64(0), true; more; {
-		var page []api.ActivityItem
-		if page, more, err = h.activityPage(ctx, id, after, exportActivityPage); err != nil {
-			return api.ChatExport{}, err
-		}
-		activity = append(activity, page...)
-		if len(page) > 0 {
-			after = page[len(page)-1].ID
-		}
-	}
-	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: wireChat(c, last),
-		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq, Messages: wireMessages(ms),
-		Activity: activity}, nil
+	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: c,
+		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq}, nil
 }
-
-// exportActivityPage is how many activity items an export reads at once.
-const exportActivityPage = 500
 
 // Import stores an exported chat as a new chat of tenant, checked as a
 // new chat is (model, limit, toolsets) and its messages as a log must be;
