@@ -179,6 +179,11 @@ type Limits struct {
 	// MaxHistoryBytes per Chat Completions request, whose client sends the
 	// whole history every time. Defaults to 32 MiB.
 	MaxHistoryBytes int64 `yaml:"max_history_bytes" json:"max_history_bytes"`
+	// MaxHistoryMessages per Chat Completions request, system messages
+	// included: a history of many tiny messages costs per message (parsing,
+	// digests, a stored entry each) far more than its bytes say, and is
+	// refused before any chat is made for it. Defaults to 20000.
+	MaxHistoryMessages int `yaml:"max_history_messages" json:"max_history_messages"`
 	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
 	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`
 	// MaxImportBytes per chat import (POST /v1/chats/import), which lands
@@ -461,6 +466,7 @@ func (c *Config) ApplyDefaults() {
 	l := &c.Limits
 	setInt64(&l.MaxBodyBytes, 1<<20)
 	setInt64(&l.MaxHistoryBytes, 32<<20)
+	setInt(&l.MaxHistoryMessages, 20000)
 	setInt64(&l.MaxUploadBytes, 1<<30)
 	setInt64(&l.MaxImportBytes, 4<<20)
 	setInt(&l.MaxMessageBytes, 256<<10)

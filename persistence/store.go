@@ -722,7 +722,16 @@ func (s *Store) appendMsgs(ctx context.Context, chatID string, msgs []chat.Messa
 	queueResult(ctx, s.w, func(txn *writeTxn) error {
 		_, err := appendTxn(txn, chatID, out)
 		return err
-	}, unsynced, out, func(err error) error { return fmt.Errorf("append to chat %s: %w", chatID, err) }, then)
+	}, unsynced, out, func(err error) error { return fmt.Errorf("append to chat %s: %w", chatID, tooBig(err)) }, then)
+}
+
+// tooBig names Badger's ErrTxnTooBig as ErrTooBig, keeping it: callers
+// tell a write they must split or refuse from a store that failed.
+func tooBig(err error) error {
+	if errors.Is(err, badger.ErrTxnTooBig) && !errors.Is(err, ErrTooBig) {
+		return fmt.Errorf("%w: %w", ErrTooBig, err)
+	}
+	return err
 }
 
 // AppendWithSnapshotThen appends msgs as AppendThen does and, in the same

@@ -81,6 +81,9 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api
 		}
 	}
 	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in}, askTimeout)
+	if errors.Is(err, persistence.ErrTooBig) {
+		return nil, fmt.Errorf("%w: %w", ErrLimit, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -466,9 +466,27 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 	ctx.Respond(&Patched{})
 }
 
-// addBatchBytes bounds one transaction of an AddMessages: a long history
-// is stored in several, each synced, so none outgrows Badger's batch.
-const addBatchBytes = 2 << 20
+// addBatchBytes and addBatchCount bound one transaction of an
+// AddMessages: a long history is stored in several, each synced, so none
+// outgrows Badger's batch (15% of the 32 MiB memtable, about 4.8 MB,
+// counting every entry's key and encoded value). Bytes alone do not bound
+// it: a stored message costs about 150 bytes beyond its texts, so tens of
+// thousands of one-letter messages overflow a batch that 2 MiB of text
+// fits. 4096 entries cost at most about 0.6 MB beyond their texts.
+const (
+	addBatchBytes = 2 << 20
+	addBatchCount = 4096
+)
+
+// storedText is what of m's size grows with what a client sends: its
+// texts, its reasoning and its calls' arguments.
+func storedText(m chat.Message) int {
+	n := len(m.Content) + len(m.Thinking) + len(m.ThinkingSignature)
+	for _, c := range m.ToolCalls {
+		n += len(c.Arguments)
+	}
+	return n
+}
 
 // addMessages stores messages between turns, in batches, and announces
 // them.
@@ -487,8 +505,8 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	var out []chat.Message
 	for rest := m.Messages; len(rest) > 0; {
 		n, size := 0, 0
-		for n < len(rest) && (n == 0 || size+len(rest[n].Content) <= addBatchBytes) {
-			size += len(rest[n].Content)
+		for n < len(rest) && (n == 0 || n < addBatchCount && size+storedText(rest[n]) <= addBatchBytes) {
+			size += storedText(rest[n])
 			n++
 		}
 		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)

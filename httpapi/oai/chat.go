@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -207,6 +208,12 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	if !decode(w, r, &req) {
 		return
 	}
+	// Counted before anything is made or stored: a history too long to
+	// store is refused whole, not left as a new chat holding part of it.
+	if most := h.cfg.Limits.MaxHistoryMessages; len(req.Messages) > most {
+		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "messages", fmt.Sprintf("the history holds %d messages; the limit is %d (limits.max_history_messages)", len(req.Messages), most))
+		return
+	}
 	p, err := req.parse()
 	if err != nil {
 		writePlanError(w, r, err)
@@ -283,6 +290,12 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 	earlier := afterLastAnswer(p.history)
 	if earlier > 0 {
 		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
+			// The chat was made for this history alone: without all of it,
+			// it would be an orphan counted against chats_per_tenant, and a
+			// retry would make another.
+			if derr := h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, c.ID); derr != nil {
+				err = errors.Join(err, fmt.Errorf("delete the new chat %s: %w", c.ID, derr))
+			}
 			return "", 0, err
 		}
 	}
