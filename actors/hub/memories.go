@@ -111,13 +111,16 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 // model resolves ids only within its chat's tenant.
 type owners struct{ store Store }
 
-func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
+func (o owners) Owned(ctx context.Context, tenant, id string) (chat.Attachment, bool, error) {
 	var a chat.Attachment
 	err := o.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return false, nil
+		return a, false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return a, false, fmt.Errorf("attachment %s of %s: %w", id, tenant, err)
+	}
+	return a, true, nil
 }
 
 // attachmentUse links a tenant's attachment to each chat it was sent to
