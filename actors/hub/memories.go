@@ -154,6 +154,41 @@ func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Messa
 	return nil
 }
 
+// linkImported records which of the tenant's attachments an imported chat's
+// messages carry, as attach does for a sent message, so that deleting the
+// chat they were exported from leaves the tenant's hold on them. An id the
+// tenant does not hold stays unlinked: importing a transcript never grants
+// a file. It returns an undo for when the import is not stored after all.
+func (h *Hub) linkImported(ctx context.Context, tenant, chatID string, msgs []chat.Message) (undo func(), err error) {
+	var recs []persistence.RecordPut
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		for _, a := range m.Attachments {
+			if seen[a.ID] {
+				continue
+			}
+			seen[a.ID] = true
+			if _, held, err := (owners{h.store}).Owned(ctx, tenant, a.ID); err != nil {
+				return nil, err
+			} else if held {
+				recs = append(recs, persistence.RecordPut{Kind: attachmentUse(tenant), ID: a.ID + "/" + chatID, V: true})
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return func() {}, nil
+	}
+	if err := h.store.PutRecords(ctx, recs...); err != nil {
+		return nil, fmt.Errorf("link attachments of imported chat %s: %w", chatID, err)
+	}
+	return func() {
+		for _, r := range recs {
+			// Best effort: a link left behind only keeps the tenant's hold.
+			_ = h.store.DeleteRecord(context.WithoutCancel(ctx), r.Kind, r.ID)
+		}
+	}, nil
+}
+
 // attachmentRecords names, for deleting a chat, its attachment links and
 // the ownership of each attachment no other chat of the tenant was sent.
 // An upload never sent to a chat stays the tenant's.
