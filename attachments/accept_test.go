@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/chat"
@@ -39,23 +40,51 @@ func putFile(t testing.TB, s *Store, path string) chat.Attachment {
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(s, a)
 	return a
+}
+
+// records keeps what each test Put answered, per store, as the hub's
+// ownership records do, so the fake owners hand the tools the same record.
+var records sync.Map // recordKey → chat.Attachment
+
+type recordKey struct {
+	s  *Store
+	id string
+}
+
+func remember(s *Store, a chat.Attachment) { records.Store(recordKey{s, a.ID}, a) }
+
+// recorded is the record of id that a test Put into s left; an id no test
+// helper put is a record with no name and no declared type.
+func recorded(s *Store, id string) chat.Attachment {
+	if a, ok := records.Load(recordKey{s, id}); ok {
+		return a.(chat.Attachment)
+	}
+	return chat.Attachment{ID: id}
 }
 
 // testTenant is the tenant call speaks for; newRegistry lets it hold every
 // stored file.
 const testTenant = "t1"
 
-// ownersFunc adapts a function to Owners.
-type ownersFunc func(tenant, id string) bool
+// ownersFunc adapts a function to Owners: a tenant it says holds an id gets
+// the record a test Put into s left.
+type ownersFunc struct {
+	s     *Store
+	holds func(tenant, id string) bool
+}
 
-func (f ownersFunc) Owns(_ context.Context, tenant, id string) (bool, error) {
-	return f(tenant, id), nil
+func (o ownersFunc) Owned(_ context.Context, tenant, id string) (chat.Attachment, bool, error) {
+	if !o.holds(tenant, id) {
+		return chat.Attachment{}, false, nil
+	}
+	return recorded(o.s, id), true, nil
 }
 
 func newRegistry(t testing.TB, s *Store) *tools.Registry {
 	t.Helper()
-	return registryOwnedBy(t, s, ownersFunc(func(tenant, _ string) bool { return tenant == testTenant }))
+	return registryOwnedBy(t, s, ownersFunc{s, func(tenant, _ string) bool { return tenant == testTenant }})
 }
 
 func registryOwnedBy(t testing.TB, s *Store, o Owners) *tools.Registry {

@@ -70,7 +70,7 @@ func BenchmarkPDFFirstSearch3000Pages(b *testing.B) {
 	a := putFile(b, s, makePDF(b, testPDF{Pages: 3000, Group: 100}))
 	for b.Loop() {
 		b.StopTimer()
-		if err := os.Remove(s.indexPath(a.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(s.indexPath(a.ID, readingOf(a.Name, a.MediaType))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.Fatal(err)
 		}
 		b.StartTimer()

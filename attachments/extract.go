@@ -97,11 +97,11 @@ func formatName(mt string) string {
 // is missing (a PDF's first search, or a sidecar lost in a crash). One
 // build runs per id however many calls ask; the caller closes the index.
 func (s *Store) index(ctx context.Context, facts Facts) (*unitIndex, error) {
-	if x, err := s.openIndexFile(facts.ID); err == nil {
+	if x, err := s.openIndexFile(facts); err == nil {
 		return x, nil
 	}
-	_, err, _ := s.indexing.Do(facts.ID, func() (any, error) {
-		if x, err := s.openIndexFile(facts.ID); err == nil {
+	_, err, _ := s.indexing.Do(facts.ID+"."+facts.reading, func() (any, error) {
+		if x, err := s.openIndexFile(facts); err == nil {
 			return nil, x.close() // built by a call that just finished
 		}
 		scratch := facts // the facts were learned at Put; only the units are wanted
@@ -111,16 +111,16 @@ func (s *Store) index(ctx context.Context, facts Facts) (*unitIndex, error) {
 			return nil, err
 		}
 		defer os.Remove(tmp)
-		return nil, os.Rename(tmp, s.indexPath(facts.ID))
+		return nil, os.Rename(tmp, s.indexPath(facts.ID, facts.reading))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", facts.ID, err)
 	}
-	return s.openIndexFile(facts.ID)
+	return s.openIndexFile(facts)
 }
 
-func (s *Store) openIndexFile(id string) (*unitIndex, error) {
-	f, err := os.Open(s.indexPath(id))
+func (s *Store) openIndexFile(facts Facts) (*unitIndex, error) {
+	f, err := os.Open(s.indexPath(facts.ID, facts.reading))
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,8 @@ func putAs(t testing.TB, s *Store, path, name, mediaType string) Facts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	facts, err := s.Facts(a.ID)
+	remember(s, a)
+	facts, err := s.FactsOf(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestALostIndexIsRebuiltOnceFromTheFile(t *testing.T) {
 	if n := s.extractions.Load(); n != 1 {
 		t.Fatalf("Put extracted %d times, want once", n)
 	}
-	if err := os.Remove(s.indexPath(facts.ID)); err != nil {
+	if err := os.Remove(s.indexPath(facts.ID, facts.reading)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -313,7 +314,7 @@ func TestALostIndexIsRebuiltOnceFromTheFile(t *testing.T) {
 		t.Errorf("%d extractions, want the Put's and one rebuild", n)
 	}
 	// a torn index is not trusted either
-	if err := os.Truncate(s.indexPath(facts.ID), 100); err != nil {
+	if err := os.Truncate(s.indexPath(facts.ID, facts.reading), 100); err != nil {
 		t.Fatal(err)
 	}
 	if res := call(t, r, ToolSheetSearch, map[string]any{"attachment_id": facts.ID, "words": "widget-77"}); !strings.Contains(res.Text, "Sales!77: B77=widget-77") {

@@ -37,8 +37,10 @@ const (
 	KindDoc Kind = "document"
 )
 
-// Facts are what agentd learned about one stored file's content. They belong
-// to the content, not to a name: the same bytes attached twice share them.
+// Facts are what agentd learned about one reading of a stored file: its
+// bytes as one upload's name and media type say to read them (a .csv name
+// makes plain text a sheet). Two uploads of the same bytes that agree on
+// those share the facts; no upload's name or type changes another's.
 type Facts struct {
 	ID   string `json:"id"`
 	Size int64  `json:"size"`
@@ -58,7 +60,8 @@ type Facts struct {
 	// Problem says why a fact of the kind could not be read (a damaged PDF).
 	Problem string `json:"problem,omitempty"`
 
-	marks []lineMark
+	marks   []lineMark
+	reading string // names the sidecar and unit index; see readingOf
 }
 
 // sidecar is the on-disk record kept beside each blob.
@@ -74,7 +77,8 @@ const sidecarVersion = 2
 
 // Store keeps attachment files content-addressed under one directory:
 // <dir>/ab/cdef… holds the file whose sha256 is abcdef…, and
-// <dir>/ab/cdef….facts its facts and line index.
+// <dir>/ab/cdef….<reading>.facts and .idx the facts and unit index of one
+// reading of it (readingOf).
 type Store struct {
 	dir string
 	// maxBytes caps the total size of stored files (sidecars not counted);
@@ -123,9 +127,21 @@ func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 
 func (s *Store) blobPath(id string) string { return filepath.Join(s.dir, id[:2], id[2:]) }
 
-func (s *Store) factsPath(id string) string { return s.blobPath(id) + ".facts" }
+func (s *Store) factsPath(id, reading string) string {
+	return s.blobPath(id) + "." + reading + ".facts"
+}
 
-func (s *Store) indexPath(id string) string { return s.blobPath(id) + ".idx" }
+func (s *Store) indexPath(id, reading string) string { return s.blobPath(id) + "." + reading + ".idx" }
+
+// readingOf names how an attachment's bytes are read: beyond the bytes, only
+// its name's extension and the media type Put answered decide the kind
+// (refineKind), so those two, and nothing of another upload, pick the
+// sidecar. The tools find it again from the tenant's own record of the
+// attachment.
+func readingOf(name, mediaType string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(filepath.Ext(name)) + "\x00" + mediaType))
+	return hex.EncodeToString(sum[:8])
+}
 
 // measure sums the sizes of the stored blobs.
 func (s *Store) measure() (int64, error) {
@@ -169,6 +185,11 @@ func validID(id string) bool {
 // The file is durable (fsynced and renamed into place) before Put returns.
 // An empty mediaType is sniffed from the content. Storing bytes that are
 // already stored costs no space. Put never holds the whole file in memory.
+//
+// What Put answers (kind, note, tools) comes from this upload alone: its
+// bytes, name and media type. Its facts are worked out every time, even for
+// bytes stored before, so neither the answer nor the work behind it (and so
+// its time) tells that another tenant stored the same bytes.
 func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (chat.Attachment, error) {
 	tmp, err := os.CreateTemp(s.tmpDir(), "put-*")
 	if err != nil {
@@ -191,34 +212,32 @@ func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (c
 		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
 	}
 
-	id := hex.EncodeToString(h.Sum(nil))
-	facts, err := s.Facts(id)
-	if errors.Is(err, ErrNotFound) {
-		facts = newFacts(id, size, sn.sniff(), mediaType, idx)
-		refineKind(tmpName, name, mediaType, &facts)
-		idxTmp := s.addKindFacts(ctx, tmpName, &facts)
-		if idxTmp != "" {
-			defer os.Remove(idxTmp) // a no-op once renamed into place
-		}
-		var committed bool
-		committed, err = s.commit(tmpName, idxTmp, facts)
-		if err == nil && !committed {
-			facts, err = s.Facts(id) // another Put of the same bytes won
-		}
+	facts := newFacts(hex.EncodeToString(h.Sum(nil)), size, sn.sniff(), mediaType, idx)
+	refineKind(tmpName, name, mediaType, &facts)
+	facts.reading = readingOf(name, answeredType(facts, mediaType))
+	idxTmp := s.addKindFacts(ctx, tmpName, &facts)
+	if idxTmp != "" {
+		defer os.Remove(idxTmp) // a no-op once renamed into place
 	}
-	if err != nil {
+	if err := s.commit(tmpName, idxTmp, facts); err != nil {
 		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
 	}
 	return s.attachment(facts, name, mediaType), nil
 }
 
 func (s *Store) attachment(f Facts, name, mediaType string) chat.Attachment {
-	if mediaType == "" {
-		mediaType = f.MediaType
-	}
-	a := chat.Attachment{ID: f.ID, Name: name, MediaType: mediaType, Size: f.Size}
+	a := chat.Attachment{ID: f.ID, Name: name, MediaType: answeredType(f, mediaType), Size: f.Size}
 	a.Note = Note(a, f)
 	return a
+}
+
+// answeredType is the media type an attachment carries: the declared one,
+// or the one decided when none was declared.
+func answeredType(f Facts, declared string) string {
+	if declared == "" {
+		return f.MediaType
+	}
+	return declared
 }
 
 // copy streams r to w in fixed-size chunks, checking ctx between chunks and
@@ -252,39 +271,47 @@ func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader) (int64, erro
 }
 
 // commit moves a fully written temp file into place. The facts and the unit
-// index (idxTmp, if any) are put in place first, then the blob is renamed; a
-// blob therefore never exists without the chance of its facts, and a crash
-// between the two leaves only sidecars that the next Put of the same bytes
-// overwrites. It reports false when the same bytes were committed meanwhile.
-func (s *Store) commit(tmpName, idxTmp string, f Facts) (bool, error) {
+// index (idxTmp, if any) of its reading are put in place first, then the
+// blob is renamed; a blob therefore never exists without the chance of its
+// facts, and a crash between the two leaves only sidecars that the next Put
+// of the same bytes overwrites. Bytes already stored are kept as they are
+// and cost no space; their reading's sidecars are replaced with the ones
+// just worked out, which are the same for the same bytes, name extension
+// and media type.
+func (s *Store) commit(tmpName, idxTmp string, f Facts) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := os.Stat(s.blobPath(f.ID)); err == nil {
-		return false, nil
-	}
-	if s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
-		return false, fmt.Errorf("%d bytes used of %d, file needs %d: %w", s.used, s.maxBytes, f.Size, ErrStorageFull)
+	_, err := os.Stat(s.blobPath(f.ID))
+	stored := err == nil
+	if !stored && s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
+		return fmt.Errorf("%d bytes used of %d, file needs %d: %w", s.used, s.maxBytes, f.Size, ErrStorageFull)
 	}
 	dir := filepath.Dir(s.blobPath(f.ID))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false, fmt.Errorf("create %s: %w", dir, err)
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	if err := s.writeFacts(f); err != nil {
-		return false, err
+		return err
 	}
 	if idxTmp != "" {
-		if err := os.Rename(idxTmp, s.indexPath(f.ID)); err != nil {
-			return false, fmt.Errorf("store index of %s: %w", f.ID, err)
+		if err := os.Rename(idxTmp, s.indexPath(f.ID, f.reading)); err != nil {
+			return fmt.Errorf("store index of %s: %w", f.ID, err)
 		}
 	}
-	if err := os.Rename(tmpName, s.blobPath(f.ID)); err != nil {
-		return false, fmt.Errorf("store %s: %w", f.ID, err)
+	if !stored {
+		if err := os.Rename(tmpName, s.blobPath(f.ID)); err != nil {
+			return fmt.Errorf("store %s: %w", f.ID, err)
+		}
 	}
+	// Synced either way: the sidecars were renamed in too, and a Put of
+	// stored bytes should not finish measurably sooner than a new one.
 	if err := syncDir(dir); err != nil {
-		return false, err
+		return err
 	}
-	s.used += f.Size
-	return true, nil
+	if !stored {
+		s.used += f.Size
+	}
+	return nil
 }
 
 func (s *Store) writeFacts(f Facts) error {
@@ -305,7 +332,7 @@ func (s *Store) writeFacts(f Facts) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), s.factsPath(f.ID))
+		err = os.Rename(tmp.Name(), s.factsPath(f.ID, f.reading))
 	}
 	if err != nil {
 		return fmt.Errorf("write facts of %s: %w", f.ID, err)
@@ -340,26 +367,33 @@ func (s *Store) Open(id string) (*os.File, error) {
 	return f, nil
 }
 
-// Facts returns what is known of the stored file with this id. A missing or
-// unreadable sidecar (an older store, a crash) is rebuilt from the file.
-func (s *Store) Facts(id string) (Facts, error) {
+// FactsOf returns the facts of the stored file a tenant's attachment names,
+// read as that attachment's name and media type say (as Put answered
+// them). A missing or unreadable sidecar (an older store, a crash) is
+// rebuilt from the file.
+func (s *Store) FactsOf(a chat.Attachment) (Facts, error) {
+	id := a.ID
 	if !validID(id) {
 		return Facts{}, fmt.Errorf("attachment %q: %w", id, ErrBadID)
 	}
 	if _, err := os.Stat(s.blobPath(id)); errors.Is(err, fs.ErrNotExist) {
 		return Facts{}, fmt.Errorf("attachment %s: %w", id, ErrNotFound)
 	}
-	data, err := os.ReadFile(s.factsPath(id))
+	reading := readingOf(a.Name, a.MediaType)
+	data, err := os.ReadFile(s.factsPath(id, reading))
 	var sc sidecar
 	if err == nil && json.Unmarshal(data, &sc) == nil && sc.Version == sidecarVersion && sc.ID == id {
-		sc.Facts.marks = sc.Marks
+		sc.Facts.marks, sc.Facts.reading = sc.Marks, reading
 		return sc.Facts, nil
 	}
-	return s.rebuildFacts(id)
+	return s.rebuildFacts(a)
 }
 
-func (s *Store) rebuildFacts(id string) (Facts, error) {
-	f, err := s.Open(id)
+// rebuildFacts works out the facts of a's reading again from the stored
+// file. a.MediaType is either what the upload declared or, when it declared
+// nothing, what Put decided; refineKind decides the same again from either.
+func (s *Store) rebuildFacts(a chat.Attachment) (Facts, error) {
+	f, err := s.Open(a.ID)
 	if err != nil {
 		return Facts{}, err
 	}
@@ -367,15 +401,15 @@ func (s *Store) rebuildFacts(id string) (Facts, error) {
 	idx := newLineIndexer()
 	sn := &sniffer{}
 	if _, err := io.Copy(io.MultiWriter(idx, sn), f); err != nil {
-		return Facts{}, fmt.Errorf("rebuild facts of %s: %w", id, err)
+		return Facts{}, fmt.Errorf("rebuild facts of %s: %w", a.ID, err)
 	}
-	facts := newFacts(id, idx.n, sn.sniff(), "", idx)
-	// No name is known here: a csv or markdown file rebuilt is plain text.
-	refineKind(s.blobPath(id), "", "", &facts)
-	if idxTmp := s.addKindFacts(context.Background(), s.blobPath(id), &facts); idxTmp != "" {
+	facts := newFacts(a.ID, idx.n, sn.sniff(), a.MediaType, idx)
+	refineKind(s.blobPath(a.ID), a.Name, a.MediaType, &facts)
+	facts.reading = readingOf(a.Name, a.MediaType)
+	if idxTmp := s.addKindFacts(context.Background(), s.blobPath(a.ID), &facts); idxTmp != "" {
 		defer os.Remove(idxTmp)
-		if err := os.Rename(idxTmp, s.indexPath(id)); err != nil {
-			return Facts{}, fmt.Errorf("rebuild index of %s: %w", id, err)
+		if err := os.Rename(idxTmp, s.indexPath(a.ID, facts.reading)); err != nil {
+			return Facts{}, fmt.Errorf("rebuild index of %s: %w", a.ID, err)
 		}
 	}
 	// writeFacts uses its own temp file and an atomic rename, so a rebuild

@@ -16,12 +16,15 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/chat"
 )
 
-func put(t *testing.T, s *Store, content, name, mediaType string) (string, error) {
+func put(t *testing.T, s *Store, content, name, mediaType string) (chat.Attachment, error) {
 	t.Helper()
 	a, err := s.Put(context.Background(), strings.NewReader(content), name, mediaType)
-	return a.ID, err
+	remember(s, a)
+	return a, err
 }
 
 // blobs lists the stored content files (not sidecars, not temp files).
@@ -124,14 +127,15 @@ func TestPutHonoursCancellation(t *testing.T) {
 
 func TestFactsSurviveRestartAndAreRebuilt(t *testing.T) {
 	s := newStore(t, 0)
-	id, err := put(t, s, "one\ntwo\nthree", "t.txt", "")
+	a, err := put(t, s, "one\ntwo\nthree", "t.txt", "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	sidecar := s.factsPath(a.ID, readingOf(a.Name, a.MediaType))
 	for name, damage := range map[string]func(){
 		"intact":  func() {},
-		"missing": func() { os.Remove(s.factsPath(id)) },
-		"garbage": func() { os.WriteFile(s.factsPath(id), []byte("{nope"), 0o600) },
+		"missing": func() { os.Remove(sidecar) },
+		"garbage": func() { os.WriteFile(sidecar, []byte("{nope"), 0o600) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			damage()
@@ -139,7 +143,7 @@ func TestFactsSurviveRestartAndAreRebuilt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := s2.Facts(id)
+			f, err := s2.FactsOf(a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +168,7 @@ func TestIDsCannotEscapeTheStore(t *testing.T) {
 			if _, err := s.Open(id); !errors.Is(err, ErrBadID) {
 				t.Errorf("Open(%q) err = %v, want ErrBadID", id, err)
 			}
-			if _, err := s.Facts(id); !errors.Is(err, ErrBadID) {
+			if _, err := s.FactsOf(chat.Attachment{ID: id}); !errors.Is(err, ErrBadID) {
 				t.Errorf("Facts(%q) err = %v, want ErrBadID", id, err)
 			}
 		})
@@ -197,11 +201,11 @@ func TestKindComesFromTheBytes(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, 0)
-			id, err := put(t, s, c.content, name, c.declared)
+			a, err := put(t, s, c.content, name, c.declared)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := s.Facts(id)
+			f, err := s.FactsOf(a)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -156,10 +156,14 @@ type DocSearchParams struct {
 	MaxHits       int    `json:"max_hits,omitempty" jsonschema:"description=Most matching paragraphs to show (default 20),minimum=1,maximum=200"`
 }
 
-// Owners says whether a tenant holds an attachment (uploaded it or attached
-// it by path); the hub keeps those records.
+// Owners finds a tenant's attachments (uploaded or attached by path); the
+// hub keeps those records.
 type Owners interface {
-	Owns(ctx context.Context, tenant, id string) (bool, error)
+	// Owned returns the tenant's own record of an attachment, as Put
+	// answered it, and false when the tenant does not hold it. The record's
+	// name and media type say how the tools read the file, so another
+	// tenant's upload of the same bytes never changes that.
+	Owned(ctx context.Context, tenant, id string) (chat.Attachment, bool, error)
 }
 
 // RegisterTools adds the attachment tools, reading from s, to r. Each
@@ -207,7 +211,7 @@ func (t toolset) open(ctx context.Context, id string, want ...Kind) (f *os.File,
 	if !found || ci.Tenant == "" {
 		return nil, Facts{}, failed("This tool works only inside a chat; no chat called it."), false, nil
 	}
-	owned, err := t.owners.Owns(ctx, ci.Tenant, id)
+	a, owned, err := t.owners.Owned(ctx, ci.Tenant, id)
 	if err != nil {
 		return nil, Facts{}, tools.Result{}, false, fmt.Errorf("attachment %s: %w", id, err)
 	}
@@ -215,7 +219,8 @@ func (t toolset) open(ctx context.Context, id string, want ...Kind) (f *os.File,
 	if !owned {
 		return nil, Facts{}, notFound, false, nil
 	}
-	facts, err = t.s.Facts(id)
+	a.ID = id // the record is the tenant's; the id asked for is the one checked
+	facts, err = t.s.FactsOf(a)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, Facts{}, notFound, false, nil

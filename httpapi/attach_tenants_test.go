@@ -109,3 +109,59 @@ func TestAMessageToAnUnknownChatStoresNoAttachment(t *testing.T) {
 		t.Fatalf("the file of a refused message was stored: %v", err)
 	}
 }
+
+// An imported chat carries its messages' attachments, so it holds them as
+// a chat they were sent to does: deleting the chat it was exported from
+// must not take the tenant's hold on them. Importing someone else's export
+// still grants nothing.
+func TestAnImportedChatKeepsItsAttachmentsWhenTheSourceIsDeleted(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "alice", "tok-b": "bob"})
+	ctx := context.Background()
+	alice := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	bob := &api.Client{BaseURL: d.Server.URL, Token: "tok-b"}
+	y := uploadAs(t, d.Server.URL, "tok-a", "y.txt", []byte("why not\n"))
+
+	sendY := func(c *api.Client) error {
+		t.Helper()
+		ch, err := c.CreateChat(ctx, api.CreateChatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Send(ctx, ch.ID, api.SendMessageRequest{Content: "see y", AttachmentIDs: []string{y.ID}}, nil)
+		return err
+	}
+	b1, err := alice.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Send(ctx, b1.ID, api.SendMessageRequest{Content: "see y", AttachmentIDs: []string{y.ID}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := alice.Export(ctx, b1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := alice.Import(ctx, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Import(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.DeleteChat(ctx, b1.ID); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := alice.Transcript(ctx, b2.ID)
+	if err != nil || len(msgs) == 0 || len(msgs[0].Attachments) != 1 || msgs[0].Attachments[0].ID != y.ID {
+		t.Fatalf("the imported chat's first message: %+v, %v; want it to carry y", msgs, err)
+	}
+	if err := sendY(alice); err != nil {
+		t.Fatalf("alice lost y, which her imported chat %s still carries: %v", b2.ID, err)
+	}
+	var apiErr *api.Error
+	if err := sendY(bob); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("bob, having imported alice's export, sends her attachment: %v, want a 404", err)
+	}
+}

@@ -67,7 +67,17 @@ func (h *Hub) Import(ctx context.Context, tenant string, exp api.ChatExport) (ap
 		Settings: settingsOf(in.Settings), Toolsets: in.Toolsets, Tools: specsOfWire(in.Tools)},
 		func(ctx context.Context, c persistence.Chat) error {
 			snap.Model = c.Model
-			return h.store.ImportChat(ctx, c, snap, msgs)
+			// Linked first, as a sent message's are, so no stored chat carries
+			// an attachment whose use is not recorded.
+			undo, err := h.linkImported(ctx, tenant, c.ID, msgs)
+			if err != nil {
+				return err
+			}
+			if err := h.store.ImportChat(ctx, c, snap, msgs); err != nil {
+				undo()
+				return err
+			}
+			return nil
 		})
 	if errors.Is(err, persistence.ErrTooBig) {
 		return api.Chat{}, fmt.Errorf("%w: %d messages do not fit in one write; import a shorter chat", ErrLimit, len(msgs))

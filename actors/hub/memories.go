@@ -111,13 +111,16 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 // model resolves ids only within its chat's tenant.
 type owners struct{ store Store }
 
-func (o owners) Owns(ctx context.Context, tenant, id string) (bool, error) {
+func (o owners) Owned(ctx context.Context, tenant, id string) (chat.Attachment, bool, error) {
 	var a chat.Attachment
 	err := o.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return false, nil
+		return a, false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return a, false, fmt.Errorf("attachment %s of %s: %w", id, tenant, err)
+	}
+	return a, true, nil
 }
 
 // attachmentUse links a tenant's attachment to each chat it was sent to
@@ -149,6 +152,41 @@ func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Messa
 		}
 	}
 	return nil
+}
+
+// linkImported records which of the tenant's attachments an imported chat's
+// messages carry, as attach does for a sent message, so that deleting the
+// chat they were exported from leaves the tenant's hold on them. An id the
+// tenant does not hold stays unlinked: importing a transcript never grants
+// a file. It returns an undo for when the import is not stored after all.
+func (h *Hub) linkImported(ctx context.Context, tenant, chatID string, msgs []chat.Message) (undo func(), err error) {
+	var recs []persistence.RecordPut
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		for _, a := range m.Attachments {
+			if seen[a.ID] {
+				continue
+			}
+			seen[a.ID] = true
+			if _, held, err := (owners{h.store}).Owned(ctx, tenant, a.ID); err != nil {
+				return nil, err
+			} else if held {
+				recs = append(recs, persistence.RecordPut{Kind: attachmentUse(tenant), ID: a.ID + "/" + chatID, V: true})
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return func() {}, nil
+	}
+	if err := h.store.PutRecords(ctx, recs...); err != nil {
+		return nil, fmt.Errorf("link attachments of imported chat %s: %w", chatID, err)
+	}
+	return func() {
+		for _, r := range recs {
+			// Best effort: a link left behind only keeps the tenant's hold.
+			_ = h.store.DeleteRecord(context.WithoutCancel(ctx), r.Kind, r.ID)
+		}
+	}, nil
 }
 
 // attachmentRecords names, for deleting a chat, its attachment links and
