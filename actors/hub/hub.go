@@ -56,6 +56,8 @@ var (
 	// store's single-writer fence); nothing was stored, send it again.
 	ErrMoved   = session.ErrMoved
 	ErrTimeout = errors.New("timed out")
+	// ErrUnknownModel: a model no provider serves (with ErrInvalid).
+	ErrUnknownModel = modelcatalog.ErrUnknownModel
 )
 
 // askTimeout bounds a question to a session (not a turn).
@@ -437,7 +439,7 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat,
 	}
 	if c.Model != "" {
 		if err := h.catalog.Check(c.Model); err != nil {
-			return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return c, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	n, err := h.store.CountChats(ctx, tenant)
@@ -705,7 +707,7 @@ func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchCha
 	}
 	if req.Model != nil {
 		if err := h.catalog.Check(*req.Model); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -98,5 +100,38 @@ func TestModelsRetrieve(t *testing.T) {
 	_, err = sdk.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "fake/m", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound || aerr.Code != "unknown_url" || aerr.Type != "invalid_request_error" {
 		t.Fatalf("embeddings, which agentd does not offer: %v", err)
+	}
+}
+
+// TestAnUnknownModelIsModelNotFound: a chat completion or a response that
+// names a model no provider serves (no such provider, or no provider/
+// prefix) is OpenAI's 404 model_not_found on
+// param model, as the SDKs expect, and creates no chat.
+func TestAnUnknownModelIsModelNotFound(t *testing.T) {
+	d, _, sdk := start(t, 8192, nil)
+	ctx := context.Background()
+	for _, model := range []string{"nope/m", "gpt-4o"} {
+		calls := map[string]func() error{
+			"chat completion": func() error {
+				_, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+				return err
+			},
+			"response": func() error {
+				_, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: model,
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+				return err
+			},
+		}
+		for name, call := range calls {
+			var aerr *openai.Error
+			if err := call(); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound || aerr.Code != "model_not_found" ||
+				aerr.Param != "model" || !strings.Contains(aerr.Message, model) {
+				t.Errorf("a %s naming %s: %v", name, model, err)
+			}
+		}
+	}
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 0 {
+		t.Errorf("refused requests left %d chats", len(cs))
 	}
 }
