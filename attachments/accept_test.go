@@ -44,21 +44,22 @@ func putFile(t testing.TB, s *Store, path string) chat.Attachment {
 	return a
 }
 
-// records keeps what each test Put answered, per store, as the hub's
-// ownership records do, so the fake owners hand the tools the same record.
+// records keeps what each test Put answered, per store folder, as the
+// hub's ownership records do, so the fake owners hand the tools the same
+// record, a store reopened on the folder too.
 var records sync.Map // recordKey → chat.Attachment
 
 type recordKey struct {
-	s  *Store
-	id string
+	dir string
+	id  string
 }
 
-func remember(s *Store, a chat.Attachment) { records.Store(recordKey{s, a.ID}, a) }
+func remember(s *Store, a chat.Attachment) { records.Store(recordKey{s.dir, a.ID}, a) }
 
 // recorded is the record of id that a test Put into s left; an id no test
 // helper put is a record with no name and no declared type.
 func recorded(s *Store, id string) chat.Attachment {
-	if a, ok := records.Load(recordKey{s, id}); ok {
+	if a, ok := records.Load(recordKey{s.dir, id}); ok {
 		return a.(chat.Attachment)
 	}
 	return chat.Attachment{ID: id}
