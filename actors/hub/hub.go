@@ -623,6 +623,18 @@ func answered(chatID string, res any, err error) (any, error) {
 // durable and its turn has started; the turn's events follow (Subscribe
 // before calling, to miss none).
 func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
+	return h.submitAs(ctx, tenant, chatID, req, false)
+}
+
+// SubmitUnpaused is Submit for a surface whose clients must answer a
+// paused turn's calls before they say more (the OpenAI-compatible one): a
+// message that would wait behind a turn paused on them is refused at once
+// with *PausedError, and the paused turn is untouched.
+func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
+	return h.submitAs(ctx, tenant, chatID, req, true)
+}
+
+func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendMessageRequest, unpaused bool) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
@@ -634,7 +646,7 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 	if !ok {
 		return "", fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
 	}
-	acc, err := h.submit(ctx, chatID, msg, release)
+	acc, err := h.submit(ctx, chatID, msg, release, unpaused)
 	if err != nil {
 		return "", err
 	}
@@ -645,7 +657,7 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 // turn slot when the turn ends (or at once if it never starts). The turn's
 // span starts here, a child of the request's, and ends in a goroutine of
 // the hub once the session says the turn is over: never in a mailbox.
-func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func()) (*session.TurnAccepted, error) {
+func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func(), unpaused bool) (*session.TurnAccepted, error) {
 	turnID := NewID()
 	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
 	over := make(chan struct{}, 1)
@@ -659,7 +671,7 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 	if span.IsRecording() {
 		h.work.Go(func() { <-over; span.End() })
 	}
-	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext()}
+	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext(), Unpaused: unpaused}
 	// A queued message waits for the turns before it; the wait ends with
 	// the caller, not only with the timeout, and a refusal frees the slot
 	// even when the caller has gone (replyBox).

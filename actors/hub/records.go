@@ -93,3 +93,30 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api
 	}
 	return wireMessages(added.Messages), nil
 }
+
+// tenantRecords is the persistence kind of a tenant's surface records that
+// no one chat owns: an index a surface keeps (which chat paused on a Chat
+// Completions tool call). They name chats, never grant them: whoever reads
+// one resolves its chat inside the tenant.
+func tenantRecords(tenant string) string { return "tenantrec/" + tenant }
+
+// PutTenantRecord stores v, durably, as the record kind/id of tenant.
+func (h *Hub) PutTenantRecord(ctx context.Context, tenant, kind, id string, v any) error {
+	return h.store.PutRecord(ctx, tenantRecords(tenant), kind+"/"+id, v)
+}
+
+// TenantRecord reads the record kind/id of tenant into v; a missing one is
+// ErrNotFound.
+func (h *Hub) TenantRecord(ctx context.Context, tenant, kind, id string, v any) error {
+	err := h.store.Record(ctx, tenantRecords(tenant), kind+"/"+id, v)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
+	}
+	return err
+}
+
+// DeleteTenantRecord removes the record kind/id of tenant; a missing one
+// is no error.
+func (h *Hub) DeleteTenantRecord(ctx context.Context, tenant, kind, id string) error {
+	return h.store.DeleteRecord(ctx, tenantRecords(tenant), kind+"/"+id)
+}

@@ -54,6 +54,10 @@ type Executor struct {
 // ErrNotPaused: no turn of the chat waits for tool results.
 var ErrNotPaused = session.ErrNotPaused
 
+// PausedError refuses SubmitUnpaused's message: a turn of the chat waits
+// for the results of its Calls.
+type PausedError = session.PausedError
+
 // env reads a variable a toolset names, if the operator allows it.
 func (h *Hub) env(name string) (string, error) {
 	if !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
@@ -293,6 +297,15 @@ func (h *Hub) installToolset(ctx context.Context, ts Toolset) {
 // turn and returns the turn's id once they are durable; the resumed turn's
 // events follow (subscribe before calling).
 func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest) (string, error) {
+	return h.SubmitToolResultsThen(ctx, tenant, chatID, req, nil)
+}
+
+// SubmitToolResultsThen is SubmitToolResults followed, in the same turn,
+// by the person's messages then (role user; a Chat Completions client
+// sends its tool results and its next message at once): they are stored
+// after the results, which must answer every call the turn waits for, and
+// the resumed turn answers them.
+func (h *Hub) SubmitToolResultsThen(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest, then []api.Message) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
@@ -300,7 +313,14 @@ func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req 
 	for i, r := range req.Results {
 		results[i] = session.ToolResult{CallID: r.CallID, Output: r.Output, IsError: r.IsError}
 	}
-	res, err := h.ask(ctx, chatID, &session.SubmitToolResults{Results: results}, askTimeout)
+	var after []chat.Message
+	for i, m := range then {
+		if m.Role != api.RoleUser {
+			return "", fmt.Errorf("%w: message %d after the tool results has role %q; only user messages may follow them", ErrInvalid, i, m.Role)
+		}
+		after = append(after, chat.Message{Role: chat.RoleUser, Content: m.Content, Origin: m.Origin})
+	}
+	res, err := h.ask(ctx, chatID, &session.SubmitToolResults{Results: results, Then: after}, askTimeout)
 	if err != nil {
 		return "", err
 	}

@@ -149,6 +149,7 @@ func (s *session) pause(ctx actor.Context) {
 		s.logger().Error().Err(err).Msg("save the paused turn")
 	}
 	s.armPause(ctx, time.Until(s.snap.Paused.Since.Add(s.deps.ToolResultsWait)))
+	s.refuseUnpaused(ctx, t.awaiting)
 	s.publish(chat.EventTurnRequiresAction, t.id, chat.TurnResult{TurnID: t.id, Status: chat.StatusRequiresAction,
 		ToolCalls: slices.Clone(t.awaiting), Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage})
 }
@@ -192,11 +193,16 @@ func (s *session) toolResults(ctx actor.Context, m *SubmitToolResults) {
 		return
 	}
 	msgs, rest, err := answer(t.awaiting, m.Results)
+	if err == nil && len(m.Then) > 0 && len(rest) > 0 {
+		err = fmt.Errorf("messages after tool results need a result for every call the turn waits for (%s lack one)", callIDs(rest))
+	}
 	if err != nil {
 		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
 		return
 	}
-	if !s.storeTurnMsgs(ctx, msgs...) {
+	// The messages after the results are stored with them, in one write:
+	// the resumed turn answers them.
+	if !s.storeTurnMsgs(ctx, append(msgs, m.Then...)...) {
 		ctx.Respond(&Rejected{Err: fmt.Errorf("store the tool results: the turn ended")})
 		return
 	}
@@ -233,12 +239,14 @@ func answer(awaiting []chat.ToolCall, results []ToolResult) ([]chat.Message, []c
 	return msgs, rest, nil
 }
 
-func callIDs(calls []chat.ToolCall) string {
+func callIDs(calls []chat.ToolCall) string { return strings.Join(callIDList(calls), ", ") }
+
+func callIDList(calls []chat.ToolCall) []string {
 	ids := make([]string, len(calls))
 	for i, c := range calls {
 		ids[i] = c.ID
 	}
-	return strings.Join(ids, ", ")
+	return ids
 }
 
 // overduePause ends a turn the application left paused too long. The calls

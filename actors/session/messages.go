@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -46,6 +47,19 @@ type SubmitTurn struct {
 	// Trace is the turn's span: its model calls, tools and folds are its
 	// children. Optional.
 	Trace trace.SpanContext
+	// Unpaused refuses the message with *PausedError, at once, rather
+	// than let it wait behind a turn paused on the application's calls
+	// (now or once the turn before it pauses): the OpenAI-compatible
+	// surface answers such a message 400, as OpenAI does.
+	Unpaused bool
+}
+
+// PausedError refuses a SubmitTurn marked Unpaused: a turn of the chat
+// waits for the results of Calls (their ids). The paused turn is untouched.
+type PausedError struct{ Calls []string }
+
+func (e *PausedError) Error() string {
+	return "a turn of this chat waits for the results of calls " + strings.Join(e.Calls, ", ")
 }
 
 // ended tells m's sender's counter that m's turn is over or will not run.
@@ -99,6 +113,11 @@ type Patch struct {
 // ErrInvalid for a call the turn does not wait for.
 type SubmitToolResults struct {
 	Results []ToolResult
+	// Then are messages (role user) stored after the results, in the same
+	// turn, which then answers them: a Chat Completions client sends its
+	// tool results and its next message at once. Only with results for
+	// every call the turn waits for, else ErrInvalid. Optional.
+	Then []chat.Message
 }
 
 // ToolResult is the application's result of one call.

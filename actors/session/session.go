@@ -390,6 +390,9 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	case s.moved:
 		p.refuse(ctx, ErrMoved)
 		return
+	case m.Unpaused && s.turn != nil && s.turn.phase == phasePaused:
+		p.refuse(ctx, &PausedError{Calls: callIDList(s.turn.awaiting)})
+		return
 	case waiting >= s.deps.TurnsPerChat:
 		p.refuse(ctx, fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat))
 		return
@@ -401,6 +404,24 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	if s.turn == nil {
 		s.startNext(ctx)
 	}
+}
+
+// refuseUnpaused refuses the queued messages marked Unpaused: the turn
+// before them paused on the calls, which they must not wait for.
+func (s *session) refuseUnpaused(ctx actor.Context, calls []chat.ToolCall) {
+	kept := s.queue[:0]
+	for _, p := range s.queue {
+		if !p.msg.Unpaused {
+			kept = append(kept, p)
+			continue
+		}
+		p.refuse(ctx, &PausedError{Calls: callIDList(calls)})
+		if s.deps.Metrics != nil {
+			s.deps.Metrics.TurnsWaiting(-1)
+		}
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
 }
 
 // cancelQueued drops a turn whose caller went away before it started;

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
 )
@@ -164,6 +165,9 @@ func (req *chatRequest) parse() (parsed, error) {
 	if len(p.history) == 0 {
 		return p, refuse("messages", "messages holds only system messages; send a user message")
 	}
+	if err := unanswered(req.Messages); err != nil {
+		return p, err
+	}
 	p.instructions = strings.Join(system, "\n\n")
 	p.tools = []api.Tool{}
 	for i, t := range req.Tools {
@@ -177,6 +181,31 @@ func (req *chatRequest) parse() (parsed, error) {
 	s, err := req.settings()
 	p.settings = s
 	return p, err
+}
+
+// unanswered refuses, in OpenAI's words, an assistant message whose tool
+// calls the tool messages right after it do not all answer: agentd's turn
+// would wait for those results (toolsets.results_wait) instead.
+func unanswered(msgs []chatMessage) error {
+	for i, m := range msgs {
+		if m.Role != "assistant" || len(m.ToolCalls) == 0 {
+			continue
+		}
+		j, got := i+1, map[string]bool{}
+		for ; j < len(msgs) && slices.Contains([]string{"tool", "system", "developer"}, msgs[j].Role); j++ {
+			got[msgs[j].ToolCallID] = true
+		}
+		var missing []string
+		for _, c := range m.ToolCalls {
+			if !got[c.ID] {
+				missing = append(missing, c.ID)
+			}
+		}
+		if len(missing) > 0 {
+			return refuse(fmt.Sprintf("messages.[%d].role", min(j, len(msgs)-1)), "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s", strings.Join(missing, ", "))
+		}
+	}
+	return nil
 }
 
 // settings are the request's sampling settings as agentd's chat settings.
@@ -227,15 +256,16 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	ctx := r.Context()
 	chain := Chain(p.history)
-	chatID, known, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
+	chatID, known, created, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
 	if err != nil {
 		writePlanError(w, r, err)
 		return
 	}
 	w.Header().Set(ChatHeader, chatID)
 	fresh := p.history[known:]
+	resumes := !created && leadingResults(fresh) > 0
 	want := api.PatchChatRequest{Model: &req.Model, Instructions: &p.instructions, Settings: p.settings, Tools: &p.tools}
-	if _, err := h.setUp(ctx, tenant, chatID, want, resuming(fresh)); err != nil {
+	if _, err := h.setUp(ctx, tenant, chatID, want, resumes); err != nil {
 		writePlanError(w, r, err)
 		return
 	}
@@ -246,13 +276,29 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		sub = h.hub.Subscribe(chatID, streamBuffer, wholeEvents...)
 	}
 	defer sub.Close()
-	turnID, err := h.send(ctx, tenant, chatID, fresh)
+	turnID, err := h.send(ctx, tenant, chatID, fresh, resumes)
+	var paused *hub.PausedError
+	if errors.As(err, &paused) {
+		err = refuse("messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s (agentd: a turn of chat %s waits for their results; send them as role \"tool\" messages, or it ends without them after toolsets.results_wait, %s)",
+			strings.Join(paused.Calls, ", "), chatID, h.cfg.Toolsets.ResultsWait.Duration)
+	}
 	if err != nil {
 		writePlanError(w, r, err)
 		return
 	}
+	if resumes {
+		if err := h.forgetPause(ctx, tenant, chatID, p.history[known-1]); err != nil {
+			h.log.Warn().Err(err).Str("chat_id", chatID).Msg("forget the answered pause")
+		}
+	}
 	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix(), kept: func(a *answer) {
-		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], a.message()), len(p.history)+1, time.Now())
+		m := a.message()
+		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], m), len(p.history)+1, time.Now())
+		if a.res.Status == "requires_action" && len(m.ToolCalls) > 0 {
+			if err := h.notePause(ctx, tenant, chatID, m); err != nil {
+				h.log.Warn().Err(err).Str("chat_id", chatID).Msg("index the paused answer")
+			}
+		}
 	}}
 	if req.Stream {
 		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
@@ -261,33 +307,52 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	}
 }
 
-// findChat returns the chat a request continues and how many messages of
-// its history that chat already holds. ChatHeader names it outright (then
-// what follows the history's last answer is new, unless the history starts
-// with the chat's tip); else the longest prefix that is a chat's tip; else
-// a new chat holding everything before the history's last answer.
-func (h *Handler) findChat(ctx context.Context, tenant, named, model string, chain []Digest, p parsed) (string, int, error) {
+// findChat returns the chat a request continues, how many messages of its
+// history that chat already holds, and whether the chat is new. ChatHeader
+// names it outright (then what follows the history's last answer is new,
+// unless the history starts with the chat's tip); else the longest prefix
+// that is a chat's tip; else, for tool results, the chat that paused on
+// their calls (pausedOn); else a new chat holding everything before the
+// history's last answer. Tool results alone that answer no chat's pause
+// are refused before a chat is made: no new chat waits for them.
+func (h *Handler) findChat(ctx context.Context, tenant, named, model string, chain []Digest, p parsed) (string, int, bool, error) {
 	matched, known, ok := h.histories.Match(tenant, chain, time.Now())
 	if named != "" {
 		if _, err := h.hub.Chat(ctx, tenant, named); err != nil {
-			return "", 0, fmt.Errorf("%s %q: %w", ChatHeader, named, err)
+			return "", 0, false, fmt.Errorf("%s %q: %w", ChatHeader, named, err)
 		}
 		if ok && matched == named {
-			return named, known, nil
+			return named, known, false, nil
 		}
-		return named, afterLastAnswer(p.history), nil
+		return named, afterLastAnswer(p.history), false, nil
 	}
 	if ok {
-		if _, err := h.hub.Chat(ctx, tenant, matched); err == nil {
-			return matched, known, nil
+		if _, err := h.hub.Chat(ctx, tenant, matched); err != nil {
+			h.histories.Forget(matched) // deleted since
+			ok = false
 		}
-		h.histories.Forget(matched) // deleted since
+	}
+	earlier := afterLastAnswer(p.history)
+	if results := leadingResults(p.history[earlier:]); results > 0 && (!ok || known < earlier) {
+		id, err := h.pausedOn(ctx, tenant, p.history[earlier-1])
+		if err != nil {
+			return "", 0, false, err
+		}
+		if id != "" {
+			return id, earlier, false, nil
+		}
+		if !ok && results == len(p.history)-earlier {
+			return "", 0, false, refuse("messages", "the tool messages answer calls %s, which no turn of your chats waits for: their results came already, the turn ended without them (toolsets.results_wait), or agentd never asked for them; send a user message to go on",
+				callIDsOf(p.history[earlier-1].ToolCalls))
+		}
+	}
+	if ok {
+		return matched, known, false, nil
 	}
 	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings})
 	if err != nil {
-		return "", 0, err
+		return "", 0, false, err
 	}
-	earlier := afterLastAnswer(p.history)
 	if earlier > 0 {
 		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
 			// The chat was made for this history alone: without all of it,
@@ -296,10 +361,27 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 			if derr := h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, c.ID); derr != nil {
 				err = errors.Join(err, fmt.Errorf("delete the new chat %s: %w", c.ID, derr))
 			}
-			return "", 0, err
+			return "", 0, false, err
 		}
 	}
-	return c.ID, earlier, nil
+	return c.ID, earlier, true, nil
+}
+
+// leadingResults counts the tool messages fresh starts with.
+func leadingResults(fresh []HistoryMessage) int {
+	n := 0
+	for n < len(fresh) && fresh[n].Role == "tool" {
+		n++
+	}
+	return n
+}
+
+func callIDsOf(calls []HistoryCall) string {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // afterLastAnswer is the index after a history's last assistant message:
@@ -324,25 +406,36 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 	return out
 }
 
-// resuming reports whether what is new is tool results alone: they answer
-// the chat's paused turn.
-func resuming(fresh []HistoryMessage) bool {
-	return len(fresh) > 0 && !slices.ContainsFunc(fresh, func(m HistoryMessage) bool { return m.Role != "tool" })
-}
-
-// send stores what is new and starts its turn: tool results answer the
-// paused turn; else the last message must be the person's, and what comes
-// before it in fresh is stored as it is, then the turn answers it.
-func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []HistoryMessage) (string, error) {
+// send stores what is new and starts its turn. When the chat's paused turn
+// awaits them (resumes), the leading tool results answer it, and user
+// messages after them join the resumed turn, which answers them. Else the
+// last message must be the person's, and what comes before it in fresh is
+// stored as it is (a new chat's brought tool results among it), then the
+// turn answers it; a turn paused on calls the history does not show is
+// *hub.PausedError, not a wait behind it.
+func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []HistoryMessage, resumes bool) (string, error) {
 	if len(fresh) == 0 {
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
-	if resuming(fresh) {
-		results := make([]api.ToolResult, len(fresh))
-		for i, m := range fresh {
+	if resumes {
+		n := leadingResults(fresh)
+		results := make([]api.ToolResult, n)
+		for i, m := range fresh[:n] {
 			results[i] = api.ToolResult{CallID: m.ToolCallID, Output: m.Content}
 		}
-		return h.hub.SubmitToolResults(ctx, tenant, chatID, api.ToolResultsRequest{Results: results})
+		for _, m := range fresh[n:] {
+			if m.Role != "user" {
+				return "", refuse("messages", "after the tool results come only user messages; the history has a %s message after them", m.Role)
+			}
+			if strings.TrimSpace(m.Content) == "" {
+				return "", refuse("messages", "a user message after the tool results is empty")
+			}
+		}
+		turnID, err := h.hub.SubmitToolResultsThen(ctx, tenant, chatID, api.ToolResultsRequest{Results: results}, wireHistory(fresh[n:]))
+		if errors.Is(err, hub.ErrNotPaused) {
+			return "", refuse("messages", "the tool messages answer calls no turn of chat %s waits for now: their results came already, or the turn ended without them (toolsets.results_wait); send a user message to go on", chatID)
+		}
+		return turnID, err
 	}
 	last := fresh[len(fresh)-1]
 	if last.Role != "user" {
@@ -356,7 +449,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []Histo
 			return "", err
 		}
 	}
-	return h.hub.Submit(ctx, tenant, chatID, api.SendMessageRequest{Content: last.Content})
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, api.SendMessageRequest{Content: last.Content})
 }
 
 // answer is one turn told as a chat completion.

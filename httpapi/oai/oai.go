@@ -34,7 +34,14 @@ type Hub interface {
 	// Submit and SubmitToolResults return the turn's id once what they
 	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	// SubmitUnpaused refuses the message with *hub.PausedError, at once,
+	// where Submit would have it wait behind a turn paused on the client's
+	// calls.
+	SubmitUnpaused(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
+	// SubmitToolResultsThen stores user messages after the results, in the
+	// resumed turn, which answers them.
+	SubmitToolResultsThen(ctx context.Context, tenant, id string, req api.ToolResultsRequest, then []api.Message) (string, error)
 	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
 	// AddMessages stores messages between turns (a conversation's items).
@@ -44,6 +51,11 @@ type Hub interface {
 	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
 	ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error
 	DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id string) error
+	// Tenant records are an index this surface keeps across chats (which
+	// chat paused on a tool call); they name chats, never grant them.
+	PutTenantRecord(ctx context.Context, tenant, kind, id string, v any) error
+	TenantRecord(ctx context.Context, tenant, kind, id string, v any) error
+	DeleteTenantRecord(ctx context.Context, tenant, kind, id string) error
 }
 
 // Handler serves the OpenAI-compatible routes.

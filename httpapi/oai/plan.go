@@ -279,11 +279,10 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // awaited checks that results answer every call the previous response
-// asked for, as OpenAI does: a turn resumes only when all are in.
+// asked for, as OpenAI does: a turn resumes only when all are in, and a
+// new message without them is refused rather than left waiting behind
+// the paused turn.
 func awaited(prev responseRecord, results []api.ToolResult) error {
-	if len(results) == 0 {
-		return nil
-	}
 	got := map[string]bool{}
 	for _, r := range results {
 		got[r.CallID] = true

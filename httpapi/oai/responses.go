@@ -3,13 +3,16 @@ package oai
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
 )
@@ -54,7 +57,14 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	if p.results != nil {
 		turnID, err = h.hub.SubmitToolResults(ctx, tenant, p.chatID, api.ToolResultsRequest{Results: p.results})
 	} else {
-		turnID, err = h.hub.Submit(ctx, tenant, p.chatID, *p.message)
+		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, *p.message)
+	}
+	var paused *hub.PausedError
+	if errors.As(err, &paused) {
+		// The chat's turn waits for its calls (a conversation's, or a chain
+		// continued from an older response): say so, as OpenAI does.
+		WriteError(w, http.StatusBadRequest, "invalid_value", "input", fmt.Sprintf("No tool output found for function call %s.", strings.Join(paused.Calls, ", ")))
+		return
 	}
 	if err != nil {
 		WriteHubError(w, r, err)
