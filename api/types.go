@@ -214,6 +214,11 @@ type Usage struct {
 	CachedTokens int `json:"cached_tokens,omitempty"`
 }
 
+// Add sums two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}
+}
+
 // TurnResult is what a finished turn stored and used.
 type TurnResult struct {
 	TurnID string `json:"turn_id"`

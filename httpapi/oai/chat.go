@@ -459,6 +459,10 @@ type answer struct {
 	// text is what the client was told the assistant said.
 	text strings.Builder
 	res  *api.TurnResult
+	// spent is what the turn's model calls cost since this request took
+	// it up: a turn resumed by tool results reports what its resuming
+	// cost, not its calls before the pause again (the client summed those).
+	spent api.Usage
 	// kept records the answer as the chat's new tip; it runs before the
 	// client reads the answer's end, so the client's next request (its
 	// tool results, at once) finds the chat.
@@ -526,9 +530,9 @@ type chatUsage struct {
 }
 
 func (a *answer) usage() chatUsage {
-	u := chatUsage{PromptTokens: a.res.Usage.InputTokens, CompletionTokens: a.res.Usage.OutputTokens,
-		TotalTokens: a.res.Usage.InputTokens + a.res.Usage.OutputTokens}
-	u.PromptTokensDetails.CachedTokens = a.res.Usage.CachedTokens
+	u := chatUsage{PromptTokens: a.spent.InputTokens, CompletionTokens: a.spent.OutputTokens,
+		TotalTokens: a.spent.InputTokens + a.spent.OutputTokens}
+	u.PromptTokensDetails.CachedTokens = a.spent.CachedTokens
 	return u
 }
 
@@ -556,8 +560,9 @@ func (a *answer) failure() (int, string, string) {
 	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), msg
 }
 
-// wholeEvents are the events whole reads: the turn's messages and its end.
-var wholeEvents = []string{api.EventMessage, api.EventTurnCompleted, api.EventTurnRequiresAction}
+// wholeEvents are the events whole reads: the turn's messages, what its
+// calls cost, and its end.
+var wholeEvents = []string{api.EventMessage, api.EventUsage, api.EventTurnCompleted, api.EventTurnRequiresAction}
 
 // whole waits for the turn to complete or pause and answers it in one
 // chat.completion object. Its text is the assistant messages stored while
@@ -600,6 +605,9 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 func (a *answer) take(ev *eventbus.Event, turnID string) {
 	if ev.TurnID != turnID {
 		return
+	}
+	if u, ok := ev.Data.(api.Usage); ok && ev.Type == api.EventUsage {
+		a.spent = a.spent.Add(u)
 	}
 	if ev.Type == api.EventTurnCompleted || ev.Type == api.EventTurnRequiresAction {
 		if res, ok := ev.Data.(api.TurnResult); ok {

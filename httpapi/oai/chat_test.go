@@ -165,24 +165,41 @@ func TestChatCompletionsClientTools(t *testing.T) {
 	for _, streamed := range []bool{false, true} {
 		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {
 			msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("What is the weather (%v)?", streamed))}
+			// ask also checks the completion's usage: the provider's count of
+			// the turn requests this completion made, and no other's.
 			ask := func() openai.ChatCompletionChoice {
+				before := len(fake.Requests())
 				params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs, Tools: tools}
+				var choice openai.ChatCompletionChoice
+				var usage openai.CompletionUsage
 				if !streamed {
 					c, err := sdk.Chat.Completions.New(ctx, params)
 					if err != nil {
 						t.Fatal(err)
 					}
-					return c.Choices[0]
+					choice, usage = c.Choices[0], c.Usage
+				} else {
+					params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+					stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+					var acc openai.ChatCompletionAccumulator
+					for stream.Next() {
+						acc.AddChunk(stream.Current())
+					}
+					if err := stream.Err(); err != nil {
+						t.Fatal(err)
+					}
+					choice, usage = acc.Choices[0], acc.Usage
 				}
-				stream := sdk.Chat.Completions.NewStreaming(ctx, params)
-				var acc openai.ChatCompletionAccumulator
-				for stream.Next() {
-					acc.AddChunk(stream.Current())
+				var input int64
+				for _, r := range fake.Requests()[before:] {
+					if isTurn(r) {
+						input += int64(r.InputTokens)
+					}
 				}
-				if err := stream.Err(); err != nil {
-					t.Fatal(err)
+				if usage.PromptTokens != input || input == 0 {
+					t.Errorf("usage says %d prompt tokens; this completion's requests had %d", usage.PromptTokens, input)
 				}
-				return acc.Choices[0]
+				return choice
 			}
 			first := ask()
 			calls := first.Message.ToolCalls

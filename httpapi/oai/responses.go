@@ -231,6 +231,10 @@ type builder struct {
 	open int  // index of the message item taking deltas, when has
 	has  bool // a message item is open
 	text []byte
+	// spent is what the turn's model calls cost while this response
+	// followed it: a response that resumes a paused turn does not count
+	// the calls an earlier response already reported.
+	spent api.Usage
 }
 
 // follow reads the turn's events until it completes or pauses for the
@@ -253,6 +257,10 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string) 
 			case api.EventMessage:
 				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant && (m.Content != "" || b.has) {
 					b.closeText(m.Content, messageStatus(m))
+				}
+			case api.EventUsage:
+				if u, ok := ev.Data.(api.Usage); ok {
+					b.spent = b.spent.Add(u)
 				}
 			case api.EventTurnCompleted, api.EventTurnRequiresAction:
 				res, ok := ev.Data.(api.TurnResult)
@@ -314,8 +322,8 @@ func (b *builder) finish(res api.TurnResult) {
 		b.resp.Output[i] = it
 		b.emit("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}
-	u := &usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.InputTokens + res.Usage.OutputTokens}
-	u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
+	u := &usage{InputTokens: b.spent.InputTokens, OutputTokens: b.spent.OutputTokens, TotalTokens: b.spent.InputTokens + b.spent.OutputTokens}
+	u.InputTokensDetails.CachedTokens = b.spent.CachedTokens
 	b.resp.Usage = u
 	b.resp.Status = statusCompleted
 	switch {

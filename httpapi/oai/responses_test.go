@@ -190,6 +190,7 @@ func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 		}
 		out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
 		out.OfFunctionCallOutput.CallID = openai.String("call_1")
+		before := len(fake.Requests())
 		second, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
 			Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
 		if err != nil {
@@ -197,6 +198,17 @@ func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 		}
 		if second.OutputText() != "It is sunny there." {
 			t.Fatalf("stream %v: after the output: %q %+v", stream, second.OutputText(), second.Output)
+		}
+		// The second response's usage is its own request's, not the
+		// turn's: the first response reported the call before the pause.
+		var input int64
+		for _, r := range fake.Requests()[before:] {
+			if isTurn(r) {
+				input += int64(r.InputTokens)
+			}
+		}
+		if second.Usage.InputTokens != input || input == 0 || first.Usage.InputTokens == 0 {
+			t.Fatalf("stream %v: the resuming response's usage says %d input tokens; its request had %d", stream, second.Usage.InputTokens, input)
 		}
 	}
 	sawTool := false
