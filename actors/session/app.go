@@ -230,6 +230,9 @@ func answer(awaiting []chat.ToolCall, results []ToolResult) ([]chat.Message, []c
 	msgs := make([]chat.Message, 0, len(results))
 	for _, r := range results {
 		i := slices.IndexFunc(rest, func(c chat.ToolCall) bool { return c.ID == r.CallID })
+		if i < 0 && slices.ContainsFunc(awaiting, func(c chat.ToolCall) bool { return c.ID == r.CallID }) {
+			return nil, nil, fmt.Errorf("call_id %q: its result is given twice; send one result a call", r.CallID)
+		}
 		if i < 0 {
 			return nil, nil, fmt.Errorf("call_id %q: the turn waits for no such call (it waits for %s)", r.CallID, callIDs(awaiting))
 		}
