@@ -55,6 +55,17 @@ func TestConversationWithItems(t *testing.T) {
 	if err != nil || len(page.Data) != 5 || page.Data[4].Role != "assistant" || !strings.Contains(page.Data[4].RawJSON(), `"noted"`) {
 		t.Fatalf("items: %v %+v", err, page)
 	}
+	// Paging after an item goes on from it; after an id the list lacks is
+	// refused, not the whole list again (a client would page forever).
+	rest, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc, After: openai.String(page.Data[2].ID)})
+	if err != nil || len(rest.Data) != 2 || rest.Data[0].ID != page.Data[3].ID {
+		t.Fatalf("items after the third: %v %+v", err, rest)
+	}
+	var stale *openai.Error
+	if _, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: openai.String("msg_zz")}); !errors.As(err, &stale) ||
+		stale.StatusCode != http.StatusBadRequest || stale.Param != "after" {
+		t.Fatalf("items after an id the list lacks: %v", err)
+	}
 	one, err := sdk.Conversations.Items.Get(ctx, conv.ID, page.Data[0].ID, conversations.ItemGetParams{})
 	if err != nil || !strings.Contains(one.RawJSON(), "Lyon") {
 		t.Fatalf("get item: %v %+v", err, one)

@@ -212,7 +212,12 @@ func writeList(w http.ResponseWriter, r *http.Request, its []item) {
 	}
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(its, func(it item) bool { return it.ID == after })
-		its = its[i+1:] // -1: no such item, the whole list
+		if i < 0 {
+			// The whole list again would loop a client paging on a stale id.
+			WriteError(w, http.StatusBadRequest, "invalid_value", "after", fmt.Sprintf("after %q: no such item in this list", clip(after, 80)))
+			return
+		}
+		its = its[i+1:]
 	}
 	more := len(its) > limit
 	its = its[:min(limit, len(its))]
