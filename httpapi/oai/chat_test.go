@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentd/agentd/actors/learner"
@@ -180,14 +181,7 @@ func TestChatCompletionsClientTools(t *testing.T) {
 					choice, usage = c.Choices[0], c.Usage
 				} else {
 					params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-					stream := sdk.Chat.Completions.NewStreaming(ctx, params)
-					var acc openai.ChatCompletionAccumulator
-					for stream.Next() {
-						acc.AddChunk(stream.Current())
-					}
-					if err := stream.Err(); err != nil {
-						t.Fatal(err)
-					}
+					acc := accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params))
 					choice, usage = acc.Choices[0], acc.Usage
 				}
 				var input int64
@@ -349,4 +343,18 @@ func TestChatCompletionsBodyBound(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// accumulated reads a streamed chat completion to its end through the
+// SDK's accumulator.
+func accumulated(t testing.TB, stream *ssestream.Stream[openai.ChatCompletionChunk]) openai.ChatCompletionAccumulator {
+	t.Helper()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }

@@ -67,14 +67,7 @@ func TestChatCompletionsMaxTokensCutIsLength(t *testing.T) {
 			} else {
 				params.MaxCompletionTokens = openai.Int(16)
 				params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-				stream := sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
-				var acc openai.ChatCompletionAccumulator
-				for stream.Next() {
-					acc.AddChunk(stream.Current())
-				}
-				if err := stream.Err(); err != nil {
-					t.Fatal(err)
-				}
+				acc := accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp)))
 				choice, usage = acc.Choices[0], acc.Usage
 			}
 			if choice.FinishReason != "length" || choice.Message.Content != "cut at 16" || usage.CompletionTokens != 16 {
