@@ -220,14 +220,19 @@ func cutMiddle(m Msg, limit int) Msg {
 	if limit <= 0 || len(m.Text) <= limit {
 		return m
 	}
-	n := utf8.RuneCountInString(m.Text)
-	if n <= limit {
+	return cutMiddleOf(m, limit, utf8.RuneCountInString(m.Text))
+}
+
+// cutMiddleOf is cutMiddle of a text of n runes: a plan that tries many
+// limits on one long text counts its runes once.
+func cutMiddleOf(m Msg, limit, n int) Msg {
+	if limit <= 0 || n <= limit {
 		return m
 	}
 	head, tail := limit/2, limit-limit/2
 	m.uncache()
 	h := runeOffset(m.Text, head)
-	t := runeOffset(m.Text, n-tail)
+	t := lastRunesOffset(m.Text, tail)
 	m.Text = m.Text[:h] + "\n[TRUNCATED " + strconv.Itoa(n-head-tail) + " chars — conversation_read " +
 		seqRange(m.Seq) + " returns the whole message]\n" + m.Text[t:]
 	return m
@@ -242,6 +247,18 @@ func runeOffset(s string, k int) int {
 		k--
 	}
 	return len(s)
+}
+
+// lastRunesOffset returns the byte offset of the last k runes of s, read
+// from the end: the tail of a long text costs its own length, not the
+// whole text's. It splits s where runeOffset(s, RuneCount(s)-k) does.
+func lastRunesOffset(s string, k int) int {
+	i := len(s)
+	for ; k > 0 && i > 0; k-- {
+		_, w := utf8.DecodeLastRuneInString(s[:i])
+		i -= w
+	}
+	return i
 }
 
 // frame returns the block that carries the summary in front of the first

@@ -65,3 +65,25 @@ func BenchmarkJSONMarshalRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanCutsLongMessage plans a turn whose message alone is larger
+// than a 32K window (200 KB pasted), so the plan must find how much of its
+// head and tail fit.
+func BenchmarkPlanCutsLongMessage(b *testing.B) {
+	bl := &builder{}
+	for i := range 6 {
+		bl.turn(i, text(uint64(i), 600))
+	}
+	bl.user(text(99, 200_000))
+	ms := bl.ms
+	for i := range ms {
+		ms[i].Tokens = EstimateMsg(ms[i])
+	}
+	bud := NewBudget(32768, 2000, 1000)
+	for b.Loop() {
+		res := Plan(PlanInput{Msgs: ms, Budget: bud, Summary: "s"})
+		if res.CutChars == 0 {
+			b.Fatal("no cut")
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package window
 
+import "unicode/utf8"
+
 // Fold triggers besides the budget: a chat with very many or very large
 // messages folds even when its estimate fits, and then keeps half of each.
 const (
@@ -264,8 +266,14 @@ func (sc *scan) foldPoint(cal Calibration, fixed, keepLimit, n int) int {
 
 // shortenToFit finds the largest CutChars at which the kept messages fit the
 // limit, by bisection over the length of the longest candidate text.
+//
+// Each try estimates every shortened text again, tens of kilobytes when a
+// pasted log outgrows the window, so the bisection starts at a guess: each
+// text's cost is taken to grow in proportion to what it keeps, between its
+// cost at minCutChars and whole. The guess is checked, its bracket widened
+// until it holds the answer, and the search ends where plain bisection does.
 func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int, res *PlanResult) {
-	var cands []int
+	var cands []cutCandidate
 	longest, rest := 0, sc.tokens
 	for _, bd := range sc.bounds {
 		if bd.idx == c {
@@ -276,28 +284,94 @@ func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int,
 		if i < c {
 			continue
 		}
-		cands = append(cands, i)
 		rest -= sc.costs[i]
-		longest = max(longest, len(ms[i].Text))
+		n := len(ms[i].Text)
+		if n > minCutChars {
+			n = utf8.RuneCountInString(ms[i].Text)
+		}
+		cands = append(cands, cutCandidate{m: &ms[i], runes: n, whole: sc.costs[i]})
+		longest = max(longest, n)
 	}
 	if len(cands) == 0 || longest <= minCutChars {
 		return
 	}
-	rawAt := func(limitChars int) int {
+	rawAt := func(limitChars int, keep bool) int {
 		t := rest
-		for _, i := range cands {
-			m := shorten(ms[i], limitChars)
-			t += cachedTokens(&m)
+		for k := range cands {
+			cd := &cands[k]
+			m := cutMiddleOf(*cd.m, limitChars, cd.runes)
+			cost := cachedTokens(&m)
+			if keep {
+				cd.atMin = cost
+			}
+			t += cost
 		}
 		return fixed + t
 	}
+	fits := func(raw int) bool { return cal.Estimate(raw) <= limit }
 	lo, hi := minCutChars, longest // lo: candidate answer; hi: known too big
-	if cal.Estimate(rawAt(lo)) > limit {
-		res.CutChars, res.Raw = lo, rawAt(lo)
+	loRaw := rawAt(lo, true)
+	if !fits(loRaw) {
+		res.CutChars, res.Raw = lo, loRaw
 		res.Estimate = cal.Estimate(res.Raw)
 		return
 	}
-	for hi-lo > max(16, lo/64) {
+	done := func() bool { return hi-lo <= max(16, lo/64) }
+	try := func(at int) bool {
+		raw := rawAt(at, false)
+		if fits(raw) {
+			lo, loRaw = at, raw
+			return true
+		}
+		hi = at
+		return false
+	}
+	if g := guessCut(cands, fixed+rest, cal, limit, lo, hi); g > lo && g < hi && !done() {
+		step := max(16, g/64)
+		if try(g) {
+			for !done() && try(min(lo+step, hi-1)) {
+				step *= 2
+			}
+		} else {
+			for !done() && !try(max(hi-step, lo+1)) {
+				step *= 2
+			}
+		}
+	}
+	for !done() {
+		try(lo + (hi-lo)/2)
+	}
+	res.CutChars, res.Raw = lo, loRaw
+	res.Estimate = cal.Estimate(res.Raw)
+}
+
+// cutCandidate is a text a plan may shorten: its length in runes and its
+// cost whole and at minCutChars.
+type cutCandidate struct {
+	m                   *Msg
+	runes, whole, atMin int
+}
+
+// guessCut is the largest limit in (lo, hi) at which the candidates fit if
+// each one's cost grows linearly from its cost at lo to its cost whole;
+// lo when none does. It reads no text.
+func guessCut(cands []cutCandidate, base int, cal Calibration, limit, lo, hi int) int {
+	from := lo
+	rawAt := func(at int) int {
+		t := base
+		for _, cd := range cands {
+			switch {
+			case at >= cd.runes:
+				t += cd.whole
+			case cd.runes <= from:
+				t += cd.atMin
+			default:
+				t += cd.atMin + int(int64(max(cd.whole-cd.atMin, 0))*int64(at-from)/int64(cd.runes-from))
+			}
+		}
+		return t
+	}
+	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if cal.Estimate(rawAt(mid)) <= limit {
 			lo = mid
@@ -305,6 +379,5 @@ func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int,
 			hi = mid
 		}
 	}
-	res.CutChars, res.Raw = lo, rawAt(lo)
-	res.Estimate = cal.Estimate(res.Raw)
+	return lo
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"pgregory.net/rapid"
 )
@@ -162,6 +163,57 @@ func TestAssembleIntoReusesAnArrayAndMatchesAssemble(t *testing.T) {
 		// holds: a call whose result was never stored adds a stand-in result.
 		if need := max(len(ms)+1, len(got)); cap(earlier) >= need && &got[0] != &earlier[0] {
 			t.Fatalf("an array with room for %d (cap %d) was not reused", need, cap(earlier))
+		}
+	})
+}
+
+// Reading a tail from the end splits a text where counting from its start
+// does, for any bytes, valid UTF-8 or not.
+func TestLastRunesOffsetMatchesCountingFromTheStart(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := string(rapid.SliceOf(rapid.SampledFrom([]byte{'a', ' ', 0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xff})).Draw(t, "bytes"))
+		n := utf8.RuneCountInString(s)
+		k := rapid.IntRange(0, n).Draw(t, "k")
+		if got, want := lastRunesOffset(s, k), runeOffset(s, n-k); got != want {
+			t.Fatalf("lastRunesOffset(%q, %d) = %d, runeOffset from the start %d", s, k, got, want)
+		}
+	})
+}
+
+// A turn too big for its window keeps nearly as much as fits: the plan's cut
+// fits, and a cut a few percent longer does not.
+func TestPlanCutKeepsNearlyAllThatFits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := &builder{}
+		for i := range rapid.IntRange(0, 3).Draw(t, "turns") {
+			b.turn(i, text(uint64(i), 400))
+		}
+		b.user(text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(2_000, 120_000).Draw(t, "message")))
+		if rapid.Bool().Draw(t, "tool") {
+			b.call(text(rapid.Uint64().Draw(t, "seed2"), rapid.IntRange(300, 60_000).Draw(t, "result")))
+		}
+		for i := range b.ms {
+			b.ms[i].Tokens = EstimateMsg(b.ms[i])
+		}
+		bud := NewBudget(rapid.IntRange(4<<10, 24<<10).Draw(t, "window"), 300, 300)
+		res := Plan(PlanInput{Msgs: b.ms, Budget: bud})
+		if res.CutChars <= minCutChars {
+			t.Skip("nothing to cut, or nothing fits")
+		}
+		at := func(cut int) int { // with the room the plan keeps for a summary
+			r := res
+			r.CutChars = cut
+			raw := bud.System + bud.Tools + res.SummaryTokens
+			for _, m := range Assemble(AssembleInput{Msgs: b.ms, Plan: r}) {
+				raw += EstimateMsg(m)
+			}
+			return Calibration{}.Estimate(raw)
+		}
+		if got := at(res.CutChars); got > bud.Limit() {
+			t.Fatalf("cut %d: estimate %d over limit %d", res.CutChars, got, bud.Limit())
+		}
+		if longer := res.CutChars + res.CutChars/20 + 64; at(longer) <= bud.Limit() {
+			t.Fatalf("cut %d, yet %d fits too (limit %d)", res.CutChars, longer, bud.Limit())
 		}
 	})
 }
