@@ -27,16 +27,41 @@ func stemSet(list string) map[string]bool {
 // remember).
 const namedSynonymWeight = 0.5
 
+// namedEdgeBytes is how much of a long message's start and end NamedIn
+// reads.
+const namedEdgeBytes = 4096
+
+// edges is what NamedIn reads of a message: all of a short one; the first
+// and last namedEdgeBytes of a long one, cut at a space so no word is cut.
+// A person's own words open and close what they paste; a word in the middle
+// of a pasted log names a tool by accident, and reading 200 KB of it held
+// the one index every tenant asks for 8 ms.
+func edges(message string) string {
+	if len(message) <= 2*namedEdgeBytes {
+		return message
+	}
+	head, tail := message[:namedEdgeBytes], message[len(message)-namedEdgeBytes:]
+	if i := strings.LastIndexFunc(head, unicode.IsSpace); i > 0 {
+		head = head[:i]
+	}
+	if i := strings.IndexFunc(tail, unicode.IsSpace); i >= 0 {
+		tail = tail[i:]
+	}
+	return head + "\n" + tail
+}
+
 // NamedIn returns up to limit tools that a word of the message names: a
 // word of the tool's own name ("Please remember that …" names remember; "in
 // the browser" names browser_open), an everyday synonym of one ("remember"
 // names memory_add), or a web address, which names the web tools (web_fetch,
 // browse). Generic name words ("get", "list") do not count. Tools whose name
-// the message covers most come first; ties go by name.
+// the message covers most come first; ties go by name. Of a long message it
+// reads the start and the end (edges).
 func (ix *Index) NamedIn(message string, limit int) []string {
 	if limit <= 0 || ix.Len() == 0 {
 		return nil
 	}
+	message = edges(message)
 	exact := ix.exactNames(message)
 	if len(exact) >= limit {
 		return exact[:limit]

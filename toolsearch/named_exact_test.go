@@ -3,6 +3,7 @@ package toolsearch
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +44,34 @@ func TestNamedInExactName(t *testing.T) {
 					t.Errorf("%s named twice: %v", n, got)
 				}
 				seen[n] = true
+			}
+		})
+	}
+}
+
+// A long message is read at its start and end: a tool named there loads, a
+// word deep in a pasted log does not, and no word is read cut in two.
+func TestNamedInReadsALongMessagesEdges(t *testing.T) {
+	ix := NewIndex([]Doc{{Name: "remember", Description: "Save a fact about the person"},
+		{Name: "browser_open", Description: "Open a page in the browser"}, {Name: "ember", Description: "Light a fire"}})
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", 8000) // 216 KB
+	cases := map[string]struct {
+		msg  string
+		want []string
+	}{
+		"named at the start":  {"Please remember this log: " + filler, []string{"remember"}},
+		"named at the end":    {filler + " — now open it in the browser", []string{"browser_open"}},
+		"named in the middle": {filler + " remember " + filler, nil},
+		"short, anywhere":     {"lorem ipsum remember dolor", []string{"remember"}},
+		// A word across an edge is not read as its part there: "emberglow"
+		// ends the head as "ember", "remember" starts the tail as "ember".
+		"a word across the head's edge": {strings.Repeat("z", namedEdgeBytes-6) + " emberglow " + filler, nil},
+		"a word across the tail's edge": {filler + "remember " + strings.Repeat("y", namedEdgeBytes-6), nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ix.NamedIn(c.msg, 3); !slices.Equal(got, c.want) {
+				t.Fatalf("NamedIn = %v, want %v", got, c.want)
 			}
 		})
 	}
