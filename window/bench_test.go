@@ -80,10 +80,18 @@ func BenchmarkPlanCutsLongMessage(b *testing.B) {
 		ms[i].Tokens = EstimateMsg(ms[i])
 	}
 	bud := NewBudget(32768, 2000, 1000)
-	for b.Loop() {
-		res := Plan(PlanInput{Msgs: ms, Budget: bud, Summary: "s"})
-		if res.CutChars == 0 {
-			b.Fatal("no cut")
-		}
+	for _, memo := range []bool{false, true} {
+		b.Run(map[bool]string{false: "found", true: "again"}[memo], func(b *testing.B) {
+			in := PlanInput{Msgs: ms, Budget: bud, Summary: "s"}
+			if memo { // a chat plans the same turn again
+				in.Cuts = &CutMemo{}
+				Plan(in)
+			}
+			for b.Loop() {
+				if res := Plan(in); res.CutChars == 0 {
+					b.Fatal("no cut")
+				}
+			}
+		})
 	}
 }

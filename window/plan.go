@@ -44,6 +44,53 @@ type PlanInput struct {
 	// in the background after a turn then runs before the next turn would
 	// have to wait for one. 0 is 1.
 	Early float64
+	// Cuts, when set, remembers the last cut found for texts too long to
+	// keep whole (see CutMemo). Optional.
+	Cuts *CutMemo
+}
+
+// CutMemo remembers a chat's last cut. A chat plans one turn several times
+// (each model call, the prefix a fold reuses, the check after it), and
+// finding how much of a pasted 200 KB text fits estimates tens of
+// kilobytes of it a few times over. The zero value is ready; it serves one
+// chat, one plan at a time.
+type CutMemo struct {
+	msgs             []cutKey
+	base, limit      int
+	cal              Calibration
+	cutChars, rawCut int
+}
+
+// cutKey is what a cut depends on of each text it may shorten (its seq
+// is in the label that replaces its middle).
+type cutKey struct {
+	seq  int64
+	role Role
+	text string
+}
+
+// recall returns the cut remembered for these candidates and limits.
+func (cm *CutMemo) recall(cands []cutCandidate, base, limit int, cal Calibration) (cutChars, raw int, ok bool) {
+	if cm == nil || cm.base != base || cm.limit != limit || cm.cal != cal || len(cm.msgs) != len(cands) {
+		return 0, 0, false
+	}
+	for i, cd := range cands {
+		if k := cm.msgs[i]; k.seq != cd.m.Seq || k.role != cd.m.Role || k.text != cd.m.Text { // the same string: its pointer settles it
+			return 0, 0, false
+		}
+	}
+	return cm.cutChars, cm.rawCut, true
+}
+
+func (cm *CutMemo) keep(cands []cutCandidate, base, limit int, cal Calibration, cutChars, raw int) {
+	if cm == nil {
+		return
+	}
+	cm.msgs = cm.msgs[:0]
+	for _, cd := range cands {
+		cm.msgs = append(cm.msgs, cutKey{cd.m.Seq, cd.m.Role, cd.m.Text})
+	}
+	cm.base, cm.limit, cm.cal, cm.cutChars, cm.rawCut = base, limit, cal, cutChars, raw
 }
 
 // PlanResult says what to keep and what to fold.
@@ -173,7 +220,7 @@ func Plan(in PlanInput) PlanResult {
 	res.Raw = fixed + res.SummaryTokens + keptTok
 	res.Estimate = cal.Estimate(res.Raw)
 	if res.Estimate > b.Limit() {
-		sc.shortenToFit(ms, c, fixed+res.SummaryTokens, cal, b.Limit(), &res)
+		sc.shortenToFit(ms, c, fixed+res.SummaryTokens, cal, b.Limit(), in.Cuts, &res)
 	}
 	res.Fits = res.Estimate <= b.Limit()
 	return res
@@ -272,7 +319,7 @@ func (sc *scan) foldPoint(cal Calibration, fixed, keepLimit, n int) int {
 // text's cost is taken to grow in proportion to what it keeps, between its
 // cost at minCutChars and whole. The guess is checked, its bracket widened
 // until it holds the answer, and the search ends where plain bisection does.
-func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int, res *PlanResult) {
+func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int, memo *CutMemo, res *PlanResult) {
 	var cands []cutCandidate
 	longest, rest := 0, sc.tokens
 	for _, bd := range sc.bounds {
@@ -285,16 +332,26 @@ func (sc *scan) shortenToFit(ms []Msg, c, fixed int, cal Calibration, limit int,
 			continue
 		}
 		rest -= sc.costs[i]
-		n := len(ms[i].Text)
-		if n > minCutChars {
-			n = utf8.RuneCountInString(ms[i].Text)
-		}
-		cands = append(cands, cutCandidate{m: &ms[i], runes: n, whole: sc.costs[i]})
-		longest = max(longest, n)
+		cands = append(cands, cutCandidate{m: &ms[i], whole: sc.costs[i]})
 	}
-	if len(cands) == 0 || longest <= minCutChars {
+	if len(cands) == 0 {
 		return
 	}
+	if cut, raw, ok := memo.recall(cands, fixed+rest, limit, cal); ok {
+		res.CutChars, res.Raw, res.Estimate = cut, raw, cal.Estimate(raw)
+		return
+	}
+	for k := range cands {
+		cd := &cands[k]
+		if cd.runes = len(cd.m.Text); cd.runes > minCutChars {
+			cd.runes = utf8.RuneCountInString(cd.m.Text)
+		}
+		longest = max(longest, cd.runes)
+	}
+	if longest <= minCutChars {
+		return
+	}
+	defer func() { memo.keep(cands, fixed+rest, limit, cal, res.CutChars, res.Raw) }()
 	rawAt := func(limitChars int, keep bool) int {
 		t := rest
 		for k := range cands {

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -214,6 +215,32 @@ func TestPlanCutKeepsNearlyAllThatFits(t *testing.T) {
 		}
 		if longer := res.CutChars + res.CutChars/20 + 64; at(longer) <= bud.Limit() {
 			t.Fatalf("cut %d, yet %d fits too (limit %d)", res.CutChars, longer, bud.Limit())
+		}
+	})
+}
+
+// A chat's cut memo changes no plan: plans of one chat, with budgets that
+// come and go and messages appended, are what they are without it; and a
+// plan found again is the memo's.
+func TestCutMemoChangesNoPlan(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := &builder{}
+		b.turn(0, text(1, 400))
+		b.user(text(rapid.Uint64().Draw(t, "seed"), rapid.IntRange(4_000, 60_000).Draw(t, "message")))
+		var memo CutMemo
+		for i := range rapid.IntRange(1, 6).Draw(t, "plans") {
+			if rapid.Bool().Draw(t, "append") {
+				b.call(text(uint64(i), rapid.IntRange(100, 30_000).Draw(t, "result")))
+			}
+			in := PlanInput{Msgs: b.ms, Budget: NewBudget(rapid.SampledFrom([]int{4 << 10, 8 << 10, 16 << 10}).Draw(t, "window"), 300, 300)}
+			want := Plan(in)
+			in.Cuts = &memo
+			if got := Plan(in); !reflect.DeepEqual(got, want) {
+				t.Fatalf("plan %d with the memo %+v, without %+v", i, got, want)
+			}
+			if want.CutChars > 0 && (memo.cutChars != want.CutChars || memo.rawCut != want.Raw) {
+				t.Fatalf("plan %d cut %d, the memo holds %d", i, want.CutChars, memo.cutChars)
+			}
 		}
 	})
 }

@@ -133,7 +133,7 @@ func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estima
 // limits (window.PlanInput.Early).
 func (s *session) planEarly(msgs []window.Msg, b window.Budget, lean bool, early float64) estimate {
 	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
-		SummaryTokens: s.summaryTokens(), Early: early})
+		SummaryTokens: s.summaryTokens(), Early: early, Cuts: &s.cuts})
 	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
 }
 

@@ -41,9 +41,12 @@ type session struct {
 	// sent is the last request's messages (fromWindow), dropped with win.
 	sent       sentForm
 	summaryEst summaryEstimate
-	cost       toolsCost
-	lastSeq    int64
-	loadErr    error
+	// cuts is the last cut of a turn too long for its window, which the
+	// turn's later plans reuse.
+	cuts    window.CutMemo
+	cost    toolsCost
+	lastSeq int64
+	loadErr error
 
 	queue []pending
 	turn  *turn
@@ -229,7 +232,7 @@ func (s *session) load(r chatRead) error {
 		return r.err
 	}
 	s.meta, s.snap = r.meta, r.snap
-	s.msgs, s.win, s.sent = r.msgs, nil, sentForm{}
+	s.msgs, s.win, s.sent, s.cuts = r.msgs, nil, sentForm{}, window.CutMemo{}
 	if len(r.msgs) > 0 {
 		s.lastSeq = r.msgs[len(r.msgs)-1].Seq
 	} else {
@@ -317,7 +320,7 @@ func (s *session) checkIdle(ctx actor.Context) {
 		return
 	}
 	if !busy && time.Since(s.lastActive) >= s.deps.IdleAfter/2 {
-		s.win, s.sent = nil, sentForm{} // an idle chat keeps only its stored messages
+		s.win, s.sent, s.cuts = nil, sentForm{}, window.CutMemo{} // an idle chat keeps only its stored messages
 	}
 	s.armIdle(ctx)
 }
