@@ -56,6 +56,9 @@ type Options struct {
 	OverheadStored int    // default 10,000
 	OverheadTurns  int    // default 500
 	OverheadWindow int    // default 32K
+	// OverheadMessageBytes, when set, makes each measured turn's message
+	// this long (a pasted log), not a short question.
+	OverheadMessageBytes int
 	// Self is the bench's own binary: the overhead and scale parts run
 	// their fake in a child process of it, so the CPU (and scale's heap)
 	// they report is agentd's alone (empty: the fake runs in this process,
@@ -244,13 +247,13 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		}
 	}
 	if o.want(PartOverhead) {
-		res, err := Overhead(ctx, o.Self, o.OverheadStored, o.OverheadTurns, o.OverheadWindow, o.Profile.suffixed("overhead"))
+		res, err := Overhead(ctx, o.Self, OverheadShape{Stored: o.OverheadStored, Turns: o.OverheadTurns, Window: o.OverheadWindow, MessageBytes: o.OverheadMessageBytes}, o.Profile.suffixed("overhead"))
 		if err != nil {
 			fail("overhead", err)
 		} else {
 			rep.Overhead = res
-			fmt.Fprintf(w, "overhead: %d stored messages on %s, %d turns: turn p50 %.3f ms p99 %.3f ms; without model time p50 %.3f ms p99 %.3f ms; first (waking, folding) turn %.1f ms\n",
-				res.StoredMessages, shortTokens(res.Window), res.Turns, res.TurnMS.P50, res.TurnMS.P99, res.OverheadMS.P50, res.OverheadMS.P99, res.FirstTurnMS)
+			fmt.Fprintf(w, "overhead: %d stored messages on %s, %d turns%s: turn p50 %.3f ms p99 %.3f ms; without model time p50 %.3f ms p99 %.3f ms; first (waking, folding) turn %.1f ms\n",
+				res.StoredMessages, shortTokens(res.Window), res.Turns, messageShape(res.MessageBytes), res.TurnMS.P50, res.TurnMS.P99, res.OverheadMS.P50, res.OverheadMS.P99, res.FirstTurnMS)
 			fmt.Fprintf(w, "overhead: CPU per turn p50 %.3f ms p99 %.3f ms (fake apart: %v); plain turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fold turns (%d) p50 %.3f ms p99 %.3f ms, CPU p50 %.3f; fsync of 4 KB %.3f ms before, %.3f ms after\n",
 				res.CPUMS.P50, res.CPUMS.P99, res.FakeApart, res.PlainOverheadMS.N, res.PlainOverheadMS.P50, res.PlainOverheadMS.P99, res.PlainCPUMS.P50,
 				res.FoldOverheadMS.N, res.FoldOverheadMS.P50, res.FoldOverheadMS.P99, res.FoldCPUMS.P50, res.FsyncMS[0], res.FsyncMS[1])
@@ -423,4 +426,13 @@ func WriteJSON(path string, rep *Report) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// messageShape names the overhead part's messages when they are not the
+// short question.
+func messageShape(bytes int) string {
+	if bytes <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of %d-byte messages", bytes)
 }

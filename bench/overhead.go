@@ -28,6 +28,7 @@ type OverheadResult struct {
 	StoredMessages int `json:"stored_messages"`
 	Window         int `json:"window"`
 	Turns          int `json:"turns"`
+	MessageBytes   int `json:"message_bytes,omitempty"`
 	// FirstTurnMS is the turn that wakes the chat and folds the backlog;
 	// the turns measured start once the learning of that fold is done.
 	FirstTurnMS float64 `json:"first_turn_ms"`
@@ -223,10 +224,29 @@ func syncedWrites(dir string, n, size int, pause time.Duration, prefill bool) ([
 	return took, f.Close()
 }
 
-// Overhead stores stored messages in a chat (half the person's, half the
+// pasted is n bytes of the replay's own messages, one after another: a
+// long text the person pastes.
+func pasted(rp *Replay, n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		b.WriteString(rp.Turns[i%len(rp.Turns)].User)
+		b.WriteByte('\n')
+	}
+	return strings.ToValidUTF8(b.String()[:n], "")
+}
+
+// OverheadShape is the chat the overhead part measures: Stored messages
+// before it, Turns measured, on a Window; each turn's message is a short
+// question, or MessageBytes of text when set.
+type OverheadShape struct {
+	Stored, Turns, Window, MessageBytes int
+}
+
+// Overhead stores sh.Stored messages in a chat (half the person's, half the
 // answers), then measures turns on it. self, when set, is the bench's own
 // binary, which runs the fake apart (ServeOverheadFake).
-func Overhead(ctx context.Context, self string, stored, turns, window int, prof Profiles) (*OverheadResult, error) {
+func Overhead(ctx context.Context, self string, sh OverheadShape, prof Profiles) (*OverheadResult, error) {
+	stored, turns, window := sh.Stored, sh.Turns, sh.Window
 	url, stopFake, err := startOverheadFake(ctx, self, window, prof)
 	if err != nil {
 		return nil, err
@@ -262,7 +282,11 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 	}
 	drv := d.drive(id)
 	defer drv.close()
-	res := &OverheadResult{StoredMessages: stored, Window: window, Turns: turns, FakeApart: self != ""}
+	res := &OverheadResult{StoredMessages: stored, Window: window, Turns: turns, MessageBytes: sh.MessageBytes, FakeApart: self != ""}
+	ask := strings.Repeat("how does this part work? ", 4)
+	if sh.MessageBytes > 0 {
+		ask = pasted(rp, sh.MessageBytes)
+	}
 	if res.FsyncMS[0], err = fsyncMS(dir); err != nil {
 		return nil, fmt.Errorf("fsync probe: %w", err)
 	}
@@ -271,7 +295,7 @@ func Overhead(ctx context.Context, self string, stored, turns, window int, prof 
 	var durable0 *dto.Histogram
 	for i := range turns + 1 {
 		before, cpuBefore, folds := d.model.total(), processCPU(), drv.folds.Load()
-		out, err := drv.send(ctx, fmt.Sprintf("Question %d: %s", i, strings.Repeat("how does this part work? ", 4)))
+		out, err := drv.send(ctx, fmt.Sprintf("Question %d: %s", i, ask))
 		if err != nil {
 			return nil, fmt.Errorf("overhead turn %d: %w", i, err)
 		}

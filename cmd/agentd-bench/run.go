@@ -33,6 +33,7 @@ func init() {
 	f.String("trace", "", "write a runtime execution trace of agentd's turn loop to this file (named as --cpuprofile; `go tool trace` reads it)")
 	f.Int("overhead-turns", 500, "turns of the overhead part")
 	f.Int("overhead-window", 32_000, "context window of the overhead part")
+	f.Int("overhead-message-bytes", 0, "make each turn's message of the overhead part this long (a pasted log; 0: a short question)")
 	rootCmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f := cmd.Flags()
 		var o bench.Options
@@ -53,6 +54,7 @@ func init() {
 		o.Profile.Trace, _ = f.GetString("trace")
 		o.OverheadTurns, _ = f.GetInt("overhead-turns")
 		o.OverheadWindow, _ = f.GetInt("overhead-window")
+		o.OverheadMessageBytes, _ = f.GetInt("overhead-message-bytes")
 		if self, err := os.Executable(); err == nil {
 			o.Self = self
 		}
