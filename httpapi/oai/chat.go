@@ -478,12 +478,21 @@ func (a *answer) answered() bool {
 }
 
 // faulted reports whether the turn ended on a problem that is not a normal
-// finish. An answer cut at limits.max_answer_bytes is one (finish_reason
-// "length", as OpenAI ends an answer at max_tokens); a notice of
-// instructions too long is not an end at all.
-func (a *answer) faulted() bool {
-	p := a.res.Problem
+// finish (failedBy).
+func (a *answer) faulted() bool { return failedBy(a.res.Problem) }
+
+// failedBy reports whether p ended its turn without its answer. An answer
+// cut at limits.max_answer_bytes is cut short, not failed (cutShort); a
+// notice of instructions too long is not an end at all.
+func failedBy(p *api.Problem) bool {
 	return p != nil && p.Kind != api.ProblemAnswerTooLarge && p.Kind != api.ProblemInstructions
+}
+
+// cutShort reports whether the turn's answer stopped at the client's own
+// max tokens or at limits.max_answer_bytes: finish_reason "length" and a
+// response "incomplete", as OpenAI ends an answer at max_tokens.
+func cutShort(res api.TurnResult) bool {
+	return res.MaxOutputReached || res.Problem != nil && res.Problem.Kind == api.ProblemAnswerTooLarge
 }
 
 // message is the assistant message the client keeps, as the history hash
@@ -501,8 +510,7 @@ func (a *answer) finish() string {
 	switch {
 	case a.res.Status == "requires_action":
 		return "tool_calls"
-	case a.res.MaxOutputReached, a.res.Problem != nil && a.res.Problem.Kind == api.ProblemAnswerTooLarge:
-		// Cut at the client's max_tokens, or at limits.max_answer_bytes.
+	case cutShort(*a.res):
 		return "length"
 	}
 	return "stop"

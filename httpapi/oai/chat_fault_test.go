@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/httpapi/oai"
@@ -206,5 +207,42 @@ func TestChatCompletionsACappedAnswerFinishesWithLength(t *testing.T) {
 	}
 	if err := stream.Err(); err != nil || acc.Choices[0].FinishReason != "length" {
 		t.Fatalf("streamed: %v, %+v", err, acc.Choices)
+	}
+}
+
+// TestResponsesACappedAnswerIsIncomplete: the same cut on Responses is an
+// incomplete response, as a cut at max_output_tokens is, not a failed one:
+// its message item is incomplete and carries the part kept, whole and
+// streamed, and the stored response says the same.
+func TestResponsesACappedAnswerIsIncomplete(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: cutOnce()})
+	t.Cleanup(fake.Close)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Limits.MaxAnswerBytes = 64 << 10
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	sdk := sdkFor(d, "tok-a")
+	ctx := context.Background()
+	for _, stream := range []bool{false, true} {
+		params := responses.ResponseNewParams{Model: "fake/m",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("a huge answer (%v)", stream))}}
+		var got responses.Response
+		if stream {
+			got = streamed(t, sdk, params)
+		} else {
+			r, err := sdk.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = *r
+		}
+		if got.Status != "incomplete" || got.IncompleteDetails.Reason != "max_output_tokens" || got.Error.Message != "" ||
+			len(got.Output) != 1 || got.Output[0].Status != "incomplete" || len(got.OutputText()) != cfg.Limits.MaxAnswerBytes {
+			t.Fatalf("stream %v: status %q (%q), error %q, %d items, %d bytes of text", stream, got.Status,
+				got.IncompleteDetails.Reason, got.Error.Message, len(got.Output), len(got.OutputText()))
+		}
+		stored, err := sdk.Responses.Get(ctx, got.ID, responses.ResponseGetParams{})
+		if err != nil || stored.Status != "incomplete" || stored.Output[0].Status != "incomplete" {
+			t.Fatalf("stream %v: stored %v, %q", stream, err, stored.Status)
+		}
 	}
 }

@@ -332,9 +332,9 @@ func (b *builder) finish(res api.TurnResult) {
 	b.resp.Usage = u
 	b.resp.Status = statusCompleted
 	switch {
-	case res.Problem != nil:
+	case failedBy(res.Problem):
 		b.resp.Status, b.resp.Error = statusFailed, problemError(res.Problem)
-	case res.MaxOutputReached:
+	case cutShort(res):
 		b.resp.Status, b.resp.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}
 }

@@ -116,9 +116,10 @@ const (
 )
 
 // messageStatus is an assistant message item's status: incomplete when
-// the model stopped at the chat's max_output_tokens.
+// the model stopped at the chat's max_output_tokens, or the answer was cut
+// short (at limits.max_answer_bytes, or by a fault).
 func messageStatus(m api.Message) string {
-	if m.MaxOutputReached {
+	if m.MaxOutputReached || m.Partial {
 		return statusIncomplete
 	}
 	return statusCompleted
