@@ -564,7 +564,17 @@ func (a *answer) failure() (int, string, string) {
 		return http.StatusGatewayTimeout, "timeout", msg
 	case api.ProblemShutdown:
 		return http.StatusServiceUnavailable, "unavailable", msg
+	case api.ProblemMoved:
+		// Another node holds the chat now: the client's retry reaches it.
+		return http.StatusServiceUnavailable, "moved", msg
+	case api.ProblemDeleted:
+		// The chat was deleted mid-turn: a retry starts a new one from the
+		// client's history.
+		return http.StatusConflict, "deleted", msg
+	case api.ProblemInternal:
+		return http.StatusInternalServerError, "server_error", msg
 	}
+	// The provider failed, or could not be reached.
 	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), msg
 }
 
