@@ -608,3 +608,23 @@ func TestFiveThousandApplicationToolsOnAnEightKWindowSendOneToolUntilTheModelAsk
 // maxPreloaded bounds the tools a first lean request may carry besides
 // find_tools: those the message names.
 const maxPreloaded = 3
+
+// A toolset's name is one path segment, but an escaped slash decodes into
+// it: with tenants "a" and "a/b", tenant a must not reach b's toolsets by
+// naming "b/crm" (their records share the key "a/b/crm").
+func TestAToolsetNameWithASlashReachesNoOtherTenant(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Script: crmScript})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"token-a": "a", "token-ab": "a/b"})
+	if st := askJSON(t, d, "token-ab", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
+		t.Fatalf("PUT as a/b: %d", st)
+	}
+	for _, probe := range []struct{ method, path string }{{"GET", "/v1/toolsets/b%2Fcrm"}, {"DELETE", "/v1/toolsets/b%2Fcrm"}} {
+		if st := askJSON(t, d, "token-a", probe.method, probe.path, nil, nil); st != 404 {
+			t.Fatalf("%s %s as tenant a: %d, want 404", probe.method, probe.path, st)
+		}
+	}
+	if st := askJSON(t, d, "token-ab", "GET", "/v1/toolsets/crm", nil, nil); st != 200 {
+		t.Fatalf("a/b's toolset after a's probes: %d, want 200", st)
+	}
+}

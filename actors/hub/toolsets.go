@@ -208,9 +208,18 @@ func (h *Hub) indexSource() []*toolindex.Register {
 // tools its server offers now.
 func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error) {
 	var ts Toolset
-	err := h.store.Record(ctx, recordToolset, tenant+"/"+name, &ts)
-	if errors.Is(err, persistence.ErrNotFound) {
+	// An escaped slash in the path decodes into name: "b/x" would read the
+	// record of tenant "<tenant>/b"'s toolset x, so such a name, and a
+	// record of another tenant, answer as unknown.
+	if !tools.ValidName(name) {
 		return ts, fmt.Errorf("toolset %s: %w", name, ErrNotFound)
+	}
+	err := h.store.Record(ctx, recordToolset, tenant+"/"+name, &ts)
+	if err == nil && ts.Tenant != tenant {
+		err = persistence.ErrNotFound
+	}
+	if errors.Is(err, persistence.ErrNotFound) {
+		return Toolset{}, fmt.Errorf("toolset %s: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		return ts, err
