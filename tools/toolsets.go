@@ -34,6 +34,18 @@ type toolset struct {
 
 func setKey(tenant, name string) string { return tenant + "\x00" + name }
 
+// FindToolsName is the tool a lean chat starts with. It is in no registry
+// (each session answers it), so toolsets and a chat's own tools are kept
+// off its name here: a lean request would carry two tools of that name.
+const FindToolsName = "find_tools"
+
+// daemonsLocked reports whether name is a daemon tool's, find_tools
+// included.
+func (r *Registry) daemonsLocked(name string) bool {
+	_, ok := r.tools[name]
+	return ok || name == FindToolsName
+}
+
 // CheckSchema reports whether params is a JSON Schema of an object, as
 // every protocol needs a tool's parameters to be.
 func CheckSchema(params json.RawMessage) error {
@@ -86,7 +98,7 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 	r.mu.Lock()
 	owners := r.ownersLocked(tenant)
 	for n := range seen {
-		if _, ok := r.tools[n]; ok {
+		if r.daemonsLocked(n) {
 			r.mu.Unlock()
 			return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
 		}
@@ -176,7 +188,7 @@ func (r *Registry) CheckScope(sc Scope) error {
 		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true}); err != nil {
 			return err
 		}
-		if _, ok := r.tools[sp.Name]; ok {
+		if r.daemonsLocked(sp.Name) {
 			return fmt.Errorf("tool %s: the name is a daemon tool's", sp.Name)
 		}
 		if other, ok := names[sp.Name]; ok {

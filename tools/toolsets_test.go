@@ -42,6 +42,7 @@ func TestPutToolsetRefusesWhatCannotBeSentOrCollides(t *testing.T) {
 		"a schema of a string":        {"t1", "cal", []Tool{{Name: "x", Parameters: json.RawMessage(`{"type":"string"}`), Client: true}}, `"type": "object"`},
 		"a schema with a bad keyword": {"t1", "cal", []Tool{{Name: "x", Parameters: json.RawMessage(`{"type":"object","minProperties":"two"}`), Client: true}}, "JSON Schema"},
 		"a daemon tool's name":        {"t1", "cal", []Tool{clientTool("calculate")}, "daemon tool"},
+		"find_tools, the session's":   {"t1", "cal", []Tool{clientTool("find_tools")}, "daemon tool"},
 		"another toolset's name":      {"t1", "cal", []Tool{clientTool("crm_find")}, "in toolset crm"},
 		"a tool twice":                {"t1", "cal", []Tool{clientTool("a"), clientTool("a")}, "twice"},
 		"no executor":                 {"t1", "cal", []Tool{{Name: "x", Parameters: objSchema}}, "no executor"},
@@ -108,6 +109,11 @@ func TestCheckScopeRefusesUnknownToolsetsAndCollidingInlineTools(t *testing.T) {
 	}
 	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "crm_find", Parameters: objSchema}}}); err == nil {
 		t.Fatal("an inline tool may not shadow a toolset's")
+	}
+	// A lean request sends find_tools and the chat's own tools: one of them
+	// named so would make two tools of one name, which providers refuse.
+	if err := r.CheckScope(Scope{Tenant: "t1", Inline: []chat.ToolSpec{{Name: "find_tools", Parameters: objSchema}}}); err == nil {
+		t.Fatal("an inline tool may not take find_tools' name")
 	}
 	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "mine", Parameters: objSchema}}}); err != nil {
 		t.Fatal(err)

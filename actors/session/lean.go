@@ -12,6 +12,7 @@ import (
 	"github.com/agentd/agentd/actors/toolindex"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/tools"
 )
 
 // Lean mode thresholds (seed 0086 §2): nobody sets lean; these decide it.
@@ -30,7 +31,7 @@ const (
 	loadedShare    = 0.15
 	findToolsK     = 5
 	namedToolsMax  = 3
-	findToolsName  = "find_tools"
+	findToolsName  = tools.FindToolsName
 	askTimeout     = 5 * time.Second
 )
 
