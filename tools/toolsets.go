@@ -175,10 +175,15 @@ func (r *Registry) CheckScope(sc Scope) error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	names := map[string]string{}
-	for _, n := range sc.Toolsets {
+	for i, n := range sc.Toolsets {
 		set, ok := r.sets[setKey(sc.Tenant, n)]
 		if !ok {
 			return fmt.Errorf("%w: toolset %q", ErrUnknownToolset, n)
+		}
+		// A view lists a toolset's tools once per naming, and providers
+		// refuse a request with two tools of one name.
+		if slices.Contains(sc.Toolsets[:i], n) {
+			return fmt.Errorf("toolset %s is named twice", n)
 		}
 		for _, t := range set.tools {
 			names[t.Name] = "toolset " + n

@@ -110,6 +110,10 @@ func TestCheckScopeRefusesUnknownToolsetsAndCollidingInlineTools(t *testing.T) {
 	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "crm_find", Parameters: objSchema}}}); err == nil {
 		t.Fatal("an inline tool may not shadow a toolset's")
 	}
+	// Each toolset named is sent once: named twice, its tools would be too.
+	if err := r.CheckScope(Scope{Tenant: "t1", Toolsets: []string{"crm", "crm"}}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a toolset named twice: %v", err)
+	}
 	// A lean request sends find_tools and the chat's own tools: one of them
 	// named so would make two tools of one name, which providers refuse.
 	if err := r.CheckScope(Scope{Tenant: "t1", Inline: []chat.ToolSpec{{Name: "find_tools", Parameters: objSchema}}}); err == nil {
