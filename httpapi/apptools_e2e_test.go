@@ -628,3 +628,47 @@ func TestAToolsetNameWithASlashReachesNoOtherTenant(t *testing.T) {
 		t.Fatalf("a/b's toolset after a's probes: %d, want 200", st)
 	}
 }
+
+// An application's MCP server is held to limits.max_tool_result_bytes as the
+// yaml's servers are: a bigger answer fails that call unread, rather than
+// being read whole (up to 8 MiB) and cut afterwards.
+func TestAnMCPToolsetsAnswerIsBoundedByMaxToolResultBytes(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "dump", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "dump", Description: "Dumps a big table"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("row ", 20_000)}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close) // after the daemon's close, which ends the session
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+			return testkit.Reply{Text: "done"}
+		}
+		if slices.Contains(r.Tools, "db__dump") {
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "d1", Name: "db__dump", Arguments: `{}`}}}
+		}
+		return testkit.Reply{Text: "no tool"}
+	}})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	cfg.Limits.MaxToolResultBytes = 4096
+	d := daemontest.Start(t, cfg, nil)
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/db", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, nil); st != 200 {
+		t.Fatalf("PUT: %d", st)
+	}
+	c, _ := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"db"}})
+	res, err := d.Client.Send(context.Background(), c.ID, api.SendMessageRequest{Content: "dump the table"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result *api.Message
+	for i, m := range res.Messages {
+		if m.Role == api.RoleTool {
+			result = &res.Messages[i]
+		}
+	}
+	if result == nil || !result.IsError || !strings.Contains(result.Content, "answered the call to dump, but") {
+		t.Fatalf("the oversize answer is not refused as too large: %.300s", fmt.Sprintf("%+v", result))
+	}
+}
