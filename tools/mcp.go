@@ -48,6 +48,10 @@ type MCPServer struct {
 	Trusted bool
 	// BareNames registers the tools under their own names, unprefixed.
 	BareNames bool
+	// MaxTools refuses a server that lists more tools (an application's,
+	// held to a toolset's bound; its pages could go on for the whole
+	// connect timeout). Optional. Defaults to no bound.
+	MaxTools int
 }
 
 // MCPSeparator joins a server's name and its tool's name.
@@ -251,7 +255,7 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 	for i, t := range targets {
 		wg.Go(func() {
 			conn := newMCPConn(t.server.Name, t.transport, log.With().Str("mcp_server", t.server.Name).Logger())
-			tl, err := listMCPTools(ctx, conn)
+			tl, err := listMCPTools(ctx, conn, t.server.MaxTools)
 			results[i] = connected{conn: conn, tools: tl, err: err}
 		})
 	}
@@ -300,8 +304,9 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 	}
 }
 
-// listMCPTools connects and lists the server's tools, sorted by name.
-func listMCPTools(ctx context.Context, conn *mcpConn) ([]*mcp.Tool, error) {
+// listMCPTools connects and lists the server's tools, sorted by name; more
+// than max (when max > 0) is an error.
+func listMCPTools(ctx context.Context, conn *mcpConn, max int) ([]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
 	defer cancel()
 	session, err := conn.get(ctx)
@@ -312,6 +317,9 @@ func listMCPTools(ctx context.Context, conn *mcpConn) ([]*mcp.Tool, error) {
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		if max > 0 && len(list) == max {
+			return nil, fmt.Errorf("list tools: the server lists more than %d tools", max)
 		}
 		list = append(list, tool)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -298,4 +299,22 @@ func TestMCPToolName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An application's server is held to a toolset's bound on tools: one that
+// lists more is refused, not registered (its pages could go on for the
+// whole connect timeout).
+func TestAnMCPToolsetListingMoreThanMaxToolsIsRefused(t *testing.T) {
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestMCPServer() }, nil))
+	t.Cleanup(srv.Close)
+	log, _ := testLogger(t)
+	n := len(wantTestTools("x"))
+	if _, _, err := ConnectMCPToolset(context.Background(), MCPServer{Name: "x", URL: srv.URL, MaxTools: n - 1}, true, log); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d tools", n-1)) {
+		t.Fatalf("a server over MaxTools: %v", err)
+	}
+	got, closeFn, err := ConnectMCPToolset(context.Background(), MCPServer{Name: "x", URL: srv.URL, MaxTools: n}, true, log)
+	if err != nil || len(got) != n {
+		t.Fatalf("a server at MaxTools: %d tools, %v", len(got), err)
+	}
+	_ = closeFn()
 }

@@ -118,7 +118,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 			}
 			headers[k] = v
 		}
-		srv := tools.MCPServer{Name: ts.Name, URL: ts.Executor.URL, Headers: headers, MaxResultBytes: h.cfg.Limits.MaxToolResultBytes}
+		srv := tools.MCPServer{Name: ts.Name, URL: ts.Executor.URL, Headers: headers, MaxResultBytes: h.cfg.Limits.MaxToolResultBytes, MaxTools: maxToolsetTools}
 		mt, closeFn, err := tools.ConnectMCPToolset(ctx, srv, allowPrivate, h.log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: mcp server of toolset %s: %v", ErrInvalid, ts.Name, err)
