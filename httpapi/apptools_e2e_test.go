@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -670,5 +671,61 @@ func TestAnMCPToolsetsAnswerIsBoundedByMaxToolResultBytes(t *testing.T) {
 	}
 	if result == nil || !result.IsError || !strings.Contains(result.Content, "answered the call to dump, but") {
 		t.Fatalf("the oversize answer is not refused as too large: %.300s", fmt.Sprintf("%+v", result))
+	}
+}
+
+// A restart connects the stored MCP toolsets at once, not one after
+// another: here each server answers its first request only when both have
+// been asked, so connecting them in turn leaves both out (each waits out
+// the connect timeout alone).
+func TestARestartConnectsStoredMCPToolsetsAtOnce(t *testing.T) {
+	var gated atomic.Bool
+	var mu sync.Mutex
+	arrived, both := 0, make(chan struct{})
+	newServer := func(tool string) *httptest.Server {
+		server := mcp.NewServer(&mcp.Implementation{Name: tool, Version: "1"}, nil)
+		mcp.AddTool(server, &mcp.Tool{Name: tool, Description: "A tool"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tool}}}, nil, nil
+			})
+		handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			if gated.Load() && strings.Contains(string(body), `"method":"initialize"`) {
+				mu.Lock()
+				if arrived++; arrived == 2 {
+					close(both)
+				}
+				mu.Unlock()
+				select {
+				case <-both:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			handler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	one, two := newServer("one"), newServer("two")
+	fake := openaifake.New(openaifake.Options{Script: crmScript})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	for name, srv := range map[string]*httptest.Server{"one": one, "two": two} {
+		if st := askJSON(t, d, "", "PUT", "/v1/toolsets/"+name, api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, nil); st != 200 {
+			t.Fatalf("PUT %s: %d", name, st)
+		}
+	}
+	gated.Store(true)
+	d = d.Restart()
+	for _, name := range []string{"one", "two"} {
+		var ts api.Toolset
+		if st := askJSON(t, d, "", "GET", "/v1/toolsets/"+name, nil, &ts); st != 200 || len(ts.Tools) != 1 {
+			t.Fatalf("toolset %s after the restart: %d %+v", name, st, ts)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/actors/session"
@@ -282,18 +283,49 @@ func (h *Hub) loadToolsets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load toolsets: %w", err)
 	}
-	for _, ts := range all {
-		h.installToolset(ctx, ts)
+	// Built at once, registered in order: each MCP server may take its whole
+	// connect timeout, and one after another a tenant's hanging servers
+	// would hold the start for that many times over.
+	type builtSet struct {
+		tools   []tools.Tool
+		closeFn func() error
+		err     error
+	}
+	built := make([]builtSet, len(all))
+	sem := make(chan struct{}, toolsetConnects)
+	var wg sync.WaitGroup
+	for i, ts := range all {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			b := &built[i]
+			b.tools, b.closeFn, b.err = h.buildToolset(ctx, ts)
+		})
+	}
+	wg.Wait()
+	for i, ts := range all {
+		h.registerToolset(ts, built[i].tools, built[i].closeFn, built[i].err)
 	}
 	return nil
 }
+
+// toolsetConnects bounds the stored toolsets built at once at start.
+const toolsetConnects = 256
 
 // installToolset builds a stored toolset, registers and indexes it; one
 // that cannot be built now is logged and left out.
 func (h *Hub) installToolset(ctx context.Context, ts Toolset) {
 	built, closeFn, err := h.buildToolset(ctx, ts)
+	h.registerToolset(ts, built, closeFn, err)
+}
+
+// registerToolset registers and indexes a built toolset; one that could
+// not be built (err) or registered is logged and left out.
+func (h *Hub) registerToolset(ts Toolset, built []tools.Tool, closeFn func() error, err error) {
 	if err == nil {
-		err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn)
+		if err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn); err != nil && closeFn != nil {
+			_ = closeFn()
+		}
 	}
 	if err != nil {
 		h.log.Error().Err(err).Str("tenant", ts.Tenant).Str("toolset", ts.Name).Msg("toolset left out")
