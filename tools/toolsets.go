@@ -262,8 +262,29 @@ func (v View) List() []Tool {
 		}
 	}
 	v.r.mu.RUnlock()
-	for _, sp := range v.sc.Inline {
+	for _, sp := range inlineOf(v, out, func(t Tool) string { return t.Name }) {
 		out = append(out, Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: SourceClient, Client: true})
+	}
+	return out
+}
+
+// inlineOf returns the chat's own tools whose names none of have has: a toolset
+// PUT (or a daemon tool added) after the chat was set up may take one's
+// name, and a request with two tools of one name is refused by providers.
+// The other tool is what Get reaches, so the chat's goes.
+func inlineOf[T any](v View, have []T, name func(T) string) []chat.ToolSpec {
+	if len(v.sc.Inline) == 0 {
+		return nil
+	}
+	taken := make(map[string]bool, len(have))
+	for _, t := range have {
+		taken[name(t)] = true
+	}
+	out := make([]chat.ToolSpec, 0, len(v.sc.Inline))
+	for _, sp := range v.sc.Inline {
+		if !taken[sp.Name] {
+			out = append(out, sp)
+		}
 	}
 	return out
 }
@@ -284,7 +305,7 @@ func (v View) Specs(names ...string) []chat.ToolSpec {
 			}
 		}
 		v.r.mu.RUnlock()
-		return append(out, v.sc.Inline...)
+		return append(out, inlineOf(v, out, func(sp chat.ToolSpec) string { return sp.Name })...)
 	}
 	var out []chat.ToolSpec
 	seen := make(map[string]bool, len(names))

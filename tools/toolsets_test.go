@@ -124,6 +124,36 @@ func TestCheckScopeRefusesUnknownToolsetsAndCollidingInlineTools(t *testing.T) {
 	}
 }
 
+// A toolset PUT after a chat was set up may take the name of one of the
+// chat's own tools: the view still lists each name once (the toolset's,
+// which Get reaches), since providers refuse two tools of one name.
+func TestAViewListsAToolOnceWhenAToolsetTakesAChatsOwnToolsName(t *testing.T) {
+	r := NewRegistry()
+	_ = r.PutToolset("t1", "crm", []Tool{clientTool("crm_find")}, nil)
+	sc := Scope{Tenant: "t1", Toolsets: []string{"crm"}, Inline: []chat.ToolSpec{{Name: "crm_note", Parameters: objSchema}, {Name: "mine", Parameters: objSchema}}}
+	if err := r.CheckScope(sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PutToolset("t1", "crm", []Tool{clientTool("crm_find"), {Name: "crm_note", Description: "the toolset's", Parameters: objSchema, Client: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	v := r.In(sc)
+	want := []string{"crm_find", "crm_note", "mine"}
+	if got := names(v.Specs()); !slices.Equal(got, want) {
+		t.Fatalf("specs = %v, want %v", got, want)
+	}
+	var listed []string
+	for _, tl := range v.List() {
+		listed = append(listed, tl.Name)
+	}
+	if !slices.Equal(listed, want) {
+		t.Fatalf("list = %v, want %v", listed, want)
+	}
+	if tl, _ := v.Get("crm_note"); tl.Description != "the toolset's" {
+		t.Fatalf("Get reaches %+v", tl)
+	}
+}
+
 func TestRemovingAndReplacingAToolsetClosesWhatItHeld(t *testing.T) {
 	r := NewRegistry()
 	closed := 0
