@@ -729,3 +729,57 @@ func TestARestartConnectsStoredMCPToolsetsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A webhook is sent only arguments that match its tool's schema: the
+// model's others come back to it as an error result naming the mismatch.
+func TestAWebhookIsSentOnlyArgumentsThatMatchItsSchema(t *testing.T) {
+	const secretEnv = "AGENTD_TEST_WEBHOOK_SECRET"
+	t.Setenv(secretEnv, "a-long-shared-secret")
+	var mu sync.Mutex
+	var sent []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c tools.WebhookCall
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &c)
+		mu.Lock()
+		sent = append(sent, string(c.Arguments))
+		mu.Unlock()
+		fmt.Fprint(w, "42 EUR")
+	}))
+	t.Cleanup(hook.Close)
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+			return testkit.Reply{Text: "done"}
+		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "ok", Name: "inv_total", Arguments: `{"id":"A1"}`},
+			{ID: "type", Name: "inv_total", Arguments: `{"id":5}`}, {ID: "missing", Name: "inv_total", Arguments: `{}`}}}
+	}})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.AllowedEnv = []string{secretEnv}
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	params := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)
+	body := api.PutToolsetRequest{Tools: []api.Tool{{Name: "inv_total", Parameters: params}}, Executor: api.Executor{Kind: "webhook", URL: hook.URL, SecretEnv: secretEnv}}
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/invoices", body, nil); st != 200 {
+		t.Fatalf("PUT: %d", st)
+	}
+	c, _ := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"invoices"}})
+	res, err := d.Client.Send(context.Background(), c.ID, api.SendMessageRequest{Content: "total of A1?"}, nil)
+	if err != nil || res.Status != "completed" {
+		t.Fatalf("turn: %v %+v", err, res)
+	}
+	for _, m := range res.Messages {
+		if m.Role != api.RoleTool {
+			continue
+		}
+		if bad := m.ToolCallID != "ok"; m.IsError != bad || bad && !strings.Contains(m.Content, "do not match its parameter schema") {
+			t.Errorf("call %s: %+v", m.ToolCallID, m)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sent, []string{`{"id":"A1"}`}) {
+		t.Fatalf("the webhook was sent %q, want only the matching arguments", sent)
+	}
+}

@@ -104,7 +104,10 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 			return nil, nil, err
 		}
 		for i := range out {
-			out[i].Run = tools.WebhookRunner(out[i].Name, tools.Webhook{URL: ts.Executor.URL, Secret: secret, Timeout: ts.Executor.Timeout, AllowPrivate: allowPrivate})
+			run := tools.WebhookRunner(out[i].Name, tools.Webhook{URL: ts.Executor.URL, Secret: secret, Timeout: ts.Executor.Timeout, AllowPrivate: allowPrivate})
+			if out[i].Run, err = tools.CheckedArgs(out[i].Name, out[i].Parameters, run); err != nil {
+				return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
 		}
 		return out, nil, nil
 	case ExecMCP:
