@@ -57,13 +57,15 @@ type Catalog struct {
 	errs    map[string]error               // last list error per provider
 	listOK  map[string]bool                // the provider's last list answered
 	kick    chan struct{}                  // asks Watch to re-read now
+	// timer starts Watch's wait (a test's stands in for time.NewTimer).
+	timer func(time.Duration) (<-chan time.Time, func() bool)
 }
 
 // New builds a client for every configured provider and loads the learned
 // windows. It does no network I/O; call Refresh for the providers' lists.
 func New(ctx context.Context, cfgs []configs.Provider, store WindowStore, httpClient *http.Client, log zerolog.Logger) (*Catalog, error) {
 	c := &Catalog{store: store, log: log, entries: map[string]*entry{}, listed: map[string]providers.ModelInfo{}, learned: map[string]int{}, errs: map[string]error{},
-		listOK: map[string]bool{}, kick: make(chan struct{}, 1)}
+		listOK: map[string]bool{}, kick: make(chan struct{}, 1), timer: newTimer}
 	for _, pc := range cfgs {
 		e, err := newEntry(pc, httpClient)
 		if err != nil {
@@ -185,23 +187,35 @@ func (c *Catalog) Watch(ctx context.Context, every time.Duration) {
 	failures := 0
 	for {
 		c.Refresh(ctx)
+		failing := len(c.ProviderErrors()) > 0
 		wait := every
-		if len(c.ProviderErrors()) > 0 {
+		if failing {
 			wait = Backoff(failures, every)
-			failures++
 		} else {
 			failures = 0
 		}
-		t := time.NewTimer(wait)
+		fired, stop := c.timer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return
 		case <-c.kick:
-		case <-t.C:
+			// A re-read a failing call asked for does not double the wait:
+			// a down provider's retried calls kick several times a
+			// second, which would push the next timed read minutes away
+			// and leave a provider that came back unseen that long.
+		case <-fired:
+			if failing {
+				failures++
+			}
 		}
-		t.Stop()
+		stop()
 	}
+}
+
+func newTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // Backoff is the wait before the next read of a list after n failed reads

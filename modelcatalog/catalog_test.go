@@ -3,7 +3,10 @@ package modelcatalog
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +82,43 @@ func TestBackoff(t *testing.T) {
 		if got := Backoff(tc.failures, tc.most); got != tc.want {
 			t.Errorf("Backoff(%d, %v) = %v, want %v", tc.failures, tc.most, got, tc.want)
 		}
+	}
+}
+
+// A provider down at start whose calls fail (each kicking a re-read) is
+// still re-read on the doubling backoff from 1 s: the kicks' failed reads
+// do not advance it, so a provider that comes back is seen within seconds.
+func TestKickedFailuresDoNotDoubleTheWait(t *testing.T) {
+	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	l := &lists{answers: [][]string{nil}, errs: []error{down}}
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("openai")
+	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
+	c.order = []string{"p"}
+	waits, fire := make(chan time.Duration), make(chan time.Time)
+	c.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
+		waits <- d
+		return fire, func() bool { return true }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Watch(ctx, 5*time.Minute); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	var got []time.Duration
+	got = append(got, <-waits)
+	for range 5 { // a down provider's call and its retries
+		c.observe("p", down)
+		got = append(got, <-waits)
+	}
+	fire <- time.Now() // the timed read fails too: now it doubles
+	got = append(got, <-waits)
+	want := []time.Duration{time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, 2 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", got, want)
 	}
 }
 
