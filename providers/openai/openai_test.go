@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -654,6 +655,59 @@ func TestCacheHints(t *testing.T) {
 			}
 			if len(slots) != 1 {
 				t.Fatalf("one chat went to slots %v", slots)
+			}
+		})
+	}
+}
+
+// A base_url without /v1 for a server that serves OpenAI's routes only
+// there (Ollama's bare 404, recorded) says which key to change and how; a
+// 404 for a model, or from a base_url that has its version, does not.
+func TestRoute404WithoutVersionNamesBaseURL(t *testing.T) {
+	route404, err := os.ReadFile("testdata/ollama_route_404.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model404, err := os.ReadFile("testdata/ollama_model_404.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Ollama routes: the OpenAI-style API lives under /v1 alone.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(route404)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write(model404)
+	}))
+	defer srv.Close()
+	cases := map[string]struct {
+		base string
+		hint bool
+	}{
+		"no version":         {srv.URL, true},
+		"no version, slash":  {srv.URL + "/", true},
+		"v1, model unknown":  {srv.URL + "/v1", false},
+		"v1/, model unknown": {srv.URL + "/v1/", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, "", tc.base)
+			_, listErr := c.Models(context.Background())
+			r := run(t, c, context.Background(), userReq("hi"))
+			for what, err := range map[string]error{"list": listErr, "chat": r.err} {
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Status != http.StatusNotFound || pe.Retryable {
+					t.Fatalf("%s: err %v, want a 404 *providers.Error, not retryable", what, err)
+				}
+				hinted := strings.Contains(err.Error(), "base_url") && strings.Contains(err.Error(), srv.URL+"/v1")
+				if hinted != tc.hint {
+					t.Errorf("%s: %q: hint %v, want %v", what, err, hinted, tc.hint)
+				}
 			}
 		})
 	}

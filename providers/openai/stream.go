@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -138,10 +139,32 @@ func (c *Client) streamEventError(body string) error {
 }
 
 func (c *Client) classify(status int, body string, header http.Header) error {
-	if e := providers.ClassifyHTTPError(c.co.name, status, body, header); e != nil {
-		return e
+	e := providers.ClassifyHTTPError(c.co.name, status, body, header)
+	if e == nil {
+		e = &providers.Error{Provider: c.co.name, Status: status, Body: body}
 	}
-	return &providers.Error{Provider: c.co.name, Status: status, Body: body}
+	if hint := c.missingVersionHint(status, body); hint != "" && !e.TooLong {
+		e.Err = fmt.Errorf("status %d: %s (%s)", status, clip(strings.TrimSpace(body), 200), hint)
+	}
+	return e
+}
+
+// versionSegment matches an API version in a base URL's path: /v1,
+// /v1beta, /api/v2.
+var versionSegment = regexp.MustCompile(`(^|/)v\d+[a-z0-9]*(/|$)`)
+
+// missingVersionHint says what to change when a server answers 404 for the
+// route itself (not for a model) and base_url names no API version: Ollama,
+// vLLM and LM Studio serve their OpenAI-style routes under /v1 only, and
+// their bare "404 page not found" names neither the key nor the fix.
+func (c *Client) missingVersionHint(status int, body string) string {
+	if status != http.StatusNotFound || c.co.azure || versionSegment.MatchString(strings.Trim(c.base.Path, "/")) ||
+		strings.Contains(strings.ToLower(body), "model") {
+		return ""
+	}
+	fixed := *c.base
+	fixed.Path = strings.TrimSuffix(fixed.Path, "/") + "/v1"
+	return fmt.Sprintf("is base_url missing /v1? OpenAI-style servers such as Ollama, vLLM and LM Studio answer under it: try base_url: %s", fixed.String())
 }
 
 // incomplete explains a body that ended without [DONE] and without a finish.
