@@ -561,6 +561,9 @@ func (c *Config) Validate() error {
 			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fmt.Errorf("providers[%d] %q: base_url %q: want an http:// or https:// URL, such as http://127.0.0.1:8080/v1", i, p.Name, p.BaseURL)
 			}
+			if err := rootOnly(p); err != nil {
+				return fmt.Errorf("providers[%d] %q: %w", i, p.Name, err)
+			}
 		}
 		for j, m := range p.Models {
 			if strings.TrimSpace(m.ID) == "" {
@@ -613,6 +616,30 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
 	}
 	return nil
+}
+
+// rootOnly refuses the OpenAI-style /v1 (or Ollama's /api) on the base_url
+// of a kind whose adapter adds its own: every request would go to
+// /v1/v1/messages or /v1/api/chat and be answered 404, and the 404 of the
+// model list reads to the Anthropic adapter as a server without one.
+func rootOnly(p Provider) error {
+	path := strings.TrimRight(p.BaseURL, "/")
+	var suffix, adds string
+	switch p.Kind {
+	case "anthropic":
+		suffix, adds = "/v1", "/v1/messages"
+	case "ollama":
+		adds = "/api/chat"
+		for _, s := range []string{"/v1", "/api"} {
+			if strings.HasSuffix(path, s) {
+				suffix = s
+			}
+		}
+	}
+	if suffix == "" || !strings.HasSuffix(path, suffix) {
+		return nil
+	}
+	return fmt.Errorf("base_url %q: kind %s takes the server's root without %s (agentd adds %s): use %s", p.BaseURL, p.Kind, suffix, adds, strings.TrimSuffix(path, suffix))
 }
 
 // notNegative refuses a negative limit, timeout or interval: zero takes
