@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -708,6 +709,27 @@ func TestRoute404WithoutVersionNamesBaseURL(t *testing.T) {
 				if hinted != tc.hint {
 					t.Errorf("%s: %q: hint %v, want %v", what, err, hinted, tc.hint)
 				}
+			}
+		})
+	}
+}
+
+// A 200 event stream that ends before its first event (a server that closed
+// it, or sent only keep-alive comments) is a passing fault to retry, not an
+// answer in another format.
+func TestStreamEndedBeforeAnyEventIsRetryable(t *testing.T) {
+	for name, body := range map[string]string{"empty": "", "keep-alive only": ": keep-alive\n\n: keep-alive\n\n"} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			r := run(t, newClient(t, "", srv.URL+"/v1"), context.Background(), userReq("hi"))
+			var pe *providers.Error
+			if !errors.As(r.err, &pe) || !pe.Retryable || strings.Contains(r.err.Error(), "not an SSE stream") {
+				t.Fatalf("err %v, want a retryable *providers.Error saying the stream ended", r.err)
 			}
 		})
 	}

@@ -170,6 +170,13 @@ func (c *Client) missingVersionHint(status int, body string) string {
 // incomplete explains a body that ended without [DONE] and without a finish.
 func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response) error {
 	head := watch.headText()
+	if watch.dataLines == 0 && onlyComments(head) {
+		// Headers, then nothing (or keep-alive comments) and a clean end:
+		// the server or a proxy closed the stream, which is no answer in
+		// another format; another try may well be answered.
+		return &providers.Error{Provider: c.co.name, Retryable: true,
+			Err: errors.New("the stream ended before its first event (the server closed it)")}
+	}
 	if watch.dataLines == 0 {
 		// Not SSE at all. A proxy or server that answered 200 with a JSON
 		// error body is still an error body.
@@ -185,6 +192,17 @@ func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response
 	}
 	return &providers.Error{Provider: c.co.name, Retryable: true,
 		Err: fmt.Errorf("stream ended after %d chunks without [DONE] or a finish reason", a.chunks)}
+}
+
+// onlyComments reports a body head with no SSE field: empty, or only
+// comment lines (": keep-alive").
+func onlyComments(head string) bool {
+	for line := range strings.Lines(head) {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, ":") {
+			return false
+		}
+	}
+	return true
 }
 
 func clip(s string, n int) string {
