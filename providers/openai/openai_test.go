@@ -734,3 +734,28 @@ func TestStreamEndedBeforeAnyEventIsRetryable(t *testing.T) {
 		})
 	}
 }
+
+// An OpenAI-style provider's error names it as configured, as the Ollama
+// and Anthropic adapters' do, not by its company: two servers of one
+// company (two llama.cpp, LM Studio and vLLM) are then told apart.
+func TestErrorNamesTheConfiguredProvider(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+	}))
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for name, base := range map[string]string{"stream ended": srv.URL + "/v1", "unreachable": down.URL + "/v1"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(Config{Name: "lab", BaseURL: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, c, context.Background(), userReq("hi"))
+			var pe *providers.Error
+			if !errors.As(r.err, &pe) || pe.Provider != "lab" || !strings.HasPrefix(r.err.Error(), "lab: ") {
+				t.Fatalf("err %v, want a *providers.Error of provider lab", r.err)
+			}
+		})
+	}
+	srv.Close()
+}

@@ -30,12 +30,12 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	body, err := newSentBody(func(dst []byte) ([]byte, error) { return c.body(dst, req) })
 	if err != nil {
-		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+		return providers.Response{}, &providers.Error{Provider: c.provider(), Err: fmt.Errorf("build request: %w", err)}
 	}
 	defer body.done()
 	first, err := body.reader()
 	if err != nil {
-		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+		return providers.Response{}, &providers.Error{Provider: c.provider(), Err: fmt.Errorf("build request: %w", err)}
 	}
 	var (
 		raw   *http.Response
@@ -61,14 +61,14 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 			return a.partial(req, c), c.streamEventError(err.Error())
 		}
 		if a.budget.Over() {
-			return a.partial(req, c), a.budget.Err(c.co.name)
+			return a.partial(req, c), a.budget.Err(c.provider())
 		}
 	}
 	if err := stream.err; err != nil {
 		return a.partial(req, c), c.failure(ctx, err, raw, &watch)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return a.partial(req, c), &providers.Error{Provider: c.co.name, Err: ctxErr}
+		return a.partial(req, c), &providers.Error{Provider: c.provider(), Err: ctxErr}
 	}
 	if !watch.done && !(a.finished && a.sawUsage) {
 		return a.partial(req, c), c.incomplete(&watch, a, raw)
@@ -107,7 +107,7 @@ func (c *Client) perModel(model string) []option.RequestOption {
 // failure turns the SDK's error into a *providers.Error.
 func (c *Client) failure(ctx context.Context, err error, raw *http.Response, watch *doneWatcher) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &providers.Error{Provider: c.co.name, Err: ctxErr}
+		return &providers.Error{Provider: c.provider(), Err: ctxErr}
 	}
 	if raw != nil && raw.StatusCode >= 300 {
 		// The SDK buffered the body again before building its error, so it
@@ -121,16 +121,16 @@ func (c *Client) failure(ctx context.Context, err error, raw *http.Response, wat
 	}
 	var bad *chunkError
 	if errors.As(err, &bad) {
-		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: watch.headText(),
+		return &providers.Error{Provider: c.provider(), Status: http.StatusOK, Body: watch.headText(),
 			Err: fmt.Errorf("the stream is not OpenAI-style chunks: %w", err)}
 	}
 	// A transport failure before any answer (connection refused, no such
 	// host) or mid-stream (connection reset, unexpected EOF): worth another
 	// try, and named for what it is.
 	if providers.Unreachable(err) {
-		return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("cannot connect: %w", err)}
+		return &providers.Error{Provider: c.provider(), Retryable: true, Err: fmt.Errorf("cannot connect: %w", err)}
 	}
-	return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
+	return &providers.Error{Provider: c.provider(), Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
 }
 
 // streamEventError classifies an error sent as a stream event after HTTP 200.
@@ -139,10 +139,14 @@ func (c *Client) streamEventError(body string) error {
 }
 
 func (c *Client) classify(status int, body string, header http.Header) error {
+	// The company picks the detector's wordings; the error then carries
+	// this provider's configured name, as the other adapters' do, so two
+	// OpenAI-style servers' problems are told apart.
 	e := providers.ClassifyHTTPError(c.co.name, status, body, header)
 	if e == nil {
-		e = &providers.Error{Provider: c.co.name, Status: status, Body: body}
+		e = &providers.Error{Status: status, Body: body}
 	}
+	e.Provider = c.provider()
 	if hint := c.missingVersionHint(status, body); hint != "" && !e.TooLong {
 		e.Err = fmt.Errorf("status %d: %s (%s)", status, clip(strings.TrimSpace(body), 200), hint)
 	}
@@ -174,7 +178,7 @@ func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response
 		// Headers, then nothing (or keep-alive comments) and a clean end:
 		// the server or a proxy closed the stream, which is no answer in
 		// another format; another try may well be answered.
-		return &providers.Error{Provider: c.co.name, Retryable: true,
+		return &providers.Error{Provider: c.provider(), Retryable: true,
 			Err: errors.New("the stream ended before its first event (the server closed it)")}
 	}
 	if watch.dataLines == 0 {
@@ -187,10 +191,10 @@ func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response
 			}
 			return c.classify(http.StatusOK, t, h)
 		}
-		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: head,
+		return &providers.Error{Provider: c.provider(), Status: http.StatusOK, Body: head,
 			Err: fmt.Errorf("the answer is not an SSE stream (no data lines); body began %q", clip(head, 120))}
 	}
-	return &providers.Error{Provider: c.co.name, Retryable: true,
+	return &providers.Error{Provider: c.provider(), Retryable: true,
 		Err: fmt.Errorf("stream ended after %d chunks without [DONE] or a finish reason", a.chunks)}
 }
 
