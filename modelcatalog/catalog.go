@@ -142,36 +142,45 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.RLock()
 	names := append([]string(nil), c.order...)
 	c.mu.RUnlock()
+	// Each list at once: one after another, a provider that hangs held
+	// every later one's list (and the window it reads) for listTimeout.
+	var wg sync.WaitGroup
 	for _, name := range names {
-		c.mu.RLock()
-		e := c.entries[name]
-		c.mu.RUnlock()
-		lctx, cancel := context.WithTimeout(ctx, listTimeout)
-		infos, err := e.client.Models(lctx)
-		cancel()
-		c.mu.Lock()
-		was, seen := c.errs[name]
-		c.errs[name] = err
-		if err == nil {
-			c.listOK[name] = true
-			for ref := range c.listed {
-				if strings.HasPrefix(ref, name+"/") {
-					delete(c.listed, ref)
-				}
+		wg.Go(func() { c.refreshOne(ctx, name) })
+	}
+	wg.Wait()
+}
+
+// refreshOne reads one provider's list and keeps what it says.
+func (c *Catalog) refreshOne(ctx context.Context, name string) {
+	c.mu.RLock()
+	e := c.entries[name]
+	c.mu.RUnlock()
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	infos, err := e.client.Models(lctx)
+	cancel()
+	c.mu.Lock()
+	was, seen := c.errs[name]
+	c.errs[name] = err
+	if err == nil {
+		c.listOK[name] = true
+		for ref := range c.listed {
+			if strings.HasPrefix(ref, name+"/") {
+				delete(c.listed, ref)
 			}
 		}
-		for _, mi := range infos {
-			mi.Provider = name
-			c.listed[name+"/"+mi.ID] = mi
-		}
-		c.mu.Unlock()
-		// Said once when it changes, not at every re-read.
-		switch {
-		case err != nil && (!seen || was == nil):
-			c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable; agentd keeps trying")
-		case err == nil && was != nil:
-			c.log.Info().Str("provider", name).Int("models", len(infos)).Msg("provider answers again")
-		}
+	}
+	for _, mi := range infos {
+		mi.Provider = name
+		c.listed[name+"/"+mi.ID] = mi
+	}
+	c.mu.Unlock()
+	// Said once when it changes, not at every re-read.
+	switch {
+	case err != nil && (!seen || was == nil):
+		c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable; agentd keeps trying")
+	case err == nil && was != nil:
+		c.log.Info().Str("provider", name).Int("models", len(infos)).Msg("provider answers again")
 	}
 }
 

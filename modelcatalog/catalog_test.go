@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,5 +196,59 @@ func TestRefreshReplacesListsAndChecks(t *testing.T) {
 	}
 	if err := c.Check("q/a"); !errors.Is(err, ErrUnknownModel) || !strings.Contains(err.Error(), "configured: p") {
 		t.Errorf("Check of an unknown provider: %v", err)
+	}
+}
+
+// gated is a provider client whose list answers once another provider's
+// list was asked for (or its context ends).
+type gated struct{ other <-chan struct{} }
+
+func (g gated) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (g gated) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	select {
+	case <-g.other:
+		return []providers.ModelInfo{{ID: "a", Window: 4096, WindowSource: providers.SourceList}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// asked closes its channel when its list is asked for.
+type asked struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (a *asked) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (a *asked) Models(context.Context) ([]providers.ModelInfo, error) {
+	a.once.Do(func() { close(a.ch) })
+	return []providers.ModelInfo{{ID: "b", Window: 2048, WindowSource: providers.SourceList}}, nil
+}
+
+// A provider whose list hangs does not hold the next one's: the lists are
+// asked for together. Read one after another, the first (which answers
+// only once the second was asked) hangs until its context ends.
+func TestAHangingListDoesNotHoldTheOthers(t *testing.T) {
+	b := &asked{ch: make(chan struct{})}
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("llamacpp")
+	c.entries["first"] = &entry{cfg: configs.Provider{Name: "first", Kind: "openai"}, company: company, client: gated{other: b.ch}}
+	c.entries["second"] = &entry{cfg: configs.Provider{Name: "second", Kind: "openai"}, company: company, client: b}
+	c.order = []string{"first", "second"}
+	// A bound for the old, sequential reading only; never reached otherwise.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.Refresh(ctx)
+	if errs := c.ProviderErrors(); len(errs) != 0 {
+		t.Fatalf("list errors %v: the first list waited for the second, read after it", errs)
 	}
 }
