@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -554,11 +555,30 @@ func (c *Config) Validate() error {
 		if strings.Contains(p.Name, "/") {
 			return fmt.Errorf("providers[%d]: name %q must not contain '/'", i, p.Name)
 		}
-		for _, m := range p.Models {
+		if p.BaseURL != "" {
+			// Checked here for every kind: a URL no request can use would
+			// start a daemon whose provider never answers.
+			if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("providers[%d] %q: base_url %q: want an http:// or https:// URL, such as http://127.0.0.1:8080/v1", i, p.Name, p.BaseURL)
+			}
+			if err := rootOnly(p); err != nil {
+				return fmt.Errorf("providers[%d] %q: %w", i, p.Name, err)
+			}
+		}
+		for j, m := range p.Models {
+			if strings.TrimSpace(m.ID) == "" {
+				return fmt.Errorf("providers[%d] %q: models[%d] has no id: write the model's name, such as models: [qwen3:4b] or models: [{id: qwen3:4b, window: 32768}]", i, p.Name, j)
+			}
+			if m.Window < 0 {
+				return fmt.Errorf("providers[%d] model %q: window %d: want a number of tokens, or leave it out to read it from the server", i, m.ID, m.Window)
+			}
 			if m.Tools != "" && m.Tools != "native" && m.Tools != "words" {
 				return fmt.Errorf("providers[%d] model %q: tools must be native or words, not %q", i, m.ID, m.Tools)
 			}
 		}
+	}
+	if err := notNegative(c); err != nil {
+		return err
 	}
 	if t := c.Limits.CompactThreshold; t != -1 && t < minCompactThreshold {
 		return fmt.Errorf("limits.compact_threshold %d: use at least %d tokens, or -1 for the whole window", t, minCompactThreshold)
@@ -594,6 +614,69 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Auth.Tokens) == 0 && !IsLoopback(c.Listen) {
 		return fmt.Errorf("listen %q is not a loopback address and no auth.tokens are configured: refusing to serve without authentication (set auth.tokens or AGENTD_TOKEN, or listen on 127.0.0.1)", c.Listen)
+	}
+	return nil
+}
+
+// rootOnly refuses the OpenAI-style /v1 (or Ollama's /api) on the base_url
+// of a kind whose adapter adds its own: every request would go to
+// /v1/v1/messages or /v1/api/chat and be answered 404, and the 404 of the
+// model list reads to the Anthropic adapter as a server without one.
+func rootOnly(p Provider) error {
+	path := strings.TrimRight(p.BaseURL, "/")
+	var suffix, adds string
+	switch p.Kind {
+	case "anthropic":
+		suffix, adds = "/v1", "/v1/messages"
+	case "ollama":
+		adds = "/api/chat"
+		for _, s := range []string{"/v1", "/api"} {
+			if strings.HasSuffix(path, s) {
+				suffix = s
+			}
+		}
+	}
+	if suffix == "" || !strings.HasSuffix(path, suffix) {
+		return nil
+	}
+	return fmt.Errorf("base_url %q: kind %s takes the server's root without %s (agentd adds %s): use %s", p.BaseURL, p.Kind, suffix, adds, strings.TrimSuffix(path, suffix))
+}
+
+// notNegative refuses a negative limit, timeout or interval: zero takes
+// the default, but a negative one would be used as it is (a turn_timeout of
+// -1s times out every turn), so the daemon would start and fail each request.
+func notNegative(c *Config) error {
+	check := func(section string, v any) error {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			f, key := rv.Field(i), section+"."+strings.Split(rv.Type().Field(i).Tag.Get("yaml"), ",")[0]
+			var neg bool
+			switch x := f.Interface().(type) {
+			case int:
+				neg = x < 0 && key != "limits.compact_threshold" // -1: the whole window
+			case int64:
+				neg = x < 0
+			case float64:
+				neg = x < 0
+			case Duration:
+				neg = x.Duration < 0
+			}
+			if neg {
+				return fmt.Errorf("%s %v: must not be negative (leave it out for the default)", key, f.Interface())
+			}
+		}
+		return nil
+	}
+	for _, s := range []struct {
+		name string
+		v    any
+	}{{"limits", c.Limits}, {"http", c.HTTP}, {"attachments", c.Attachments}, {"learner", c.Learner}, {"toolsets", c.Toolsets}} {
+		if err := check(s.name, s.v); err != nil {
+			return err
+		}
+	}
+	if c.IdleAfter.Duration < 0 {
+		return fmt.Errorf("idle_after %v: must not be negative (leave it out for the default 5m)", c.IdleAfter)
 	}
 	return nil
 }

@@ -57,13 +57,15 @@ type Catalog struct {
 	errs    map[string]error               // last list error per provider
 	listOK  map[string]bool                // the provider's last list answered
 	kick    chan struct{}                  // asks Watch to re-read now
+	// timer starts Watch's wait (a test's stands in for time.NewTimer).
+	timer func(time.Duration) (<-chan time.Time, func() bool)
 }
 
 // New builds a client for every configured provider and loads the learned
 // windows. It does no network I/O; call Refresh for the providers' lists.
 func New(ctx context.Context, cfgs []configs.Provider, store WindowStore, httpClient *http.Client, log zerolog.Logger) (*Catalog, error) {
 	c := &Catalog{store: store, log: log, entries: map[string]*entry{}, listed: map[string]providers.ModelInfo{}, learned: map[string]int{}, errs: map[string]error{},
-		listOK: map[string]bool{}, kick: make(chan struct{}, 1)}
+		listOK: map[string]bool{}, kick: make(chan struct{}, 1), timer: newTimer}
 	for _, pc := range cfgs {
 		e, err := newEntry(pc, httpClient)
 		if err != nil {
@@ -140,36 +142,45 @@ func (c *Catalog) Refresh(ctx context.Context) {
 	c.mu.RLock()
 	names := append([]string(nil), c.order...)
 	c.mu.RUnlock()
+	// Each list at once: one after another, a provider that hangs held
+	// every later one's list (and the window it reads) for listTimeout.
+	var wg sync.WaitGroup
 	for _, name := range names {
-		c.mu.RLock()
-		e := c.entries[name]
-		c.mu.RUnlock()
-		lctx, cancel := context.WithTimeout(ctx, listTimeout)
-		infos, err := e.client.Models(lctx)
-		cancel()
-		c.mu.Lock()
-		was, seen := c.errs[name]
-		c.errs[name] = err
-		if err == nil {
-			c.listOK[name] = true
-			for ref := range c.listed {
-				if strings.HasPrefix(ref, name+"/") {
-					delete(c.listed, ref)
-				}
+		wg.Go(func() { c.refreshOne(ctx, name) })
+	}
+	wg.Wait()
+}
+
+// refreshOne reads one provider's list and keeps what it says.
+func (c *Catalog) refreshOne(ctx context.Context, name string) {
+	c.mu.RLock()
+	e := c.entries[name]
+	c.mu.RUnlock()
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	infos, err := e.client.Models(lctx)
+	cancel()
+	c.mu.Lock()
+	was, seen := c.errs[name]
+	c.errs[name] = err
+	if err == nil {
+		c.listOK[name] = true
+		for ref := range c.listed {
+			if strings.HasPrefix(ref, name+"/") {
+				delete(c.listed, ref)
 			}
 		}
-		for _, mi := range infos {
-			mi.Provider = name
-			c.listed[name+"/"+mi.ID] = mi
-		}
-		c.mu.Unlock()
-		// Said once when it changes, not at every re-read.
-		switch {
-		case err != nil && (!seen || was == nil):
-			c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable; agentd keeps trying")
-		case err == nil && was != nil:
-			c.log.Info().Str("provider", name).Int("models", len(infos)).Msg("provider answers again")
-		}
+	}
+	for _, mi := range infos {
+		mi.Provider = name
+		c.listed[name+"/"+mi.ID] = mi
+	}
+	c.mu.Unlock()
+	// Said once when it changes, not at every re-read.
+	switch {
+	case err != nil && (!seen || was == nil):
+		c.log.Warn().Err(err).Str("provider", name).Str("base_url", e.cfg.BaseURL).Msg("provider's model list unavailable; agentd keeps trying")
+	case err == nil && was != nil:
+		c.log.Info().Str("provider", name).Int("models", len(infos)).Msg("provider answers again")
 	}
 }
 
@@ -185,23 +196,35 @@ func (c *Catalog) Watch(ctx context.Context, every time.Duration) {
 	failures := 0
 	for {
 		c.Refresh(ctx)
+		failing := len(c.ProviderErrors()) > 0
 		wait := every
-		if len(c.ProviderErrors()) > 0 {
+		if failing {
 			wait = Backoff(failures, every)
-			failures++
 		} else {
 			failures = 0
 		}
-		t := time.NewTimer(wait)
+		fired, stop := c.timer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return
 		case <-c.kick:
-		case <-t.C:
+			// A re-read a failing call asked for does not double the wait:
+			// a down provider's retried calls kick several times a
+			// second, which would push the next timed read minutes away
+			// and leave a provider that came back unseen that long.
+		case <-fired:
+			if failing {
+				failures++
+			}
 		}
-		t.Stop()
+		stop()
 	}
+}
+
+func newTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // Backoff is the wait before the next read of a list after n failed reads

@@ -3,7 +3,11 @@ package modelcatalog
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +86,43 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// A provider down at start whose calls fail (each kicking a re-read) is
+// still re-read on the doubling backoff from 1 s: the kicks' failed reads
+// do not advance it, so a provider that comes back is seen within seconds.
+func TestKickedFailuresDoNotDoubleTheWait(t *testing.T) {
+	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	l := &lists{answers: [][]string{nil}, errs: []error{down}}
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("openai")
+	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
+	c.order = []string{"p"}
+	waits, fire := make(chan time.Duration), make(chan time.Time)
+	c.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
+		waits <- d
+		return fire, func() bool { return true }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Watch(ctx, 5*time.Minute); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	var got []time.Duration
+	got = append(got, <-waits)
+	for range 5 { // a down provider's call and its retries
+		c.observe("p", down)
+		got = append(got, <-waits)
+	}
+	fire <- time.Now() // the timed read fails too: now it doubles
+	got = append(got, <-waits)
+	want := []time.Duration{time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, 2 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+}
+
 // lists is a provider client whose list answers what each call is given.
 type lists struct {
 	answers [][]string
@@ -155,5 +196,59 @@ func TestRefreshReplacesListsAndChecks(t *testing.T) {
 	}
 	if err := c.Check("q/a"); !errors.Is(err, ErrUnknownModel) || !strings.Contains(err.Error(), "configured: p") {
 		t.Errorf("Check of an unknown provider: %v", err)
+	}
+}
+
+// gated is a provider client whose list answers once another provider's
+// list was asked for (or its context ends).
+type gated struct{ other <-chan struct{} }
+
+func (g gated) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (g gated) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	select {
+	case <-g.other:
+		return []providers.ModelInfo{{ID: "a", Window: 4096, WindowSource: providers.SourceList}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// asked closes its channel when its list is asked for.
+type asked struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (a *asked) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (a *asked) Models(context.Context) ([]providers.ModelInfo, error) {
+	a.once.Do(func() { close(a.ch) })
+	return []providers.ModelInfo{{ID: "b", Window: 2048, WindowSource: providers.SourceList}}, nil
+}
+
+// A provider whose list hangs does not hold the next one's: the lists are
+// asked for together. Read one after another, the first (which answers
+// only once the second was asked) hangs until its context ends.
+func TestAHangingListDoesNotHoldTheOthers(t *testing.T) {
+	b := &asked{ch: make(chan struct{})}
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("llamacpp")
+	c.entries["first"] = &entry{cfg: configs.Provider{Name: "first", Kind: "openai"}, company: company, client: gated{other: b.ch}}
+	c.entries["second"] = &entry{cfg: configs.Provider{Name: "second", Kind: "openai"}, company: company, client: b}
+	c.order = []string{"first", "second"}
+	// A bound for the old, sequential reading only; never reached otherwise.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.Refresh(ctx)
+	if errs := c.ProviderErrors(); len(errs) != 0 {
+		t.Fatalf("list errors %v: the first list waited for the second, read after it", errs)
 	}
 }

@@ -138,3 +138,15 @@ func TestStartWarnsOfAnUnsetKeyAndAnUnlistedDefaultModel(t *testing.T) {
 		t.Fatalf("warnings at start: %q", warned)
 	}
 }
+
+// A provider configured without models: and no default_model is a working
+// setup (a new chat takes the first listed model), and the start says so.
+func TestStartSaysWhereANewChatsModelComesFrom(t *testing.T) {
+	cfg := configs.Config{Providers: []configs.Provider{{Name: "ol", Kind: "ollama", BaseURL: "http://127.0.0.1:11434"}}}
+	cfg.ApplyDefaults()
+	var buf strings.Builder
+	logConfig(zerolog.New(&buf), cfg, 1, func(string) string { return "" })
+	if out := buf.String(); strings.Contains(out, "must name one") || !strings.Contains(out, "takes the first one a provider lists") {
+		t.Fatalf("start log: %s", out)
+	}
+}

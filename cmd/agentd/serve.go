@@ -220,7 +220,9 @@ func logConfig(log zerolog.Logger, cfg configs.Config, tokens int, get func(stri
 		log.Warn().Str("listen", cfg.Listen).Msg("no auth tokens configured: serving loopback only, every chat belongs to the tenant \"default\"")
 	}
 	if cfg.DefaultModel == "" {
-		log.Warn().Msg("no default model: new chats must name one (\"provider/model\"). " + hub.NoProviderHelp)
+		// Not "new chats must name one": a chat that names none takes the
+		// first model a provider lists (modelcatalog.Default).
+		log.Warn().Msg("no default_model: a new chat that names no model takes the first one a provider lists (set default_model, \"provider/model\", to choose). If none answers: " + hub.NoProviderHelp)
 	}
 	for _, w := range cfg.Warnings(get) {
 		log.Warn().Msg(w)

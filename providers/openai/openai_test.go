@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -657,4 +659,103 @@ func TestCacheHints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A base_url without /v1 for a server that serves OpenAI's routes only
+// there (Ollama's bare 404, recorded) says which key to change and how; a
+// 404 for a model, or from a base_url that has its version, does not.
+func TestRoute404WithoutVersionNamesBaseURL(t *testing.T) {
+	route404, err := os.ReadFile("testdata/ollama_route_404.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model404, err := os.ReadFile("testdata/ollama_model_404.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Ollama routes: the OpenAI-style API lives under /v1 alone.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(route404)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write(model404)
+	}))
+	defer srv.Close()
+	cases := map[string]struct {
+		base string
+		hint bool
+	}{
+		"no version":         {srv.URL, true},
+		"no version, slash":  {srv.URL + "/", true},
+		"v1, model unknown":  {srv.URL + "/v1", false},
+		"v1/, model unknown": {srv.URL + "/v1/", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, "", tc.base)
+			_, listErr := c.Models(context.Background())
+			r := run(t, c, context.Background(), userReq("hi"))
+			for what, err := range map[string]error{"list": listErr, "chat": r.err} {
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Status != http.StatusNotFound || pe.Retryable {
+					t.Fatalf("%s: err %v, want a 404 *providers.Error, not retryable", what, err)
+				}
+				hinted := strings.Contains(err.Error(), "base_url") && strings.Contains(err.Error(), srv.URL+"/v1")
+				if hinted != tc.hint {
+					t.Errorf("%s: %q: hint %v, want %v", what, err, hinted, tc.hint)
+				}
+			}
+		})
+	}
+}
+
+// A 200 event stream that ends before its first event (a server that closed
+// it, or sent only keep-alive comments) is a passing fault to retry, not an
+// answer in another format.
+func TestStreamEndedBeforeAnyEventIsRetryable(t *testing.T) {
+	for name, body := range map[string]string{"empty": "", "keep-alive only": ": keep-alive\n\n: keep-alive\n\n"} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			r := run(t, newClient(t, "", srv.URL+"/v1"), context.Background(), userReq("hi"))
+			var pe *providers.Error
+			if !errors.As(r.err, &pe) || !pe.Retryable || strings.Contains(r.err.Error(), "not an SSE stream") {
+				t.Fatalf("err %v, want a retryable *providers.Error saying the stream ended", r.err)
+			}
+		})
+	}
+}
+
+// An OpenAI-style provider's error names it as configured, as the Ollama
+// and Anthropic adapters' do, not by its company: two servers of one
+// company (two llama.cpp, LM Studio and vLLM) are then told apart.
+func TestErrorNamesTheConfiguredProvider(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+	}))
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for name, base := range map[string]string{"stream ended": srv.URL + "/v1", "unreachable": down.URL + "/v1"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(Config{Name: "lab", BaseURL: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, c, context.Background(), userReq("hi"))
+			var pe *providers.Error
+			if !errors.As(r.err, &pe) || pe.Provider != "lab" || !strings.HasPrefix(r.err.Error(), "lab: ") {
+				t.Fatalf("err %v, want a *providers.Error of provider lab", r.err)
+			}
+		})
+	}
+	srv.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -29,12 +30,12 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 	}
 	body, err := newSentBody(func(dst []byte) ([]byte, error) { return c.body(dst, req) })
 	if err != nil {
-		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+		return providers.Response{}, &providers.Error{Provider: c.provider(), Err: fmt.Errorf("build request: %w", err)}
 	}
 	defer body.done()
 	first, err := body.reader()
 	if err != nil {
-		return providers.Response{}, &providers.Error{Provider: c.co.name, Err: fmt.Errorf("build request: %w", err)}
+		return providers.Response{}, &providers.Error{Provider: c.provider(), Err: fmt.Errorf("build request: %w", err)}
 	}
 	var (
 		raw   *http.Response
@@ -60,14 +61,14 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 			return a.partial(req, c), c.streamEventError(err.Error())
 		}
 		if a.budget.Over() {
-			return a.partial(req, c), a.budget.Err(c.co.name)
+			return a.partial(req, c), a.budget.Err(c.provider())
 		}
 	}
 	if err := stream.err; err != nil {
 		return a.partial(req, c), c.failure(ctx, err, raw, &watch)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return a.partial(req, c), &providers.Error{Provider: c.co.name, Err: ctxErr}
+		return a.partial(req, c), &providers.Error{Provider: c.provider(), Err: ctxErr}
 	}
 	if !watch.done && !(a.finished && a.sawUsage) {
 		return a.partial(req, c), c.incomplete(&watch, a, raw)
@@ -106,7 +107,7 @@ func (c *Client) perModel(model string) []option.RequestOption {
 // failure turns the SDK's error into a *providers.Error.
 func (c *Client) failure(ctx context.Context, err error, raw *http.Response, watch *doneWatcher) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &providers.Error{Provider: c.co.name, Err: ctxErr}
+		return &providers.Error{Provider: c.provider(), Err: ctxErr}
 	}
 	if raw != nil && raw.StatusCode >= 300 {
 		// The SDK buffered the body again before building its error, so it
@@ -120,16 +121,16 @@ func (c *Client) failure(ctx context.Context, err error, raw *http.Response, wat
 	}
 	var bad *chunkError
 	if errors.As(err, &bad) {
-		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: watch.headText(),
+		return &providers.Error{Provider: c.provider(), Status: http.StatusOK, Body: watch.headText(),
 			Err: fmt.Errorf("the stream is not OpenAI-style chunks: %w", err)}
 	}
 	// A transport failure before any answer (connection refused, no such
 	// host) or mid-stream (connection reset, unexpected EOF): worth another
 	// try, and named for what it is.
 	if providers.Unreachable(err) {
-		return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("cannot connect: %w", err)}
+		return &providers.Error{Provider: c.provider(), Retryable: true, Err: fmt.Errorf("cannot connect: %w", err)}
 	}
-	return &providers.Error{Provider: c.co.name, Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
+	return &providers.Error{Provider: c.provider(), Retryable: true, Err: fmt.Errorf("stream interrupted: %w", err)}
 }
 
 // streamEventError classifies an error sent as a stream event after HTTP 200.
@@ -138,15 +139,48 @@ func (c *Client) streamEventError(body string) error {
 }
 
 func (c *Client) classify(status int, body string, header http.Header) error {
-	if e := providers.ClassifyHTTPError(c.co.name, status, body, header); e != nil {
-		return e
+	// The company picks the detector's wordings; the error then carries
+	// this provider's configured name, as the other adapters' do, so two
+	// OpenAI-style servers' problems are told apart.
+	e := providers.ClassifyHTTPError(c.co.name, status, body, header)
+	if e == nil {
+		e = &providers.Error{Status: status, Body: body}
 	}
-	return &providers.Error{Provider: c.co.name, Status: status, Body: body}
+	e.Provider = c.provider()
+	if hint := c.missingVersionHint(status, body); hint != "" && !e.TooLong {
+		e.Err = fmt.Errorf("status %d: %s (%s)", status, clip(strings.TrimSpace(body), 200), hint)
+	}
+	return e
+}
+
+// versionSegment matches an API version in a base URL's path: /v1,
+// /v1beta, /api/v2.
+var versionSegment = regexp.MustCompile(`(^|/)v\d+[a-z0-9]*(/|$)`)
+
+// missingVersionHint says what to change when a server answers 404 for the
+// route itself (not for a model) and base_url names no API version: Ollama,
+// vLLM and LM Studio serve their OpenAI-style routes under /v1 only, and
+// their bare "404 page not found" names neither the key nor the fix.
+func (c *Client) missingVersionHint(status int, body string) string {
+	if status != http.StatusNotFound || c.co.azure || versionSegment.MatchString(strings.Trim(c.base.Path, "/")) ||
+		strings.Contains(strings.ToLower(body), "model") {
+		return ""
+	}
+	fixed := *c.base
+	fixed.Path = strings.TrimSuffix(fixed.Path, "/") + "/v1"
+	return fmt.Sprintf("is base_url missing /v1? OpenAI-style servers such as Ollama, vLLM and LM Studio answer under it: try base_url: %s", fixed.String())
 }
 
 // incomplete explains a body that ended without [DONE] and without a finish.
 func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response) error {
 	head := watch.headText()
+	if watch.dataLines == 0 && onlyComments(head) {
+		// Headers, then nothing (or keep-alive comments) and a clean end:
+		// the server or a proxy closed the stream, which is no answer in
+		// another format; another try may well be answered.
+		return &providers.Error{Provider: c.provider(), Retryable: true,
+			Err: errors.New("the stream ended before its first event (the server closed it)")}
+	}
 	if watch.dataLines == 0 {
 		// Not SSE at all. A proxy or server that answered 200 with a JSON
 		// error body is still an error body.
@@ -157,11 +191,22 @@ func (c *Client) incomplete(watch *doneWatcher, a *assembler, raw *http.Response
 			}
 			return c.classify(http.StatusOK, t, h)
 		}
-		return &providers.Error{Provider: c.co.name, Status: http.StatusOK, Body: head,
+		return &providers.Error{Provider: c.provider(), Status: http.StatusOK, Body: head,
 			Err: fmt.Errorf("the answer is not an SSE stream (no data lines); body began %q", clip(head, 120))}
 	}
-	return &providers.Error{Provider: c.co.name, Retryable: true,
+	return &providers.Error{Provider: c.provider(), Retryable: true,
 		Err: fmt.Errorf("stream ended after %d chunks without [DONE] or a finish reason", a.chunks)}
+}
+
+// onlyComments reports a body head with no SSE field: empty, or only
+// comment lines (": keep-alive").
+func onlyComments(head string) bool {
+	for line := range strings.Lines(head) {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, ":") {
+			return false
+		}
+	}
+	return true
 }
 
 func clip(s string, n int) string {
