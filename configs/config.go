@@ -649,6 +649,9 @@ func notNegative(c *Config) error {
 	check := func(section string, v any) error {
 		rv := reflect.ValueOf(v)
 		for i := range rv.NumField() {
+			if !rv.Type().Field(i).IsExported() {
+				continue // no yaml key, and Interface would panic
+			}
 			f, key := rv.Field(i), section+"."+strings.Split(rv.Type().Field(i).Tag.Get("yaml"), ",")[0]
 			var neg bool
 			switch x := f.Interface().(type) {
