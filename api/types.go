@@ -120,7 +120,12 @@ type ChatExport struct {
 	Summary      string    `json:"summary,omitempty"`
 	SummaryModel string    `json:"summary_model,omitempty"`
 	FirstKeptSeq int64     `json:"first_kept_seq,omitempty"`
-	Messages     []Message `json:"messages"`
+	// NoAutoRemember and Shared say how the chat learns (as created); a
+	// chat's answers leave them out, its export carries them, so that an
+	// import learns as the original did.
+	NoAutoRemember bool      `json:"no_auto_remember,omitempty"`
+	Shared         bool      `json:"shared,omitempty"`
+	Messages       []Message `json:"messages"`
 	// Activity is the chat's stored activity (GET /v1/chats/{id}/activity);
 	// an import does not take it back.
 	Activity []ActivityItem `json:"activity,omitempty"`

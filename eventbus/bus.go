@@ -94,6 +94,11 @@ type Sub struct {
 	mark   int      // deltas are taken while fewer events than this wait
 	types  []string // the event types it takes; nil: all
 
+	// turn, when set (OfTurn), is the one turn whose events it takes,
+	// besides those of the types anyTurn.
+	turn    string
+	anyTurn []string
+
 	mu      sync.Mutex // guards the fields below and every send on c
 	closed  bool
 	behind  time.Time // when a publish first found the buffer past the mark; zero: keeping up
@@ -115,6 +120,17 @@ func (b *Bus) Subscribe(chatID string, buf int, types ...string) *Sub {
 	sh.subs[chatID] = append(sh.subs[chatID], s)
 	sh.mu.Unlock()
 	return s
+}
+
+// OfTurn narrows the subscription to the events of one turn, and to those
+// of the types anyTurn whatever their turn. A stream of a turn that waits
+// behind another of its chat then holds none of that other turn's events:
+// nobody reads them while it waits, and they would drop it before its own
+// turn starts.
+func (s *Sub) OfTurn(turnID string, anyTurn ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turn, s.anyTurn = turnID, slices.Clone(anyTurn)
 }
 
 // Close stops the subscription and closes C.
@@ -147,7 +163,7 @@ func (s *Sub) end(d *Drop) {
 func (s *Sub) offer(ev *Event, must bool, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || (s.turn != "" && ev.TurnID != s.turn && !slices.Contains(s.anyTurn, ev.Type)) {
 		return false
 	}
 	waiting := len(s.c)

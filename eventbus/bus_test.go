@@ -221,6 +221,22 @@ func TestAWatcherOfSomeTypesTakesThoseAlone(t *testing.T) {
 	}
 }
 
+func TestAWatcherOfOneTurnIsNotDroppedForAnothersEvents(t *testing.T) {
+	b := New(time.Hour, nil)
+	mine := b.Subscribe("c", 2)
+	defer mine.Close()
+	mine.OfTurn("t2", "compacted")
+	for i := range 100 {
+		b.PublishMust(Event{Type: "message", ChatID: "c", TurnID: "t1", Seq: int64(i)})
+	}
+	b.PublishMust(Event{Type: "compacted", ChatID: "c", TurnID: "t1", Seq: 100})
+	b.PublishMust(Event{Type: "turn.started", ChatID: "c", TurnID: "t2", Seq: 100})
+	got, closed := drain(mine)
+	if closed || len(got) != 2 || got[0].Type != "compacted" || got[1].TurnID != "t2" {
+		t.Fatalf("the watcher of turn t2 got %v (closed %v, dropped %+v); want compacted and t2's turn.started", got, closed, mine.Dropped())
+	}
+}
+
 // Watchers of a chat share the one copy of an event that a publish makes,
 // so a subscription's buffer holds pointers: 256 slots cost about 2 KB,
 // where a buffer of Events cost 18 KB (per turn, for the HTTP API's turn

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
 )
@@ -307,13 +308,17 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	id := r.PathValue("id")
-	s.runTurn(w, r, id, func() (string, error) { return s.hub.Submit(r.Context(), tenant, id, req) })
+	// Named here, so that the request takes its own turn's events alone
+	// while that turn waits behind another.
+	turnID := hub.NewID()
+	s.runTurn(w, r, id, turnID, func() (string, error) { return s.hub.Submit(hub.WithTurnID(r.Context(), turnID), tenant, id, req) })
 }
 
 // runTurn starts a turn with start and answers with it: SSE when the
 // client accepts text/event-stream, else JSON once the turn completes or
-// pauses.
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, start func() (turnID string, err error)) {
+// pauses. turnID, when known before start ("" if not), narrows the
+// subscription to that turn's events.
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID, turnID string, start func() (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
 	sse := wantsSSE(r)
@@ -324,6 +329,9 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID string, 
 		sub = s.hub.Subscribe(chatID, waitBuffer, turnEndEvents...)
 	}
 	defer sub.Close()
+	if turnID != "" {
+		sub.OfTurn(turnID, api.EventCompacted)
+	}
 	turnID, err := start()
 	if err != nil {
 		writeHubError(w, r, err)

@@ -158,7 +158,8 @@ func (s *Server) routes() {
 			oai.WriteError(w, http.StatusNotFound, "unknown_url", "", fmt.Sprintf("unknown request URL: %s %s; agentd offers the routes of OpenAI's API that docs/openai.md lists", r.Method, r.URL.Path))
 			return
 		}
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
+		// The path is the client's, any length: it is repeated as an id would be.
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", clip(r.Method, 20), clip(r.URL.Path, echoLimit)))
 	})
 }
 

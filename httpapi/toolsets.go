@@ -68,5 +68,5 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request, tenant stri
 		}
 	}
 	id := r.PathValue("id")
-	s.runTurn(w, r, id, func() (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
+	s.runTurn(w, r, id, "", func() (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
 }

@@ -236,3 +236,49 @@ func TestExportCarriesTheChatsActivity(t *testing.T) {
 		t.Errorf("the refused turn's problem is not in the export's activity: %+v", exp.Activity)
 	}
 }
+
+// An export then an import is the same chat: how it learns (shared,
+// no_auto_remember, which the export carries) and every setting,
+// compact_threshold alone included, come back.
+func TestExportImportKeepsHowTheChatLearnsAndItsSettings(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	ctx := context.Background()
+	cl := &api.Client{BaseURL: d.Server.URL}
+	for name, req := range map[string]api.CreateChatRequest{
+		"shared":           {Shared: true, Settings: &api.Settings{CompactThreshold: new(5000)}},
+		"no_auto_remember": {NoAutoRemember: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := cl.CreateChat(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (req.Settings == nil) != (c.Settings == nil) {
+				t.Fatalf("created chat %+v does not say its settings", c)
+			}
+			exp, err := cl.Export(ctx, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exp.Shared != req.Shared || exp.NoAutoRemember != req.NoAutoRemember {
+				t.Fatalf("export says shared %v, no_auto_remember %v; the chat was created with %v, %v", exp.Shared, exp.NoAutoRemember, req.Shared, req.NoAutoRemember)
+			}
+			imp, err := cl.Import(ctx, exp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := d.Hub.Store().Chat(ctx, imp.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.Shared != req.Shared || stored.NoAutoRemember != req.NoAutoRemember {
+				t.Errorf("imported chat learns otherwise: shared %v, no_auto_remember %v; want %v, %v", stored.Shared, stored.NoAutoRemember, req.Shared, req.NoAutoRemember)
+			}
+			if req.Settings != nil && (stored.Settings.CompactThreshold == nil || *stored.Settings.CompactThreshold != *req.Settings.CompactThreshold) {
+				t.Errorf("imported chat's compact_threshold = %v, want %d", stored.Settings.CompactThreshold, *req.Settings.CompactThreshold)
+			}
+		})
+	}
+}

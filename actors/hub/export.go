@@ -18,7 +18,11 @@ import (
 // the activity (Activity) page by page up to that seq, so that no chat is
 // ever held whole in memory for a client.
 func (h *Hub) ExportHead(ctx context.Context, tenant, id string) (api.ChatExport, error) {
-	c, err := h.Chat(ctx, tenant, id)
+	c, err := h.chatOf(ctx, tenant, id)
+	if err != nil {
+		return api.ChatExport{}, err
+	}
+	last, err := h.store.LastSeq(ctx, id)
 	if err != nil {
 		return api.ChatExport{}, err
 	}
@@ -26,8 +30,9 @@ func (h *Hub) ExportHead(ctx context.Context, tenant, id string) (api.ChatExport
 	if err != nil {
 		return api.ChatExport{}, err
 	}
-	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: c,
-		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq}, nil
+	return api.ChatExport{Format: api.ExportFormat, ExportedAt: time.Now().UTC(), Chat: wireChat(c, last),
+		Summary: snap.Summary, SummaryModel: snap.SummaryModel, FirstKeptSeq: snap.FirstKeptSeq,
+		NoAutoRemember: c.NoAutoRemember, Shared: c.Shared}, nil
 }
 
 // Import stores an exported chat as a new chat of tenant, checked as a
@@ -63,7 +68,7 @@ func (h *Hub) Import(ctx context.Context, tenant string, exp api.ChatExport) (ap
 			in.Title = chat.TitleFrom(msgs[i].Content)
 		}
 	}
-	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: in.Model, Title: in.Title, Instructions: in.Instructions,
+	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: in.Model, Title: in.Title, NoAutoRemember: exp.NoAutoRemember, Shared: exp.Shared, Instructions: in.Instructions,
 		Settings: settingsOf(in.Settings), Toolsets: in.Toolsets, Tools: specsOfWire(in.Tools)},
 		func(ctx context.Context, c persistence.Chat) error {
 			snap.Model = c.Model

@@ -658,7 +658,10 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendM
 // span starts here, a child of the request's, and ends in a goroutine of
 // the hub once the session says the turn is over: never in a mailbox.
 func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func(), unpaused bool) (*session.TurnAccepted, error) {
-	turnID := NewID()
+	turnID, _ := ctx.Value(turnIDKey{}).(string)
+	if turnID == "" {
+		turnID = NewID()
+	}
 	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
 	over := make(chan struct{}, 1)
 	ended := func() {
@@ -693,6 +696,16 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		return nil, fmt.Errorf("submit: unexpected reply %T", res)
 	}
 	return acc, nil
+}
+
+// turnIDKey carries the id a caller chose for the turn it submits.
+type turnIDKey struct{}
+
+// WithTurnID names the turn that a Submit with ctx starts (id from NewID),
+// so that its caller can watch that turn's events alone from before the
+// turn is queued (eventbus.Sub.OfTurn).
+func WithTurnID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, turnIDKey{}, id)
 }
 
 // Context returns what a chat's model is sent now.
