@@ -75,25 +75,38 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
+// admission is what admit says of a connection's first authenticated
+// request.
+type admission int
+
+const (
+	admitted   admission = iota
+	tenantFull           // the tenant holds as many as it may
+	closing              // closed, or being closed, for a newer connection
+)
+
 // admit counts the connection for tenant when its first request has
-// authenticated; false: the tenant holds as many as it may.
-func (c *trackedConn) admit(tenant string) bool {
+// authenticated.
+func (c *trackedConn) admit(tenant string) admission {
 	l := c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.tenant != "" || c.released {
-		return !c.released
+	switch {
+	case c.released:
+		return closing
+	case c.tenant != "":
+		return admitted
 	}
 	if c.elem != nil {
 		l.unauth.Remove(c.elem)
 		c.elem = nil
 	}
 	if l.tenants[tenant] >= l.perTenant {
-		return false
+		return tenantFull
 	}
 	l.tenants[tenant]++
 	c.tenant = tenant
-	return true
+	return admitted
 }
 
 // Close closes the connection and frees what it was counted as.
@@ -126,11 +139,21 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// admitConn counts r's connection for tenant; true when it may go on (also
-// when the server counts no connections, as in a test's plain server).
-func admitConn(r *http.Request, tenant string) bool {
+// admitConn counts r's connection for tenant (admitted also when the
+// server counts no connections, as in a test's plain server). A connection
+// closing for a newer one has its socket closed here, before any answer:
+// its closer may not have reached the socket yet, and an answer written in
+// between would tell the client its tenant is over its bound.
+func admitConn(r *http.Request, tenant string) admission {
 	tc, ok := r.Context().Value(connKey{}).(*trackedConn)
-	return !ok || tc.admit(tenant)
+	if !ok {
+		return admitted
+	}
+	a := tc.admit(tenant)
+	if a == closing {
+		_ = tc.Conn.Close()
+	}
+	return a
 }
 
 // Listener wraps ln with the connection bounds of http.max_unauthenticated

@@ -265,7 +265,10 @@ func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string), t
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or unknown bearer token")
 			return
 		}
-		if !admitConn(r, tenant) {
+		switch admitConn(r, tenant) {
+		case closing:
+			return // its socket is closed: nothing reaches the client
+		case tenantFull:
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("this tenant holds %d connections, the most allowed (http.conns_per_tenant); reuse one", s.cfg.HTTP.ConnsPerTenant))

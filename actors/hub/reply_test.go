@@ -41,7 +41,8 @@ func TestAReplyBoxTakesOneAnswerAndFreesARefusedTurn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			refused := 0
 			b := newReplyBox(sys, tc.timeout, func() { refused++ })
-			if _, ok := sys.ProcessRegistry.Get(b.pid); !ok {
+			// A box the timeout answers may be answered, and gone, already.
+			if _, ok := sys.ProcessRegistry.Get(b.pid); !ok && len(tc.answers) > 0 {
 				t.Fatal("the box is not in the registry")
 			}
 			for _, a := range tc.answers {
