@@ -183,20 +183,27 @@ func TestChatCompletionsAnInterruptedAnswerIsAnError(t *testing.T) {
 	}
 }
 
-// TestChatCompletionsACappedAnswerFinishesWithLength: an answer cut at
-// limits.max_answer_bytes is an answer, not a failure: finish_reason
-// "length", whole and streamed.
-func TestChatCompletionsACappedAnswerFinishesWithLength(t *testing.T) {
+// cappedDaemon serves cutOnce's model with limits.max_answer_bytes, which
+// it returns, at 64 KB.
+func cappedDaemon(t *testing.T) (openai.Client, int) {
+	t.Helper()
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: cutOnce()})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
 	cfg.Limits.MaxAnswerBytes = 64 << 10
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
-	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(0))
+	return sdkFor(d, "tok-a"), cfg.Limits.MaxAnswerBytes
+}
+
+// TestChatCompletionsACappedAnswerFinishesWithLength: an answer cut at
+// limits.max_answer_bytes is an answer, not a failure: finish_reason
+// "length", whole and streamed.
+func TestChatCompletionsACappedAnswerFinishesWithLength(t *testing.T) {
+	sdk, maxAnswer := cappedDaemon(t)
 	ctx := context.Background()
 	params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a huge answer")}}
 	c, err := sdk.Chat.Completions.New(ctx, params)
-	if err != nil || c.Choices[0].FinishReason != "length" || len(c.Choices[0].Message.Content) != cfg.Limits.MaxAnswerBytes {
+	if err != nil || c.Choices[0].FinishReason != "length" || len(c.Choices[0].Message.Content) != maxAnswer {
 		t.Fatalf("whole: %v", err)
 	}
 	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("another huge answer")}
@@ -215,28 +222,14 @@ func TestChatCompletionsACappedAnswerFinishesWithLength(t *testing.T) {
 // its message item is incomplete and carries the part kept, whole and
 // streamed, and the stored response says the same.
 func TestResponsesACappedAnswerIsIncomplete(t *testing.T) {
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: cutOnce()})
-	t.Cleanup(fake.Close)
-	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
-	cfg.Limits.MaxAnswerBytes = 64 << 10
-	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
-	sdk := sdkFor(d, "tok-a")
+	sdk, maxAnswer := cappedDaemon(t)
 	ctx := context.Background()
 	for _, stream := range []bool{false, true} {
 		params := responses.ResponseNewParams{Model: "fake/m",
 			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("a huge answer (%v)", stream))}}
-		var got responses.Response
-		if stream {
-			got = streamed(t, sdk, params)
-		} else {
-			r, err := sdk.Responses.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = *r
-		}
+		got := created(t, sdk, params, stream)
 		if got.Status != "incomplete" || got.IncompleteDetails.Reason != "max_output_tokens" || got.Error.Message != "" ||
-			len(got.Output) != 1 || got.Output[0].Status != "incomplete" || len(got.OutputText()) != cfg.Limits.MaxAnswerBytes {
+			len(got.Output) != 1 || got.Output[0].Status != "incomplete" || len(got.OutputText()) != maxAnswer {
 			t.Fatalf("stream %v: status %q (%q), error %q, %d items, %d bytes of text", stream, got.Status,
 				got.IncompleteDetails.Reason, got.Error.Message, len(got.Output), len(got.OutputText()))
 		}

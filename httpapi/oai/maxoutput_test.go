@@ -99,16 +99,7 @@ func TestResponsesCutAtMaxOutputTokensIsIncomplete(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		params := responses.ResponseNewParams{Model: "fake/m", MaxOutputTokens: openai.Int(16),
 			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("Write a long story (%v).", stream))}}
-		var got responses.Response
-		if stream {
-			got = streamed(t, sdk, params)
-		} else {
-			r, err := sdk.Responses.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = *r
-		}
+		got := created(t, sdk, params, stream)
 		var items []string
 		for _, it := range got.Output {
 			items = append(items, it.Type+" "+it.Status)

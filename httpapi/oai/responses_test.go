@@ -37,6 +37,20 @@ func sdkFor(d *daemontest.Daemon, token string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
 }
 
+// created creates a response, streamed (checked as streamed checks it)
+// or whole.
+func created(t *testing.T, sdk openai.Client, params responses.ResponseNewParams, stream bool) responses.Response {
+	t.Helper()
+	if stream {
+		return streamed(t, sdk, params)
+	}
+	r, err := sdk.Responses.New(context.Background(), params)
+	if err != nil {
+		t.Fatalf("create a response: %v", err)
+	}
+	return *r
+}
+
 // streamed creates a response by streaming, checks the events' numbering,
 // feeds them to the SDK's response accumulator and checks that what it
 // rebuilds, and the text deltas, agree with the final response, which it
@@ -107,16 +121,7 @@ func TestResponsesChainOfThreeHundredTurnsFoldsOnAnEightKWindow(t *testing.T) {
 		if prev != "" {
 			params.PreviousResponseID = openai.String(prev)
 		}
-		var resp responses.Response
-		if i%2 == 1 {
-			resp = streamed(t, sdk, params)
-		} else {
-			r, err := sdk.Responses.New(ctx, params)
-			if err != nil {
-				t.Fatalf("turn %d: %v", i, err)
-			}
-			resp = *r
-		}
+		resp := created(t, sdk, params, i%2 == 1)
 		if resp.Status != "completed" || resp.OutputText() != answer || resp.Usage.InputTokens == 0 {
 			t.Fatalf("turn %d: status %s, text %q, usage %+v, error %+v", i, resp.Status, resp.OutputText(), resp.Usage, resp.Error)
 		}
@@ -174,16 +179,7 @@ func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		params := responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
 			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")}}
-		var first responses.Response
-		if stream {
-			first = streamed(t, sdk, params)
-		} else {
-			r, err := sdk.Responses.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first = *r
-		}
+		first := created(t, sdk, params, stream)
 		if len(first.Output) != 1 || first.Output[0].Type != "function_call" || first.Output[0].Name != "get_weather" ||
 			first.Output[0].CallID != "call_1" || first.Output[0].Arguments.OfString != `{"city":"Paris"}` {
 			t.Fatalf("stream %v: first output %+v", stream, first.Output)
