@@ -75,7 +75,7 @@ func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 		}
 		queued <- a
 	}()
-	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaitingIn(t, d) == 1 })
+	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d.Hub) == 1 })
 	close(gate)
 	if err := <-busy; err != nil {
 		t.Fatal(err)
@@ -87,20 +87,4 @@ func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 	if n := len(got.types); n == 0 || got.types[0] != api.EventTurnStarted || got.types[n-1] != api.EventTurnCompleted {
 		t.Fatalf("the queued stream's events: %v; want its own turn, turn.started to turn.completed", got.types)
 	}
-}
-
-// turnsWaitingIn reads the daemon's gauge of turns queued behind a running one.
-func turnsWaitingIn(t *testing.T, d *daemontest.Daemon) float64 {
-	t.Helper()
-	families, err := d.Hub.Metrics().Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "agentd_turns_waiting" {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatal("no agentd_turns_waiting on the hub's registry")
-	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/httpapi"
@@ -111,7 +112,7 @@ func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
 	started()
 	hangUp, cancel := context.WithCancel(ctx)
 	queued := post(t, hangUp, url, "tok-a", "queued, then abandoned")
-	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d) == 1 })
+	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d.Hub) == 1 })
 	call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+other.ID+"/messages", "tok-a", `{"content":"now?"}`).want(t, http.StatusTooManyRequests, "busy")
 
 	cancel()
@@ -119,7 +120,7 @@ func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
 	waitFor(t, "the abandoned message's slot to be free while the first turn runs", func() bool {
 		return call(t, ctx, http.MethodPost, d.URL+"/v1/chats/"+other.ID+"/messages", "tok-a", `{"content":"now?"}`).status == http.StatusOK
 	})
-	if n := turnsWaiting(t, d); n != 0 {
+	if n := turnsWaiting(t, d.Hub); n != 0 {
 		t.Fatalf("%v turns still waiting", n)
 	}
 
@@ -134,9 +135,9 @@ func TestAQueuedTurnWhoseCallerLeftIsDroppedAndFreesItsSlot(t *testing.T) {
 }
 
 // turnsWaiting reads the hub's gauge of turns queued behind a running one.
-func turnsWaiting(t *testing.T, d *ownDaemon) float64 {
+func turnsWaiting(t *testing.T, h *hub.Hub) float64 {
 	t.Helper()
-	families, err := d.Hub.Metrics().Registry.Gather()
+	families, err := h.Metrics().Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
