@@ -92,13 +92,7 @@ func TestBackoff(t *testing.T) {
 func TestKickedFailuresDoNotDoubleTheWait(t *testing.T) {
 	down := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	l := &lists{answers: [][]string{nil}, errs: []error{down}}
-	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	company, _ := providers.LookupCompany("openai")
-	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
-	c.order = []string{"p"}
+	c := listing(t, l)
 	waits, fire := make(chan time.Duration), make(chan time.Time)
 	c.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
 		waits <- d
@@ -150,13 +144,7 @@ func (l *lists) Models(context.Context) ([]providers.ModelInfo, error) {
 func TestRefreshReplacesListsAndChecks(t *testing.T) {
 	down := errors.New("connection refused")
 	l := &lists{answers: [][]string{nil, {"a", "b"}, {"b"}, nil}, errs: []error{down, nil, nil, down}}
-	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	company, _ := providers.LookupCompany("openai")
-	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
-	c.order = []string{"p"}
+	c := listing(t, l)
 	ids := func() string {
 		var out []string
 		for _, mi := range c.Models() {
@@ -251,4 +239,18 @@ func TestAHangingListDoesNotHoldTheOthers(t *testing.T) {
 	if errs := c.ProviderErrors(); len(errs) != 0 {
 		t.Fatalf("list errors %v: the first list waited for the second, read after it", errs)
 	}
+}
+
+// listing is a catalog of one OpenAI-style provider "p" whose lists l
+// answers.
+func listing(t *testing.T, l *lists) *Catalog {
+	t.Helper()
+	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	company, _ := providers.LookupCompany("openai")
+	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
+	c.order = []string{"p"}
+	return c
 }
