@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
@@ -599,6 +600,11 @@ func (c *Config) Validate() error {
 	for i, t := range c.Auth.Tokens {
 		if t.Tenant == "" || t.TokenEnv == "" {
 			return fmt.Errorf("auth.tokens[%d]: tenant and token_env are both required", i)
+		}
+		// The store keys a tenant's records "<tenant>/<id>": a tenant
+		// named "a/b" would share keys with tenant "a"'s ids "b/…".
+		if strings.ContainsFunc(t.Tenant, func(r rune) bool { return r == '/' || unicode.IsControl(r) }) {
+			return fmt.Errorf("auth.tokens[%d]: tenant %q must not contain '/' or control characters", i, t.Tenant)
 		}
 	}
 	if e := c.Tracing.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {

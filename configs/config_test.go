@@ -59,6 +59,7 @@ func TestValidateRejects(t *testing.T) {
 		"unauthenticated public": {"listen: 0.0.0.0:8420", "refusing to serve without authentication"},
 		"default model form":     {"default_model: gpt", "provider/model"},
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
+		"tenant with a slash":    {"auth: {tokens: [{tenant: a/b, token_env: T}]}", "must not contain"},
 		"unknown store":          {"store: {kind: mysql}", "store.kind must be badger or postgres"},
 		"log level":              {"log_level: loud", "log_level \"loud\": use debug, info, warn or error"},
 		"compact threshold":      {"limits: {compact_threshold: 500}", "limits.compact_threshold 500: use at least 1000"},
