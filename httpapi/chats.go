@@ -311,7 +311,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	// Named here, so that the request takes its own turn's events alone
 	// while that turn waits behind another.
 	turnID := hub.NewID()
-	s.runTurn(w, r, id, turnID, func() (string, error) { return s.hub.Submit(hub.WithTurnID(r.Context(), turnID), tenant, id, req) })
+	s.runTurn(w, r, id, turnID, func() (string, error) { return s.hub.SubmitNamed(r.Context(), tenant, id, turnID, req) })
 }
 
 // runTurn starts a turn with start and answers with it: SSE when the

@@ -35,8 +35,9 @@ type Hub interface {
 	// Activity returns a page of a chat's activity log after id after.
 	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
-	// Submit returns the turn's id once the message is durable.
-	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	// SubmitNamed starts turn turnID (hub.NewID) and returns its id once
+	// the message is durable.
+	SubmitNamed(ctx context.Context, tenant, id, turnID string, req api.SendMessageRequest) (string, error)
 	// SubmitToolResults answers a paused turn's calls; it returns the
 	// turn's id once they are durable.
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)

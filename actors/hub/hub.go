@@ -623,7 +623,14 @@ func answered(chatID string, res any, err error) (any, error) {
 // durable and its turn has started; the turn's events follow (Subscribe
 // before calling, to miss none).
 func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, req, false)
+	return h.submitAs(ctx, tenant, chatID, NewID(), req, false)
+}
+
+// SubmitNamed is Submit of a turn whose id (from NewID) the caller chose,
+// so that it can watch that turn's events alone from before the turn is
+// queued (eventbus.Sub.OfTurn).
+func (h *Hub) SubmitNamed(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
+	return h.submitAs(ctx, tenant, chatID, turnID, req, false)
 }
 
 // SubmitUnpaused is Submit for a surface whose clients must answer a
@@ -631,10 +638,10 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 // message that would wait behind a turn paused on them is refused at once
 // with *PausedError, and the paused turn is untouched.
 func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, req, true)
+	return h.submitAs(ctx, tenant, chatID, NewID(), req, true)
 }
 
-func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendMessageRequest, unpaused bool) (string, error) {
+func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest, unpaused bool) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
@@ -646,7 +653,7 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendM
 	if !ok {
 		return "", fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
 	}
-	acc, err := h.submit(ctx, chatID, msg, release, unpaused)
+	acc, err := h.submit(ctx, chatID, turnID, msg, release, unpaused)
 	if err != nil {
 		return "", err
 	}
@@ -657,11 +664,7 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendM
 // turn slot when the turn ends (or at once if it never starts). The turn's
 // span starts here, a child of the request's, and ends in a goroutine of
 // the hub once the session says the turn is over: never in a mailbox.
-func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, release func(), unpaused bool) (*session.TurnAccepted, error) {
-	turnID, _ := ctx.Value(turnIDKey{}).(string)
-	if turnID == "" {
-		turnID = NewID()
-	}
+func (h *Hub) submit(ctx context.Context, chatID, turnID string, msg chat.Message, release func(), unpaused bool) (*session.TurnAccepted, error) {
 	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
 	over := make(chan struct{}, 1)
 	ended := func() {
@@ -696,16 +699,6 @@ func (h *Hub) submit(ctx context.Context, chatID string, msg chat.Message, relea
 		return nil, fmt.Errorf("submit: unexpected reply %T", res)
 	}
 	return acc, nil
-}
-
-// turnIDKey carries the id a caller chose for the turn it submits.
-type turnIDKey struct{}
-
-// WithTurnID names the turn that a Submit with ctx starts (id from NewID),
-// so that its caller can watch that turn's events alone from before the
-// turn is queued (eventbus.Sub.OfTurn).
-func WithTurnID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, turnIDKey{}, id)
 }
 
 // Context returns what a chat's model is sent now.
