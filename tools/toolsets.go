@@ -49,17 +49,28 @@ func (r *Registry) daemonsLocked(name string) bool {
 // CheckSchema reports whether params is a JSON Schema of an object, as
 // every protocol needs a tool's parameters to be.
 func CheckSchema(params json.RawMessage) error {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return fmt.Errorf("parameters are not a JSON Schema: %w", err)
+	s, _, err := resolveSchema(params)
+	if err != nil {
+		return err
 	}
 	if s.Type != "object" {
 		return fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
 	}
-	if _, err := s.Resolve(nil); err != nil {
-		return fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
-	}
 	return nil
+}
+
+// resolveSchema reads params as a JSON Schema and resolves it, ready to
+// validate arguments.
+func resolveSchema(params json.RawMessage) (*jsonschema.Schema, *jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(params, &s); err != nil {
+		return nil, nil, fmt.Errorf("parameters are not a JSON Schema: %w", err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
+	}
+	return &s, rs, nil
 }
 
 // checkNew validates a tool an application brings: its name, its schema.

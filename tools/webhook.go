@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/agentd/agentd/netguard"
 )
 
@@ -141,13 +139,9 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 // refused as a result the model can act on: the application is sent only
 // what its schema promises.
 func CheckedArgs(name string, params json.RawMessage, run func(context.Context, json.RawMessage) (Result, error)) (func(context.Context, json.RawMessage) (Result, error), error) {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return nil, fmt.Errorf("tool %s: parameters are not a JSON Schema: %w", name, err)
-	}
-	rs, err := s.Resolve(nil)
+	_, rs, err := resolveSchema(params)
 	if err != nil {
-		return nil, fmt.Errorf("tool %s: parameters are not a valid JSON Schema: %w", name, err)
+		return nil, fmt.Errorf("tool %s: %w", name, err)
 	}
 	return func(ctx context.Context, args json.RawMessage) (Result, error) {
 		var v any
