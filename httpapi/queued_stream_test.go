@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -19,15 +21,19 @@ import (
 // with SSE while another turn of its chat runs waits its turn; the running
 // turn's events, which that stream never sends, do not fill its buffer, so
 // it streams its own turn whole instead of starting with stream.dropped.
-func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
+// busyChat starts a daemon whose chat runs a turn of 200 tool calls once
+// release is called: each call is a tool.call and a tool.result event a
+// stream queued behind that turn would have to hold in its buffer (256).
+// It returns when that turn has called the model.
+func busyChat(t *testing.T) (d *daemontest.Daemon, chatID string, release func()) {
+	t.Helper()
 	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
 		last := r.Messages[len(r.Messages)-1]
 		switch {
 		case last.Role == chat.RoleUser && last.Content == "busy":
 			<-gate
-			// Each call is a tool.call and a tool.result the queued
-			// stream's buffer (256) would have to hold.
 			calls := make([]chat.ToolCall, 200)
 			for i := range calls {
 				calls[i] = chat.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: "no_such_tool", Arguments: "{}"}
@@ -38,8 +44,9 @@ func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 		}
 		return testkit.Reply{Text: "answer to " + last.Content}
 	}})
-	defer fake.Close()
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	t.Cleanup(fake.Close)
+	t.Cleanup(open) // a test that fails before release lets the fake go
+	d = daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
 	ctx := context.Background()
 	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	if err != nil {
@@ -51,40 +58,116 @@ func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 		busy <- err
 	}()
 	waitFor(t, "the busy turn to call the model", func() bool { return len(fake.Requests()) > 0 })
+	return d, c.ID, func() {
+		open()
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
+// queuedStream posts body to path with the chat named and reads the SSE
+// answer: its event names (the "event:" lines) and its data lines.
+func queuedStream(d *daemontest.Daemon, chatID, path, body string) (events, data []string, err error) {
+	req, _ := http.NewRequest(http.MethodPost, d.Server.URL+path, strings.NewReader(body))
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(oai.ChatHeader, chatID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("%s: status %s", path, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, ev)
+		}
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			data = append(data, line)
+		}
+	}
+	return events, data, sc.Err()
+}
+
+// TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents: a message sent
+// with SSE while another turn of its chat runs waits its turn; the running
+// turn's events, which that stream never sends, do not fill its buffer, so
+// it streams its own turn whole instead of starting with stream.dropped.
+func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
+	d, chatID, release := busyChat(t)
 	type answer struct {
 		types []string
 		err   error
 	}
 	queued := make(chan answer, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, d.Server.URL+"/v1/chats/"+c.ID+"/messages", strings.NewReader(`{"content":"queued"}`))
-		req.Header.Set("Accept", "text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			queued <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		var a answer
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
-				a.types = append(a.types, ev)
-			}
-		}
-		queued <- a
+		types, _, err := queuedStream(d, chatID, "/v1/chats/"+chatID+"/messages", `{"content":"queued"}`)
+		queued <- answer{types, err}
 	}()
 	waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d.Hub) == 1 })
-	close(gate)
-	if err := <-busy; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	got := <-queued
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
 	if n := len(got.types); n == 0 || got.types[0] != api.EventTurnStarted || got.types[n-1] != api.EventTurnCompleted {
 		t.Fatalf("the queued stream's events: %v; want its own turn, turn.started to turn.completed", got.types)
+	}
+}
+
+// TestAnOpenAIStreamQueuedBehindABusyTurnAnswersWhole: the same on the
+// OpenAI-compatible surfaces. A chat completion or a response streamed to
+// a chat whose other turn runs waits for it, then streams its own answer
+// to its end, not an error for events it fell behind on.
+func TestAnOpenAIStreamQueuedBehindABusyTurnAnswersWhole(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		body func(chatID string) string
+		// done says the stream ended with its answer complete.
+		done func(events, data []string) bool
+	}{
+		{"/v1/chat/completions",
+			func(string) string {
+				return `{"model":"fake/m","stream":true,"messages":[{"role":"user","content":"queued"}]}`
+			},
+			func(_, data []string) bool {
+				n := len(data)
+				return n >= 2 && data[n-1] == "[DONE]" && strings.Contains(data[n-2], `"finish_reason":"stop"`)
+			}},
+		{"/v1/responses",
+			func(chatID string) string {
+				return `{"model":"fake/m","stream":true,"input":"queued","conversation":"conv_` + chatID + `"}`
+			},
+			func(events, _ []string) bool {
+				n := len(events)
+				return n > 0 && events[n-1] == "response.completed"
+			}},
+	} {
+		t.Run(strings.TrimPrefix(tc.path, "/v1/"), func(t *testing.T) {
+			d, chatID, release := busyChat(t)
+			type answer struct {
+				events, data []string
+				err          error
+			}
+			queued := make(chan answer, 1)
+			go func() {
+				events, data, err := queuedStream(d, chatID, tc.path, tc.body(chatID))
+				queued <- answer{events, data, err}
+			}()
+			waitFor(t, "the second message to wait behind the first", func() bool { return turnsWaiting(t, d.Hub) == 1 })
+			release()
+			got := <-queued
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if !tc.done(got.events, got.data) {
+				t.Fatalf("the queued stream of %s: events %v, data %q; want its own answer to its end", tc.path, got.events, got.data)
+			}
+		})
 	}
 }

@@ -633,12 +633,12 @@ func (h *Hub) SubmitNamed(ctx context.Context, tenant, chatID, turnID string, re
 	return h.submitAs(ctx, tenant, chatID, turnID, req, false)
 }
 
-// SubmitUnpaused is Submit for a surface whose clients must answer a
+// SubmitUnpaused is SubmitNamed for a surface whose clients must answer a
 // paused turn's calls before they say more (the OpenAI-compatible one): a
 // message that would wait behind a turn paused on them is refused at once
 // with *PausedError, and the paused turn is untouched.
-func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, NewID(), req, true)
+func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
+	return h.submitAs(ctx, tenant, chatID, turnID, req, true)
 }
 
 func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest, unpaused bool) (string, error) {

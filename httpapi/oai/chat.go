@@ -276,7 +276,14 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		sub = h.hub.Subscribe(chatID, streamBuffer, wholeEvents...)
 	}
 	defer sub.Close()
-	turnID, err := h.send(ctx, tenant, chatID, fresh, resumes)
+	turnID := hub.NewID()
+	if !resumes {
+		// A message may wait behind another turn of its chat: this answer
+		// takes only its own turn's events (eventbus.Sub.OfTurn). Results
+		// resume the turn that waits for them, whose id is the chat's.
+		sub.OfTurn(turnID)
+	}
+	turnID, err = h.send(ctx, tenant, chatID, turnID, fresh, resumes)
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
 		err = refuse("messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s (agentd: a turn of chat %s waits for their results; send them as role \"tool\" messages, or it ends without them after toolsets.results_wait, %s)",
@@ -413,7 +420,7 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 // stored as it is (a new chat's brought tool results among it), then the
 // turn answers it; a turn paused on calls the history does not show is
 // *hub.PausedError, not a wait behind it.
-func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []HistoryMessage, resumes bool) (string, error) {
+func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, fresh []HistoryMessage, resumes bool) (string, error) {
 	if len(fresh) == 0 {
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
@@ -449,7 +456,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID string, fresh []Histo
 			return "", err
 		}
 	}
-	return h.hub.SubmitUnpaused(ctx, tenant, chatID, api.SendMessageRequest{Content: last.Content})
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, api.SendMessageRequest{Content: last.Content})
 }
 
 // answer is one turn told as a chat completion.

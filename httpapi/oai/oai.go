@@ -34,10 +34,10 @@ type Hub interface {
 	// Submit and SubmitToolResults return the turn's id once what they
 	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
-	// SubmitUnpaused refuses the message with *hub.PausedError, at once,
-	// where Submit would have it wait behind a turn paused on the client's
-	// calls.
-	SubmitUnpaused(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
+	// SubmitUnpaused starts turn turnID (hub.NewID), refusing the message
+	// with *hub.PausedError, at once, where Submit would have it wait
+	// behind a turn paused on the client's calls.
+	SubmitUnpaused(ctx context.Context, tenant, id, turnID string, req api.SendMessageRequest) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
 	// SubmitToolResultsThen stores user messages after the results, in the
 	// resumed turn, which answers them.

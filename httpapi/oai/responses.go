@@ -57,7 +57,11 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	if p.results != nil {
 		turnID, err = h.hub.SubmitToolResults(ctx, tenant, p.chatID, api.ToolResultsRequest{Results: p.results})
 	} else {
-		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, *p.message)
+		// The message may wait behind another turn of its chat: the
+		// response takes only its own turn's events (eventbus.Sub.OfTurn).
+		turnID = hub.NewID()
+		sub.OfTurn(turnID)
+		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, *p.message)
 	}
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
