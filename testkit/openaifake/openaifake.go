@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func (s *Server) Close() {
 type wireRequest struct {
 	Model               string        `json:"model"`
 	Messages            []wireMessage `json:"messages"`
-	Tools               []wireTool    `json:"tools"`
+	Tools               wireTools     `json:"tools"`
 	MaxTokens           int           `json:"max_tokens"`
 	MaxCompletionTokens int           `json:"max_completion_tokens"`
 	PromptCacheKey      string        `json:"prompt_cache_key"`
@@ -210,36 +211,109 @@ type wirePart struct {
 	} `json:"image_url"`
 }
 
+// toolList is a request's tools as the fake reads them: their names, and
+// each tool's block of the prompt (its texts, counted).
+type toolList struct {
+	names  []string
+	blocks []testkit.Block
+	tokens int
+}
+
+// wireTools is a request's tools, decoded once per distinct list
+// (toolLists).
+type wireTools struct{ *toolList }
+
+func (t *wireTools) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	t.toolList, err = lists.get(raw)
+	return err
+}
+
+// toolLists decodes each distinct tool list once. agentd sends all the
+// chats of one tool set the same list, byte for byte; in the scale bench
+// it is four fifths of every request, and the benches run this fake on
+// agentd's cores. At most maxToolLists are kept: past that it starts over.
+type toolLists struct {
+	mu    sync.Mutex
+	lists map[string]*toolList
+}
+
+// lists is every fake's: a list's decoding depends on its bytes alone.
+var lists toolLists
+
+const maxToolLists = 64
+
+func (l *toolLists) get(raw jsontext.Value) (*toolList, error) {
+	if raw.Kind() == 'n' {
+		return &toolList{}, nil
+	}
+	l.mu.Lock()
+	tl, ok := l.lists[string(raw)]
+	l.mu.Unlock()
+	if ok {
+		return tl, nil
+	}
+	var wire []wireTool
+	if err := jsonv2.Unmarshal(raw, &wire, v1); err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	tl = &toolList{}
+	for _, t := range wire {
+		tl.names = append(tl.names, t.Function.Name)
+		b := block("tool", t.Function.Name, t.Function.Description, string(t.Function.Parameters))
+		tl.blocks = append(tl.blocks, b)
+		tl.tokens += b.Tokens
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lists) >= maxToolLists || l.lists == nil {
+		l.lists = make(map[string]*toolList)
+	}
+	l.lists[string(raw)] = tl
+	return tl, nil
+}
+
+// block is one part of the prompt for the cache: its role (or "tool")
+// names it without being counted, as the fake counts only the texts.
+func block(role string, texts ...string) testkit.Block {
+	b := testkit.Block{Text: role + "\x00"}
+	for _, t := range texts {
+		b.Tokens += testkit.CountTokens(t)
+		if t != "" {
+			b.Text += t + "\x00"
+		}
+	}
+	return b
+}
+
 // received turns a wire request into the neutral record and counts its
 // input. With blocks set it also returns the prompt's blocks for the
 // cache: the leading system messages, then the tools (OpenAI renders them
 // after the instructions), then every other message. A fake that forgets
 // has no cache and skips them: joined, they copy the whole prompt again.
 func received(req wireRequest, raw []byte, blocks bool) (testkit.Received, []testkit.Block, error) {
+	tools := req.Tools.toolList
+	if tools == nil {
+		tools = &toolList{}
+	}
 	r := testkit.Received{Model: req.Model, Raw: raw, MaxTokens: req.MaxTokens, CacheKey: req.PromptCacheKey,
-		Messages: make([]chat.Message, 0, len(req.Messages))}
+		Messages: make([]chat.Message, 0, len(req.Messages)), Tools: slices.Clip(tools.names), InputTokens: tools.tokens}
 	if req.MaxCompletionTokens > 0 {
 		r.MaxTokens = req.MaxCompletionTokens
 	}
 	var lead, rest []testkit.Block
-	// add counts one part's texts and, for the cache, appends its block:
-	// its role (or "tool") names it without being counted, as before this
-	// fake counted only the texts.
 	add := func(to *[]testkit.Block, role string, texts ...string) {
-		tokens := 0
-		for _, t := range texts {
-			tokens += testkit.CountTokens(t)
-		}
-		r.InputTokens += tokens
 		if !blocks {
+			for _, t := range texts {
+				r.InputTokens += testkit.CountTokens(t)
+			}
 			return
 		}
-		b := testkit.Block{Text: role + "\x00", Tokens: tokens}
-		for _, t := range texts {
-			if t != "" {
-				b.Text += t + "\x00"
-			}
-		}
+		b := block(role, texts...)
+		r.InputTokens += b.Tokens
 		*to = append(*to, b)
 	}
 	for i, m := range req.Messages {
@@ -273,14 +347,10 @@ func received(req wireRequest, raw []byte, blocks bool) (testkit.Received, []tes
 		add(&rest, m.Role, texts...)
 		r.Messages = append(r.Messages, cm)
 	}
-	for _, t := range req.Tools {
-		r.Tools = append(r.Tools, t.Function.Name)
-		add(&lead, "tool", t.Function.Name, t.Function.Description, string(t.Function.Parameters))
-	}
 	if !blocks {
 		return r, nil, nil
 	}
-	return r, append(lead, rest...), nil
+	return r, append(append(lead, tools.blocks...), rest...), nil
 }
 
 // wireContent is a message's content as sent: a string, a list of parts

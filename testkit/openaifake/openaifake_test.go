@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -279,5 +280,50 @@ func TestAFakeThatForgetsCountsTheSameInput(t *testing.T) {
 	kept, forgot := promptTokens(false), promptTokens(true)
 	if kept == 0 || forgot != kept {
 		t.Fatalf("prompt_tokens %d forgetting, %d keeping; want the same, above 0", forgot, kept)
+	}
+}
+
+// TestToolListsAreReadByTheirBytes: the fake decodes each distinct tool
+// list once; a request with another list, or with none, is counted by its
+// own, and one list's decoding is not another's.
+func TestToolListsAreReadByTheirBytes(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	type tool struct{ name, desc string }
+	weather, mail := tool{"get_weather", "Weather for a place."}, tool{"send_mail", "Send a mail to someone you name."}
+	type list struct {
+		wire   string
+		names  []string
+		tokens int // of the list and of the message "hi"
+	}
+	listOf := func(tools ...tool) list {
+		l := list{wire: "[", tokens: testkit.CountTokens("hi")}
+		for i, tl := range tools {
+			if i > 0 {
+				l.wire += ","
+			}
+			l.wire += `{"type":"function","function":{"name":"` + tl.name + `","description":"` + tl.desc + `","parameters":{"type":"object"}}}`
+			l.names = append(l.names, tl.name)
+			l.tokens += testkit.CountTokens(tl.name) + testkit.CountTokens(tl.desc) + testkit.CountTokens(`{"type":"object"}`)
+		}
+		l.wire += "]"
+		return l
+	}
+	one, two, none := listOf(weather), listOf(weather, mail), list{wire: "null", tokens: testkit.CountTokens("hi")}
+	sent := []list{one, two, one, none, two}
+	for _, l := range sent {
+		res := post(t, s, `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":`+l.wire+`}`)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	}
+	got := s.Requests()
+	if len(got) != len(sent) {
+		t.Fatalf("%d requests logged, want %d", len(got), len(sent))
+	}
+	for i, r := range got {
+		if !slices.Equal(r.Tools, sent[i].names) || r.InputTokens != sent[i].tokens {
+			t.Errorf("request %d: tools %v, %d input tokens; want %v, %d", i, r.Tools, r.InputTokens, sent[i].names, sent[i].tokens)
+		}
 	}
 }
