@@ -649,22 +649,31 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req a
 	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
 		return "", err
 	}
+	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Unpaused: unpaused})
+}
+
+// SubmitContinue starts turn turnID (from NewID), which stores no message
+// and answers the chat as its log stands: for a client's retry of tool
+// results, or of a message, whose turn failed after they were stored. A
+// chat whose log ends with an answer refuses it with ErrNothingToAnswer.
+func (h *Hub) SubmitContinue(ctx context.Context, tenant, chatID, turnID string) (string, error) {
+	if err := h.checkChat(ctx, tenant, chatID); err != nil {
+		return "", err
+	}
+	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Continue: true, Unpaused: true})
+}
+
+// submit asks the chat's session to start the turn m, in a slot of the
+// tenant's turns; the slot is freed when the turn ends (or at once if it
+// never starts). The turn's span starts here, a child of the request's,
+// and ends in a goroutine of the hub once the session says the turn is
+// over: never in a mailbox. It returns the turn's id.
+func (h *Hub) submit(ctx context.Context, tenant, chatID string, m *session.SubmitTurn) (string, error) {
 	release, ok := h.turns.take(tenant)
 	if !ok {
 		return "", fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
 	}
-	acc, err := h.submit(ctx, chatID, turnID, msg, release, unpaused)
-	if err != nil {
-		return "", err
-	}
-	return acc.TurnID, nil
-}
-
-// submit asks the chat's session to take msg; release frees the tenant's
-// turn slot when the turn ends (or at once if it never starts). The turn's
-// span starts here, a child of the request's, and ends in a goroutine of
-// the hub once the session says the turn is over: never in a mailbox.
-func (h *Hub) submit(ctx context.Context, chatID, turnID string, msg chat.Message, release func(), unpaused bool) (*session.TurnAccepted, error) {
+	turnID := m.TurnID
 	_, span := h.tracer.Start(ctx, "turn", trace.WithAttributes(telemetry.ChatIDKey.String(chatID), telemetry.TurnIDKey.String(turnID)))
 	over := make(chan struct{}, 1)
 	ended := func() {
@@ -677,28 +686,28 @@ func (h *Hub) submit(ctx context.Context, chatID, turnID string, msg chat.Messag
 	if span.IsRecording() {
 		h.work.Go(func() { <-over; span.End() })
 	}
-	submit := &session.SubmitTurn{TurnID: turnID, Message: msg, Ended: ended, RequestID: telemetry.RequestID(ctx), Trace: span.SpanContext(), Unpaused: unpaused}
+	m.Ended, m.RequestID, m.Trace = ended, telemetry.RequestID(ctx), span.SpanContext()
 	// A queued message waits for the turns before it; the wait ends with
 	// the caller, not only with the timeout, and a refusal frees the slot
 	// even when the caller has gone (replyBox).
 	box := newReplyBox(h.system, h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1), ended)
-	h.system.Root.RequestWithCustomSender(h.registry, &session.Envelope{ChatID: chatID, Msg: submit}, box.pid)
+	h.system.Root.RequestWithCustomSender(h.registry, &session.Envelope{ChatID: chatID, Msg: m}, box.pid)
 	var r reply
 	select {
 	case r = <-box.c:
 	case <-ctx.Done():
 		h.system.Root.Send(h.registry, &session.Envelope{ChatID: chatID, Msg: &session.CancelQueued{TurnID: turnID}})
-		return nil, fmt.Errorf("chat %s: the caller went away before the message's turn started: %w", chatID, ctx.Err())
+		return "", fmt.Errorf("chat %s: the caller went away before the message's turn started: %w", chatID, ctx.Err())
 	}
 	res, err := answered(chatID, r.res, r.err)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	acc, ok := res.(*session.TurnAccepted)
 	if !ok {
-		return nil, fmt.Errorf("submit: unexpected reply %T", res)
+		return "", fmt.Errorf("submit: unexpected reply %T", res)
 	}
-	return acc, nil
+	return acc.TurnID, nil
 }
 
 // Context returns what a chat's model is sent now.

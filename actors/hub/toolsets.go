@@ -55,6 +55,10 @@ type Executor struct {
 // ErrNotPaused: no turn of the chat waits for tool results.
 var ErrNotPaused = session.ErrNotPaused
 
+// ErrNothingToAnswer refuses SubmitContinue: the chat's log ends with an
+// answer.
+var ErrNothingToAnswer = session.ErrNothingToAnswer
+
 // PausedError refuses SubmitUnpaused's message: a turn of the chat waits
 // for the results of its Calls.
 type PausedError = session.PausedError

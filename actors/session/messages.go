@@ -19,6 +19,9 @@ var (
 	ErrStopping  = errors.New("agentd is shutting down")
 	ErrCancelled = errors.New("the caller went away before the turn started")
 	ErrNotPaused = errors.New("no turn of this chat waits for tool results")
+	// ErrNothingToAnswer refuses a SubmitTurn marked Continue: the chat's
+	// log ends with an answer.
+	ErrNothingToAnswer = errors.New("the chat's last message is an answer: nothing waits for one")
 	// ErrMoved: another agentd node claimed the chat (persistence's
 	// single-writer fence); this node's session stopped, and the message
 	// was not stored. Sent again, it reaches the chat's new session.
@@ -52,6 +55,12 @@ type SubmitTurn struct {
 	// (now or once the turn before it pauses): the OpenAI-compatible
 	// surface answers such a message 400, as OpenAI does.
 	Unpaused bool
+	// Continue asks for a turn that stores no message (Message is unused)
+	// and answers the chat as its log stands, which must end with what no
+	// answer follows: a client's retry of tool results, or of a message,
+	// whose turn failed after they were stored. Else *Rejected
+	// ErrNothingToAnswer.
+	Continue bool
 }
 
 // PausedError refuses a SubmitTurn marked Unpaused: a turn of the chat

@@ -110,6 +110,10 @@ func (s *session) startNext(ctx actor.Context) {
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-1)
 	}
+	if p.msg.Continue {
+		s.continueTurn(ctx, p)
+		return
+	}
 	msg := p.msg.Message
 	msg.Role = chat.RoleUser
 	if msg.CreatedAt.IsZero() {
@@ -118,18 +122,7 @@ func (s *session) startNext(ctx actor.Context) {
 	kept, lastSeq := len(s.msgs), s.lastSeq
 	msg.Seq = lastSeq + 1
 	s.appendMsgs(msg)
-	// The turn's context carries its span: what the turn's goroutines
-	// trace under it are its children.
-	tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
-	lc := s.log.With().Str("turn_id", p.msg.TurnID)
-	if p.msg.RequestID != "" {
-		lc = lc.Str("request_id", p.msg.RequestID)
-	}
-	s.turn = &turn{id: p.msg.TurnID, userSeq: msg.Seq, ctx: tctx, cancel: cancel, started: time.Now(), stored: []chat.Message{msg}, ended: p.msg.ended,
-		setup: s.currentSetup(), log: lc.Logger()}
-	// Nothing is said of the turn, and no word of the answer goes out,
-	// before the message is durable.
-	s.turn.announced = make(chan struct{})
+	s.turn = s.newTurn(p, msg.Seq, []chat.Message{msg})
 	// The message is written beside the turn's first step: that step is
 	// planned, and its call sent, with the message numbered as the store
 	// numbers it, the log's next seq (the session is its chat's one
@@ -145,6 +138,47 @@ func (s *session) startNext(ctx actor.Context) {
 	// stopping session, whose await runs at once, starts no turn), so the
 	// first step is known by then.
 	sg.st, sg.warn = s.firstStep(ctx)
+}
+
+// newTurn is the turn p asks for, starting at the person's message userSeq
+// with stored its messages so far. Nothing is said of the turn, and no
+// word of its answer goes out, before it is announced (announce): for a
+// turn with a message, once the message is durable.
+func (s *session) newTurn(p pending, userSeq int64, stored []chat.Message) *turn {
+	// The turn's context carries its span: what the turn's goroutines
+	// trace under it are its children.
+	tctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), p.msg.Trace), s.deps.TurnTimeout)
+	lc := s.log.With().Str("turn_id", p.msg.TurnID)
+	if p.msg.RequestID != "" {
+		lc = lc.Str("request_id", p.msg.RequestID)
+	}
+	return &turn{id: p.msg.TurnID, userSeq: userSeq, ctx: tctx, cancel: cancel, started: time.Now(), stored: stored, ended: p.msg.ended,
+		setup: s.currentSetup(), log: lc.Logger(), announced: make(chan struct{})}
+}
+
+// continueTurn starts a turn that answers the chat as its log stands,
+// storing nothing first: the log must end with what no answer follows
+// (tool results whose turn failed before it answered them, or a person's
+// message whose turn failed), else it is refused with ErrNothingToAnswer.
+// The turn counts from the person's last message, as the one it continues
+// did.
+func (s *session) continueTurn(ctx actor.Context, p pending) {
+	n := len(s.msgs)
+	if n == 0 || s.msgs[n-1].Role == chat.RoleAssistant {
+		p.refuse(ctx, ErrNothingToAnswer)
+		s.startNext(ctx)
+		return
+	}
+	userSeq := s.msgs[n-1].Seq
+	for i := n - 1; i >= 0; i-- {
+		if s.msgs[i].Role == chat.RoleUser {
+			userSeq = s.msgs[i].Seq
+			break
+		}
+	}
+	s.turn = s.newTurn(p, userSeq, nil)
+	st, warn := s.firstStep(ctx)
+	s.announce(ctx, p, st, warn)
 }
 
 // starting is a turn whose message is being written: its caller, its first
@@ -192,11 +226,20 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 		s.startNext(ctx)
 		return
 	}
+	s.announce(ctx, p, st, warn)
+}
+
+// announce tells a started turn: its caller, turn.started and the
+// messages it stored first; then it takes the first step st, unless that
+// is a model call, already sent.
+func (s *session) announce(ctx actor.Context, p pending, st decision, warn *chat.Problem) {
 	userSeq := s.turn.userSeq
 	s.turn.log.Debug().Int64("user_seq", userSeq).Msg("turn started")
 	ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
 	s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
-	s.publish(chat.EventMessage, p.msg.TurnID, s.turn.stored[0])
+	for _, m := range s.turn.stored {
+		s.publish(chat.EventMessage, p.msg.TurnID, m)
+	}
 	s.armProgress(ctx)
 	if warn != nil {
 		s.publishInTurn(chat.EventTurnProblem, warn)

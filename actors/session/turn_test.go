@@ -234,3 +234,69 @@ func TestAMessageSyncSlowerThanTheIdleTimeoutIsNotTheModelsSilence(t *testing.T)
 		t.Fatalf("the turn ended with %+v, %+v; want hi answered hello", res.Problem, res.Messages)
 	}
 }
+
+// continueTurn submits a turn marked Continue and returns the session's
+// reply: *TurnAccepted or *Rejected.
+func (h *harness) continueTurn(turnID string) any {
+	h.t.Helper()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &SubmitTurn{TurnID: turnID, Continue: true}}, time.Minute).Result()
+	if err != nil {
+		h.t.Fatalf("submit: %v", err)
+	}
+	return res
+}
+
+// TestAContinuedTurnAnswersTheLogAsItStands: a turn that failed at the
+// provider leaves the person's message unanswered; a turn marked Continue
+// stores nothing and answers it, the request ending with that message.
+// Once the log ends with an answer, and on an empty chat, Continue is
+// refused with ErrNothingToAnswer.
+func TestAContinuedTurnAnswersTheLogAsItStands(t *testing.T) {
+	h := newHarness(t, 128_000, nil)
+	if r, ok := h.continueTurn("t-empty").(*Rejected); !ok || !errors.Is(r.Err, ErrNothingToAnswer) {
+		t.Fatalf("Continue on an empty chat: %+v", r)
+	}
+	if res, _ := h.turn("hello"); res.Problem == nil {
+		t.Fatalf("the first turn did not fail: %+v", res)
+	}
+	h.model.mu.Lock()
+	h.model.replies = append(h.model.replies, reply("hello to you"))
+	h.model.mu.Unlock()
+
+	sub := h.bus.Subscribe("c1", 1024)
+	defer sub.Close()
+	acc, ok := h.continueTurn("t-again").(*TurnAccepted)
+	if !ok {
+		t.Fatal("Continue after the failed turn was not accepted")
+	}
+	var res chat.TurnResult
+	var told []chat.Role
+	for ev := range sub.C {
+		if m, ok := ev.Data.(chat.Message); ok && ev.Type == chat.EventMessage {
+			told = append(told, m.Role)
+		}
+		if ev.Type == chat.EventTurnCompleted {
+			res = ev.Data.(chat.TurnResult)
+			break
+		}
+	}
+	if res.TurnID != "t-again" || res.Problem != nil || len(res.Messages) != 1 || res.Messages[0].Content != "hello to you" {
+		t.Fatalf("the continued turn: %+v", res)
+	}
+	if !slices.Equal(told, []chat.Role{chat.RoleAssistant}) {
+		t.Fatalf("the continued turn told messages %v; it stores the answer alone", told)
+	}
+	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+	if len(stored) != 2 || stored[0].Content != "hello" || stored[1].Content != "hello to you" || acc.UserSeq != stored[0].Seq {
+		t.Fatalf("the log after the continued turn: %+v (accepted at user seq %d)", stored, acc.UserSeq)
+	}
+	h.model.mu.Lock()
+	last := h.model.seen[len(h.model.seen)-1].Messages
+	h.model.mu.Unlock()
+	if m := last[len(last)-1]; m.Role != chat.RoleUser || m.Content != "hello" {
+		t.Fatalf("the continued turn's request ends with %+v, want the person's message", m)
+	}
+	if r, ok := h.continueTurn("t-more").(*Rejected); !ok || !errors.Is(r.Err, ErrNothingToAnswer) {
+		t.Fatalf("Continue after an answer: %+v", r)
+	}
+}

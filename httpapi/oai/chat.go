@@ -438,11 +438,11 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, fresh
 				return "", refuse("messages", "a user message after the tool results is empty")
 			}
 		}
-		turnID, err := h.hub.SubmitToolResultsThen(ctx, tenant, chatID, api.ToolResultsRequest{Results: results}, wireHistory(fresh[n:]))
-		if errors.Is(err, hub.ErrNotPaused) {
+		resumed, err := h.submitResults(ctx, tenant, chatID, turnID, results, wireHistory(fresh[n:]))
+		if errors.Is(err, hub.ErrNotPaused) || errors.Is(err, hub.ErrNothingToAnswer) {
 			return "", refuse("messages", "the tool messages answer calls no turn of chat %s waits for now: their results came already, or the turn ended without them (toolsets.results_wait); send a user message to go on", chatID)
 		}
-		return turnID, err
+		return resumed, err
 	}
 	last := fresh[len(fresh)-1]
 	if last.Role != "user" {
@@ -457,6 +457,51 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, fresh
 		}
 	}
 	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, api.SendMessageRequest{Content: last.Content})
+}
+
+// submitResults hands the client's tool results, and the person's
+// messages then after them, to the turn of chatID that waits for them. A
+// retry of results alone whose resumed turn failed (the SDKs retry a 5xx)
+// finds no turn waiting, but the chat's log ending with them, as stored:
+// turn turnID then answers them without storing them again.
+func (h *Handler) submitResults(ctx context.Context, tenant, chatID, turnID string, results []api.ToolResult, then []api.Message) (string, error) {
+	resumed, err := h.hub.SubmitToolResultsThen(ctx, tenant, chatID, api.ToolResultsRequest{Results: results}, then)
+	if !errors.Is(err, hub.ErrNotPaused) || len(then) > 0 {
+		return resumed, err
+	}
+	if again, cerr := h.resultsUnanswered(ctx, tenant, chatID, results); cerr != nil || !again {
+		return "", errors.Join(err, cerr)
+	}
+	return h.hub.SubmitContinue(ctx, tenant, chatID, turnID)
+}
+
+// resultsUnanswered reports whether chatID's log ends with results: its
+// last messages answer the same calls with the same outputs, and no
+// answer follows them.
+func (h *Handler) resultsUnanswered(ctx context.Context, tenant, chatID string, results []api.ToolResult) (bool, error) {
+	c, err := h.hub.Chat(ctx, tenant, chatID)
+	if err != nil {
+		return false, err
+	}
+	n := int64(len(results))
+	if n == 0 || c.Messages < n {
+		return false, nil
+	}
+	tail, err := h.hub.Transcript(ctx, tenant, chatID, c.Messages-n+1, c.Messages)
+	if err != nil || len(tail) != len(results) {
+		return false, err
+	}
+	outputs := make(map[string]string, n)
+	for _, r := range results {
+		outputs[r.CallID] = r.Output
+	}
+	for _, m := range tail {
+		if out, ok := outputs[m.ToolCallID]; !ok || m.Role != api.RoleTool || m.Content != out {
+			return false, nil
+		}
+		delete(outputs, m.ToolCallID)
+	}
+	return true, nil
 }
 
 // answer is one turn told as a chat completion.

@@ -86,7 +86,7 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusTooManyRequests, "busy", "", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		WriteError(w, http.StatusTooManyRequests, "limit", "", err.Error())
-	case errors.Is(err, hub.ErrNotPaused):
+	case errors.Is(err, hub.ErrNotPaused), errors.Is(err, hub.ErrNothingToAnswer):
 		WriteError(w, http.StatusConflict, "conflict", "", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())

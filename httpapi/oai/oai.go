@@ -42,6 +42,10 @@ type Hub interface {
 	// SubmitToolResultsThen stores user messages after the results, in the
 	// resumed turn, which answers them.
 	SubmitToolResultsThen(ctx context.Context, tenant, id string, req api.ToolResultsRequest, then []api.Message) (string, error)
+	// SubmitContinue starts turn turnID, which answers the chat as its log
+	// stands (a retry of results whose turn failed): hub.ErrNothingToAnswer
+	// when the log ends with an answer.
+	SubmitContinue(ctx context.Context, tenant, id, turnID string) (string, error)
 	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
 	// AddMessages stores messages between turns (a conversation's items).

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,5 +229,88 @@ func TestResponsesNewMessageWhileCallsPending(t *testing.T) {
 		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
 	if err != nil || second.OutputText() != "It is sunny there." {
 		t.Fatalf("the output after: %v", err)
+	}
+}
+
+// TestToolResultsRetriedAfterTheirTurnFailedAreAnswered: tool results
+// whose resumed turn failed at the provider (a 502, which the SDKs retry)
+// are stored; the same request again finds no turn waiting, but the chat
+// ending with those results, and answers them without storing them twice.
+// Results that differ from the stored ones are still refused.
+func TestToolResultsRetriedAfterTheirTurnFailedAreAnswered(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	d, _, _ := startChatWith(t, 32000, func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool && down.Load() {
+			return testkit.Reply{Status: http.StatusInternalServerError,
+				Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}
+		}
+		return talker(r)
+	})
+	ask := userMsg("What is the weather?")
+	call, chatID := pauseOn(t, d, "tok-a", []any{ask})
+	results := []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "12°C")}
+	if r := postCC(t, d, "tok-a", "", results); r.status != http.StatusBadGateway {
+		t.Fatalf("the resumed turn at a failing provider: %d %+v", r.status, r.body)
+	}
+	down.Store(false)
+	other := []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "13°C")}
+	if r := postCC(t, d, "tok-a", chatID, other); r.status != http.StatusBadRequest {
+		t.Fatalf("other results than those stored: %d %+v", r.status, r.body)
+	}
+	r := postCC(t, d, "tok-a", "", results)
+	if r.status != http.StatusOK || r.chatID != chatID || r.body.Choices[0].Message.Content != "The tool said 12°C." {
+		t.Fatalf("the retry: %d chat %q (paused %q) %+v", r.status, r.chatID, chatID, r.body)
+	}
+	stored, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Transcript(context.Background(), chatID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range stored {
+		roles = append(roles, string(m.Role))
+	}
+	if want := []string{"user", "assistant", "tool", "assistant"}; !slices.Equal(roles, want) {
+		t.Fatalf("the chat holds %v, want %v", roles, want)
+	}
+}
+
+// TestFunctionCallOutputsRetriedAfterTheirResponseFailedAreAnswered: the
+// same on the Responses surface, through the SDK: outputs whose response
+// failed at the provider, sent again on the same previous_response_id,
+// are answered by a new response.
+func TestFunctionCallOutputsRetriedAfterTheirResponseFailedAreAnswered(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	script := func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+			if down.Load() {
+				return testkit.Reply{Status: http.StatusInternalServerError,
+					Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}
+			}
+			return testkit.Reply{Text: "It is " + last.Content + " there."}
+		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+	}
+	_, _, sdk := start(t, 32000, script)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}}}
+	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+	out.OfFunctionCallOutput.CallID = openai.String("call_1")
+	params := responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
+		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}}
+	if failed, err := sdk.Responses.New(ctx, params); err == nil && failed.Status != responses.ResponseStatusFailed {
+		t.Fatalf("the outputs at a failing provider: %+v", failed)
+	}
+	down.Store(false)
+	again, err := sdk.Responses.New(ctx, params)
+	if err != nil || again.OutputText() != "It is sunny there." {
+		t.Fatalf("the retry: %v %+v", err, again)
 	}
 }

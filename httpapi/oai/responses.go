@@ -55,7 +55,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	var turnID string
 	var err error
 	if p.results != nil {
-		turnID, err = h.hub.SubmitToolResults(ctx, tenant, p.chatID, api.ToolResultsRequest{Results: p.results})
+		turnID, err = h.submitResults(ctx, tenant, p.chatID, hub.NewID(), p.results, nil)
 	} else {
 		// The message may wait behind another turn of its chat: the
 		// response takes only its own turn's events (eventbus.Sub.OfTurn).
