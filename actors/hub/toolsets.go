@@ -59,10 +59,13 @@ var ErrNotPaused = session.ErrNotPaused
 // for the results of its Calls.
 type PausedError = session.PausedError
 
-// env reads a variable a toolset names, if the operator allows it.
-func (h *Hub) env(name string) (string, error) {
-	if !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
-		return "", fmt.Errorf("%w: environment variable %s is not in the yaml's toolsets.allowed_env", ErrInvalid, name)
+// env reads a variable a tenant's toolset names, if the operator allows
+// that tenant to: the tenant's own tenants.<name>.allowed_env, or the
+// shared toolsets.allowed_env. One list for all would let any tenant send
+// another's secret to a server of its own.
+func (h *Hub) env(tenant, name string) (string, error) {
+	if !slices.Contains(h.cfg.Tenants[tenant].AllowedEnv, name) && !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
+		return "", fmt.Errorf("%w: environment variable %s is not allowed for this tenant: the operator adds it to the yaml's tenants.%s.allowed_env (or, for every tenant, toolsets.allowed_env)", ErrInvalid, name, tenant)
 	}
 	v := os.Getenv(name)
 	if v == "" {
@@ -72,7 +75,7 @@ func (h *Hub) env(name string) (string, error) {
 }
 
 // buildToolset turns a stored toolset into registry tools and the close of
-// what they hold.
+// what they hold; the variables it names are read as ts.Tenant's.
 func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func() error, error) {
 	allowPrivate := h.cfg.Toolsets.WebhooksAllowPrivate
 	source := "toolset:" + ts.Name
@@ -99,7 +102,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		if ts.Executor.SecretEnv == "" {
 			return nil, nil, fmt.Errorf("%w: a webhook toolset names its secret_env", ErrInvalid)
 		}
-		secret, err := h.env(ts.Executor.SecretEnv)
+		secret, err := h.env(ts.Tenant, ts.Executor.SecretEnv)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -116,7 +119,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		}
 		headers := map[string]string{}
 		for k, name := range ts.Executor.HeadersEnv {
-			v, err := h.env(name)
+			v, err := h.env(ts.Tenant, name)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -1,0 +1,109 @@
+package httpapi_test
+
+// No tenant may read another's secrets, nor use up what the tenants share
+// (the tool index, the attachment store) so that another is locked out.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// twoTenants are the tokens of the tests' tenants alice and bob.
+var twoTenants = map[string]string{"tok-a": "alice", "tok-b": "bob"}
+
+// quietModel answers every request "ok".
+func quietModel(t *testing.T) *openaifake.Server {
+	t.Helper()
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	t.Cleanup(fake.Close)
+	return fake
+}
+
+// asTenant is a client of d with token's tenant.
+func asTenant(d *daemontest.Daemon, token string) *api.Client {
+	return &api.Client{BaseURL: d.Server.URL, Token: token}
+}
+
+// status is the HTTP status of an API error (0: none, -1: not an API error).
+func status(err error) int {
+	var e *api.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e.Status
+	}
+	return -1
+}
+
+// webhookNaming is a webhook toolset of one tool, tool, keyed with env.
+func webhookNaming(tool, env string) api.PutToolsetRequest {
+	return api.PutToolsetRequest{Tools: []api.Tool{{Name: tool, Parameters: crmTools[0].Parameters}},
+		Executor: api.Executor{Kind: "webhook", URL: "http://127.0.0.1:9/hook", SecretEnv: env}}
+}
+
+// TestATenantNamesOnlyItsOwnOrTheSharedVariables: a toolset may name a
+// variable of its tenant's tenants.<name>.allowed_env or of the shared
+// toolsets.allowed_env; another tenant's is refused, saying which list to
+// add it to, and changes nothing. A restart builds each stored toolset as
+// its own tenant's.
+func TestATenantNamesOnlyItsOwnOrTheSharedVariables(t *testing.T) {
+	t.Setenv("AGENTD_TEST_ALICE_SECRET", "whsec_alice")
+	t.Setenv("AGENTD_TEST_BOB_SECRET", "whsec_bob")
+	t.Setenv("AGENTD_TEST_SHARED_SECRET", "whsec_shared")
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	cfg.Toolsets.AllowedEnv = []string{"AGENTD_TEST_SHARED_SECRET"}
+	cfg.Tenants = map[string]configs.Tenant{
+		"alice": {AllowedEnv: []string{"AGENTD_TEST_ALICE_SECRET"}},
+		"bob":   {AllowedEnv: []string{"AGENTD_TEST_BOB_SECRET"}},
+	}
+	daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+		ctx := context.Background()
+		d := daemontest.Start(t, cfg, twoTenants)
+		alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
+		if _, err := alice.PutToolset(ctx, "mine", webhookNaming("mine_find", "AGENTD_TEST_ALICE_SECRET")); err != nil {
+			t.Fatalf("alice names her own variable: %v", err)
+		}
+		for name, env := range map[string]string{"crm": "AGENTD_TEST_BOB_SECRET", "mine": "AGENTD_TEST_BOB_SECRET"} {
+			_, err := alice.PutToolset(ctx, name, webhookNaming(name+"_find", env))
+			if status(err) != 400 || !strings.Contains(err.Error(), "tenants.alice.allowed_env") {
+				t.Fatalf("alice's toolset %s names bob's variable: %v; want 400 naming tenants.alice.allowed_env", name, err)
+			}
+		}
+		if _, err := alice.PutToolset(ctx, "shared", webhookNaming("shared_find", "AGENTD_TEST_SHARED_SECRET")); err != nil {
+			t.Fatalf("alice names a shared variable: %v", err)
+		}
+		if _, err := bob.PutToolset(ctx, "crm", webhookNaming("crm_find", "AGENTD_TEST_BOB_SECRET")); err != nil {
+			t.Fatalf("bob names his own variable: %v", err)
+		}
+		var got api.Toolset
+		if st := askJSON(t, d, "tok-a", "GET", "/v1/toolsets/mine", nil, &got); st != 200 || got.Version != 1 || got.Executor.SecretEnv != "AGENTD_TEST_ALICE_SECRET" {
+			t.Fatalf("alice's toolset after the refused replacement: %d %+v", st, got)
+		}
+		if st := askJSON(t, d, "tok-a", "GET", "/v1/toolsets/crm", nil, nil); st != 404 {
+			t.Fatalf("alice's refused toolset crm: %d, want 404", st)
+		}
+
+		// Stored toolsets are built again at start, each with its tenant's
+		// variables: a chat may name each only if it was.
+		d = d.Restart()
+		alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
+		for who, c := range map[string]struct {
+			client   *api.Client
+			toolsets []string
+		}{"alice": {alice, []string{"mine", "shared"}}, "bob": {bob, []string{"crm"}}} {
+			if _, err := c.client.CreateChat(ctx, api.CreateChatRequest{Toolsets: c.toolsets}); err != nil {
+				t.Errorf("after a restart, %s's chat naming %v: %v", who, c.toolsets, err)
+			}
+		}
+	})
+}
