@@ -6,7 +6,9 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/api"
@@ -106,4 +108,77 @@ func TestATenantNamesOnlyItsOwnOrTheSharedVariables(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAToolsetPastTheTenantsLimitIsRefused: a PUT of a new name past
+// toolsets.max_per_tenant is 429 limit and stores nothing; replacing one
+// still works, another tenant is not affected, and deleting one makes
+// room.
+func TestAToolsetPastTheTenantsLimitIsRefused(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Toolsets.MaxPerTenant = 2
+	daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+		ctx := context.Background()
+		d := daemontest.Start(t, cfg, twoTenants)
+		alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
+		client := func(tool string) api.PutToolsetRequest {
+			return api.PutToolsetRequest{Tools: []api.Tool{{Name: tool, Parameters: crmTools[0].Parameters}}, Executor: api.Executor{Kind: "client"}}
+		}
+		for _, name := range []string{"a", "b"} {
+			if _, err := alice.PutToolset(ctx, name, client("tool_"+name)); err != nil {
+				t.Fatalf("alice's toolset %s: %v", name, err)
+			}
+		}
+		var refused api.Error
+		if st := askJSON(t, d, "tok-a", "PUT", "/v1/toolsets/c", client("tool_c"), &refused); st != 429 || refused.Kind != "limit" || !strings.Contains(refused.Message, "toolsets.max_per_tenant") {
+			t.Fatalf("alice's third toolset: %d %+v; want 429 limit naming toolsets.max_per_tenant", st, refused)
+		}
+		if st := askJSON(t, d, "tok-a", "GET", "/v1/toolsets/c", nil, nil); st != 404 {
+			t.Fatalf("the refused toolset: %d, want 404", st)
+		}
+		if ts, err := alice.PutToolset(ctx, "a", client("tool_a2")); err != nil || ts.Version != 2 {
+			t.Fatalf("replacing alice's toolset a at her limit: %+v, %v", ts, err)
+		}
+		for _, name := range []string{"a", "b"} {
+			if _, err := bob.PutToolset(ctx, name, client("tool_"+name)); err != nil {
+				t.Fatalf("bob's toolset %s while alice is at her limit: %v", name, err)
+			}
+		}
+		if st := askJSON(t, d, "tok-a", "DELETE", "/v1/toolsets/b", nil, nil); st != 204 {
+			t.Fatalf("DELETE: %d", st)
+		}
+		if _, err := alice.PutToolset(ctx, "c", client("tool_c")); err != nil {
+			t.Fatalf("alice's toolset c once she deleted one: %v", err)
+		}
+	})
+}
+
+// TestATenantsConcurrentToolsetPutsShareItsLastPlaces: PUTs of new names
+// at once are counted one after another, so exactly as many are stored
+// as toolsets.max_per_tenant allows.
+func TestATenantsConcurrentToolsetPutsShareItsLastPlaces(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Toolsets.MaxPerTenant = 2
+	d := daemontest.Start(t, cfg, twoTenants)
+	alice := asTenant(d, "tok-a")
+	const n = 10
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			name := fmt.Sprintf("set%d", i)
+			_, err := alice.PutToolset(context.Background(), name, api.PutToolsetRequest{
+				Tools: []api.Tool{{Name: name + "_tool", Parameters: crmTools[0].Parameters}}, Executor: api.Executor{Kind: "client"}})
+			statuses <- status(err)
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	got := map[int]int{}
+	for st := range statuses {
+		got[st]++
+	}
+	if got[0] != 2 || got[429] != n-2 {
+		t.Fatalf("statuses of %d PUTs of new names under a limit of 2: %v; want 2 stored, the rest 429", n, got)
+	}
 }

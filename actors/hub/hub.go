@@ -81,6 +81,9 @@ type Hub struct {
 	memory  *memory.Store
 	files   *attachments.Store
 	tracer  trace.Tracer
+	// toolsetPuts makes a tenant's toolset PUTs take turns
+	// (toolsets.max_per_tenant).
+	toolsetPuts tenantLocks
 
 	system *actor.ActorSystem
 	// sessions runs the session actors' mailboxes, and workers their calls

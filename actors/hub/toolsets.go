@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,17 +136,24 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then stored, then indexed. A refused
-// toolset changes nothing.
+// toolset changes nothing; a new name past toolsets.max_per_tenant is
+// ErrLimit. A tenant's PUTs take turns (on this node), so its count is
+// exact and its versions follow each other; other tenants' never wait.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
 	if len(ts.Tools) > maxToolsetTools {
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
+	unlock := h.toolsetPuts.lock(tenant)
+	defer unlock()
 	ts.Tenant, ts.UpdatedAt = tenant, time.Now().UTC()
 	old, err := h.Toolset(ctx, tenant, ts.Name)
 	switch {
 	case err == nil:
 		ts.Version = old.Version + 1
 	case errors.Is(err, ErrNotFound):
+		if err := h.toolsetRoom(ctx, tenant); err != nil {
+			return ts, err
+		}
 		ts.Version = 1
 	default:
 		return ts, err
@@ -240,10 +246,7 @@ func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error)
 // Toolsets lists a tenant's toolsets, by name.
 func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
 	var out []Toolset
-	err := h.store.Records(ctx, recordToolset, func(id string, decode func(any) error) error {
-		if !strings.HasPrefix(id, tenant+"/") {
-			return nil
-		}
+	err := h.store.RecordsPrefix(ctx, recordToolset, tenant+"/", func(_ string, decode func(any) error) error {
 		var ts Toolset
 		if err := decode(&ts); err != nil {
 			return err
