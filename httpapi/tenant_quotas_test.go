@@ -182,3 +182,77 @@ func TestATenantsConcurrentToolsetPutsShareItsLastPlaces(t *testing.T) {
 		t.Fatalf("statuses of %d PUTs of new names under a limit of 2: %v; want 2 stored, the rest 429", n, got)
 	}
 }
+
+// TestATenantAtItsAttachmentShareLeavesTheOthersRoom: past
+// attachments.max_bytes_per_tenant a tenant's upload is refused as the
+// storage limit's is, while another tenant still attaches (the same bytes
+// too: each holds them at full size). A file the tenant holds already
+// costs nothing; the count survives a restart; deleting the only chat a
+// file was sent to gives its room back.
+func TestATenantAtItsAttachmentShareLeavesTheOthersRoom(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Attachments.MaxBytesPerTenant = 100
+	sixty, forty := []byte(strings.Repeat("6", 59)+"\n"), []byte(strings.Repeat("4", 39)+"\n")
+	daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+		ctx := context.Background()
+		d := daemontest.Start(t, cfg, twoTenants)
+		refusedFull := func(who, token string, data []byte) {
+			t.Helper()
+			_, refused := tryUpload(t, d.Server.URL, token, "more.txt", data)
+			if refused == nil || refused.Status != 400 || !strings.Contains(refused.Message, "attachments.max_bytes_per_tenant") {
+				t.Fatalf("%s's upload past the share: %+v; want 400 naming attachments.max_bytes_per_tenant", who, refused)
+			}
+		}
+		uploadAs(t, d.Server.URL, "tok-a", "sixty.txt", sixty)
+		refusedFull("alice", "tok-a", []byte(strings.Repeat("x", 59)+"\n"))
+		uploadAs(t, d.Server.URL, "tok-a", "sixty-again.txt", sixty)
+		held := uploadAs(t, d.Server.URL, "tok-a", "forty.txt", forty)
+		uploadAs(t, d.Server.URL, "tok-b", "sixty.txt", sixty)
+		uploadAs(t, d.Server.URL, "tok-b", "forty.txt", forty)
+
+		d = d.Restart()
+		refusedFull("alice", "tok-a", []byte("1"))
+		refusedFull("bob", "tok-b", []byte("1"))
+		alice := asTenant(d, "tok-a")
+		c, err := alice.CreateChat(ctx, api.CreateChatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Send(ctx, c.ID, api.SendMessageRequest{Content: "see", AttachmentIDs: []string{held.ID}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := alice.DeleteChat(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		uploadAs(t, d.Server.URL, "tok-a", "forty-new.txt", []byte(strings.Repeat("n", 39)+"\n"))
+		refusedFull("bob", "tok-b", []byte("1"))
+	})
+}
+
+// TestATenantsConcurrentUploadsShareItsLastRoom: uploads of one tenant at
+// once are counted together, so exactly as many fit as its share holds.
+func TestATenantsConcurrentUploadsShareItsLastRoom(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Attachments.MaxBytesPerTenant = 100
+	d := daemontest.Start(t, cfg, twoTenants)
+	const n = 10
+	stored := make(chan bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, refused := tryUpload(t, d.Server.URL, "tok-a", "f.txt", []byte(fmt.Sprintf("%039d\n", i)))
+			stored <- refused == nil
+		})
+	}
+	wg.Wait()
+	close(stored)
+	got := 0
+	for ok := range stored {
+		if ok {
+			got++
+		}
+	}
+	if got != 2 {
+		t.Fatalf("%d of %d uploads of 40 bytes stored under a share of 100, want 2", got, n)
+	}
+}

@@ -81,8 +81,10 @@ type Hub struct {
 	memory  *memory.Store
 	files   *attachments.Store
 	tracer  trace.Tracer
-	// toolsetPuts makes a tenant's toolset PUTs take turns
-	// (toolsets.max_per_tenant).
+	// holds counts the attachment bytes of uploads not yet recorded as a
+	// tenant's (attachments.max_bytes_per_tenant); toolsetPuts makes a
+	// tenant's toolset PUTs take turns (toolsets.max_per_tenant).
+	holds       attachHolds
 	toolsetPuts tenantLocks
 
 	system *actor.ActorSystem
