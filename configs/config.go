@@ -129,6 +129,11 @@ type Toolsets struct {
 	// new name past it is refused (replacing one is not), so no tenant
 	// grows the shared tool index without bound. Optional. Defaults to 100.
 	MaxPerTenant int `yaml:"max_per_tenant" json:"max_per_tenant"`
+	// MaxToolsPerTenant is the most tools one tenant's toolsets hold
+	// together (an MCP toolset's as its server lists them); a PUT past it
+	// is refused. Optional. Defaults to 20000 (one toolset holds at most
+	// 10000).
+	MaxToolsPerTenant int `yaml:"max_tools_per_tenant" json:"max_tools_per_tenant"`
 }
 
 // Provider is one model API.
@@ -519,6 +524,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
 	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
 	setInt(&c.Toolsets.MaxPerTenant, 100)
+	setInt(&c.Toolsets.MaxToolsPerTenant, 20000)
 	if c.Cluster.Enabled {
 		def(&c.Cluster.Name, "agentd")
 		def(&c.Cluster.Provider, ClusterEtcd)

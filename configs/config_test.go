@@ -40,8 +40,8 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 	if len(c.Providers) != 1 || c.Providers[0].Kind != "ollama" || c.Providers[0].BaseURL != DefaultOllamaURL {
 		t.Fatalf("no-provider default = %+v", c.Providers)
 	}
-	if c.Toolsets.MaxPerTenant != 100 || c.Attachments.MaxBytesPerTenant != 0 {
-		t.Fatalf("toolsets.max_per_tenant %d, attachments.max_bytes_per_tenant %d; want 100 and none", c.Toolsets.MaxPerTenant, c.Attachments.MaxBytesPerTenant)
+	if ts := c.Toolsets; ts.MaxPerTenant != 100 || ts.MaxToolsPerTenant != 20000 || c.Attachments.MaxBytesPerTenant != 0 {
+		t.Fatalf("toolsets %+v, attachments.max_bytes_per_tenant %d; want 100 toolsets and 20000 tools per tenant, and no share", ts, c.Attachments.MaxBytesPerTenant)
 	}
 	if c.Store.Kind != StoreBadger || c.Store.DSNEnv != "" {
 		t.Fatalf("store default = %+v, want badger", c.Store)

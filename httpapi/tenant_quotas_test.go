@@ -153,6 +153,41 @@ func TestAToolsetPastTheTenantsLimitIsRefused(t *testing.T) {
 	})
 }
 
+// TestAToolsetPastTheTenantsToolsIsRefused: the tools of a tenant's
+// toolsets together are bounded by toolsets.max_tools_per_tenant (429
+// limit, nothing stored); a replacement counts only the other toolsets,
+// and another tenant counts its own.
+func TestAToolsetPastTheTenantsToolsIsRefused(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Toolsets.MaxToolsPerTenant = 3
+	d := daemontest.Start(t, cfg, twoTenants)
+	ctx := context.Background()
+	alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
+	clientTools := func(names ...string) api.PutToolsetRequest {
+		req := api.PutToolsetRequest{Executor: api.Executor{Kind: "client"}}
+		for _, n := range names {
+			req.Tools = append(req.Tools, api.Tool{Name: n, Parameters: crmTools[0].Parameters})
+		}
+		return req
+	}
+	if _, err := alice.PutToolset(ctx, "a", clientTools("a1", "a2")); err != nil {
+		t.Fatal(err)
+	}
+	var refused api.Error
+	if st := askJSON(t, d, "tok-a", "PUT", "/v1/toolsets/b", clientTools("b1", "b2"), &refused); st != 429 || refused.Kind != "limit" || !strings.Contains(refused.Message, "toolsets.max_tools_per_tenant") {
+		t.Fatalf("alice's fourth tool: %d %+v; want 429 limit naming toolsets.max_tools_per_tenant", st, refused)
+	}
+	if st := askJSON(t, d, "tok-a", "GET", "/v1/toolsets/b", nil, nil); st != 404 {
+		t.Fatalf("the refused toolset: %d, want 404", st)
+	}
+	if _, err := alice.PutToolset(ctx, "a", clientTools("a1", "a2", "a3")); err != nil {
+		t.Fatalf("replacing alice's toolset with 3 tools: %v", err)
+	}
+	if _, err := bob.PutToolset(ctx, "a", clientTools("a1", "a2", "a3")); err != nil {
+		t.Fatalf("bob's 3 tools while alice is at her limit: %v", err)
+	}
+}
+
 // TestATenantsConcurrentToolsetPutsShareItsLastPlaces: PUTs of new names
 // at once are counted one after another, so exactly as many are stored
 // as toolsets.max_per_tenant allows.

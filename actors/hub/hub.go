@@ -165,6 +165,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	}
 	h.catalog = cat
 	h.tools = tools.NewRegistry()
+	h.tools.LimitTenantTools(h.cfg.Toolsets.MaxToolsPerTenant)
 	if err := tools.RegisterBuiltins(h.tools); err != nil {
 		return fmt.Errorf("built-in tools: %w", err)
 	}

@@ -136,9 +136,10 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then stored, then indexed. A refused
-// toolset changes nothing; a new name past toolsets.max_per_tenant is
-// ErrLimit. A tenant's PUTs take turns (on this node), so its count is
-// exact and its versions follow each other; other tenants' never wait.
+// toolset changes nothing; a new name past toolsets.max_per_tenant, or
+// tools past toolsets.max_tools_per_tenant, is ErrLimit. A tenant's PUTs
+// take turns (on this node), so its count is exact and its versions
+// follow each other; other tenants' never wait.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
 	if len(ts.Tools) > maxToolsetTools {
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
@@ -165,6 +166,9 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
 		if closeFn != nil {
 			_ = closeFn()
+		}
+		if errors.Is(err, tools.ErrTenantTools) {
+			return ts, fmt.Errorf("%w: %w (toolsets.max_tools_per_tenant)", ErrLimit, err)
 		}
 		return ts, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
