@@ -36,7 +36,7 @@ func putFile(t testing.TB, s *Store, path string) chat.Attachment {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	a, err := s.Put(context.Background(), f, filepath.Base(path), "")
+	a, err := s.Put(context.Background(), f, filepath.Base(path), "", Quota{})
 	if err != nil {
 		t.Fatal(err)
 	}

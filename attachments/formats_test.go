@@ -17,7 +17,7 @@ func putAs(t testing.TB, s *Store, path, name, mediaType string) Facts {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	a, err := s.Put(context.Background(), f, name, mediaType)
+	a, err := s.Put(context.Background(), f, name, mediaType, Quota{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestConcurrentPuts(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				a, err := s.Put(context.Background(), strings.NewReader(fmt.Sprintf("content %d\n", d)), "f", "")
+				a, err := s.Put(context.Background(), strings.NewReader(fmt.Sprintf("content %d\n", d)), "f", "", Quota{})
 				if err != nil {
 					t.Error(err)
 					return

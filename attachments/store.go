@@ -82,7 +82,8 @@ const sidecarVersion = 2
 type Store struct {
 	dir string
 	// maxBytes caps the total size of stored files (sidecars not counted);
-	// 0 means no cap. It is the only size limit on attachments.
+	// 0 means no cap. Beside it, each Put may bring its owner's Quota; no
+	// other limit bounds a file's size.
 	maxBytes int64
 
 	mu   sync.Mutex // guards used and serialises commits
@@ -181,6 +182,22 @@ func validID(id string) bool {
 	return true
 }
 
+// Quota is one owner's share of the store (a tenant's), checked where and
+// as the store's own limit is: a file bigger than Max alone is refused
+// while it arrives, and Charge decides once the file is whole. The zero
+// Quota charges nothing.
+type Quota struct {
+	// Max is the most the owner may hold, in bytes; 0: no share of its own.
+	Max int64
+	// Charge is asked, just before the file is committed, whether the
+	// owner may take the file with this id and size; an error (wrapping
+	// ErrStorageFull when the share is full) refuses it and nothing is
+	// stored. The caller undoes what a Charge reserved once Put returns.
+	// It runs outside the store's lock: an owner's count must not hold up
+	// every other owner's commit.
+	Charge func(id string, size int64) error
+}
+
 // Put streams r into the store and returns the attachment with its note.
 // The file is durable (fsynced and renamed into place) before Put returns.
 // An empty mediaType is sniffed from the content. Storing bytes that are
@@ -190,7 +207,10 @@ func validID(id string) bool {
 // bytes, name and media type. Its facts are worked out every time, even for
 // bytes stored before, so neither the answer nor the work behind it (and so
 // its time) tells that another tenant stored the same bytes.
-func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (chat.Attachment, error) {
+// q is the uploading owner's share of the store: Put asks it for the
+// file's size even when the bytes are stored already (Charge decides what
+// that costs the owner), so a refusal tells nothing of other owners.
+func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string, q Quota) (chat.Attachment, error) {
 	tmp, err := os.CreateTemp(s.tmpDir(), "put-*")
 	if err != nil {
 		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
@@ -201,7 +221,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (c
 	h := sha256.New()
 	idx := newLineIndexer()
 	sn := &sniffer{}
-	size, err := s.copy(ctx, io.MultiWriter(tmp, h, idx, sn), r)
+	size, err := s.copy(ctx, io.MultiWriter(tmp, h, idx, sn), r, q.Max)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -218,6 +238,11 @@ func (s *Store) Put(ctx context.Context, r io.Reader, name, mediaType string) (c
 	idxTmp := s.addKindFacts(ctx, tmpName, &facts)
 	if idxTmp != "" {
 		defer os.Remove(idxTmp) // a no-op once renamed into place
+	}
+	if q.Charge != nil {
+		if err := q.Charge(facts.ID, facts.Size); err != nil {
+			return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
+		}
 	}
 	if err := s.commit(tmpName, idxTmp, facts); err != nil {
 		return chat.Attachment{}, fmt.Errorf("put attachment %q: %w", name, err)
@@ -241,10 +266,11 @@ func answeredType(f Facts, declared string) string {
 }
 
 // copy streams r to w in fixed-size chunks, checking ctx between chunks and
-// failing early when the file alone is bigger than the whole storage limit.
-// (The exact check against what is already used runs at commit, because a
-// file that turns out to be stored already costs nothing.)
-func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+// failing early when the file alone is bigger than the whole storage limit
+// or than the owner's share (share; 0: none). (The exact checks against
+// what is already used run at commit, because a file that turns out to be
+// stored already costs nothing.)
+func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader, share int64) (int64, error) {
 	buf := make([]byte, 256<<10)
 	var n int64
 	for {
@@ -256,6 +282,9 @@ func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader) (int64, erro
 			n += int64(nr)
 			if s.maxBytes > 0 && n > s.maxBytes {
 				return n, fmt.Errorf("file is over %d bytes: %w", s.maxBytes, ErrStorageFull)
+			}
+			if share > 0 && n > share {
+				return n, fmt.Errorf("file is over the %d bytes its owner may hold: %w", share, ErrStorageFull)
 			}
 			if _, err := w.Write(buf[:nr]); err != nil {
 				return n, err
@@ -417,21 +446,21 @@ func (s *Store) rebuildFacts(a chat.Attachment) (Facts, error) {
 	return facts, s.writeFacts(facts)
 }
 
-// PutPath stores the regular file at path, which must lie under one of
-// allowedDirs as written (relative paths are taken from the working
-// directory). The file is opened once, through an os.Root of the allowed
-// directory, so neither ".." nor a symlink (even one swapped in while this
-// runs) reaches outside it; it is opened without blocking and checked on
-// the open descriptor, so a FIFO or a device is refused at once, and the
-// bytes stored are the bytes of the file checked. An empty allowedDirs
-// allows nothing. A refusal is a *PathError.
-func (s *Store) PutPath(ctx context.Context, path string, allowedDirs []string) (chat.Attachment, error) {
+// PutPath stores the regular file at path, as Put does with q; path must
+// lie under one of allowedDirs as written (relative paths are taken from
+// the working directory). The file is opened once, through an os.Root of
+// the allowed directory, so neither ".." nor a symlink (even one swapped
+// in while this runs) reaches outside it; it is opened without blocking
+// and checked on the open descriptor, so a FIFO or a device is refused at
+// once, and the bytes stored are the bytes of the file checked. An empty
+// allowedDirs allows nothing. A refusal is a *PathError.
+func (s *Store) PutPath(ctx context.Context, path string, allowedDirs []string, q Quota) (chat.Attachment, error) {
 	f, err := openAllowed(path, allowedDirs)
 	if err != nil {
 		return chat.Attachment{}, err
 	}
 	defer f.Close()
-	return s.Put(ctx, f, filepath.Base(path), "") // the name the person gave
+	return s.Put(ctx, f, filepath.Base(path), "", q) // the name the person gave
 }
 
 // PathError is a refused PutPath. Error tells the caller only what it may

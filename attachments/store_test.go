@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +24,7 @@ import (
 
 func put(t *testing.T, s *Store, content, name, mediaType string) (chat.Attachment, error) {
 	t.Helper()
-	a, err := s.Put(context.Background(), strings.NewReader(content), name, mediaType)
+	a, err := s.Put(context.Background(), strings.NewReader(content), name, mediaType, Quota{})
 	remember(s, a)
 	return a, err
 }
@@ -46,11 +48,11 @@ func TestPutIsContentAddressedAndStoredOnce(t *testing.T) {
 	sum := sha256.Sum256([]byte(content))
 	want := hex.EncodeToString(sum[:])
 
-	a1, err := s.Put(context.Background(), strings.NewReader(content), "a.txt", "")
+	a1, err := s.Put(context.Background(), strings.NewReader(content), "a.txt", "", Quota{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := s.Put(context.Background(), strings.NewReader(content), "copy.md", "text/markdown")
+	a2, err := s.Put(context.Background(), strings.NewReader(content), "copy.md", "text/markdown", Quota{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +114,57 @@ func TestStorageLimitIsTheOnlyCap(t *testing.T) {
 	}
 }
 
+// TestAQuotaIsCheckedBesideTheStorageLimit: an owner's share refuses a
+// file bigger than it while the bytes arrive, and its Charge decides once
+// the file is whole, for stored bytes too; a refused file is not stored.
+func TestAQuotaIsCheckedBesideTheStorageLimit(t *testing.T) {
+	s := newStore(t, 0)
+	var asked []string
+	full := false
+	q := Quota{Max: 50, Charge: func(id string, size int64) error {
+		asked = append(asked, fmt.Sprintf("%s:%d", id[:8], size))
+		if full {
+			return fmt.Errorf("the owner's share is used: %w", ErrStorageFull)
+		}
+		return nil
+	}}
+	putAs := func(content string) error {
+		_, err := s.Put(context.Background(), strings.NewReader(content), "f.txt", "", q)
+		return err
+	}
+	if err := putAs(strings.Repeat("x", 51)); !errors.Is(err, ErrStorageFull) || len(asked) != 0 {
+		t.Fatalf("a file bigger than the share: err = %v, Charge asked %v; want ErrStorageFull before any Charge", err, asked)
+	}
+	ten := "0123456789"
+	sum := sha256.Sum256([]byte(ten))
+	want := hex.EncodeToString(sum[:4]) + ":10"
+	full = true
+	if err := putAs(ten); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("a file Charge refuses: err = %v, want ErrStorageFull", err)
+	}
+	if got := blobs(t, s); len(got) != 0 || s.Used() != 0 {
+		t.Fatalf("a refused file was stored: %v, %d bytes used", got, s.Used())
+	}
+	full = false
+	if err := putAs(ten); err != nil {
+		t.Fatal(err)
+	}
+	if err := putAs(ten); err != nil {
+		t.Fatal(err)
+	}
+	if wantAsked := []string{want, want, want}; !slices.Equal(asked, wantAsked) {
+		t.Errorf("Charge asked %v, want %v (stored bytes are asked too)", asked, wantAsked)
+	}
+	if s.Used() != 10 {
+		t.Errorf("Used = %d, want 10", s.Used())
+	}
+}
+
 func TestPutHonoursCancellation(t *testing.T) {
 	s := newStore(t, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.Put(ctx, strings.NewReader("x"), "x", "")
+	_, err := s.Put(ctx, strings.NewReader("x"), "x", "", Quota{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -279,7 +327,7 @@ func TestPutPath(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, 0)
-			a, err := s.PutPath(context.Background(), c.path, c.allowed)
+			a, err := s.PutPath(context.Background(), c.path, c.allowed, Quota{})
 			if c.want != nil {
 				if !errors.Is(err, c.want) {
 					t.Fatalf("err = %v, want %v", err, c.want)
@@ -323,7 +371,7 @@ func TestPutPathRefusalsDoNotTellWhatExistsOrWhereTheDaemonRuns(t *testing.T) {
 	t.Chdir(allowed)
 	s := newStore(t, 0)
 	refusal := func(path string) string {
-		_, err := s.PutPath(context.Background(), path, []string{allowed})
+		_, err := s.PutPath(context.Background(), path, []string{allowed}, Quota{})
 		if err == nil {
 			t.Fatalf("%s was attached", path)
 		}
@@ -387,7 +435,7 @@ func TestPutPathSymlinkSwapNeverAttachesTheOutside(t *testing.T) {
 	s := newStore(t, 0)
 	var stored, refused int
 	for range 2000 {
-		a, err := s.PutPath(context.Background(), target, []string{allowed})
+		a, err := s.PutPath(context.Background(), target, []string{allowed}, Quota{})
 		if err != nil {
 			if !errors.Is(err, ErrPathNotAllowed) && !errors.Is(err, ErrPathNotFound) {
 				t.Errorf("unexpected refusal: %v", err)

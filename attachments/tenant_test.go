@@ -97,7 +97,7 @@ func TestAnUploadIsAnsweredAsIfItWereTheFirstOfItsBytes(t *testing.T) {
 	}
 	putIn := func(s *Store, name, declared string) chat.Attachment {
 		t.Helper()
-		a, err := s.Put(context.Background(), strings.NewReader(content), name, declared)
+		a, err := s.Put(context.Background(), strings.NewReader(content), name, declared, Quota{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,11 +96,16 @@ const (
 	ClusterKubernetes = "kubernetes"
 )
 
-// Tenant holds one tenant's defaults.
+// Tenant holds one tenant's defaults and grants.
 type Tenant struct {
 	// Instructions are the system prompt of the tenant's chats that set
 	// none of their own. Optional. Defaults to none.
 	Instructions string `yaml:"instructions" json:"instructions,omitempty"`
+	// AllowedEnv lists the environment variables this tenant's toolsets,
+	// and no other tenant's, may name for a webhook's secret or an MCP
+	// server's headers (besides toolsets.allowed_env, which every tenant
+	// may name). Optional. Defaults to none.
+	AllowedEnv []string `yaml:"allowed_env" json:"allowed_env,omitempty"`
 }
 
 // Toolsets configures applications' toolsets.
@@ -112,10 +117,23 @@ type Toolsets struct {
 	// private addresses (an application on the same host or network).
 	// Optional. Defaults to false: the address rules of fetch_url.
 	WebhooksAllowPrivate bool `yaml:"webhooks_allow_private" json:"webhooks_allow_private"`
-	// AllowedEnv lists the environment variables a toolset may name for a
-	// webhook's secret or an MCP server's headers: a tenant must never read
-	// the daemon's other secrets. Optional. Defaults to none.
+	// AllowedEnv lists the environment variables the toolsets of every
+	// tenant may name for a webhook's secret or an MCP server's headers.
+	// Shared: any tenant can send such a variable's value to a server of its
+	// choosing, so list here only what every tenant may read (one tenant,
+	// or tenants that trust each other); a tenant's own secrets go in its
+	// tenants.<name>.allowed_env. No other variable of the daemon's is ever
+	// read. Optional. Defaults to none.
 	AllowedEnv []string `yaml:"allowed_env" json:"allowed_env,omitempty"`
+	// MaxPerTenant is the most toolsets one tenant may have: a PUT of a
+	// new name past it is refused (replacing one is not), so no tenant
+	// grows the shared tool index without bound. Optional. Defaults to 100.
+	MaxPerTenant int `yaml:"max_per_tenant" json:"max_per_tenant"`
+	// MaxToolsPerTenant is the most tools one tenant's toolsets hold
+	// together (an MCP toolset's as its server lists them); a PUT past it
+	// is refused. Optional. Defaults to 20000 (one toolset holds at most
+	// 10000).
+	MaxToolsPerTenant int `yaml:"max_tools_per_tenant" json:"max_tools_per_tenant"`
 }
 
 // Provider is one model API.
@@ -332,6 +350,10 @@ type Attachments struct {
 	AllowedDirs []string `yaml:"allowed_dirs" json:"allowed_dirs"`
 	// MaxBytes is the storage limit for all attachments. Optional. 0: none.
 	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes"`
+	// MaxBytesPerTenant is the most one tenant's attachments may hold (each
+	// file it holds at its full size, even one another tenant stored too),
+	// so no tenant fills max_bytes for the others. Optional. 0: none.
+	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant" json:"max_bytes_per_tenant"`
 }
 
 // Learner configures learning.
@@ -501,6 +523,8 @@ func (c *Config) ApplyDefaults() {
 	}
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
 	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
+	setInt(&c.Toolsets.MaxPerTenant, 100)
+	setInt(&c.Toolsets.MaxToolsPerTenant, 20000)
 	if c.Cluster.Enabled {
 		def(&c.Cluster.Name, "agentd")
 		def(&c.Cluster.Provider, ClusterEtcd)

@@ -148,6 +148,18 @@ func upload(t *testing.T, url, name string, data []byte) chat.Attachment {
 
 // uploadAs uploads with a tenant's token ("" for none).
 func uploadAs(t *testing.T, url, token, name string, data []byte) chat.Attachment {
+	t.Helper()
+	a, refused := tryUpload(t, url, token, name, data)
+	if refused != nil {
+		t.Fatalf("upload: %d %s", refused.Status, refused.Message)
+	}
+	return a
+}
+
+// tryUpload uploads one file as token's tenant: the attachment, or the
+// error answer (a status other than 201).
+func tryUpload(t *testing.T, url, token, name string, data []byte) (chat.Attachment, *api.Error) {
+	t.Helper()
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	fw, _ := mw.CreateFormFile("file", name)
@@ -163,11 +175,18 @@ func uploadAs(t *testing.T, url, token, name string, data []byte) chat.Attachmen
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct{ Attachments []chat.Attachment }
-	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&out) != nil || len(out.Attachments) != 1 {
-		t.Fatalf("upload: status %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusCreated {
+		refused := &api.Error{Status: resp.StatusCode}
+		if err := json.NewDecoder(resp.Body).Decode(refused); err != nil {
+			t.Fatalf("upload: status %d with a body that is not the error shape: %v", resp.StatusCode, err)
+		}
+		return chat.Attachment{}, refused
 	}
-	return out.Attachments[0]
+	var out struct{ Attachments []chat.Attachment }
+	if json.NewDecoder(resp.Body).Decode(&out) != nil || len(out.Attachments) != 1 {
+		t.Fatalf("upload: status %d without one attachment", resp.StatusCode)
+	}
+	return out.Attachments[0], nil
 }
 
 func TestPicturesReachOnlyAModelThatSees(t *testing.T) {

@@ -779,7 +779,16 @@ func (p *Postgres) Record(ctx context.Context, kind, id string, v any) error {
 // Records calls fn for every record of a kind, in id order; fn decodes.
 // The rows are read before fn runs, so fn may use the store.
 func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error {
-	rows, err := p.pool.Query(ctx, `SELECT id, data FROM records WHERE kind = $1 ORDER BY id`, kind)
+	return p.RecordsPrefix(ctx, kind, "", fn)
+}
+
+// RecordsPrefix is Records for the ids that start with prefix: no other
+// row of the kind is sent or decoded (one tenant's records when the ids
+// are "<tenant>/…"). id is COLLATE "C", so "id >= prefix" is byte order,
+// where the primary key's index starts the scan; left() is the exact test.
+func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error {
+	rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
+		WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 	var ids []string
 	var vals [][]byte
 	if err == nil {

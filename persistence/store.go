@@ -1209,13 +1209,20 @@ func (s *Store) Record(ctx context.Context, kind, id string, v any) error {
 
 // Records calls fn for every record of a kind, in key order; fn decodes.
 func (s *Store) Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error {
-	prefix := recordKey(kind, "")
+	return s.RecordsPrefix(ctx, kind, "", fn)
+}
+
+// RecordsPrefix is Records for the ids that start with prefix: the
+// iteration reads no other record of the kind (one tenant's records when
+// the ids are "<tenant>/…").
+func (s *Store) RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error {
+	kindLen := len(recordKey(kind, ""))
 	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: recordKey(kind, prefix), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			id := string(item.Key()[len(prefix):])
+			id := string(item.Key()[kindLen:])
 			err := fn(id, func(v any) error {
 				return item.Value(func(b []byte) error { return decode(b, v) })
 			})

@@ -54,6 +54,7 @@ type store interface {
 	DeleteRecord(ctx context.Context, kind, id string) error
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
+	RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error
 	Close() error
 }
 
@@ -268,6 +269,45 @@ func TestRecordsRoundTripInIDOrder(t *testing.T) {
 		var v map[string]string
 		if err := s.Record(ctx, "memory/t1", "c", &v); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a deleted record: %v", err)
+		}
+	})
+}
+
+// TestRecordsPrefixReadsOnlyThatPrefix: a tenant's records ("<tenant>/…")
+// come back without another tenant's, even one whose name starts with the
+// same letters, or another kind's.
+func TestRecordsPrefixReadsOnlyThatPrefix(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		ctx := context.Background()
+		s := open(t)
+		defer s.Close()
+		for _, r := range []RecordPut{{"toolset", "alice/b", "ab"}, {"toolset", "alice/a", "aa"}, {"toolset", "alice2/a", "a2"},
+			{"toolset", "alicd/z", "az"}, {"toolset", "bob/a", "ba"}, {"toolsets", "alice/c", "other kind"}} {
+			if err := s.PutRecords(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func(prefix string) []string {
+			var got []string
+			err := s.RecordsPrefix(ctx, "toolset", prefix, func(id string, decode func(any) error) error {
+				var v string
+				err := decode(&v)
+				got = append(got, id+"="+v)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got, want := read("alice/"), []string{"alice/a=aa", "alice/b=ab"}; !slices.Equal(got, want) {
+			t.Errorf("prefix alice/: %q, want %q", got, want)
+		}
+		if got := read("carol/"); len(got) != 0 {
+			t.Errorf("prefix carol/: %q, want none", got)
+		}
+		if got := read(""); len(got) != 5 {
+			t.Errorf("no prefix: %q, want the kind's 5 records", got)
 		}
 	})
 }

@@ -80,6 +80,9 @@ type Registry struct {
 	// sets are the tenants' toolsets (toolsets.go); gen counts changes.
 	sets map[string]*toolset
 	gen  uint64
+	// tenantTools bounds the tools of one tenant's toolsets together
+	// (LimitTenantTools); 0: no bound.
+	tenantTools int
 }
 
 // NewRegistry returns an empty registry.

@@ -87,10 +87,24 @@ func checkNew(t Tool) error {
 	return nil
 }
 
+// LimitTenantTools bounds the tools of one tenant's toolsets together to
+// n (0: no bound), so no tenant grows the shared registry and tool index
+// without bound; toolsets put before keep theirs.
+func (r *Registry) LimitTenantTools(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tenantTools = n
+}
+
+// ErrTenantTools refuses a toolset that would take its tenant's toolsets
+// past LimitTenantTools.
+var ErrTenantTools = errors.New("too many tools in the tenant's toolsets")
+
 // PutToolset registers or replaces a tenant's toolset. It refuses a tool
 // whose name is invalid, whose schema is not an object's JSON Schema, or
-// that collides with a daemon-wide tool or another toolset of the tenant;
-// then nothing changes. close, if set, is called when the toolset is
+// that collides with a daemon-wide tool or another toolset of the tenant,
+// and a toolset past LimitTenantTools (ErrTenantTools); then nothing
+// changes. close, if set, is called when the toolset is
 // replaced or removed (an MCP connection).
 func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error) error {
 	if !ValidName(name) {
@@ -118,6 +132,10 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
 		}
 	}
+	if others := othersOf(owners, name); r.tenantTools > 0 && others+len(seen) > r.tenantTools {
+		r.mu.Unlock()
+		return fmt.Errorf("toolset %s: %d tools, and the tenant's other toolsets hold %d; %d together at most: %w", name, len(seen), others, r.tenantTools, ErrTenantTools)
+	}
 	if r.sets == nil {
 		r.sets = map[string]*toolset{}
 	}
@@ -142,6 +160,18 @@ func (r *Registry) ownersLocked(tenant string) map[string]string {
 		}
 	}
 	return out
+}
+
+// othersOf counts the tools of owners (ownersLocked's map) that are not
+// in toolset name, which a new version of it replaces.
+func othersOf(owners map[string]string, name string) int {
+	n := 0
+	for _, owner := range owners {
+		if owner != name {
+			n++
+		}
+	}
+	return n
 }
 
 // RemoveToolset drops a tenant's toolset; it reports whether it was there.

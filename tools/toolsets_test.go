@@ -174,3 +174,34 @@ func TestRemovingAndReplacingAToolsetClosesWhatItHeld(t *testing.T) {
 		t.Fatal("a closed registry still holds toolsets")
 	}
 }
+
+// TestATenantsToolsetsHoldAtMostTheLimitTogether: a toolset that would
+// take its tenant's toolsets past LimitTenantTools is refused, and nothing
+// changes; replacing a toolset counts only the others, and another tenant
+// has its own count.
+func TestATenantsToolsetsHoldAtMostTheLimitTogether(t *testing.T) {
+	r := NewRegistry()
+	r.LimitTenantTools(3)
+	put := func(tenant, set string, tools ...string) error {
+		ts := make([]Tool, len(tools))
+		for i, n := range tools {
+			ts[i] = clientTool(n)
+		}
+		return r.PutToolset(tenant, set, ts, nil)
+	}
+	if err := put("t1", "a", "a1", "a2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("t1", "b", "b1", "b2"); !errors.Is(err, ErrTenantTools) {
+		t.Fatalf("a fourth tool of t1: %v, want ErrTenantTools", err)
+	}
+	if _, ok := r.Toolset("t1", "b"); ok {
+		t.Fatal("the refused toolset was registered")
+	}
+	if err := put("t1", "a", "a1", "a2", "a3"); err != nil {
+		t.Fatalf("replacing t1's only toolset with 3 tools: %v", err)
+	}
+	if err := put("t2", "a", "a1", "a2", "a3"); err != nil {
+		t.Fatalf("t2's own 3 tools while t1 is at the limit: %v", err)
+	}
+}

@@ -81,6 +81,11 @@ type Hub struct {
 	memory  *memory.Store
 	files   *attachments.Store
 	tracer  trace.Tracer
+	// holds counts the attachment bytes of uploads not yet recorded as a
+	// tenant's (attachments.max_bytes_per_tenant); toolsetPuts makes a
+	// tenant's toolset PUTs take turns (toolsets.max_per_tenant).
+	holds       attachHolds
+	toolsetPuts tenantLocks
 
 	system *actor.ActorSystem
 	// sessions runs the session actors' mailboxes, and workers their calls
@@ -160,6 +165,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	}
 	h.catalog = cat
 	h.tools = tools.NewRegistry()
+	h.tools.LimitTenantTools(h.cfg.Toolsets.MaxToolsPerTenant)
 	if err := tools.RegisterBuiltins(h.tools); err != nil {
 		return fmt.Errorf("built-in tools: %w", err)
 	}

@@ -84,27 +84,32 @@ const attachmentOwner = "attachment-owner"
 
 // Attach stores an uploaded file for tenant and returns its reference.
 func (h *Hub) Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error) {
-	a, err := h.files.Put(ctx, r, name, mediaType)
-	if err != nil {
-		// %w twice: the API tells a body that stopped arriving (408) from a bad one.
-		return api.Attachment(a), fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return api.Attachment(a), h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
+	a, err := h.ownAttachment(ctx, tenant, func(q attachments.Quota) (chat.Attachment, error) {
+		a, err := h.files.Put(ctx, r, name, mediaType, q)
+		if err != nil {
+			// %w twice: the API tells a body that stopped arriving (408) from a bad one.
+			return a, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return a, nil
+	})
+	return api.Attachment(a), err
 }
 
 // attachPath stores a local file under an allowed directory.
 func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachment, error) {
-	a, err := h.files.PutPath(ctx, path, h.cfg.Attachments.AllowedDirs)
-	var refused *attachments.PathError
-	if errors.As(err, &refused) {
-		// The caller hears only the refusal; why it was refused (which may
-		// say what exists outside the allowed dirs) is for the operator.
-		h.logFor(ctx).Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
-	}
-	if err != nil {
-		return a, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return a, h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
+	return h.ownAttachment(ctx, tenant, func(q attachments.Quota) (chat.Attachment, error) {
+		a, err := h.files.PutPath(ctx, path, h.cfg.Attachments.AllowedDirs, q)
+		var refused *attachments.PathError
+		if errors.As(err, &refused) {
+			// The caller hears only the refusal; why it was refused (which may
+			// say what exists outside the allowed dirs) is for the operator.
+			h.logFor(ctx).Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
+		}
+		if err != nil {
+			return a, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return a, nil
+	})
 }
 
 // owners answers the attachment tools from the ownership records, so a

@@ -33,6 +33,9 @@ type Store interface {
 	LastSeq(ctx context.Context, chatID string) (int64, error)
 	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]persistence.Activity, bool, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
+	// RecordsPrefix reads the records of a kind whose ids start with
+	// prefix: one tenant's, for a kind whose ids are "<tenant>/…".
+	RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error
 	Close() error
 }
 

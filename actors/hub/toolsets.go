@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,10 +62,13 @@ var ErrNothingToAnswer = session.ErrNothingToAnswer
 // for the results of its Calls.
 type PausedError = session.PausedError
 
-// env reads a variable a toolset names, if the operator allows it.
-func (h *Hub) env(name string) (string, error) {
-	if !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
-		return "", fmt.Errorf("%w: environment variable %s is not in the yaml's toolsets.allowed_env", ErrInvalid, name)
+// env reads a variable a tenant's toolset names, if the operator allows
+// that tenant to: the tenant's own tenants.<name>.allowed_env, or the
+// shared toolsets.allowed_env. One list for all would let any tenant send
+// another's secret to a server of its own.
+func (h *Hub) env(tenant, name string) (string, error) {
+	if !slices.Contains(h.cfg.Tenants[tenant].AllowedEnv, name) && !slices.Contains(h.cfg.Toolsets.AllowedEnv, name) {
+		return "", fmt.Errorf("%w: environment variable %s is not allowed for this tenant: the operator adds it to the yaml's tenants.%s.allowed_env (or, for every tenant, toolsets.allowed_env)", ErrInvalid, name, tenant)
 	}
 	v := os.Getenv(name)
 	if v == "" {
@@ -76,7 +78,7 @@ func (h *Hub) env(name string) (string, error) {
 }
 
 // buildToolset turns a stored toolset into registry tools and the close of
-// what they hold.
+// what they hold; the variables it names are read as ts.Tenant's.
 func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func() error, error) {
 	allowPrivate := h.cfg.Toolsets.WebhooksAllowPrivate
 	source := "toolset:" + ts.Name
@@ -103,7 +105,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		if ts.Executor.SecretEnv == "" {
 			return nil, nil, fmt.Errorf("%w: a webhook toolset names its secret_env", ErrInvalid)
 		}
-		secret, err := h.env(ts.Executor.SecretEnv)
+		secret, err := h.env(ts.Tenant, ts.Executor.SecretEnv)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -120,7 +122,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		}
 		headers := map[string]string{}
 		for k, name := range ts.Executor.HeadersEnv {
-			v, err := h.env(name)
+			v, err := h.env(ts.Tenant, name)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -138,17 +140,25 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then stored, then indexed. A refused
-// toolset changes nothing.
+// toolset changes nothing; a new name past toolsets.max_per_tenant, or
+// tools past toolsets.max_tools_per_tenant, is ErrLimit. A tenant's PUTs
+// take turns (on this node), so its count is exact and its versions
+// follow each other; other tenants' never wait.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
 	if len(ts.Tools) > maxToolsetTools {
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
+	unlock := h.toolsetPuts.lock(tenant)
+	defer unlock()
 	ts.Tenant, ts.UpdatedAt = tenant, time.Now().UTC()
 	old, err := h.Toolset(ctx, tenant, ts.Name)
 	switch {
 	case err == nil:
 		ts.Version = old.Version + 1
 	case errors.Is(err, ErrNotFound):
+		if err := h.toolsetRoom(ctx, tenant); err != nil {
+			return ts, err
+		}
 		ts.Version = 1
 	default:
 		return ts, err
@@ -160,6 +170,9 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
 		if closeFn != nil {
 			_ = closeFn()
+		}
+		if errors.Is(err, tools.ErrTenantTools) {
+			return ts, fmt.Errorf("%w: %w (toolsets.max_tools_per_tenant)", ErrLimit, err)
 		}
 		return ts, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -241,10 +254,7 @@ func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error)
 // Toolsets lists a tenant's toolsets, by name.
 func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
 	var out []Toolset
-	err := h.store.Records(ctx, recordToolset, func(id string, decode func(any) error) error {
-		if !strings.HasPrefix(id, tenant+"/") {
-			return nil
-		}
+	err := h.store.RecordsPrefix(ctx, recordToolset, tenant+"/", func(_ string, decode func(any) error) error {
 		var ts Toolset
 		if err := decode(&ts); err != nil {
 			return err
