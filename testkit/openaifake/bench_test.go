@@ -23,12 +23,35 @@ func overheadBody() string {
 	return string(b)
 }
 
-func BenchmarkOverheadRequest(b *testing.B) {
+// scaleBody is a chat request like those the scale bench sends: the
+// default instructions, agentd's 18 tools (about 12 KB) and a short chat.
+func scaleBody() string {
+	tools := make([]map[string]any, 18)
+	for i := range tools {
+		tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("tool_%d", i),
+			"description": strings.Repeat("Does one thing well; use it when the person asks for it.\n", 5),
+			"parameters": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"text"},
+				"properties": map[string]any{"text": map[string]any{"type": "string", "description": "what to work on"}}}}}
+	}
+	msgs := []map[string]any{{"role": "system", "content": strings.Repeat("You are a helpful assistant hosted by agentd.\n", 25)},
+		{"role": "user", "content": "chat 1 turn 0: please note this down."},
+		{"role": "assistant", "content": "Noted; here is a short answer to that."},
+		{"role": "user", "content": "chat 1 turn 1: please note this down."}}
+	b, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "stream_options": map[string]any{"include_usage": true}, "prompt_cache_key": "chat-1", "messages": msgs, "tools": tools})
+	return string(b)
+}
+
+func BenchmarkOverheadRequest(b *testing.B) { benchmarkRequest(b, overheadBody()) }
+
+// BenchmarkScaleRequest: every chat of the scale bench sends the same tool
+// list, which the fake decodes once (toolLists).
+func BenchmarkScaleRequest(b *testing.B) { benchmarkRequest(b, scaleBody()) }
+
+func benchmarkRequest(b *testing.B, body string) {
 	s := New(Options{Window: 32000, Forget: true, Script: func(testkit.Received) testkit.Reply {
 		return testkit.Reply{Text: "Noted; here is a short answer to that.", ChunkRunes: 64}
 	}})
 	defer s.Close()
-	body := overheadBody()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
