@@ -55,13 +55,7 @@ func talker(r testkit.Received) testkit.Reply {
 
 func startChat(t *testing.T, window int, tune ...func(*configs.Config)) (*daemontest.Daemon, *openaifake.Server, openai.Client) {
 	t.Helper()
-	return startChatWith(t, window, talker, tune...)
-}
-
-// startChatWith is startChat with the provider answering by script.
-func startChatWith(t *testing.T, window int, script testkit.Script, tune ...func(*configs.Config)) (*daemontest.Daemon, *openaifake.Server, openai.Client) {
-	t.Helper()
-	fake := openaifake.New(openaifake.Options{Window: window, Script: script})
+	fake := openaifake.New(openaifake.Options{Window: window, Script: talker})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), window)
 	for _, f := range tune {

@@ -198,26 +198,46 @@ func TestChatCompletionsToolResultsAndANewMessage(t *testing.T) {
 	}
 }
 
-// TestResponsesNewMessageWhileCallsPending: a plain message continuing a
-// response whose function calls have no output is refused at once, in
-// OpenAI's words; the outputs are taken after.
-func TestResponsesNewMessageWhileCallsPending(t *testing.T) {
-	script := func(r testkit.Received) testkit.Reply {
+// serverError is a provider's 500 in OpenAI's words.
+var serverError = testkit.Reply{Status: http.StatusInternalServerError,
+	Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}
+
+// weatherScript calls get_weather for Paris (call_1) and answers the
+// tool's result, or fails with serverError while down says so.
+func weatherScript(down func() bool) testkit.Script {
+	return func(r testkit.Received) testkit.Reply {
 		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+			if down() {
+				return serverError
+			}
 			return testkit.Reply{Text: "It is " + last.Content + " there."}
 		}
 		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
 	}
-	_, _, sdk := start(t, 32000, script)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+}
+
+// askWeather asks about the weather with the get_weather tool and returns
+// the response, which waits for call_1's output, and the tool.
+func askWeather(ctx context.Context, t *testing.T, sdk openai.Client) (*responses.Response, responses.ToolUnionParam) {
+	t.Helper()
 	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}}}
 	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID), Tools: []responses.ToolUnionParam{tool},
+	return first, tool
+}
+
+// TestResponsesNewMessageWhileCallsPending: a plain message continuing a
+// response whose function calls have no output is refused at once, in
+// OpenAI's words; the outputs are taken after.
+func TestResponsesNewMessageWhileCallsPending(t *testing.T) {
+	_, _, sdk := start(t, 32000, weatherScript(func() bool { return false }))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, tool := askWeather(ctx, t, sdk)
+	_, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID), Tools: []responses.ToolUnionParam{tool},
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("never mind")}})
 	var aerr *openai.Error
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadRequest || aerr.Message != "No tool output found for function call call_1." {
@@ -240,10 +260,9 @@ func TestResponsesNewMessageWhileCallsPending(t *testing.T) {
 func TestToolResultsRetriedAfterTheirTurnFailedAreAnswered(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
-	d, _, _ := startChatWith(t, 32000, func(r testkit.Received) testkit.Reply {
+	d, _, _ := start(t, 32000, func(r testkit.Received) testkit.Reply {
 		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool && down.Load() {
-			return testkit.Reply{Status: http.StatusInternalServerError,
-				Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}
+			return serverError
 		}
 		return talker(r)
 	})
@@ -282,25 +301,10 @@ func TestToolResultsRetriedAfterTheirTurnFailedAreAnswered(t *testing.T) {
 func TestFunctionCallOutputsRetriedAfterTheirResponseFailedAreAnswered(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
-	script := func(r testkit.Received) testkit.Reply {
-		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
-			if down.Load() {
-				return testkit.Reply{Status: http.StatusInternalServerError,
-					Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}
-			}
-			return testkit.Reply{Text: "It is " + last.Content + " there."}
-		}
-		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
-	}
-	_, _, sdk := start(t, 32000, script)
+	_, _, sdk := start(t, 32000, weatherScript(down.Load))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}}}
-	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, tool := askWeather(ctx, t, sdk)
 	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
 	out.OfFunctionCallOutput.CallID = openai.String("call_1")
 	params := responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
