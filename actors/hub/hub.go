@@ -640,14 +640,17 @@ func (h *Hub) SubmitNamed(ctx context.Context, tenant, chatID, turnID string, re
 }
 
 // SubmitUnpaused is SubmitNamed for a surface whose clients must answer a
-// paused turn's calls before they say more (the OpenAI-compatible one): a
-// message that would wait behind a turn paused on them is refused at once
-// with *PausedError, and the paused turn is untouched.
+// paused turn's calls before they say more, and retry a request whose turn
+// failed (the OpenAI-compatible one): a message that would wait behind a
+// turn paused on them is refused at once with *PausedError, and the paused
+// turn is untouched; a message the chat's log ends with, unanswered, when
+// its turn starts is answered as stored, not stored twice
+// (session.SubmitTurn.Retry).
 func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
 	return h.submitAs(ctx, tenant, chatID, turnID, req, true)
 }
 
-func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest, unpaused bool) (string, error) {
+func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest, openai bool) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
@@ -655,7 +658,7 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req a
 	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
 		return "", err
 	}
-	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Unpaused: unpaused})
+	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Unpaused: openai, Retry: openai})
 }
 
 // SubmitContinue starts turn turnID (from NewID), which stores no message

@@ -61,6 +61,12 @@ type SubmitTurn struct {
 	// whose turn failed after they were stored. Else *Rejected
 	// ErrNothingToAnswer.
 	Continue bool
+	// Retry marks Message as one its client may be sending again after its
+	// turn failed (the OpenAI SDKs retry a 5xx with the same history): when
+	// the turn starts and the log ends with the same message, unanswered,
+	// the turn answers it as stored (as Continue does) instead of storing
+	// it twice. Else it is stored and answered as usual.
+	Retry bool
 }
 
 // PausedError refuses a SubmitTurn marked Unpaused: a turn of the chat

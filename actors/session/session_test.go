@@ -281,9 +281,15 @@ func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*har
 // turn submits text and returns the turn's result and the events it caused.
 func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
 	h.t.Helper()
+	return h.submit(&SubmitTurn{TurnID: "t-" + text, Message: chat.Message{Content: text}})
+}
+
+// submit sends m to chat c1 and returns its turn's result and events.
+func (h *harness) submit(m *SubmitTurn) (chat.TurnResult, []eventbus.Event) {
+	h.t.Helper()
 	sub := h.bus.Subscribe("c1", 1024)
 	defer sub.Close()
-	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &SubmitTurn{TurnID: "t-" + text, Message: chat.Message{Content: text}}}, time.Minute).Result()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: m}, time.Minute).Result()
 	if err != nil {
 		h.t.Fatalf("submit: %v", err)
 	}

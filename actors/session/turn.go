@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func (s *session) startNext(ctx actor.Context) {
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-1)
 	}
-	if p.msg.Continue {
+	if p.msg.Continue || p.msg.Retry && s.endsUnanswered(p.msg.Message) {
 		s.continueTurn(ctx, p)
 		return
 	}
@@ -179,6 +180,19 @@ func (s *session) continueTurn(ctx actor.Context, p pending) {
 	s.turn = s.newTurn(p, userSeq, nil)
 	st, warn := s.firstStep(ctx)
 	s.announce(ctx, p, st, warn)
+}
+
+// endsUnanswered reports whether the log ends with the person's message
+// m: the same words, origin, images and attachments, and no answer after.
+func (s *session) endsUnanswered(m chat.Message) bool {
+	n := len(s.msgs)
+	if n == 0 {
+		return false
+	}
+	tip := s.msgs[n-1]
+	return tip.Role == chat.RoleUser && tip.Content == m.Content && tip.Origin == m.Origin &&
+		slices.EqualFunc(tip.Images, m.Images, func(a, b chat.Image) bool { return a.MediaType == b.MediaType && bytes.Equal(a.Data, b.Data) }) &&
+		slices.EqualFunc(tip.Attachments, m.Attachments, func(a, b chat.Attachment) bool { return a.ID == b.ID })
 }
 
 // starting is a turn whose message is being written: its caller, its first

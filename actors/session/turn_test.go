@@ -300,3 +300,81 @@ func TestAContinuedTurnAnswersTheLogAsItStands(t *testing.T) {
 		t.Fatalf("Continue after an answer: %+v", r)
 	}
 }
+
+// TestARetriedMessageIsAnsweredAsStored: a message whose turn failed at the
+// provider is in the log, unanswered; the same message sent again marked
+// Retry is answered as stored, the request ending with it once. Sent again
+// once the log ends with an answer, it is a new message, stored and
+// answered.
+func TestARetriedMessageIsAnsweredAsStored(t *testing.T) {
+	h := newHarness(t, 128_000, nil)
+	if res, _ := h.turn("hello"); res.Problem == nil {
+		t.Fatalf("the first turn did not fail: %+v", res)
+	}
+	h.model.mu.Lock()
+	h.model.replies = append(h.model.replies, reply("first answer"), reply("second answer"))
+	h.model.mu.Unlock()
+	retry := func(id string) chat.TurnResult {
+		res, _ := h.submit(&SubmitTurn{TurnID: id, Message: chat.Message{Content: "hello"}, Retry: true})
+		return res
+	}
+	if res := retry("t-retry"); res.Problem != nil || len(res.Messages) != 1 || res.Messages[0].Content != "first answer" {
+		t.Fatalf("the retry: %+v", res)
+	}
+	h.model.mu.Lock()
+	sent := h.model.seen[len(h.model.seen)-1].Messages
+	h.model.mu.Unlock()
+	var hellos int
+	for _, m := range sent {
+		if m.Role == chat.RoleUser && m.Content == "hello" {
+			hellos++
+		}
+	}
+	if hellos != 1 || sent[len(sent)-1].Content != "hello" {
+		t.Fatalf("the retry's request holds the message %d times and ends with %+v", hellos, sent[len(sent)-1])
+	}
+	if res := retry("t-again"); res.Problem != nil || len(res.Messages) != 2 || res.Messages[0].Content != "hello" || res.Messages[1].Content != "second answer" {
+		t.Fatalf("the message after its answer: %+v", res)
+	}
+	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+	var got []string
+	for _, m := range stored {
+		got = append(got, m.Content)
+	}
+	if want := []string{"hello", "first answer", "hello", "second answer"}; !slices.Equal(got, want) {
+		t.Fatalf("the log holds %q, want %q", got, want)
+	}
+}
+
+// TestOnlyTheSameUnansweredMessageEndsTheLog: endsUnanswered holds for
+// the person's message at the log's end with the same words, origin,
+// images and attachments, and for nothing else.
+func TestOnlyTheSameUnansweredMessageEndsTheLog(t *testing.T) {
+	img := chat.Image{MediaType: "image/png", Data: []byte{1, 2, 3}}
+	att := chat.Attachment{ID: "sha-1", Name: "a.txt"}
+	m := chat.Message{Role: chat.RoleUser, Content: "hello", Images: []chat.Image{img}, Attachments: []chat.Attachment{att}}
+	with := func(f func(*chat.Message)) chat.Message {
+		c := m
+		f(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		log  []chat.Message
+		want bool
+	}{
+		{"the same message", []chat.Message{m}, true},
+		{"the same, its attachment named otherwise", []chat.Message{with(func(c *chat.Message) { c.Attachments = []chat.Attachment{{ID: "sha-1", Name: "b.txt"}} })}, true},
+		{"an empty log", nil, false},
+		{"answered", []chat.Message{m, {Role: chat.RoleAssistant, Content: "hi"}}, false},
+		{"other words", []chat.Message{with(func(c *chat.Message) { c.Content = "hello!" })}, false},
+		{"another origin", []chat.Message{with(func(c *chat.Message) { c.Origin = "schedule" })}, false},
+		{"another image", []chat.Message{with(func(c *chat.Message) { c.Images = []chat.Image{{MediaType: "image/png", Data: []byte{1, 2}}} })}, false},
+		{"no attachment", []chat.Message{with(func(c *chat.Message) { c.Attachments = nil })}, false},
+		{"a tool result with its words", []chat.Message{with(func(c *chat.Message) { c.Role = chat.RoleTool })}, false},
+	} {
+		if got := (&session{msgs: tc.log}).endsUnanswered(m); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -283,7 +283,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		// resume the turn that waits for them, whose id is the chat's.
 		sub.OfTurn(turnID)
 	}
-	turnID, err = h.send(ctx, tenant, chatID, turnID, fresh, resumes)
+	turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes)
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
 		err = refuse("messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s (agentd: a turn of chat %s waits for their results; send them as role \"tool\" messages, or it ends without them after toolsets.results_wait, %s)",
@@ -305,6 +305,13 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 			if err := h.notePause(ctx, tenant, chatID, m); err != nil {
 				h.log.Warn().Err(err).Str("chat_id", chatID).Msg("index the paused answer")
 			}
+		}
+	}, failed: func() {
+		// The chat holds the history whole, its last message unanswered:
+		// the client's retry of it (the SDKs retry a 5xx) finds the chat,
+		// and send answers that message as stored.
+		if p.history[len(p.history)-1].Role == "user" {
+			h.histories.RememberOpen(tenant, chatID, chain[len(chain)-1], len(p.history), time.Now())
 		}
 	}}
 	if req.Stream {
@@ -413,15 +420,22 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 	return out
 }
 
-// send stores what is new and starts its turn. When the chat's paused turn
-// awaits them (resumes), the leading tool results answer it, and user
-// messages after them join the resumed turn, which answers them. Else the
-// last message must be the person's, and what comes before it in fresh is
-// stored as it is (a new chat's brought tool results among it), then the
-// turn answers it; a turn paused on calls the history does not show is
-// *hub.PausedError, not a wait behind it.
-func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, fresh []HistoryMessage, resumes bool) (string, error) {
+// send stores what of history is new (past the known messages the chat
+// holds) and starts its turn. When the chat's paused turn awaits them
+// (resumes), the leading tool results answer it, and user messages after
+// them join the resumed turn, which answers them. Else the last message
+// must be the person's, and what comes before it is stored as it is (a new
+// chat's brought tool results among it), then the turn answers it; a turn
+// paused on calls the history does not show is *hub.PausedError, not a
+// wait behind it. A history the chat holds whole, ending with the person's
+// message, is the retry of one whose turn failed (an open tip): its turn
+// answers that message as stored.
+func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, history []HistoryMessage, known int, resumes bool) (string, error) {
+	fresh := history[known:]
 	if len(fresh) == 0 {
+		if n := len(history); n > 0 && history[n-1].Role == "user" {
+			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, api.SendMessageRequest{Content: history[n-1].Content})
+		}
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
 	if resumes {
@@ -519,6 +533,9 @@ type answer struct {
 	// client reads the answer's end, so the client's next request (its
 	// tool results, at once) finds the chat.
 	kept func(*answer)
+	// failed runs, before the client reads of it, when the turn ended
+	// without an answer.
+	failed func()
 }
 
 // answered reports whether the turn gave the client an answer to keep in
@@ -655,6 +672,7 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 		}
 	}
 	if !a.answered() {
+		a.failed()
 		status, code, msg := a.failure()
 		WriteError(w, status, code, "", msg)
 		return
@@ -747,6 +765,7 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		return
 	}
 	if !a.answered() {
+		a.failed()
 		status, code, msg := a.failure()
 		typ := typeInvalidRequest
 		if status >= 500 {

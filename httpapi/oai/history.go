@@ -77,13 +77,17 @@ func Step(d Digest, m HistoryMessage) Digest {
 // with a tip continues that chat. Only tips are kept, so a history that
 // branches from an older point of a chat (an edited or regenerated
 // message) is unknown and starts a new chat rather than grafting onto the
-// wrong one. Safe for concurrent use; no I/O, the caller gives the time.
+// wrong one. A chat may also have an open tip: a history it holds whole
+// whose turn failed, so that the client's retry of it is known, while
+// the tip of its last answer stays for a client that sends something
+// else instead. Safe for concurrent use; no I/O, the caller gives the
+// time.
 type Histories struct {
 	mu      sync.Mutex
 	most    int
 	idle    time.Duration
 	tips    map[tipKey]*list.Element
-	byChat  map[string]*list.Element
+	byChat  map[chatTip]*list.Element
 	tenants map[string]*list.List // each tenant's tips, least recently used first
 }
 
@@ -92,17 +96,23 @@ type tipKey struct {
 	digest Digest
 }
 
-type tip struct {
-	key    tipKey
+// chatTip names one of a chat's two tips: its answer's, or its open one.
+type chatTip struct {
 	chatID string
-	n      int // messages in the history
-	at     time.Time
+	open   bool
+}
+
+type tip struct {
+	key tipKey
+	chatTip
+	n  int // messages in the history
+	at time.Time
 }
 
 // NewHistories keeps at most most tips per tenant, each for idle after its
 // last use.
 func NewHistories(most int, idle time.Duration) *Histories {
-	return &Histories{most: most, idle: idle, tips: map[tipKey]*list.Element{}, byChat: map[string]*list.Element{}, tenants: map[string]*list.List{}}
+	return &Histories{most: most, idle: idle, tips: map[tipKey]*list.Element{}, byChat: map[chatTip]*list.Element{}, tenants: map[string]*list.List{}}
 }
 
 // Match finds the longest prefix of a history (its Chain) that is a
@@ -130,15 +140,35 @@ func (h *Histories) Match(tenant string, chain []Digest, now time.Time) (chatID 
 }
 
 // Remember makes d, the digest of a history of n messages, chatID's tip,
-// replacing its previous one. The tenant's least recently used tips past
-// the bound, and any tip idle too long, are forgotten.
+// replacing its previous one and its open one. The tenant's least recently
+// used tips past the bound, and any tip idle too long, are forgotten.
 func (h *Histories) Remember(tenant, chatID string, d Digest, n int, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e, ok := h.byChat[chatID]; ok {
-		h.remove(e)
-	}
-	if e, ok := h.tips[tipKey{tenant, d}]; ok { // another chat with the very same history: the newest answer wins
+	h.drop(chatTip{chatID, true})
+	h.put(tenant, chatTip{chatID, false}, d, n, now)
+}
+
+// RememberOpen makes d, the digest of a history of n messages that chatID
+// holds whole and has not answered (its turn failed), the chat's open tip,
+// replacing its previous open one; its answer's tip stays.
+func (h *Histories) RememberOpen(tenant, chatID string, d Digest, n int, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.put(tenant, chatTip{chatID, true}, d, n, now)
+}
+
+// Forget drops a chat's tips (the chat is gone).
+func (h *Histories) Forget(chatID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drop(chatTip{chatID, false})
+	h.drop(chatTip{chatID, true})
+}
+
+func (h *Histories) put(tenant string, which chatTip, d Digest, n int, now time.Time) {
+	h.drop(which)
+	if e, ok := h.tips[tipKey{tenant, d}]; ok { // another chat with the very same history: the newest wins
 		h.remove(e)
 	}
 	l := h.tenants[tenant]
@@ -146,19 +176,16 @@ func (h *Histories) Remember(tenant, chatID string, d Digest, n int, now time.Ti
 		l = list.New()
 		h.tenants[tenant] = l
 	}
-	e := l.PushBack(&tip{key: tipKey{tenant, d}, chatID: chatID, n: n, at: now})
+	e := l.PushBack(&tip{key: tipKey{tenant, d}, chatTip: which, n: n, at: now})
 	h.tips[tipKey{tenant, d}] = e
-	h.byChat[chatID] = e
+	h.byChat[which] = e
 	for front := l.Front(); front != nil && (l.Len() > h.most || now.Sub(front.Value.(*tip).at) > h.idle); front = l.Front() {
 		h.remove(front)
 	}
 }
 
-// Forget drops a chat's tip (the chat is gone).
-func (h *Histories) Forget(chatID string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e, ok := h.byChat[chatID]; ok {
+func (h *Histories) drop(which chatTip) {
+	if e, ok := h.byChat[which]; ok {
 		h.remove(e)
 	}
 }
@@ -171,5 +198,5 @@ func (h *Histories) remove(e *list.Element) {
 		delete(h.tenants, t.key.tenant)
 	}
 	delete(h.tips, t.key)
-	delete(h.byChat, t.chatID)
+	delete(h.byChat, t.chatTip)
 }

@@ -120,6 +120,36 @@ func TestHistoriesMatch(t *testing.T) {
 				h.Forget("c1")
 			},
 			"t", append(first[:2:2], user("next")), t0, want{}},
+		{"a failed history again is its open tip: the chat holds it whole",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("failed")))[3], 3, t0)
+			},
+			"t", append(first[:2:2], user("failed")), t0, want{"c1", 3, true}},
+		{"something else after a failure continues from the answer's tip",
+			func(h *Histories) {
+				h.Remember("t", "c1", Chain(first)[2], 2, t0)
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("failed")))[3], 3, t0)
+			},
+			"t", append(first[:2:2], user("instead")), t0, want{"c1", 2, true}},
+		{"a new open tip replaces the chat's older one",
+			func(h *Histories) {
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("failed")))[3], 3, t0)
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("failed again")))[3], 3, t0)
+			},
+			"t", append(first[:2:2], user("failed")), t0, want{}},
+		{"an answer drops the open tip",
+			func(h *Histories) {
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("and now?")))[3], 3, t0)
+				h.Remember("t", "c1", Chain(second)[4], 4, t0)
+			},
+			"t", append(first[:2:2], user("and now?")), t0, want{}},
+		{"a forgotten chat's open tip is unknown",
+			func(h *Histories) {
+				h.RememberOpen("t", "c1", Chain(append(first[:2:2], user("failed")))[3], 3, t0)
+				h.Forget("c1")
+			},
+			"t", append(first[:2:2], user("failed")), t0, want{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
