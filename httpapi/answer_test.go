@@ -24,12 +24,15 @@ import (
 
 // pagedHub is a chat of total messages of size bytes each, made as they
 // are read, that records every seq window it is asked for: what a
-// handler holds for its client is what it asked for.
+// handler holds for its client is what it asked for. A page holds at most
+// pageBytes of content, past its first message, as the store's (0: no
+// bound).
 type pagedHub struct {
 	Hub
-	total    int64
-	size     int
-	activity []api.ActivityItem
+	total     int64
+	size      int
+	pageBytes int
+	activity  []api.ActivityItem
 
 	mu      sync.Mutex
 	windows [][2]int64
@@ -55,7 +58,7 @@ func (h *pagedHub) message(seq int64) api.Message {
 	return api.Message{Seq: seq, Role: api.RoleUser, Content: strings.Repeat("x", h.size) + fmt.Sprintf(" <%d>", seq), CreatedAt: exportedAt}
 }
 
-func (h *pagedHub) Transcript(_ context.Context, _, _ string, from, to int64) ([]api.Message, error) {
+func (h *pagedHub) TranscriptPage(_ context.Context, _, _ string, from, to int64) ([]api.Message, error) {
 	h.mu.Lock()
 	h.windows = append(h.windows, [2]int64{from, to})
 	h.mu.Unlock()
@@ -63,8 +66,10 @@ func (h *pagedHub) Transcript(_ context.Context, _, _ string, from, to int64) ([
 		to = h.total
 	}
 	out := []api.Message{}
-	for seq := max(from, 1); seq <= min(to, h.total); seq++ {
-		out = append(out, h.message(seq))
+	held := 0
+	for seq := max(from, 1); seq <= min(to, h.total) && (h.pageBytes == 0 || held < h.pageBytes); seq++ {
+		m := h.message(seq)
+		out, held = append(out, m), held+len(m.Content)
 	}
 	return out, nil
 }
@@ -149,9 +154,18 @@ func TestATranscriptIsWrittenAPageAtATimeAndAClientThatReadsNothingIsCut(t *test
 }
 
 func TestATranscriptAndAnExportStreamTheBytesOfTheWholeAnswer(t *testing.T) {
+	for _, pageBytes := range []int{0, 100} {
+		t.Run(fmt.Sprint("page bytes ", pageBytes), func(t *testing.T) { wholeAnswers(t, pageBytes) })
+	}
+}
+
+// wholeAnswers checks transcripts and exports of a chat whose pages hold
+// at most pageBytes (0: 64 messages each), and that each page is asked for
+// from the seq after the last one the page before returned.
+func wholeAnswers(t *testing.T, pageBytes int) {
 	h := &pagedHub{total: 2*messagePage + 3, size: 10}
-	all, _ := h.Transcript(context.Background(), "", "", 0, 0)
-	h.windows = nil
+	all, _ := h.TranscriptPage(context.Background(), "", "", 0, 0)
+	h.windows, h.pageBytes = nil, pageBytes
 	marshal := func(v any) string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -179,9 +193,17 @@ func TestATranscriptAndAnExportStreamTheBytesOfTheWholeAnswer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h.activity = c.activity
 			s, _ := testServer(h, nil, nil)
+			h.windows = nil
 			rec := serveOne(s, httptest.NewRequest(http.MethodGet, c.path, nil))
 			if rec.Code != http.StatusOK || rec.Body.String() != c.want {
 				t.Fatalf("status %d, body\n%.300s\nwant\n%.300s", rec.Code, rec.Body.String(), c.want)
+			}
+			windows := h.asked()
+			for i := 1; i < len(windows); i++ {
+				got, _ := h.TranscriptPage(context.Background(), "", "", windows[i-1][0], windows[i-1][1])
+				if next := got[len(got)-1].Seq + 1; windows[i][0] != next {
+					t.Fatalf("page %d asked from seq %d; the page before ended at %d", i, windows[i][0], next-1)
+				}
 			}
 		})
 	}

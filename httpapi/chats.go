@@ -175,7 +175,8 @@ func seqParam(w http.ResponseWriter, r *http.Request, name string) (int64, bool)
 }
 
 // messagePage is how many messages a transcript or an export reads from
-// the store at once: what its handler holds while its client reads.
+// the store at once, at most (hub.TranscriptPage also bounds their bytes):
+// what its handler holds while its client reads.
 const messagePage = 64
 
 // messagePages reads a chat's messages from seq next to seq last, a page
@@ -192,7 +193,10 @@ func (p *messagePages) read(ctx context.Context) ([]api.Message, error) {
 		return nil, nil
 	}
 	hi := min(p.next+messagePage-1, p.last)
-	ms, err := p.hub.Transcript(ctx, p.tenant, p.id, p.next, hi)
+	ms, err := p.hub.TranscriptPage(ctx, p.tenant, p.id, p.next, hi)
+	if n := len(ms); n > 0 && ms[n-1].Seq < hi {
+		hi = ms[n-1].Seq // the page stopped at its bound
+	}
 	p.next = hi + 1
 	if ms == nil && err == nil {
 		ms = []api.Message{} // a gap in the seqs: go on

@@ -26,11 +26,11 @@ type Hub interface {
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
 	// ExportHead is an export without its messages and activity, which
-	// are read page by page (Transcript, Activity) up to Chat.Messages.
+	// are read page by page (TranscriptPage, Activity) up to Chat.Messages.
 	ExportHead(ctx context.Context, tenant, id string) (api.ChatExport, error)
 	// Import stores an export as a new chat once every message is durable.
 	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
-	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	Context(ctx context.Context, tenant, id string) (api.Context, error)
 	// Activity returns a page of a chat's activity log after id after.
 	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)

@@ -553,7 +553,23 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
 func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error) {
-	rows, err := p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
+	return p.MessagesWithin(ctx, chatID, from, to, 0)
+}
+
+// MessagesWithin is Messages stopped once the messages read hold maxBytes
+// of stored values (0: no bound), as the Badger store's: the first message
+// whatever its size, and none after the one that reaches the bound.
+func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
+	var rows pgx.Rows
+	var err error
+	if maxBytes <= 0 {
+		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
+	} else {
+		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM (
+			SELECT seq, data, sum(octet_length(data::text)) OVER (ORDER BY seq) - octet_length(data::text) AS before
+			FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3)) m
+			WHERE before < $4 ORDER BY seq`, chatID, from, to, maxBytes)
+	}
 	var out []chat.Message
 	if err == nil {
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Message, error) {

@@ -910,16 +910,30 @@ func stamp(out []chat.Message, last int64) ([][]byte, error) {
 
 // Messages returns the messages with from <= seq <= to (to 0: to the end).
 func (s *Store) Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error) {
+	return s.MessagesWithin(ctx, chatID, from, to, 0)
+}
+
+// MessagesWithin is Messages stopped once the messages read hold maxBytes
+// of stored values (0: no bound): the first message is read whatever its
+// size, and none after the one that reaches the bound. A reader of a long
+// log pages with it and holds a bounded page, however large its messages
+// (tool results are stored up to limits.max_tool_result_bytes each); it
+// reads on from the seq after the last one returned.
+func (s *Store) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
 	var out []chat.Message
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(chatID), PrefetchValues: true, PrefetchSize: 256})
+		// Prefetching reads values ahead of the loop: a bounded page reads
+		// only the values it keeps.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(chatID), PrefetchValues: maxBytes <= 0, PrefetchSize: 256})
 		defer it.Close()
+		held := 0
 		for it.Seek(msgKey(chatID, max(from, 0))); it.Valid(); it.Next() {
 			item := it.Item()
 			seq := int64(binary.BigEndian.Uint64(item.Key()[len(msgPrefix(chatID)):]))
-			if to > 0 && seq > to {
+			if to > 0 && seq > to || maxBytes > 0 && held >= maxBytes {
 				break
 			}
+			held += int(item.ValueSize())
 			var m chat.Message
 			if err := item.Value(func(v []byte) error { return decode(v, &m) }); err != nil {
 				return fmt.Errorf("seq %d: %w", seq, err)

@@ -42,6 +42,7 @@ type store interface {
 	AppendThen(ctx context.Context, chatID string, msgs []chat.Message, then func([]chat.Message, error))
 	AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) Snapshot, acts []Activity, msgs []chat.Message, then func([]chat.Message, error))
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
+	MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error)
 	LastSeq(ctx context.Context, chatID string) (int64, error)
 	AppendActivity(ctx context.Context, chatID string, a Activity) (Activity, error)
 	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error)
@@ -727,6 +728,71 @@ func FuzzEnvelopeShortcut(f *testing.F) {
 		}
 		if errFast == nil && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("decode gives %+v; the long way %+v", fast, slow)
+		}
+	})
+}
+
+// TestAPageOfMessagesStopsAtItsBytes: MessagesWithin reads a range up to
+// a byte bound: never empty (a first message larger than the bound comes
+// alone), nothing after the message that reaches the bound, and pages read
+// on from the seq after each page's last make up the whole log.
+func TestAPageOfMessagesStopsAtItsBytes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		ctx := context.Background()
+		s := open(t)
+		defer s.Close()
+		if err := s.CreateChat(ctx, Chat{ID: "p", Tenant: "t1", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []chat.Message
+		for i := range 30 {
+			size := 100
+			if i%7 == 3 {
+				size = 5000
+			}
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: strings.Repeat(string(rune('a'+i%26)), size)})
+		}
+		if _, err := s.Append(ctx, "p", msgs...); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.MessagesWithin(ctx, "p", 1, 0, 0)
+		if err != nil || len(all) != len(msgs) {
+			t.Fatalf("unbounded: %d messages (%v)", len(all), err)
+		}
+		const bound = 450
+		var paged []chat.Message
+		for from := int64(1); from <= int64(len(msgs)); {
+			page, err := s.MessagesWithin(ctx, "p", from, 0, bound)
+			if err != nil || len(page) == 0 || page[0].Seq != from {
+				t.Fatalf("page from %d: %d messages (%v)", from, len(page), err)
+			}
+			before := 0
+			for i, m := range page {
+				if i > 0 && before >= bound {
+					t.Fatalf("page from %d goes on past %d bytes: %d messages", from, before, len(page))
+				}
+				before += len(m.Content)
+			}
+			if len(page) == len(msgs) {
+				t.Fatalf("page from %d holds the whole log", from)
+			}
+			paged = append(paged, page...)
+			from = page[len(page)-1].Seq + 1
+		}
+		if len(paged) != len(all) {
+			t.Fatalf("the pages hold %d messages, the log %d", len(paged), len(all))
+		}
+		for i := range all {
+			if paged[i].Seq != all[i].Seq || paged[i].Content != all[i].Content {
+				t.Fatalf("message %d paged as seq %d, stored as seq %d", i, paged[i].Seq, all[i].Seq)
+			}
+		}
+		big, err := s.MessagesWithin(ctx, "p", 4, 10, 1)
+		if err != nil || len(big) != 1 || big[0].Seq != 4 || len(big[0].Content) != 5000 {
+			t.Fatalf("a bound under the first message: %d messages (%v)", len(big), err)
+		}
+		if rng, err := s.MessagesWithin(ctx, "p", 5, 6, 1<<20); err != nil || len(rng) != 2 || rng[1].Seq != 6 {
+			t.Fatalf("a range within the bound: %d messages (%v)", len(rng), err)
 		}
 	})
 }

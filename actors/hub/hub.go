@@ -547,10 +547,25 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 // Transcript returns the stored messages of a chat from seq from to seq to
 // (0: no bound), untouched.
 func (h *Hub) Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error) {
+	return h.transcript(ctx, tenant, id, from, to, 0)
+}
+
+// TranscriptPageBytes bounds a page of TranscriptPage: what a reader of a
+// long transcript holds at once, beside one message past it.
+const TranscriptPageBytes = 1 << 20
+
+// TranscriptPage is Transcript read up to TranscriptPageBytes of stored
+// messages: at least the first, none after the one that reaches the
+// bound. A reader pages on from the seq after the last one returned.
+func (h *Hub) TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error) {
+	return h.transcript(ctx, tenant, id, from, to, TranscriptPageBytes)
+}
+
+func (h *Hub) transcript(ctx context.Context, tenant, id string, from, to int64, maxBytes int) ([]api.Message, error) {
 	if err := h.checkChat(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	ms, err := h.store.Messages(ctx, id, from, to)
+	ms, err := h.store.MessagesWithin(ctx, id, from, to, maxBytes)
 	return wireMessages(ms), err
 }
 

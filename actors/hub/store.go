@@ -31,6 +31,7 @@ type Store interface {
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error)
 	DeleteChat(ctx context.Context, id string, records ...persistence.RecordKey) error
 	LastSeq(ctx context.Context, chatID string) (int64, error)
+	MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error)
 	ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]persistence.Activity, bool, error)
 	DeleteRecord(ctx context.Context, kind, id string) error
 	// RecordsPrefix reads the records of a kind whose ids start with

@@ -188,17 +188,26 @@ func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request, ten
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
 }
 
-// conversationItems are the path's conversation's transcript as items.
-func (h *Handler) conversationItems(ctx context.Context, tenant, id string) ([]item, error) {
-	chatID, _, err := h.conversationOfPath(ctx, tenant, id)
-	if err != nil {
-		return nil, err
+// itemsPage is how many messages a conversation's items are read in at
+// a time: a listing reads the pages its items are in, never the whole chat.
+const itemsPage = 64
+
+// itemSeq is the seq of the message whose item id names it: msg_<seq>,
+// fc_<seq>_<n> or fco_<seq> (transcriptItems).
+func itemSeq(id string) (int64, bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(id, "msg_"):
+		rest = id[len("msg_"):]
+	case strings.HasPrefix(id, "fco_"):
+		rest = id[len("fco_"):]
+	case strings.HasPrefix(id, "fc_"):
+		rest, _, _ = strings.Cut(id[len("fc_"):], "_")
+	default:
+		return 0, false
 	}
-	msgs, err := h.hub.Transcript(ctx, tenant, chatID, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	return transcriptItems(msgs), nil
+	seq, err := strconv.ParseInt(rest, 10, 64)
+	return seq, err == nil && seq > 0
 }
 
 // transcriptItems are messages as items: user and assistant messages,
@@ -226,13 +235,78 @@ func transcriptItems(msgs []api.Message) []item {
 	return out
 }
 
+// listItems answers a page of a conversation's items, reading the
+// transcript a bounded page of messages at a time (hub.TranscriptPage)
+// from where the list starts (the seq its after names, else the first or
+// the last message) until it holds one item more than the limit, or the
+// transcript ends.
 func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant string) {
-	its, err := h.conversationItems(r.Context(), tenant, r.PathValue("id"))
+	lp, ok := listParams(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	chatID, _, err := h.conversationOfPath(ctx, tenant, r.PathValue("id"))
+	var c api.Chat
+	if err == nil {
+		c, err = h.hub.Chat(ctx, tenant, chatID)
+	}
 	if err != nil {
 		writePlanError(w, r, err)
 		return
 	}
-	writeList(w, r, its)
+	start := int64(1)
+	if lp.desc {
+		start = c.Messages
+	}
+	if lp.after != "" {
+		if start, ok = itemSeq(lp.after); !ok || start > c.Messages {
+			lp.unknownAfter(w)
+			return
+		}
+	}
+	lo, hi := start, min(start+itemsPage-1, c.Messages)
+	if lp.desc {
+		lo, hi = max(start-itemsPage+1, 1), start
+	}
+	seen := lp.after == ""
+	its := []item{}
+	for len(its) <= lp.limit && lo >= 1 && lo <= hi && hi <= c.Messages {
+		msgs, err := h.hub.TranscriptPage(ctx, tenant, chatID, lo, hi)
+		if err != nil {
+			writePlanError(w, r, err)
+			return
+		}
+		if n := len(msgs); n > 0 && msgs[n-1].Seq < hi {
+			// The page stopped at its bound. Newest first, what is past
+			// where it stopped comes first: read that again.
+			if lp.desc {
+				lo = msgs[n-1].Seq + 1
+				continue
+			}
+			hi = msgs[n-1].Seq
+		}
+		page := transcriptItems(msgs)
+		if lp.desc {
+			slices.Reverse(page)
+		}
+		for _, it := range page {
+			if seen {
+				its = append(its, it)
+			}
+			seen = seen || it.ID == lp.after
+		}
+		if !seen {
+			lp.unknownAfter(w)
+			return
+		}
+		if lp.desc {
+			lo, hi = max(lo-itemsPage, 1), lo-1
+		} else {
+			lo, hi = hi+1, min(hi+itemsPage, c.Messages)
+		}
+	}
+	writePage(w, its, lp.limit)
 }
 
 // addItems stores new messages in the conversation between its responses.
@@ -267,9 +341,16 @@ func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 	writeJSON(w, http.StatusOK, page)
 }
 
+// getItem answers one item, read from the message its id names.
 func (h *Handler) getItem(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("item_id")
-	its, err := h.conversationItems(r.Context(), tenant, r.PathValue("id"))
+	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
+	var its []item
+	if seq, ok := itemSeq(id); ok && err == nil {
+		var msgs []api.Message
+		msgs, err = h.hub.Transcript(r.Context(), tenant, chatID, seq, seq)
+		its = transcriptItems(msgs)
+	}
 	if err != nil {
 		writePlanError(w, r, err)
 		return

@@ -2,8 +2,11 @@ package oai_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
 )
 
@@ -91,4 +95,130 @@ func TestConversationWithItems(t *testing.T) {
 	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 0 {
 		t.Fatalf("%d chats after deleting the conversation", len(cs))
 	}
+}
+
+// TestConversationItemsPageAcrossTheTranscript: a conversation of 200
+// messages, some of them an assistant message with two tool calls (three
+// items) or calls alone (two), lists every item exactly once, in order,
+// paged either way with after, whatever the page's size; so does one of
+// 16 messages of 200 KB, whose transcript is read in pages cut by their
+// bytes. An item is read by its id; an after or an item id that names no
+// item is refused.
+func TestConversationItemsPageAcrossTheTranscript(t *testing.T) {
+	d, _, sdk := start(t, 32000, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: "noted"} })
+	ctx := context.Background()
+	native := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	for _, tc := range []struct {
+		name       string
+		n, size    int
+		limits     []int64
+		checkItems bool
+	}{{"200 short messages", 200, 10, []int64{7, 100}, true}, {"16 messages of 200 KB", 16, 200 << 10, []int64{3, 100}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var msgs []api.Message
+			for i := 0; len(msgs) < tc.n; i++ {
+				calls := []api.ToolCall{{ID: fmt.Sprintf("call_%d_a", i), Name: "look", Arguments: "{}"}, {ID: fmt.Sprintf("call_%d_b", i), Name: "look", Arguments: "{}"}}
+				text := fmt.Sprintf("looking %d", i)
+				if i%3 == 0 {
+					text = "" // calls alone
+				}
+				out := strings.Repeat("r", tc.size)
+				msgs = append(msgs, api.Message{Role: api.RoleUser, Content: fmt.Sprintf("question %d", i)},
+					api.Message{Role: api.RoleAssistant, Content: text, ToolCalls: calls},
+					api.Message{Role: api.RoleTool, ToolCallID: calls[0].ID, Content: out},
+					api.Message{Role: api.RoleTool, ToolCallID: calls[1].ID, Content: out},
+					api.Message{Role: api.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
+			}
+			c, err := native.Import(ctx, api.ChatExport{Format: api.ExportFormat, Messages: msgs[:tc.n]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := native.Transcript(ctx, c.ID)
+			if err != nil || len(stored) != tc.n {
+				t.Fatalf("the imported chat holds %d messages (%v)", len(stored), err)
+			}
+			var want []string // the items, oldest first, as their ids name them
+			for _, m := range stored {
+				switch {
+				case m.Role == api.RoleTool:
+					want = append(want, fmt.Sprintf("fco_%d", m.Seq))
+				case m.Role == api.RoleUser || m.Content != "":
+					want = append(want, fmt.Sprintf("msg_%d", m.Seq))
+				}
+				for i := range m.ToolCalls {
+					want = append(want, fmt.Sprintf("fc_%d_%d", m.Seq, i))
+				}
+			}
+			conv := "conv_" + c.ID
+			for _, order := range []conversations.ItemListParamsOrder{conversations.ItemListParamsOrderAsc, conversations.ItemListParamsOrderDesc} {
+				for _, limit := range tc.limits {
+					got := listAll(ctx, t, sdk, conv, order, limit, len(want))
+					expect := slices.Clone(want)
+					if order == conversations.ItemListParamsOrderDesc {
+						slices.Reverse(expect)
+					}
+					if !slices.Equal(got, expect) {
+						t.Fatalf("%s by %d: listed %d items, want %d (first difference at %d)", order, limit, len(got), len(expect), firstDifference(got, expect))
+					}
+				}
+			}
+			if !tc.checkItems {
+				return
+			}
+			call, err := sdk.Conversations.Items.Get(ctx, conv, "fc_2_1", conversations.ItemGetParams{})
+			if err != nil || !strings.Contains(call.RawJSON(), `"call_0_b"`) {
+				t.Fatalf("get fc_2_1: %v %+v", err, call)
+			}
+			var aerr *openai.Error
+			for _, id := range []string{"fc_2_2", "msg_3", "msg_999", "fco_0", "msg_-1", "zz"} {
+				if _, err := sdk.Conversations.Items.Get(ctx, conv, id, conversations.ItemGetParams{}); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound {
+					t.Errorf("get %s: %v, want 404", id, err)
+				}
+			}
+			for _, after := range []string{"msg_999", "msg_3", "fc_2_5"} {
+				if _, err := sdk.Conversations.Items.List(ctx, conv, conversations.ItemListParams{After: openai.String(after)}); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadRequest || aerr.Param != "after" {
+					t.Errorf("after %s: %v, want 400", after, err)
+				}
+			}
+		})
+	}
+}
+
+// listAll pages through a conversation's items with after, limit at a
+// time, and returns their ids; a page with more after it must be full.
+func listAll(ctx context.Context, t *testing.T, sdk openai.Client, conv string, order conversations.ItemListParamsOrder, limit int64, most int) []string {
+	t.Helper()
+	var got []string
+	params := conversations.ItemListParams{Order: order, Limit: openai.Int(limit)}
+	for pages := 0; ; pages++ {
+		page, err := sdk.Conversations.Items.List(ctx, conv, params)
+		if err != nil || pages > most {
+			t.Fatalf("%s by %d: page %d: %v", order, limit, pages, err)
+		}
+		var raw struct {
+			HasMore bool `json:"has_more"`
+		}
+		if err := json.Unmarshal([]byte(page.RawJSON()), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Data {
+			got = append(got, it.ID)
+		}
+		if !raw.HasMore {
+			return got
+		}
+		if int64(len(page.Data)) != limit {
+			t.Fatalf("%s by %d: a page of %d items with more after it", order, limit, len(page.Data))
+		}
+		params.After = openai.String(page.Data[len(page.Data)-1].ID)
+	}
+}
+
+func firstDifference(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

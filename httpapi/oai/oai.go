@@ -31,6 +31,7 @@ type Hub interface {
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	// Submit and SubmitToolResults return the turn's id once what they
 	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)

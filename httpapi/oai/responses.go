@@ -196,33 +196,63 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 // writeList answers a page of items in OpenAI's list shape, by the
 // request's order (default desc), after and limit.
 func writeList(w http.ResponseWriter, r *http.Request, its []item) {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			WriteError(w, http.StatusBadRequest, "invalid_value", "limit", fmt.Sprintf("limit %q: want a whole number from 1 to 100", clip(v, 20)))
-			return
-		}
-		limit = n
-	}
-	switch q.Get("order") {
-	case "", "desc":
-		slices.Reverse(its)
-	case "asc":
-	default:
-		WriteError(w, http.StatusBadRequest, "invalid_value", "order", "order: use asc or desc")
+	lp, ok := listParams(w, r)
+	if !ok {
 		return
 	}
-	if after := q.Get("after"); after != "" {
-		i := slices.IndexFunc(its, func(it item) bool { return it.ID == after })
+	if lp.desc {
+		slices.Reverse(its)
+	}
+	if lp.after != "" {
+		i := slices.IndexFunc(its, func(it item) bool { return it.ID == lp.after })
 		if i < 0 {
-			// The whole list again would loop a client paging on a stale id.
-			WriteError(w, http.StatusBadRequest, "invalid_value", "after", fmt.Sprintf("after %q: no such item in this list", clip(after, 80)))
+			lp.unknownAfter(w)
 			return
 		}
 		its = its[i+1:]
 	}
+	writePage(w, its, lp.limit)
+}
+
+// listing is what a list request asks for: limit items (1-100, default
+// 20), newest first unless order=asc, after the item after.
+type listing struct {
+	limit int
+	desc  bool
+	after string
+}
+
+// listParams reads a list request's query; a bad one is answered 400.
+func listParams(w http.ResponseWriter, r *http.Request) (listing, bool) {
+	q := r.URL.Query()
+	lp := listing{limit: 20, after: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			WriteError(w, http.StatusBadRequest, "invalid_value", "limit", fmt.Sprintf("limit %q: want a whole number from 1 to 100", clip(v, 20)))
+			return lp, false
+		}
+		lp.limit = n
+	}
+	switch q.Get("order") {
+	case "", "desc":
+		lp.desc = true
+	case "asc":
+	default:
+		WriteError(w, http.StatusBadRequest, "invalid_value", "order", "order: use asc or desc")
+		return lp, false
+	}
+	return lp, true
+}
+
+// unknownAfter refuses an after that names no item of the list: the whole
+// list again would loop a client paging on a stale id.
+func (lp listing) unknownAfter(w http.ResponseWriter) {
+	WriteError(w, http.StatusBadRequest, "invalid_value", "after", fmt.Sprintf("after %q: no such item in this list", clip(lp.after, 80)))
+}
+
+// writePage answers the first limit of its, and whether more follow.
+func writePage(w http.ResponseWriter, its []item, limit int) {
 	more := len(its) > limit
 	its = its[:min(limit, len(its))]
 	page := map[string]any{"object": "list", "data": its, "has_more": more, "first_id": nil, "last_id": nil}
