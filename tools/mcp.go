@@ -128,11 +128,13 @@ func mcpTransport(s MCPServer, log zerolog.Logger) func() (mcp.Transport, error)
 }
 
 // streamableTransport reaches a streamable-HTTP server through base, with
-// headers on every request and each answer bounded by limit.
+// headers on every request and each answer bounded by limit. It follows
+// a redirect only within the server's origin (sameOrigin).
 func streamableTransport(url string, base http.RoundTripper, headers map[string]string, limit int, log zerolog.Logger) *mcp.StreamableClientTransport {
 	return &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: httpGuard{base: headerTransport{base: base, headers: headers}, limit: limit, log: log}},
+		Endpoint: url,
+		HTTPClient: &http.Client{Transport: httpGuard{base: headerTransport{base: base, headers: headers}, limit: limit, log: log},
+			CheckRedirect: sameOrigin},
 		// agentd lists tools once at connect and does not act on server
 		// notifications, so the standing GET stream would only cost a
 		// connection per server.
@@ -426,6 +428,22 @@ func convertMCPResult(res *mcp.CallToolResult) Result {
 		}
 	}
 	return Result{Text: strings.Join(parts, "\n"), IsError: res.IsError, Images: images}
+}
+
+// sameOrigin follows a redirect to the same scheme, host and port alone:
+// headerTransport adds the server's configured headers (its token among
+// them) to every request, so a redirect elsewhere would hand them to
+// another host, which net/http's own policy does not prevent for headers
+// added below the client.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if o := via[0].URL; req.URL.Scheme != o.Scheme || req.URL.Host != o.Host {
+		return fmt.Errorf("the server redirected to %s://%s, another origin than its url's (%s://%s), which is not followed: its headers would go there; set the url to where the server is",
+			req.URL.Scheme, req.URL.Host, o.Scheme, o.Host)
+	}
+	return nil
 }
 
 // headerTransport adds the configured headers to every request.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,4 +318,43 @@ func TestAnMCPToolsetListingMoreThanMaxToolsIsRefused(t *testing.T) {
 		t.Fatalf("a server at MaxTools: %d tools, %v", len(got), err)
 	}
 	_ = closeFn()
+}
+
+// TestAnMCPServerIsFollowedOnlyWithinItsOrigin: a server that redirects
+// within its own origin is reached; one that redirects to another origin
+// is refused, and the configured header, a token, never reaches there.
+func TestAnMCPServerIsFollowedOnlyWithinItsOrigin(t *testing.T) {
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestMCPServer() }, nil)
+	var leaked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(elsewhere.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case "/moved":
+			http.Redirect(w, req, "/mcp", http.StatusTemporaryRedirect)
+		case "/away":
+			http.Redirect(w, req, elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+		default:
+			handler.ServeHTTP(w, req)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	log, _ := testLogger(t)
+	headers := map[string]string{"Authorization": "Bearer s3cret"}
+	got, closeFn, err := ConnectMCPToolset(context.Background(), MCPServer{Name: "x", URL: srv.URL + "/moved", Headers: headers}, true, log)
+	if err != nil || len(got) != len(wantTestTools("x")) {
+		t.Fatalf("a redirect within the origin: %d tools, %v", len(got), err)
+	}
+	_ = closeFn()
+	if _, _, err := ConnectMCPToolset(context.Background(), MCPServer{Name: "y", URL: srv.URL + "/away", Headers: headers}, true, log); err == nil || !strings.Contains(err.Error(), "another origin") {
+		t.Fatalf("a redirect to another origin: %v", err)
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Fatalf("the token reached the other origin in %d requests", n)
+	}
 }
