@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -774,6 +776,7 @@ func (c *Config) Warnings(get func(string) string) []string {
 			out = append(out, fmt.Sprintf("provider %s: api_key_env names %s, which is not set: its requests go without a key", p.Name, p.APIKeyEnv))
 		}
 	}
+	out = append(out, c.tenantsNamedByNoToken()...)
 	if c.DefaultModel == "" {
 		return out
 	}
@@ -795,6 +798,30 @@ func (c *Config) Warnings(get func(string) string) []string {
 		return append(out, fmt.Sprintf("default_model %s is not in provider %s's models: (%s); new chats fail if %s does not serve it", c.DefaultModel, pname, strings.Join(ids, ", "), pname))
 	}
 	return append(out, fmt.Sprintf("default_model %s names no configured provider %q; new chats that name no model will fail", c.DefaultModel, pname))
+}
+
+// DefaultTenant owns every chat when no auth token is configured.
+const DefaultTenant = "default"
+
+// tenantsNamedByNoToken warns of each tenants entry that no request can
+// be of (a misspelt name): no auth.tokens entry names it, or, with no
+// tokens, it is not DefaultTenant. Its instructions and allowed_env would
+// apply to no one.
+func (c *Config) tenantsNamedByNoToken() []string {
+	named := map[string]bool{}
+	for _, t := range c.Auth.Tokens {
+		named[t.Tenant] = true
+	}
+	if len(c.Auth.Tokens) == 0 {
+		named[DefaultTenant] = true
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		if !named[name] {
+			out = append(out, fmt.Sprintf("tenants.%s: no auth.tokens entry is of tenant %q, so its settings apply to no one (a misspelt name?)", name, name))
+		}
+	}
+	return out
 }
 
 // IsLoopback reports whether addr (host:port) only listens on loopback.

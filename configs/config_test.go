@@ -228,6 +228,11 @@ func TestWarnings(t *testing.T) {
 		{"default not listed", "default_model: a/x\nproviders: [{name: a, kind: openai, models: [m, n]}]", []string{"default_model a/x is not in provider a's models: (a/m, a/n)"}},
 		{"default of a provider that lists its own", "default_model: a/x\nproviders: [{name: a, kind: ollama}]", nil},
 		{"default of no provider", "default_model: b/x\nproviders: [{name: a, kind: ollama}]", []string{`default_model b/x names no configured provider "b"`}},
+		{"tenants of tokens", "auth: {tokens: [{tenant: alice, token_env: A}, {tenant: bob, token_env: B}]}\ntenants: {alice: {instructions: hi}, bob: {allowed_env: [X]}}", nil},
+		{"a tenant no token is of", "auth: {tokens: [{tenant: alice, token_env: A}]}\ntenants: {alice: {instructions: hi}, zed: {}, alcie: {instructions: hi}}",
+			[]string{"tenants.alcie: no auth.tokens entry is of tenant", "tenants.zed: no auth.tokens entry"}},
+		{"without tokens, the default tenant", "tenants: {default: {instructions: hi}}", nil},
+		{"without tokens, another tenant", "tenants: {alice: {instructions: hi}}", []string{"tenants.alice: no auth.tokens entry"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "c.yaml")

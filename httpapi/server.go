@@ -88,7 +88,7 @@ func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger
 }
 
 // DefaultTenant owns every chat when no token is configured.
-const DefaultTenant = "default"
+const DefaultTenant = configs.DefaultTenant
 
 func (s *Server) routes() {
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
