@@ -364,6 +364,8 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
 	case errors.Is(err, hub.ErrNotFound):
 		say(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, hub.ErrStorageFull):
+		say(w, http.StatusRequestEntityTooLarge, "storage_full", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		say(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):

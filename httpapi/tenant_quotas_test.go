@@ -234,8 +234,8 @@ func TestATenantAtItsAttachmentShareLeavesTheOthersRoom(t *testing.T) {
 		refusedFull := func(who, token string, data []byte) {
 			t.Helper()
 			_, refused := tryUpload(t, d.Server.URL, token, "more.txt", data)
-			if refused == nil || refused.Status != 400 || !strings.Contains(refused.Message, "attachments.max_bytes_per_tenant") {
-				t.Fatalf("%s's upload past the share: %+v; want 400 naming attachments.max_bytes_per_tenant", who, refused)
+			if refused == nil || refused.Status != 413 || refused.Kind != "storage_full" || !strings.Contains(refused.Message, "attachments.max_bytes_per_tenant") {
+				t.Fatalf("%s's upload past the share: %+v; want 413 storage_full naming attachments.max_bytes_per_tenant", who, refused)
 			}
 		}
 		uploadAs(t, d.Server.URL, "tok-a", "sixty.txt", sixty)

@@ -58,6 +58,9 @@ var (
 	ErrTimeout = errors.New("timed out")
 	// ErrUnknownModel: a model no provider serves (with ErrInvalid).
 	ErrUnknownModel = modelcatalog.ErrUnknownModel
+	// ErrStorageFull: a file would pass attachments.max_bytes or the
+	// tenant's attachments.max_bytes_per_tenant (with ErrInvalid).
+	ErrStorageFull = attachments.ErrStorageFull
 )
 
 // askTimeout bounds a question to a session (not a turn).

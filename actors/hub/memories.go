@@ -106,7 +106,7 @@ func (h *Hub) attachPath(ctx context.Context, tenant, path string) (chat.Attachm
 			h.logFor(ctx).Warn().Str("tenant", tenant).Str("path", refused.Path).AnErr("reason", refused.Detail).Msg("attach by path refused")
 		}
 		if err != nil {
-			return a, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return a, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		return a, nil
 	})

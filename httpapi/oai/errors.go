@@ -79,6 +79,8 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrUnknownModel):
 		// OpenAI's answer to a model it does not have.
 		WriteError(w, http.StatusNotFound, "model_not_found", "model", err.Error())
+	case errors.Is(err, hub.ErrStorageFull):
+		WriteError(w, http.StatusRequestEntityTooLarge, "storage_full", "", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		WriteError(w, http.StatusBadRequest, "", "", err.Error())
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
