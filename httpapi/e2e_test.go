@@ -181,6 +181,9 @@ func TestBadInputGetsAClearErrorAndChangesNothing(t *testing.T) {
 		"unknown chat":   {"/v1/chats/nope/messages", `{"content": "hi"}`, 404, "not_found"},
 		"body too big":   {"/v1/chats/" + c.ID + "/messages", `{"content": "` + strings.Repeat("x", 5000) + `"}`, 413, "too_large"},
 		"empty body":     {"/v1/chats/" + c.ID + "/messages", ``, 400, "bad_request"},
+		"a name twice":   {"/v1/chats/" + c.ID + "/messages", `{"content": "one", "content": "two"}`, 400, "bad_request"},
+		"a name's case":  {"/v1/chats/" + c.ID + "/messages", `{"Content": "hi"}`, 400, "bad_request"},
+		"two values":     {"/v1/chats/" + c.ID + "/messages", `{"content": "one"} {"content": "two"}`, 400, "bad_request"},
 		"bad model":      {"/v1/chats", `{"model": "nobody/none"}`, 400, "bad_request"},
 	}
 	for name, tc := range cases {

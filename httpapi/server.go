@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -310,15 +311,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, "bad_request", "request body is not valid UTF-8")
 		return false
 	}
+	if err == nil && len(bytes.TrimSpace(body)) == 0 {
+		err = io.EOF
+	}
 	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-		if err == nil {
-			if _, next := dec.Token(); !errors.Is(next, io.EOF) {
-				err = errors.New("the body holds more than one JSON value")
-			}
-		}
+		// JSON v2's rules: a member's name matches a field exactly as
+		// written, and at most once ({"content":"a","content":"b"} or
+		// {"Content":…} is refused, not read as one of them, as a proxy
+		// that checked the other would not expect); an unknown name is
+		// refused; the body is one value.
+		err = jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true))
 	}
 	var tooBig *http.MaxBytesError
 	switch {
