@@ -136,6 +136,9 @@ func TestAToolsetPastTheTenantsLimitIsRefused(t *testing.T) {
 		if st := askJSON(t, d, "tok-a", "GET", "/v1/toolsets/c", nil, nil); st != 404 {
 			t.Fatalf("the refused toolset: %d, want 404", st)
 		}
+		if st := askJSON(t, d, "tok-a", "PUT", "/v1/toolsets/bad.name", client("tool_d"), &refused); st != 400 || refused.Kind != "bad_request" {
+			t.Fatalf("a name no toolset may have, at the limit: %d %+v; want 400, as below it", st, refused)
+		}
 		if ts, err := alice.PutToolset(ctx, "a", client("tool_a2")); err != nil || ts.Version != 2 {
 			t.Fatalf("replacing alice's toolset a at her limit: %+v, %v", ts, err)
 		}

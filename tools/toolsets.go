@@ -96,6 +96,14 @@ func (r *Registry) LimitTenantTools(n int) {
 	r.tenantTools = n
 }
 
+// CheckToolsetName refuses a name no toolset may have.
+func CheckToolsetName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("toolset %q: a name is 1-%d letters, digits, '_' or '-'", name, maxNameLen)
+	}
+	return nil
+}
+
 // ErrTenantTools refuses a toolset that would take its tenant's toolsets
 // past LimitTenantTools.
 var ErrTenantTools = errors.New("too many tools in the tenant's toolsets")
@@ -107,8 +115,8 @@ var ErrTenantTools = errors.New("too many tools in the tenant's toolsets")
 // changes. close, if set, is called when the toolset is
 // replaced or removed (an MCP connection).
 func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error) error {
-	if !ValidName(name) {
-		return fmt.Errorf("toolset %q: a name is 1-%d letters, digits, '_' or '-'", name, maxNameLen)
+	if err := CheckToolsetName(name); err != nil {
+		return err
 	}
 	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {

@@ -145,6 +145,9 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 // take turns (on this node), so its count is exact and its versions
 // follow each other; other tenants' never wait.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
+	if err := tools.CheckToolsetName(ts.Name); err != nil {
+		return ts, fmt.Errorf("%w: %w", ErrInvalid, err) // before the tenant's limit: a bad name is 400 at it too
+	}
 	if len(ts.Tools) > maxToolsetTools {
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
