@@ -562,7 +562,7 @@ func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) 
 func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
 	var rows pgx.Rows
 	var err error
-	if maxBytes <= 0 {
+	if maxBytes <= 0 { // an unbounded read (a chat's wake) sums no sizes
 		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
 	} else {
 		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM (

@@ -127,22 +127,29 @@ func wireConversation(chatID string, rec conversationRecord) conversation {
 // the chat's).
 func (h *Handler) conversationOfPath(ctx context.Context, tenant, id string) (string, conversationRecord, error) {
 	var rec conversationRecord
-	chatID, ok := chatOfConversation(id)
-	if !ok {
-		return "", rec, notFound("", fmt.Sprintf("Conversation with id '%s' not found.", clip(id, 100)))
-	}
-	c, err := h.hub.Chat(ctx, tenant, chatID)
-	if errors.Is(err, hub.ErrNotFound) {
-		return "", rec, notFound("", fmt.Sprintf("Conversation with id '%s' not found.", clip(id, 100)))
-	}
+	c, err := h.conversationChat(ctx, tenant, id)
 	if err != nil {
 		return "", rec, err
 	}
-	err = h.hub.ChatRecord(ctx, tenant, chatID, kindConversation, conversationMeta, &rec)
+	err = h.hub.ChatRecord(ctx, tenant, c.ID, kindConversation, conversationMeta, &rec)
 	if errors.Is(err, hub.ErrNotFound) {
 		rec, err = conversationRecord{CreatedAt: c.CreatedAt.Unix()}, nil
 	}
-	return chatID, rec, err
+	return c.ID, rec, err
+}
+
+// conversationChat is the chat of the path's conversation, inside tenant.
+func (h *Handler) conversationChat(ctx context.Context, tenant, id string) (api.Chat, error) {
+	gone := notFound("", fmt.Sprintf("Conversation with id '%s' not found.", clip(id, 100)))
+	chatID, ok := chatOfConversation(id)
+	if !ok {
+		return api.Chat{}, gone
+	}
+	c, err := h.hub.Chat(ctx, tenant, chatID)
+	if errors.Is(err, hub.ErrNotFound) {
+		return c, gone
+	}
+	return c, err
 }
 
 func (h *Handler) getConversation(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -246,15 +253,12 @@ func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant strin
 		return
 	}
 	ctx := r.Context()
-	chatID, _, err := h.conversationOfPath(ctx, tenant, r.PathValue("id"))
-	var c api.Chat
-	if err == nil {
-		c, err = h.hub.Chat(ctx, tenant, chatID)
-	}
+	c, err := h.conversationChat(ctx, tenant, r.PathValue("id"))
 	if err != nil {
 		writePlanError(w, r, err)
 		return
 	}
+	chatID := c.ID
 	start := int64(1)
 	if lp.desc {
 		start = c.Messages
