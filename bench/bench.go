@@ -30,6 +30,9 @@ const (
 	PartOverhead  = "overhead"
 	PartScale     = "scale"
 	PartFindTools = "find_tools"
+	// PartShare measures one tenant's turns while another pastes the
+	// largest messages it may, without and with the ingest limit.
+	PartShare = "share"
 	// PartChatCompletions replays through POST /v1/chat/completions, the
 	// client re-sending the whole history each turn.
 	PartChatCompletions = "chat_completions"
@@ -113,6 +116,7 @@ type Report struct {
 	Overhead  *OverheadResult   `json:"overhead,omitempty"`
 	Scale     []*ScaleResult    `json:"scale,omitempty"`
 	FindTools []FindToolsResult `json:"find_tools,omitempty"`
+	Share     []*ShareResult    `json:"share,omitempty"`
 	Real      *SideResult       `json:"real,omitempty"`
 	// ChatCompletions is the replay through Chat Completions (8K window).
 	ChatCompletions *ChatCompletionsResult `json:"chat_completions,omitempty"`
@@ -284,6 +288,22 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 				fmt.Fprintf(w, "wake: %d of %d chats passivated; waking one (context read) p50 %.3f ms p99 %.3f ms, a live one p50 %.3f ms p99 %.3f ms\n",
 					res.Passived, res.Chats, res.WakeMS.P50, res.WakeMS.P99, res.WarmMS.P50, res.WarmMS.P99)
 			}
+		}
+	}
+	if o.want(PartShare) {
+		for _, run := range shareRuns {
+			res, err := Share(ctx, o.Self, DefaultShareShape, run.limit, run.flooding)
+			if err != nil {
+				fail("share", err)
+				break
+			}
+			rep.Share = append(rep.Share, res)
+			sh, flood := DefaultShareShape, "alone"
+			if res.Flooding {
+				flood = fmt.Sprintf("while another's %d chats paste %d KB each (%d turns, %d refused for their rate)", sh.FlooderChats, sh.FlooderBytes/1000, res.FlooderTurns, res.FlooderRefused)
+			}
+			fmt.Fprintf(w, "share: ingest limit %s: a tenant's %d-byte turns, one every %s, %s: p50 %.1f ms p99 %.1f ms (%d turns in %.0f s)\n",
+				ingestLimitName(res.IngestLimit), sh.OtherBytes, sh.Pause, flood, res.OtherTurnMS.P50, res.OtherTurnMS.P99, res.OtherTurnMS.N, res.Seconds)
 		}
 	}
 	if o.want(PartFindTools) {

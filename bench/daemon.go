@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,8 @@ type daemonOptions struct {
 	// fold_as_lines; otherwise chats fill their window and fold as lines,
 	// as in the tests, so overhead and scale measure one chat size.
 	daemonDefaults bool
+	// ingestLimit is limits.ingest_bytes_per_second (0: none, as -1).
+	ingestLimit int64
 }
 
 func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
@@ -70,6 +73,8 @@ func startDaemon(ctx context.Context, o daemonOptions) (*daemon, error) {
 	}
 	cfg.Limits.ChatsPerTenant = 1 << 20
 	cfg.Limits.TurnsPerChat = 8
+	// Unless asked, none: one tenant's turns back to back, pasted logs among them.
+	cfg.Limits.IngestBytesPerSecond = cmp.Or(o.ingestLimit, -1)
 	if o.idleAfter > 0 {
 		cfg.IdleAfter.Duration = o.idleAfter
 	} else {

@@ -221,6 +221,12 @@ type Limits struct {
 	TurnsPerTenant int `yaml:"turns_per_tenant" json:"turns_per_tenant"`
 	// RequestsPerSecond per tenant (burst twice that). Defaults to 200.
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
+	// IngestBytesPerSecond is how many bytes of messages a tenant may add
+	// to its chats a second (their text, tool results, imports; burst 8
+	// seconds of it): a turn's CPU grows with its message, on cores every
+	// tenant shares. Past it, 429 with Retry-After. -1: no limit. Defaults
+	// to 1 MiB.
+	IngestBytesPerSecond int64 `yaml:"ingest_bytes_per_second" json:"ingest_bytes_per_second"`
 	// ToolTimeout per tool call. Defaults to 60s.
 	ToolTimeout Duration `yaml:"tool_timeout" json:"tool_timeout"`
 	// ToolResultBytes sent to the model per result (stored whole). Defaults to 32 KiB.
@@ -388,6 +394,13 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // DefaultCompactThreshold is limits.compact_threshold when none is set.
 const DefaultCompactThreshold = 12000
 
+// DefaultIngestBytesPerSecond is limits.ingest_bytes_per_second when none
+// is set: four of the largest messages (limits.max_message_bytes) a second,
+// 32 at once, far past what a person pastes or a model reads, and a cap on
+// the cores one tenant's pasting takes (BENCHMARKS.md, "A tenant's share
+// of the cores").
+const DefaultIngestBytesPerSecond = 1 << 20
+
 // minCompactThreshold is the least limits.compact_threshold (a chat's own
 // least, chat.MinCompactThreshold: OpenAI's minimum).
 const minCompactThreshold = 1000
@@ -502,6 +515,7 @@ func (c *Config) ApplyDefaults() {
 	if l.RequestsPerSecond == 0 {
 		l.RequestsPerSecond = 200
 	}
+	setInt64(&l.IngestBytesPerSecond, DefaultIngestBytesPerSecond)
 	setDur(&l.ToolTimeout, time.Minute)
 	setInt(&l.ToolResultBytes, 32<<10)
 	setInt(&l.MaxToolResultBytes, 8<<20)
@@ -677,6 +691,10 @@ func rootOnly(p Provider) error {
 // notNegative refuses a negative limit, timeout or interval: zero takes
 // the default, but a negative one would be used as it is (a turn_timeout of
 // -1s times out every turn), so the daemon would start and fail each request.
+// minusOneAllowed are the numbers whose -1 means none: the whole window,
+// no limit.
+var minusOneAllowed = map[string]bool{"limits.compact_threshold": true, "limits.ingest_bytes_per_second": true}
+
 func notNegative(c *Config) error {
 	check := func(section string, v any) error {
 		rv := reflect.ValueOf(v)
@@ -688,9 +706,9 @@ func notNegative(c *Config) error {
 			var neg bool
 			switch x := f.Interface().(type) {
 			case int:
-				neg = x < 0 && key != "limits.compact_threshold" // -1: the whole window
+				neg = x < 0 && !(x == -1 && minusOneAllowed[key])
 			case int64:
-				neg = x < 0
+				neg = x < 0 && !(x == -1 && minusOneAllowed[key])
 			case float64:
 				neg = x < 0
 			case Duration:

@@ -419,6 +419,50 @@ func TestRequestsPerSecondLimit(t *testing.T) {
 	call(t, ctx, http.MethodGet, d.Server.URL+"/v1/chats", "tok-b", "").want(t, 200, "")
 }
 
+// TestIngestBytesPerSecondLimit: at one byte a second (a burst of eight
+// seconds' worth), a tenant's bucket refills too slowly for this test to
+// see. Past it, a message and an import are 429 rate_limited with a
+// Retry-After, and nothing of them is stored; the other tenant's bucket is
+// its own.
+func TestIngestBytesPerSecondLimit(t *testing.T) {
+	fake := newFake(t, echoScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.Limits.IngestBytesPerSecond = 1
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"})
+	ctx := context.Background()
+	a := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	c, err := a.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(token, chatID, content string) answer {
+		return call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats/"+chatID+"/messages", token, `{"content":"`+content+`"}`)
+	}
+	send("tok-a", c.ID, "12345678").want(t, 200, "")
+	limited := []answer{send("tok-a", c.ID, "abcdefgh")}
+	exp, err := a.Export(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(exp)
+	limited = append(limited, call(t, ctx, http.MethodPost, d.Server.URL+"/v1/chats/import", "tok-a", string(body)))
+	for _, ans := range limited {
+		ans.want(t, 429, "rate_limited")
+		if s, err := strconv.Atoi(ans.header.Get("Retry-After")); err != nil || s < 1 {
+			t.Fatalf("Retry-After %q: want whole seconds ≥ 1", ans.header.Get("Retry-After"))
+		}
+	}
+	if msgs, _ := d.Hub.Transcript(ctx, "a", c.ID, 0, 0); len(msgs) != 2 || msgs[0].Content != "12345678" {
+		t.Fatalf("the transcript after a refused message: %s, want the first message and its answer", contents(msgs))
+	}
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats after a refused import, want 1", len(cs))
+	}
+	b := &api.Client{BaseURL: d.Server.URL, Token: "tok-b"}
+	cb, _ := b.CreateChat(ctx, api.CreateChatRequest{})
+	send("tok-b", cb.ID, "12345678").want(t, 200, "")
+}
+
 func TestSizeLimits(t *testing.T) {
 	fake := newFake(t, echoScript)
 	cfg := baseConfig(t, fake.URL())

@@ -14,6 +14,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -355,6 +356,7 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	say := func(w http.ResponseWriter, status int, kind, msg string) {
 		writeError(w, status, kind, clipEchoes(r, msg))
 	}
+	var limited *hub.RateLimitedError
 	switch {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away (a turn it left queued, a read it gave
@@ -373,6 +375,9 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
 		w.Header().Set("Retry-After", "1")
 		say(w, http.StatusTooManyRequests, "busy", err.Error())
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.Seconds()))
+		say(w, http.StatusTooManyRequests, "rate_limited", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		say(w, http.StatusTooManyRequests, "limit", err.Error())
 	case errors.Is(err, hub.ErrNotPaused):

@@ -46,6 +46,9 @@ func (h *Hub) Import(ctx context.Context, tenant string, exp api.ChatExport) (ap
 	if err != nil {
 		return api.Chat{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := h.ingest.take(tenant, messageBytes(msgs...)+len(exp.Summary)); err != nil {
+		return api.Chat{}, err
+	}
 	// The summary covers the messages before FirstKeptSeq, renumbered with them.
 	snap := persistence.Snapshot{Summary: exp.Summary, SummaryModel: exp.SummaryModel, FirstKeptSeq: 1}
 	if exp.FirstKeptSeq > 0 {

@@ -80,6 +80,7 @@ type Hub struct {
 	tools   *tools.Registry
 	bus     *eventbus.Bus
 	turns   *turnSlots
+	ingest  *ingestLimits
 	metrics *Metrics
 	memory  *memory.Store
 	files   *attachments.Store
@@ -145,7 +146,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if _, ok := store.(*persistence.Store); ok {
 		h.metrics.watchStore(h.badgerSizes)
@@ -673,6 +674,9 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req a
 		return "", err
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
+	if err := h.ingest.take(tenant, messageBytes(msg)); err != nil {
+		return "", err
+	}
 	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
 		return "", err
 	}

@@ -80,6 +80,9 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api
 			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
 		}
 	}
+	if err := h.ingest.take(tenant, messageBytes(in...)); err != nil {
+		return nil, err
+	}
 	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in}, askTimeout)
 	if errors.Is(err, persistence.ErrTooBig) {
 		return nil, fmt.Errorf("%w: %w", ErrLimit, err)

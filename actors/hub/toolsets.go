@@ -371,8 +371,10 @@ func (h *Hub) SubmitToolResultsThen(ctx context.Context, tenant, chatID string, 
 		return "", err
 	}
 	results := make([]session.ToolResult, len(req.Results))
+	size := 0
 	for i, r := range req.Results {
 		results[i] = session.ToolResult{CallID: r.CallID, Output: r.Output, IsError: r.IsError}
+		size += len(r.Output)
 	}
 	var after []chat.Message
 	for i, m := range then {
@@ -380,6 +382,9 @@ func (h *Hub) SubmitToolResultsThen(ctx context.Context, tenant, chatID string, 
 			return "", fmt.Errorf("%w: message %d after the tool results has role %q; only user messages may follow them", ErrInvalid, i, m.Role)
 		}
 		after = append(after, chat.Message{Role: chat.RoleUser, Content: m.Content, Origin: m.Origin})
+	}
+	if err := h.ingest.take(tenant, size+messageBytes(after...)); err != nil {
+		return "", err
 	}
 	res, err := h.ask(ctx, chatID, &session.SubmitToolResults{Results: results, Then: after}, askTimeout)
 	if err != nil {

@@ -19,7 +19,7 @@ func init() {
 	f.Int("big-window-turns", 500, "turns on windows of 1M and more (the peer's unfolded requests make those runs quadratic)")
 	f.Int("trim-turns", 400, "turns of the trimMessages peer (its cost per turn grows with the square of the chat)")
 	f.String("out", "", "write the report as JSON to this file")
-	f.String("only", "", "run some parts, joined by commas: replay, peer, chat_completions, overhead, scale, find_tools")
+	f.String("only", "", "run some parts, joined by commas: replay, peer, chat_completions, overhead, scale, find_tools, share")
 	f.String("peer", "bench/peer", "folder of the LangChain.js peer (installed with bench/peer/run.sh)")
 	f.String("tools", "toolsearch/testdata/bfcl/tools.jsonl", "tool registry for find_tools (JSONL)")
 	f.String("queries", "toolsearch/testdata/bfcl/queries.jsonl", "queries for find_tools (JSONL)")
@@ -71,9 +71,9 @@ func init() {
 		}
 		for _, part := range strings.Split(o.Only, ",") {
 			switch part {
-			case "", bench.PartReplay, bench.PartPeer, bench.PartChatCompletions, bench.PartOverhead, bench.PartScale, bench.PartFindTools:
+			case "", bench.PartReplay, bench.PartPeer, bench.PartChatCompletions, bench.PartOverhead, bench.PartScale, bench.PartFindTools, bench.PartShare:
 			default:
-				return fmt.Errorf("--only %q: use replay, peer, chat_completions, overhead, scale or find_tools, or several joined by commas", o.Only)
+				return fmt.Errorf("--only %q: use replay, peer, chat_completions, overhead, scale, find_tools or share, or several joined by commas", o.Only)
 			}
 		}
 		if abs, err := filepath.Abs(o.PeerDir); err == nil {

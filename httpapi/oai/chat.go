@@ -284,6 +284,9 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		sub.OfTurn(turnID)
 	}
 	turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes)
+	if err != nil && created {
+		err = h.dropNew(ctx, tenant, chatID, err)
+	}
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
 		err = refuse("messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s (agentd: a turn of chat %s waits for their results; send them as role \"tool\" messages, or it ends without them after toolsets.results_wait, %s)",
@@ -369,16 +372,20 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 	}
 	if earlier > 0 {
 		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
-			// The chat was made for this history alone: without all of it,
-			// it would be an orphan counted against chats_per_tenant, and a
-			// retry would make another.
-			if derr := h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, c.ID); derr != nil {
-				err = errors.Join(err, fmt.Errorf("delete the new chat %s: %w", c.ID, derr))
-			}
-			return "", 0, false, err
+			return "", 0, false, h.dropNew(ctx, tenant, c.ID, err)
 		}
 	}
 	return c.ID, earlier, true, nil
+}
+
+// dropNew deletes the chat this request made when what it was made for
+// failed (err), before its turn started: kept, it would be an orphan
+// counted against chats_per_tenant, and a retry would make another.
+func (h *Handler) dropNew(ctx context.Context, tenant, chatID string, err error) error {
+	if derr := h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, chatID); derr != nil {
+		err = errors.Join(err, fmt.Errorf("delete the new chat %s: %w", chatID, derr))
+	}
+	return err
 }
 
 // leadingResults counts the tool messages fresh starts with.

@@ -108,8 +108,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request, ten
 	}
 	if err != nil {
 		// All or nothing: a conversation whose items were not stored goes.
-		_ = h.hub.DeleteChat(context.WithoutCancel(ctx), tenant, c.ID)
-		WriteHubError(w, r, err)
+		WriteHubError(w, r, h.dropNew(ctx, tenant, c.ID, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, wireConversation(c.ID, rec))

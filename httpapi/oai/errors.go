@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/rs/zerolog"
 
@@ -73,6 +74,7 @@ func WriteNativeError(w http.ResponseWriter, status int, kind, msg string) {
 // error the hub does not name is logged with the request's id and answered
 // as a bare 500 naming that id, so nothing internal reaches the client.
 func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
+	var limited *hub.RateLimitedError
 	switch {
 	case errors.Is(err, hub.ErrNotFound):
 		WriteError(w, http.StatusNotFound, "", "", err.Error())
@@ -86,6 +88,9 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
 		w.Header().Set("Retry-After", "1")
 		WriteError(w, http.StatusTooManyRequests, "busy", "", err.Error())
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.Seconds()))
+		WriteError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		WriteError(w, http.StatusTooManyRequests, "limit", "", err.Error())
 	case errors.Is(err, hub.ErrNotPaused), errors.Is(err, hub.ErrNothingToAnswer):

@@ -20,6 +20,7 @@ import (
 type plan struct {
 	req     createRequest
 	chatID  string
+	created bool // chatID was made for this request
 	model   string
 	message *api.SendMessageRequest
 	results []api.ToolResult
@@ -161,11 +162,14 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		p.chatID, p.model = c.ID, c.Model
+		p.chatID, p.model, p.created = c.ID, c.Model, true
 	} else if p.model, err = h.setUp(ctx, tenant, p.chatID, setup, len(g.results) > 0); err != nil {
 		return nil, err
 	}
 	if err := h.attachImages(ctx, tenant, p, g.images); err != nil {
+		if p.created {
+			err = h.dropNew(ctx, tenant, p.chatID, err)
+		}
 		return nil, err
 	}
 	return p, nil

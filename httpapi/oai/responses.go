@@ -62,6 +62,9 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		turnID = hub.NewID()
 		sub.OfTurn(turnID)
 		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, *p.message)
+		if err != nil && p.created {
+			err = h.dropNew(ctx, tenant, p.chatID, err)
+		}
 	}
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
