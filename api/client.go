@@ -28,6 +28,11 @@ func (c *Client) http() *http.Client {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any, accept string) (*http.Response, error) {
+	return c.doWith(ctx, method, path, body, accept, nil)
+}
+
+// doWith is do with header's fields added to the request's.
+func (c *Client) doWith(ctx context.Context, method, path string, body any, accept string, header http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -48,6 +53,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, accept s
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
@@ -220,13 +228,23 @@ func (c *Client) Context(ctx context.Context, chatID string) (Context, error) {
 // be nil), returning the turn's result: completed, or paused with status
 // requires_action and the tool calls the application runs.
 func (c *Client) Send(ctx context.Context, chatID string, req SendMessageRequest, onEvent func(Event)) (TurnResult, error) {
-	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/messages", req, onEvent)
+	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/messages", req, nil, onEvent)
+}
+
+// SendKeyed is Send with an idempotency key (a UUID, say, made once per
+// message): sent again with the same key after an answer that was lost,
+// the message is stored and answered once. Sent while its turn runs, it
+// joins that turn's events; after, the result is the turn's messages read
+// from the transcript (Replayed). While it waits its turn, or its turn
+// waits for tool results, it is a 409 *Error: send it again later.
+func (c *Client) SendKeyed(ctx context.Context, chatID, key string, req SendMessageRequest, onEvent func(Event)) (TurnResult, error) {
+	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/messages", req, http.Header{"Idempotency-Key": {key}}, onEvent)
 }
 
 // SendToolResults answers a paused turn's calls and streams the resumed
 // turn as Send does.
 func (c *Client) SendToolResults(ctx context.Context, chatID string, req ToolResultsRequest, onEvent func(Event)) (TurnResult, error) {
-	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/tool-results", req, onEvent)
+	return c.streamTurn(ctx, "/v1/chats/"+chatID+"/tool-results", req, nil, onEvent)
 }
 
 // PutToolset registers or replaces one of the tenant's toolsets.
@@ -236,8 +254,8 @@ func (c *Client) PutToolset(ctx context.Context, name string, req PutToolsetRequ
 	return out, err
 }
 
-func (c *Client) streamTurn(ctx context.Context, path string, body any, onEvent func(Event)) (TurnResult, error) {
-	resp, err := c.do(ctx, http.MethodPost, path, body, "text/event-stream")
+func (c *Client) streamTurn(ctx context.Context, path string, body any, header http.Header, onEvent func(Event)) (TurnResult, error) {
+	resp, err := c.doWith(ctx, http.MethodPost, path, body, "text/event-stream", header)
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -263,7 +281,7 @@ func (c *Client) streamTurn(ctx context.Context, path string, body any, onEvent 
 		return res, err
 	case dropped.Reason != "":
 		return res, fmt.Errorf("the stream was dropped (%s); the turn goes on: read the transcript after seq %d", dropped.Reason, dropped.LastSeq)
-	case res.TurnID == "":
+	case res.TurnID == "" && !res.Replayed:
 		return res, fmt.Errorf("the stream ended before the turn completed")
 	}
 	return res, nil

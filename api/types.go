@@ -187,6 +187,9 @@ type Message struct {
 	// settings.max_output_tokens; agentd did not ask for the rest.
 	MaxOutputReached bool   `json:"max_output_reached,omitempty"`
 	Model            string `json:"model,omitempty"`
+	// IdempotencyKey is the Idempotency-Key a person's message was sent
+	// with: a client that lost its answer finds the message by it.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ToolCall is one call an assistant asked for; Arguments is JSON text as
@@ -238,6 +241,10 @@ type TurnResult struct {
 	// MaxOutputReached: the turn's last answer stopped at the chat's
 	// settings.max_output_tokens (that message says so too).
 	MaxOutputReached bool `json:"max_output_reached,omitempty"`
+	// Replayed: the message was sent again under its idempotency key
+	// after its turn ended; Messages are what the chat stored of that turn,
+	// read from the transcript (TurnID and Usage are not kept).
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Problem kinds.

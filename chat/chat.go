@@ -70,6 +70,9 @@ type Message struct {
 	MaxOutputReached bool `json:"max_output_reached,omitempty"`
 	// Model names the provider/model that wrote an assistant message.
 	Model string `json:"model,omitempty"`
+	// IdempotencyKey is the key a person's message was sent with: its
+	// chat stores it, and answers it, once however often it comes.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ToolCall is one call an assistant asks for. Arguments is the JSON text the

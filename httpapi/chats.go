@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -315,14 +316,26 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	// Named here, so that the request takes its own turn's events alone
 	// while that turn waits behind another.
 	turnID := hub.NewID()
-	s.runTurn(w, r, id, turnID, func() (string, error) { return s.hub.SubmitNamed(r.Context(), tenant, id, turnID, req) })
+	key := r.Header.Get(IdempotencyKeyHeader)
+	s.runTurn(w, r, tenant, id, turnID, func(sub *eventbus.Sub) (string, error) {
+		// A message sent again while its turn runs joins that turn: its
+		// events are this request's from the next one on.
+		joined := func(turnID string) { sub.OfTurn(turnID, api.EventCompacted) }
+		return s.hub.SubmitKeyed(r.Context(), tenant, id, turnID, key, req, joined)
+	})
 }
+
+// IdempotencyKeyHeader names the key a client sends a message with, to
+// send it again safely after a lost answer (docs/api.md).
+const IdempotencyKeyHeader = "Idempotency-Key"
 
 // runTurn starts a turn with start and answers with it: SSE when the
 // client accepts text/event-stream, else JSON once the turn completes or
 // pauses. turnID, when known before start ("" if not), narrows the
-// subscription to that turn's events.
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID, turnID string, start func() (turnID string, err error)) {
+// subscription, which start is given, to that turn's events. A message
+// whose turn ended before (*hub.AnsweredError) is answered from the
+// transcript (replay).
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID, turnID string, start func(*eventbus.Sub) (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
 	sse := wantsSSE(r)
@@ -336,7 +349,12 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID, turnID 
 	if turnID != "" {
 		sub.OfTurn(turnID, api.EventCompacted)
 	}
-	turnID, err := start()
+	turnID, err := start(sub)
+	var done *hub.AnsweredError
+	if errors.As(err, &done) {
+		s.replay(w, r, tenant, chatID, done.UserSeq, sse)
+		return
+	}
 	if err != nil {
 		writeHubError(w, r, err)
 		return
@@ -355,6 +373,53 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, chatID, turnID 
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// replay answers a message sent again under its idempotency key after its
+// turn ended, stored as userSeq: the turn's end, with what the chat stored
+// from it up to the person's next message, turn_id empty and replayed
+// set; as SSE, turn.started, each of those messages, then turn.completed.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID string, userSeq int64, sse bool) {
+	var msgs []api.Message
+	for from := userSeq; ; {
+		page, err := s.hub.TranscriptPage(r.Context(), tenant, chatID, from, 0)
+		if err != nil {
+			writeHubError(w, r, err)
+			return
+		}
+		if i := slices.IndexFunc(page, func(m api.Message) bool { return m.Seq > userSeq && m.Role == api.RoleUser }); i >= 0 {
+			msgs = append(msgs, page[:i]...)
+			break
+		}
+		msgs = append(msgs, page...)
+		if len(page) == 0 {
+			break
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+	res := api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}
+	if !sse {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	out, ok := startSSE(w, s.cfg.HTTP.WriteTimeout.Duration)
+	if !ok {
+		return
+	}
+	defer out.end()
+	events := []*eventbus.Event{{Type: api.EventTurnStarted, ChatID: chatID, Data: map[string]int64{"user_seq": userSeq}}}
+	for _, m := range msgs {
+		typ := api.EventMessage
+		if m.Role == api.RoleTool {
+			typ = api.EventToolResult
+		}
+		events = append(events, &eventbus.Event{Type: typ, ChatID: chatID, Data: m})
+	}
+	for _, ev := range append(events, &eventbus.Event{Type: api.EventTurnCompleted, ChatID: chatID, Data: res}) {
+		if out.send(ev) != nil {
+			return
+		}
+	}
 }
 
 // streamBuffer is each stream's event buffer: deltas past three quarters of

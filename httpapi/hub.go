@@ -35,9 +35,11 @@ type Hub interface {
 	// Activity returns a page of a chat's activity log after id after.
 	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)
 	Compact(ctx context.Context, tenant, id, focus string) (api.Compacted, error)
-	// SubmitNamed starts turn turnID (hub.NewID) and returns its id once
-	// the message is durable.
-	SubmitNamed(ctx context.Context, tenant, id, turnID string, req api.SendMessageRequest) (string, error)
+	// SubmitKeyed starts turn turnID (hub.NewID) and returns its id once
+	// the message is durable; a message with key (its idempotency key, if
+	// any) the chat has seen joins its running turn (joined, then that
+	// turn's id), or is *hub.AnsweredError or hub.ErrKeyInProgress.
+	SubmitKeyed(ctx context.Context, tenant, id, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error)
 	// SubmitToolResults answers a paused turn's calls; it returns the
 	// turn's id once they are durable.
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)

@@ -380,8 +380,10 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusTooManyRequests, "rate_limited", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		say(w, http.StatusTooManyRequests, "limit", err.Error())
-	case errors.Is(err, hub.ErrNotPaused):
+	case errors.Is(err, hub.ErrNotPaused), errors.Is(err, hub.ErrKeyInProgress):
 		say(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, hub.ErrKeyReused):
+		say(w, http.StatusUnprocessableEntity, "key_reused", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrMoved):

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/eventbus"
 )
 
 // Applications' toolsets, and the results of the calls they run
@@ -68,5 +69,5 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request, tenant stri
 		}
 	}
 	id := r.PathValue("id")
-	s.runTurn(w, r, id, "", func() (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
+	s.runTurn(w, r, tenant, id, "", func(*eventbus.Sub) (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
 }

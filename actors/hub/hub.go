@@ -648,14 +648,24 @@ func answered(chatID string, res any, err error) (any, error) {
 // durable and its turn has started; the turn's events follow (Subscribe
 // before calling, to miss none).
 func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, NewID(), req, false)
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: NewID()})
 }
 
-// SubmitNamed is Submit of a turn whose id (from NewID) the caller chose,
+// SubmitKeyed is Submit of a turn whose id (from NewID) the caller chose,
 // so that it can watch that turn's events alone from before the turn is
-// queued (eventbus.Sub.OfTurn).
-func (h *Hub) SubmitNamed(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, turnID, req, false)
+// queued (eventbus.Sub.OfTurn), and of a message sent with an idempotency
+// key, when key is set (the native API's Idempotency-Key): the chat stores
+// and answers it once however often it comes. A key whose message's turn
+// runs now joins that turn: joined gets the turn's id, before its next
+// event, and it is returned. A key whose message's turn has ended is
+// *AnsweredError; one waiting its turn, or whose turn waits for tool
+// results, ErrKeyInProgress. A message the log ends with, unanswered, has
+// its turn answer it as stored.
+func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined})
 }
 
 // SubmitUnpaused is SubmitNamed for a surface whose clients must answer a
@@ -666,21 +676,23 @@ func (h *Hub) SubmitNamed(ctx context.Context, tenant, chatID, turnID string, re
 // its turn starts is answered as stored, not stored twice
 // (session.SubmitTurn.Retry).
 func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, turnID, req, true)
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Unpaused: true, Retry: true})
 }
 
-func (h *Hub) submitAs(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest, openai bool) (string, error) {
+// submitAs submits m with req's message (its attachments resolved inside
+// the tenant) as m.Message, whose idempotency key it keeps.
+func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendMessageRequest, m *session.SubmitTurn) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
-	msg := chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin}
-	if err := h.ingest.take(tenant, messageBytes(msg)); err != nil {
+	m.Message = chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin, IdempotencyKey: m.Message.IdempotencyKey}
+	if err := h.ingest.take(tenant, messageBytes(m.Message)); err != nil {
 		return "", err
 	}
-	if err := h.attach(ctx, tenant, chatID, &msg, req); err != nil {
+	if err := h.attach(ctx, tenant, chatID, &m.Message, req); err != nil {
 		return "", err
 	}
-	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Message: msg, Unpaused: openai, Retry: openai})
+	return h.submit(ctx, tenant, chatID, m)
 }
 
 // SubmitContinue starts turn turnID (from NewID), which stores no message
@@ -734,11 +746,13 @@ func (h *Hub) submit(ctx context.Context, tenant, chatID string, m *session.Subm
 	if err != nil {
 		return "", err
 	}
-	acc, ok := res.(*session.TurnAccepted)
-	if !ok {
-		return "", fmt.Errorf("submit: unexpected reply %T", res)
+	switch res := res.(type) {
+	case *session.TurnAccepted:
+		return res.TurnID, nil
+	case *session.Answered:
+		return "", &AnsweredError{UserSeq: res.UserSeq}
 	}
-	return acc.TurnID, nil
+	return "", fmt.Errorf("submit: unexpected reply %T", res)
 }
 
 // Context returns what a chat's model is sent now.

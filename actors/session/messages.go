@@ -22,6 +22,13 @@ var (
 	// ErrNothingToAnswer refuses a SubmitTurn marked Continue: the chat's
 	// log ends with an answer.
 	ErrNothingToAnswer = errors.New("the chat's last message is an answer: nothing waits for one")
+	// ErrKeyInProgress refuses a SubmitTurn whose Message has the
+	// IdempotencyKey of one that waits its turn, or whose turn has not
+	// said it started or waits for the application's tool results.
+	ErrKeyInProgress = errors.New("a message with this idempotency key is waiting or being answered")
+	// ErrKeyReused refuses a SubmitTurn whose Message has the
+	// IdempotencyKey of a stored message that says otherwise.
+	ErrKeyReused = errors.New("this idempotency key was sent with another message")
 	// ErrMoved: another agentd node claimed the chat (persistence's
 	// single-writer fence); this node's session stopped, and the message
 	// was not stored. Sent again, it reaches the chat's new session.
@@ -67,7 +74,20 @@ type SubmitTurn struct {
 	// the turn answers it as stored (as Continue does) instead of storing
 	// it twice. Else it is stored and answered as usual.
 	Retry bool
+	// Joined, when set, is called in the session's mailbox, before any
+	// later event of that turn is published, when Message's
+	// IdempotencyKey is that of the message whose turn runs now: the
+	// reply is that turn's *TurnAccepted, and its events follow. It must
+	// not block. (A key found in the log answered is *Answered; waiting,
+	// ErrKeyInProgress.)
+	Joined func(turnID string)
 }
+
+// Answered replies to a SubmitTurn whose Message's IdempotencyKey is that
+// of the message stored as UserSeq, whose turn has ended: nothing is
+// stored, and no turn runs. The chat's log after UserSeq holds what it
+// answered.
+type Answered struct{ UserSeq int64 }
 
 // PausedError refuses a SubmitTurn marked Unpaused: a turn of the chat
 // waits for the results of Calls (their ids). The paused turn is untouched.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -65,6 +66,9 @@ type session struct {
 type pending struct {
 	msg    *SubmitTurn
 	sender *actor.PID
+	// continues: msg's message is the log's last, unanswered, under its
+	// idempotency key; the turn answers it as stored.
+	continues bool
 }
 
 // refuse answers a turn that will not run.
@@ -393,6 +397,8 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	case s.moved:
 		p.refuse(ctx, ErrMoved)
 		return
+	case m.Message.IdempotencyKey != "" && s.keyed(ctx, &p):
+		return
 	case m.Unpaused && s.turn != nil && s.turn.phase == phasePaused:
 		p.refuse(ctx, &PausedError{Calls: callIDList(s.turn.awaiting)})
 		return
@@ -407,6 +413,59 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	if s.turn == nil {
 		s.startNext(ctx)
 	}
+}
+
+// keyed answers p when the chat has seen its message's idempotency key: a
+// stored message with the key that says otherwise is ErrKeyReused; a
+// message with the key waiting its turn, or one whose turn has not said it
+// started or waits for the application's tool results, is
+// ErrKeyInProgress; the running turn of one is joined (Joined, then its
+// *TurnAccepted); an answered one is *Answered. One the log ends with,
+// unanswered (its turn failed), is not answered here: p continues it. It
+// reports whether p was answered.
+func (s *session) keyed(ctx actor.Context, p *pending) bool {
+	key := p.msg.Message.IdempotencyKey
+	if slices.ContainsFunc(s.queue, func(q pending) bool { return q.msg.Message.IdempotencyKey == key }) {
+		p.refuse(ctx, ErrKeyInProgress)
+		return true
+	}
+	i := len(s.msgs) - 1
+	for i >= 0 && (s.msgs[i].Role != chat.RoleUser || s.msgs[i].IdempotencyKey != key) {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	if !sameWords(&s.msgs[i], &p.msg.Message) {
+		p.refuse(ctx, ErrKeyReused)
+		return true
+	}
+	seq := s.msgs[i].Seq
+	if t := s.turn; t != nil && t.userSeq == seq {
+		if t.announced != nil || t.phase == phasePaused {
+			p.refuse(ctx, ErrKeyInProgress)
+			return true
+		}
+		if p.msg.Joined != nil {
+			p.msg.Joined(t.id)
+		}
+		ctx.Send(p.sender, &TurnAccepted{TurnID: t.id, UserSeq: seq})
+		p.msg.ended()
+		return true
+	}
+	answered := slices.ContainsFunc(s.msgs[i+1:], func(m chat.Message) bool { return m.Role == chat.RoleUser }) ||
+		s.msgs[len(s.msgs)-1].Role == chat.RoleAssistant
+	switch {
+	case !answered && s.turn != nil:
+		p.refuse(ctx, ErrKeyInProgress) // a turn runs that answers it
+		return true
+	case !answered:
+		p.continues = true
+		return false
+	}
+	ctx.Send(p.sender, &Answered{UserSeq: seq})
+	p.msg.ended()
+	return true
 }
 
 // refuseUnpaused refuses the queued messages marked Unpaused: the turn

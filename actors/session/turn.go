@@ -111,7 +111,7 @@ func (s *session) startNext(ctx actor.Context) {
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-1)
 	}
-	if p.msg.Continue || p.msg.Retry && s.endsUnanswered(p.msg.Message) {
+	if p.continues || p.msg.Continue || p.msg.Retry && s.endsUnanswered(p.msg.Message) {
 		s.continueTurn(ctx, p)
 		return
 	}
@@ -186,13 +186,15 @@ func (s *session) continueTurn(ctx actor.Context, p pending) {
 // m: the same words, origin, images and attachments, and no answer after.
 func (s *session) endsUnanswered(m chat.Message) bool {
 	n := len(s.msgs)
-	if n == 0 {
-		return false
-	}
-	tip := s.msgs[n-1]
-	return tip.Role == chat.RoleUser && tip.Content == m.Content && tip.Origin == m.Origin &&
-		slices.EqualFunc(tip.Images, m.Images, func(a, b chat.Image) bool { return a.MediaType == b.MediaType && bytes.Equal(a.Data, b.Data) }) &&
-		slices.EqualFunc(tip.Attachments, m.Attachments, func(a, b chat.Attachment) bool { return a.ID == b.ID })
+	return n > 0 && s.msgs[n-1].Role == chat.RoleUser && sameWords(&s.msgs[n-1], &m)
+}
+
+// sameWords reports whether two of a person's messages say the same: the
+// same words, origin, images and attachments.
+func sameWords(a, b *chat.Message) bool {
+	return a.Content == b.Content && a.Origin == b.Origin &&
+		slices.EqualFunc(a.Images, b.Images, func(x, y chat.Image) bool { return x.MediaType == y.MediaType && bytes.Equal(x.Data, y.Data) }) &&
+		slices.EqualFunc(a.Attachments, b.Attachments, func(x, y chat.Attachment) bool { return x.ID == y.ID })
 }
 
 // starting is a turn whose message is being written: its caller, its first
