@@ -668,9 +668,9 @@ func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key strin
 	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined})
 }
 
-// SubmitUnpaused is SubmitNamed for a surface whose clients must answer a
-// paused turn's calls before they say more, and retry a request whose turn
-// failed (the OpenAI-compatible one): a message that would wait behind a
+// SubmitUnpaused is SubmitKeyed without a key, for a surface whose clients
+// must answer a paused turn's calls before they say more, and retry a
+// request whose turn failed (the OpenAI-compatible one): a message that would wait behind a
 // turn paused on them is refused at once with *PausedError, and the paused
 // turn is untouched; a message the chat's log ends with, unanswered, when
 // its turn starts is answered as stored, not stored twice
