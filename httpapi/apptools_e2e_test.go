@@ -783,3 +783,54 @@ func TestAWebhookIsSentOnlyArgumentsThatMatchItsSchema(t *testing.T) {
 		t.Fatalf("the webhook was sent %q, want only the matching arguments", sent)
 	}
 }
+
+// TestAnMCPServerBeingConnectedHoldsUpNoOtherToolsetWrite: while a
+// toolset's MCP server takes its time to answer agentd's first request, the
+// same tenant's other toolsets are put and deleted; the slow one is put
+// once its server answers, and counts once.
+func TestAnMCPServerBeingConnectedHoldsUpNoOtherToolsetWrite(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ping", Description: "Answers pong"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var first, released sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first.Do(func() {
+			close(reached)
+			<-release
+		})
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close) // after the daemon's close, which ends its MCP session
+	letGo := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before Close, which waits for the held request
+	fake := newFake(t, echoScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	slow := make(chan int, 1)
+	var put api.Toolset
+	go func() {
+		slow <- askJSON(t, d, "", "PUT", "/v1/toolsets/slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, &put)
+	}()
+	<-reached
+	client := api.PutToolsetRequest{Executor: api.Executor{Kind: "client"}, Tools: crmTools}
+	var e api.Error
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/files", client, &e); st != 200 {
+		t.Fatalf("PUT of another toolset while the MCP server is being connected: %d %+v", st, e)
+	}
+	if st := askJSON(t, d, "", "DELETE", "/v1/toolsets/files", nil, nil); st != http.StatusNoContent {
+		t.Fatalf("DELETE of another toolset meanwhile: %d", st)
+	}
+	letGo()
+	if st := <-slow; st != 200 || len(put.Tools) != 1 || put.Version != 1 {
+		t.Fatalf("the slow MCP toolset's PUT: %d %+v, want version 1 with its server's tool", st, put)
+	}
+	var list struct{ Toolsets []api.Toolset }
+	if askJSON(t, d, "", "GET", "/v1/toolsets", nil, &list); len(list.Toolsets) != 1 || list.Toolsets[0].Name != "slow" {
+		t.Fatalf("toolsets %+v, want the slow one alone", list.Toolsets)
+	}
+}

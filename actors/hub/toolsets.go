@@ -142,8 +142,9 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 // built (an MCP server is connected), then stored, then indexed. A refused
 // toolset changes nothing; a new name past toolsets.max_per_tenant, or
 // tools past toolsets.max_tools_per_tenant, is ErrLimit. A tenant's PUTs
-// take turns (on this node), so its count is exact and its versions
-// follow each other; other tenants' never wait.
+// take turns (on this node) once built, so its count is exact and its
+// versions follow each other; other tenants' never wait, and its own do
+// not wait for an MCP server being connected.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
 	if err := tools.CheckToolsetName(ts.Name); err != nil {
 		return ts, fmt.Errorf("%w: %w", ErrInvalid, err) // before the tenant's limit: a bad name is 400 at it too
@@ -151,9 +152,20 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	if len(ts.Tools) > maxToolsetTools {
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
+	ts.Tenant = tenant
+	built, closeFn, err := h.buildToolset(ctx, ts)
+	if err != nil {
+		return ts, err
+	}
+	registered := false
+	defer func() {
+		if !registered && closeFn != nil {
+			_ = closeFn()
+		}
+	}()
 	unlock := h.toolsetPuts.lock(tenant)
 	defer unlock()
-	ts.Tenant, ts.UpdatedAt = tenant, time.Now().UTC()
+	ts.UpdatedAt = time.Now().UTC()
 	old, err := h.Toolset(ctx, tenant, ts.Name)
 	switch {
 	case err == nil:
@@ -166,19 +178,13 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	default:
 		return ts, err
 	}
-	built, closeFn, err := h.buildToolset(ctx, ts)
-	if err != nil {
-		return ts, err
-	}
 	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
-		if closeFn != nil {
-			_ = closeFn()
-		}
 		if errors.Is(err, tools.ErrTenantTools) {
 			return ts, fmt.Errorf("%w: %w (toolsets.max_tools_per_tenant)", ErrLimit, err)
 		}
 		return ts, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	registered = true // the registry closes it when it is replaced or removed
 	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
 		h.restoreToolset(ctx, tenant, ts.Name, old)
 		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)
