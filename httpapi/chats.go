@@ -380,9 +380,15 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 // from it up to the person's next message, turn_id empty and replayed
 // set; as SSE, turn.started, each of those messages, then turn.completed.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID string, userSeq int64, sse bool) {
+	c, err := s.hub.Chat(r.Context(), tenant, chatID)
+	if err != nil {
+		writeHubError(w, r, err)
+		return
+	}
+	pages := &messagePages{hub: s.hub, tenant: tenant, id: chatID, next: userSeq, last: c.Messages}
 	var msgs []api.Message
-	for from := userSeq; ; {
-		page, err := s.hub.TranscriptPage(r.Context(), tenant, chatID, from, 0)
+	for {
+		page, err := pages.read(r.Context())
 		if err != nil {
 			writeHubError(w, r, err)
 			return
@@ -391,11 +397,10 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID s
 			msgs = append(msgs, page[:i]...)
 			break
 		}
-		msgs = append(msgs, page...)
-		if len(page) == 0 {
+		if page == nil {
 			break
 		}
-		from = page[len(page)-1].Seq + 1
+		msgs = append(msgs, page...)
 	}
 	res := api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}
 	if !sse {
