@@ -244,8 +244,8 @@ func transcriptItems(msgs []api.Message) []item {
 // listItems answers a page of a conversation's items, reading the
 // transcript a bounded page of messages at a time (hub.TranscriptPage)
 // from where the list starts (the seq its after names, else the first or
-// the last message) until it holds one item more than the limit, or the
-// transcript ends.
+// the last message) until it holds one item more than a page answers
+// (answered), or the transcript ends.
 func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant string) {
 	lp, ok := listParams(w, r)
 	if !ok {
@@ -274,7 +274,7 @@ func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	seen := lp.after == ""
 	its := []item{}
-	for len(its) <= lp.limit && lo >= 1 && lo <= hi && hi <= c.Messages {
+	for answered(its, lp.limit) == len(its) && lo >= 1 && lo <= hi && hi <= c.Messages {
 		msgs, err := h.hub.TranscriptPage(ctx, tenant, chatID, lo, hi)
 		if err != nil {
 			writePlanError(w, r, err)

@@ -102,7 +102,8 @@ func TestConversationWithItems(t *testing.T) {
 // items) or calls alone (two), lists every item exactly once, in order,
 // paged either way with after, whatever the page's size; so does one of
 // 16 messages of 200 KB, whose transcript is read in pages cut by their
-// bytes. An item is read by its id; an after or an item id that names no
+// bytes, and answered in pages of at most 1 MiB of text and one item more,
+// whatever their limit. An item is read by its id; an after or an item id that names no
 // item is refused.
 func TestConversationItemsPageAcrossTheTranscript(t *testing.T) {
 	d, _, sdk := start(t, 32000, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: "noted"} })
@@ -152,13 +153,18 @@ func TestConversationItemsPageAcrossTheTranscript(t *testing.T) {
 			conv := "conv_" + c.ID
 			for _, order := range []conversations.ItemListParamsOrder{conversations.ItemListParamsOrderAsc, conversations.ItemListParamsOrderDesc} {
 				for _, limit := range tc.limits {
-					got := listAll(ctx, t, sdk, conv, order, limit, len(want))
+					got, pages := listAll(ctx, t, sdk, conv, order, limit, len(want))
 					expect := slices.Clone(want)
 					if order == conversations.ItemListParamsOrderDesc {
 						slices.Reverse(expect)
 					}
 					if !slices.Equal(got, expect) {
 						t.Fatalf("%s by %d: listed %d items, want %d (first difference at %d)", order, limit, len(got), len(expect), firstDifference(got, expect))
+					}
+					// Six tool results of 200 KB are 1.2 MB of text: two pages
+					// at least, however many items a page may hold.
+					if tc.size > 1<<20/8 && pages < 2 {
+						t.Fatalf("%s by %d: %d items of %d bytes in %d pages", order, limit, len(got), tc.size, pages)
 					}
 				}
 			}
@@ -184,13 +190,16 @@ func TestConversationItemsPageAcrossTheTranscript(t *testing.T) {
 	}
 }
 
+// maxItem is more than the JSON of the largest item a test lists.
+const maxItem = 256 << 10
+
 // listAll pages through a conversation's items with after, limit at a
-// time, and returns their ids; a page with more after it must be full.
-func listAll(ctx context.Context, t *testing.T, sdk openai.Client, conv string, order conversations.ItemListParamsOrder, limit int64, most int) []string {
+// time, and returns their ids and how many pages it read; a page with more
+// after it must be full, or hold a page's bytes (1 MiB) of text.
+func listAll(ctx context.Context, t *testing.T, sdk openai.Client, conv string, order conversations.ItemListParamsOrder, limit int64, most int) (got []string, pages int) {
 	t.Helper()
-	var got []string
 	params := conversations.ItemListParams{Order: order, Limit: openai.Int(limit)}
-	for pages := 0; ; pages++ {
+	for ; ; pages++ {
 		page, err := sdk.Conversations.Items.List(ctx, conv, params)
 		if err != nil || pages > most {
 			t.Fatalf("%s by %d: page %d: %v", order, limit, pages, err)
@@ -205,10 +214,12 @@ func listAll(ctx context.Context, t *testing.T, sdk openai.Client, conv string, 
 			got = append(got, it.ID)
 		}
 		if !raw.HasMore {
-			return got
+			return got, pages + 1
 		}
-		if int64(len(page.Data)) != limit {
-			t.Fatalf("%s by %d: a page of %d items with more after it", order, limit, len(page.Data))
+		// Short of its limit, a page must hold a page's bytes of text, and
+		// at most one item more than that.
+		if size := len(page.RawJSON()); int64(len(page.Data)) != limit && size < 1<<20 || size > 1<<20+maxItem {
+			t.Fatalf("%s by %d: a page of %d items (%d bytes) with more after it", order, limit, len(page.Data), size)
 		}
 		params.After = openai.String(page.Data[len(page.Data)-1].ID)
 	}

@@ -254,10 +254,31 @@ func (lp listing) unknownAfter(w http.ResponseWriter) {
 	WriteError(w, http.StatusBadRequest, "invalid_value", "after", fmt.Sprintf("after %q: no such item in this list", clip(lp.after, 80)))
 }
 
-// writePage answers the first limit of its, and whether more follow.
+// pageBytes bounds the text a page of items holds: a page of a hundred of
+// the largest messages would be tens of MiB. Past it the page is shorter
+// than its limit, and has_more sends the client on from its last_id, as a
+// cursor list allows.
+const pageBytes = 1 << 20
+
+// answered is how many of its a page answers: the first limit, or fewer
+// once their text reaches pageBytes, but at least one.
+func answered(its []item, limit int) int {
+	size := 0
+	for i, it := range its {
+		if i == limit || size >= pageBytes {
+			return i
+		}
+		size += it.textBytes()
+	}
+	return len(its)
+}
+
+// writePage answers the first items of its (answered), and whether more
+// follow.
 func writePage(w http.ResponseWriter, its []item, limit int) {
-	more := len(its) > limit
-	its = its[:min(limit, len(its))]
+	n := answered(its, limit)
+	more := len(its) > n
+	its = its[:n]
 	page := map[string]any{"object": "list", "data": its, "has_more": more, "first_id": nil, "last_id": nil}
 	if len(its) > 0 {
 		page["first_id"], page["last_id"] = its[0].ID, its[len(its)-1].ID

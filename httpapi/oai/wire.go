@@ -93,6 +93,23 @@ type item struct {
 	Output    *string `json:"output,omitempty"`
 }
 
+// textBytes is the length of the text an item carries.
+func (it item) textBytes() int {
+	n := 0
+	if it.Content != nil {
+		for _, p := range *it.Content {
+			n += len(p.Text) + len(p.ImageURL)
+		}
+	}
+	if it.Arguments != nil {
+		n += len(*it.Arguments)
+	}
+	if it.Output != nil {
+		n += len(*it.Output)
+	}
+	return n
+}
+
 // part is one content part of a message: input_text, output_text or
 // input_image. Text is there even when empty (an output_text part starts
 // so); an image's is empty.
