@@ -546,12 +546,13 @@ type answer struct {
 }
 
 // answered reports whether the turn gave the client an answer to keep in
-// its history: text or calls to run, and no fault cut it short. Words
-// streamed before a fault are not an answer: the client is told it failed,
-// as Responses says "failed", so it does not keep a cut answer as whole.
-func (a *answer) answered() bool {
-	return !a.faulted() && (a.text.Len() > 0 || len(a.res.ToolCalls) > 0)
-}
+// its history: no fault cut it short. Words streamed before a fault are not
+// an answer: the client is told it failed, as Responses says "failed", so
+// it does not keep a cut answer as whole. A model that said nothing (it
+// stopped at once, or at max_tokens before a word) answered nothing, as
+// OpenAI's answers "": an error would have the SDK retry a turn that ended,
+// and each retry would store the question again.
+func (a *answer) answered() bool { return !a.faulted() }
 
 // faulted reports whether the turn ended on a problem that is not a normal
 // finish (failedBy).
@@ -620,13 +621,9 @@ func (a *answer) usage() chatUsage {
 	return u
 }
 
-// failure is the error a turn that ended faulted, or with nothing to show,
-// answers.
+// failure is the error a turn that ended faulted answers.
 func (a *answer) failure() (int, string, string) {
 	p := a.res.Problem
-	if p == nil {
-		return http.StatusBadGateway, "provider_error", "the turn ended without an answer"
-	}
 	msg := p.Message
 	if p.NextStep != nil {
 		if b, err := json.Marshal(p.NextStep); err == nil {

@@ -118,3 +118,58 @@ func TestResponsesCutAtMaxOutputTokensIsIncomplete(t *testing.T) {
 		t.Fatalf("the provider was asked %d times for two capped answers; a cut at the client's cap is not continued", n)
 	}
 }
+
+// TestChatCompletionsAnEmptyAnswerIsAnAnswer: a model that says nothing,
+// stopped at the client's max_tokens before its first word or ending at
+// once, answers an empty message with finish_reason length or stop, as
+// OpenAI's does, streamed or not. It is not a 502: the SDK would retry it,
+// and every retry of a turn that ended stored the question again.
+func TestChatCompletionsAnEmptyAnswerIsAnAnswer(t *testing.T) {
+	d, _, _ := start(t, 32000, func(r testkit.Received) testkit.Reply {
+		switch r.System {
+		case learner.Instructions:
+			return testkit.Reply{Text: "[]"}
+		case summarizer.Instructions, summarizer.CondenseInstructions:
+			return testkit.Reply{Text: "The person asked."}
+		}
+		if r.MaxTokens == 2 { // the client's cap; agentd's own answer room is far more
+			return testkit.Reply{Finish: "length", Usage: &chat.Usage{InputTokens: 40, OutputTokens: r.MaxTokens}}
+		}
+		return testkit.Reply{}
+	})
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a")) // the SDK's own retries
+	ctx := context.Background()
+	for _, capped := range []bool{true, false} {
+		for _, streamed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("capped=%v,streamed=%v", capped, streamed), func(t *testing.T) {
+				params := openai.ChatCompletionNewParams{Model: "fake/m",
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("Say nothing (%v, %v).", capped, streamed))}}
+				want := "stop"
+				if capped {
+					params.MaxTokens, want = openai.Int(2), "length"
+				}
+				var resp *http.Response
+				var choice openai.ChatCompletionChoice
+				if !streamed {
+					c, err := sdk.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+					if err != nil {
+						t.Fatal(err)
+					}
+					choice = c.Choices[0]
+				} else {
+					choice = accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))).Choices[0]
+				}
+				if choice.FinishReason != want || choice.Message.Content != "" {
+					t.Fatalf("finish_reason %q, content %q: want %s and no words", choice.FinishReason, choice.Message.Content, want)
+				}
+				stored, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Transcript(ctx, resp.Header.Get(oai.ChatHeader))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(stored) != 2 || stored[0].Role != api.RoleUser || stored[1].MaxOutputReached != capped {
+					t.Fatalf("transcript %+v: want the question once and its empty answer", stored)
+				}
+			})
+		}
+	}
+}
