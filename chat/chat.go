@@ -5,7 +5,6 @@ package chat
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -141,23 +140,38 @@ const MinCompactThreshold = 1000
 // maxStops is the most stop sequences a chat may set (OpenAI's limit).
 const maxStops = 4
 
-// Validate checks the ranges every protocol shares.
+// SettingError is a setting refused. Field names it as Settings' JSON
+// does, so an API can name the field of its own request at fault.
+type SettingError struct {
+	Field  string
+	Reason string
+}
+
+func (e *SettingError) Error() string { return e.Reason }
+
+// RefuseSetting is a *SettingError for field.
+func RefuseSetting(field, format string, args ...any) error {
+	return &SettingError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the ranges every protocol shares; a refusal is a
+// *SettingError.
 func (s Settings) Validate() error {
 	switch {
 	case s.Temperature != nil && (*s.Temperature < 0 || *s.Temperature > 2):
-		return fmt.Errorf("settings: temperature %g is outside 0..2", *s.Temperature)
+		return RefuseSetting("temperature", "settings: temperature %g is outside 0..2", *s.Temperature)
 	case s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1):
-		return fmt.Errorf("settings: top_p %g is outside (0, 1]", *s.TopP)
+		return RefuseSetting("top_p", "settings: top_p %g is outside (0, 1]", *s.TopP)
 	case s.MaxOutputTokens != nil && *s.MaxOutputTokens < 1:
-		return fmt.Errorf("settings: max_output_tokens %d must be at least 1", *s.MaxOutputTokens)
+		return RefuseSetting("max_output_tokens", "settings: max_output_tokens %d must be at least 1", *s.MaxOutputTokens)
 	case s.CompactThreshold != nil && *s.CompactThreshold < MinCompactThreshold:
-		return fmt.Errorf("settings: compact_threshold %d must be at least %d tokens", *s.CompactThreshold, MinCompactThreshold)
+		return RefuseSetting("compact_threshold", "settings: compact_threshold %d must be at least %d tokens", *s.CompactThreshold, MinCompactThreshold)
 	case len(s.Stop) > maxStops:
-		return fmt.Errorf("settings: %d stop sequences; at most %d", len(s.Stop), maxStops)
+		return RefuseSetting("stop", "settings: %d stop sequences; at most %d", len(s.Stop), maxStops)
 	}
 	for _, st := range s.Stop {
 		if st == "" {
-			return errors.New("settings: a stop sequence is empty")
+			return RefuseSetting("stop", "settings: a stop sequence is empty")
 		}
 	}
 	return nil

@@ -72,7 +72,7 @@ func CheckEffort(protocol, effort string, known ...string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s has no reasoning_effort %q (it takes %s)", protocol, effort, strings.Join(known, ", "))
+	return chat.RefuseSetting("reasoning_effort", "%s has no reasoning_effort %q (it takes %s)", protocol, effort, strings.Join(known, ", "))
 }
 
 // EventKind tells what a streamed Event carries.

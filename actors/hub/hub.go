@@ -63,6 +63,15 @@ var (
 	ErrStorageFull = attachments.ErrStorageFull
 )
 
+// SettingError is a chat setting refused (with ErrInvalid): its Field
+// names the setting, so an API can name its own request's field.
+type SettingError = chat.SettingError
+
+// CheckSettings checks settings against the ranges every protocol shares
+// (a refusal is a *SettingError); a chat's model checks the rest when the
+// chat takes them.
+func CheckSettings(s api.Settings) error { return settingsOf(&s).Validate() }
+
 // askTimeout bounds a question to a session (not a turn).
 const askTimeout = 30 * time.Second
 
@@ -463,7 +472,7 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat,
 	if err := h.checkSetup(c); errors.Is(err, tools.ErrUnknownToolset) {
 		return c, fmt.Errorf("%w: %v", ErrNotFound, err)
 	} else if err != nil {
-		return c, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return c, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if c.Instructions != "" {
 		c.InstructionsVersion = 1

@@ -532,7 +532,7 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		ctx.Respond(&Rejected{Err: err})
 		return
 	} else if err != nil {
-		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
+		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %w", ErrInvalid, err)}) // a *chat.SettingError still names its field
 		return
 	}
 	bg := context.Background()

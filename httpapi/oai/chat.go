@@ -225,6 +225,20 @@ func (req *chatRequest) settings() (*api.Settings, error) {
 	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && s.ReasoningEffort == "" && len(s.Stop) == 0 {
 		return nil, nil
 	}
+	// Checked here, before a chat is found or made, to name this request's
+	// own field (max_tokens or max_completion_tokens); the model's protocol
+	// checks the rest when the chat takes them.
+	var bad *hub.SettingError
+	if err := hub.CheckSettings(s); errors.As(err, &bad) {
+		param := bad.Field
+		if param == "max_output_tokens" {
+			param = "max_completion_tokens"
+			if req.MaxCompletionTokens == nil {
+				param = "max_tokens"
+			}
+		}
+		return nil, refuse(param, "%s", bad.Reason)
+	}
 	return &s, nil
 }
 

@@ -55,8 +55,8 @@ func (h *Handler) conversationRoutes() []Route {
 }
 
 // messagesOf reads a conversation's new items: messages of the user or
-// the assistant, in text.
-func messagesOf(its []inputItem) ([]api.Message, error) {
+// the assistant, in text, each at most most bytes.
+func messagesOf(its []inputItem, most int) ([]api.Message, error) {
 	if len(its) > maxItemsAtOnce {
 		return nil, refuse("items", "%d items: add at most %d at a time", len(its), maxItemsAtOnce)
 	}
@@ -80,7 +80,11 @@ func messagesOf(its []inputItem) ([]api.Message, error) {
 			}
 			text = append(text, p.Text)
 		}
-		out = append(out, api.Message{Role: api.Role(it.Role), Content: strings.Join(text, "\n\n")})
+		m := api.Message{Role: api.Role(it.Role), Content: strings.Join(text, "\n\n")}
+		if len(m.Content) > most {
+			return nil, tooLarge(param+".content", "the item's text is %d bytes; the limit is %d (limits.max_message_bytes)", len(m.Content), most)
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }
@@ -90,7 +94,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request, ten
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
-	msgs, err := messagesOf(req.Items)
+	msgs, err := messagesOf(req.Items, h.cfg.Limits.MaxMessageBytes)
 	if err != nil {
 		writePlanError(w, r, err)
 		return
@@ -320,7 +324,7 @@ func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 	if !decode(w, r, &req) {
 		return
 	}
-	msgs, err := messagesOf(req.Items)
+	msgs, err := messagesOf(req.Items, h.cfg.Limits.MaxMessageBytes)
 	if err == nil && len(msgs) == 0 {
 		err = refuse("items", "items is empty: send the messages to add")
 	}

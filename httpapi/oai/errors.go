@@ -75,6 +75,7 @@ func WriteNativeError(w http.ResponseWriter, status int, kind, msg string) {
 // as a bare 500 naming that id, so nothing internal reaches the client.
 func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 	var limited *hub.RateLimitedError
+	var setting *hub.SettingError
 	switch {
 	case errors.Is(err, hub.ErrNotFound):
 		WriteError(w, http.StatusNotFound, "", "", err.Error())
@@ -83,6 +84,8 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusNotFound, "model_not_found", "model", err.Error())
 	case errors.Is(err, hub.ErrStorageFull):
 		WriteError(w, http.StatusRequestEntityTooLarge, "storage_full", "", err.Error())
+	case errors.Is(err, hub.ErrInvalid) && errors.As(err, &setting):
+		WriteError(w, http.StatusBadRequest, "invalid_value", settingParam(setting.Field), setting.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		WriteError(w, http.StatusBadRequest, "", "", err.Error())
 	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
@@ -110,6 +113,15 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("internal error answered 500")
 		WriteError(w, http.StatusInternalServerError, "internal", "", "internal error; the operator's log has it under request id "+w.Header().Get("X-Request-Id"))
 	}
+}
+
+// settingParam is the request field that carries a chat setting: the
+// same name, but for the compaction threshold (context_management).
+func settingParam(field string) string {
+	if field == "compact_threshold" {
+		return "context_management"
+	}
+	return field
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

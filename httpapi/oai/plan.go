@@ -126,12 +126,18 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 		return nil, err
 	}
 	p := &plan{req: req, input: g.input}
+	most := h.cfg.Limits.MaxMessageBytes
 	if len(g.results) > 0 {
+		for _, res := range g.results {
+			if len(res.Output) > most {
+				return nil, tooLarge("input", "the output of function_call_output %s is %d bytes; the limit is %d (limits.max_message_bytes)", clip(res.CallID, 80), len(res.Output), most)
+			}
+		}
 		p.results = g.results
 	} else {
 		p.message = &api.SendMessageRequest{Content: strings.Join(g.text, "\n\n")}
-		if len(p.message.Content) > h.cfg.Limits.MaxMessageBytes {
-			return nil, refuse("input", "the input's text is %d bytes; the limit is %d (limits.max_message_bytes)", len(p.message.Content), h.cfg.Limits.MaxMessageBytes)
+		if len(p.message.Content) > most {
+			return nil, tooLarge("input", "the input's text is %d bytes; the limit is %d (limits.max_message_bytes)", len(p.message.Content), most)
 		}
 	}
 	setup := chatSetup(req, tools, noTools, g.system)
@@ -365,6 +371,8 @@ func writePlanError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &m):
 		WriteError(w, http.StatusNotFound, "", m.param, m.msg)
+	case errors.As(err, &bad) && bad.tooLarge:
+		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", bad.param, bad.msg)
 	case errors.As(err, &bad):
 		WriteError(w, http.StatusBadRequest, "invalid_value", bad.param, bad.msg)
 	default:

@@ -58,15 +58,21 @@ type inputItem struct {
 	Args    string          `json:"arguments"`
 }
 
-// badRequest is a 400 naming the field at fault.
+// badRequest is a refusal naming the field at fault: 400, or 413 for one
+// past its size limit.
 type badRequest struct {
 	param, msg string
+	tooLarge   bool
 }
 
 func (e *badRequest) Error() string { return e.msg }
 
 func refuse(param, format string, args ...any) error {
 	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(param, format string, args ...any) error {
+	return &badRequest{param: param, msg: fmt.Sprintf(format, args...), tooLarge: true}
 }
 
 // decode reads a JSON body into v, answering the error itself. The body is

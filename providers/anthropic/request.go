@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -102,9 +101,9 @@ var anthropicEfforts = []string{"low", "medium", "high", "xhigh", "max"}
 func (c *Client) CheckSettings(s chat.Settings) error {
 	switch {
 	case s.Temperature != nil:
-		return errors.New("the Anthropic protocol takes no temperature")
+		return chat.RefuseSetting("temperature", "the Anthropic protocol takes no temperature")
 	case s.TopP != nil:
-		return errors.New("the Anthropic protocol takes no top_p")
+		return chat.RefuseSetting("top_p", "the Anthropic protocol takes no top_p")
 	}
 	return providers.CheckEffort("the Anthropic protocol", s.ReasoningEffort, anthropicEfforts...)
 }
