@@ -107,10 +107,17 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 	if exp.Chat.Title != "" && !s.titleFits(w, &exp.Chat.Title) {
 		return
 	}
+	most := s.cfg.Limits.MaxMessageBytes
 	for _, m := range exp.Messages {
-		if len(m.Content) > s.cfg.Limits.MaxMessageBytes {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("message seq %d is %d bytes; the limit is %d", m.Seq, len(m.Content), s.cfg.Limits.MaxMessageBytes))
+		if len(m.Content) > most {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("message seq %d is %d bytes; the limit is %d", m.Seq, len(m.Content), most))
 			return
+		}
+		for _, c := range m.ToolCalls {
+			if len(c.Arguments) > most {
+				writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the arguments of tool call %s of message seq %d are %d bytes; the limit is %d", clip(c.ID, 80), m.Seq, len(c.Arguments), most))
+				return
+			}
 		}
 	}
 	c, err := s.hub.Import(r.Context(), tenant, exp)
@@ -167,16 +174,29 @@ func markdownMessage(m api.Message) string {
 }
 
 // fence writes text as a paragraph, or as a code block whose fence is
-// longer than any run of backticks inside it.
+// longer than any run of backticks inside it (at least three).
 func fence(text string, code bool) string {
 	if !code {
 		return strings.TrimRight(text, "\n") + "\n\n"
 	}
-	ticks := "```"
-	for strings.Contains(text, ticks) {
-		ticks += "`"
-	}
+	ticks := strings.Repeat("`", max(3, longestRun(text, '`')+1))
 	return ticks + "\n" + strings.TrimRight(text, "\n") + "\n" + ticks + "\n\n"
+}
+
+// longestRun is the length of the longest run of c in s, in one pass: a
+// tenant's text of a million backticks costs a million steps, not a
+// million scans of it.
+func longestRun(s string, c byte) int {
+	most, run := 0, 0
+	for i := range len(s) {
+		if s[i] != c {
+			run = 0
+			continue
+		}
+		run++
+		most = max(most, run)
+	}
+	return most
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

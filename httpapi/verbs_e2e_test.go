@@ -106,6 +106,7 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	defer fake.Close()
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
 	cfg.Limits.MaxImportBytes = 8 << 10
+	cfg.Limits.MaxMessageBytes = 2 << 10
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "alice"})
 	url := d.Server.URL + "/v1/chats/import"
 	good := api.ChatExport{Format: api.ExportFormat, Messages: []api.Message{{Role: api.RoleUser, Content: "hi"}}}
@@ -120,6 +121,12 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	unknownModel.Chat.Model = "nowhere/m"
 	big := good
 	big.Messages = []api.Message{{Role: api.RoleUser, Content: strings.Repeat("x", 9<<10)}}
+	bigMessage := good
+	bigMessage.Messages = []api.Message{{Role: api.RoleUser, Content: strings.Repeat("x", 3<<10)}}
+	bigArgs := good
+	bigArgs.Messages = []api.Message{{Role: api.RoleUser, Content: "hi"},
+		{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: "c1", Name: "look", Arguments: `{"q":"` + strings.Repeat("`", 3<<10) + `"}`}}},
+		{Role: api.RoleTool, ToolCallID: "c1", ToolName: "look", Content: "ok"}}
 	for _, tc := range []struct {
 		name, body string
 		status     int
@@ -131,6 +138,8 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 		{"other format", enc(otherFormat), 400},
 		{"unknown provider", enc(unknownModel), 400},
 		{"over max_import_bytes", enc(big), 413},
+		{"a message over max_message_bytes", enc(bigMessage), 413},
+		{"tool call arguments over max_message_bytes", enc(bigArgs), 413},
 	} {
 		if status, body := callWith(t, "POST", url, "tok-a", tc.body); status != tc.status {
 			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
