@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -440,8 +441,32 @@ const waitBuffer = 16
 // turnEndEvents end what a request waits for of a turn (turnEnds).
 var turnEndEvents = []string{api.EventTurnCompleted, api.EventTurnRequiresAction}
 
+// wantsSSE reports whether the request's Accept names text/event-stream,
+// in any case, and weighs it (q) at least as much as JSON: a client that
+// prefers JSON, or only accepts anything (*/*, curl's), gets JSON.
 func wantsSSE(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	sse, json := 0.0, 0.0
+	for _, v := range r.Header.Values("Accept") {
+		for entry := range strings.SplitSeq(v, ",") {
+			media, params, err := mime.ParseMediaType(entry)
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if s, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(s, 64); err != nil {
+					continue
+				}
+			}
+			switch media {
+			case "text/event-stream":
+				sse = max(sse, q)
+			case "application/json", "application/*", "*/*":
+				json = max(json, q)
+			}
+		}
+	}
+	return sse > 0 && sse >= json
 }
 
 // turnEnds reports whether ev ends what a request waits for of a turn: it
