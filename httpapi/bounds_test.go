@@ -81,6 +81,11 @@ func TestChatListPages(t *testing.T) {
 			t.Fatalf("limit=%s: the error does not say the range: %q", bad, a.err.Message)
 		}
 	}
+	// A cursor that is no chat id would answer an empty page, as if the
+	// list had ended: it is refused.
+	for _, bad := range []string{"zzzz", "%FF", strings.Repeat("a", 300), "..%2Fx", strings.ToUpper(bChat.ID)} {
+		call(t, ctx, http.MethodGet, d.Server.URL+"/v1/chats?after="+bad, "tok-a", "").want(t, 400, "bad_request")
+	}
 }
 
 func TestTitlesAreBounded(t *testing.T) {

@@ -73,12 +73,18 @@ func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 
 // listChats answers one page of the tenant's chats, in id order.
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request, tenant string) {
-	q := r.URL.Query()
+	after := r.URL.Query().Get("after")
 	limit, ok := pageLimit(w, r)
 	if !ok {
 		return
 	}
-	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, q.Get("after"), limit)
+	if after != "" && !hub.IsID(after) {
+		// Any string would page on (ids sort), and a mistyped one would
+		// answer an empty page as if the list had ended.
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("after %q is not a chat id: pass the next of the page before", clip(after, 80)))
+		return
+	}
+	cs, more, err := s.hub.ChatsPage(r.Context(), tenant, after, limit)
 	if err != nil {
 		writeHubError(w, r, err)
 		return

@@ -405,9 +405,18 @@ func (h *Hub) Store() Store { return h.store }
 
 // NewID returns a random id.
 func NewID() string {
-	var b [12]byte
+	var b [idBytes]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// idBytes is the randomness of an id: 96 bits, 24 hex digits.
+const idBytes = 12
+
+// IsID reports whether s is shaped as NewID makes ids.
+func IsID(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == idBytes && s == strings.ToLower(s)
 }
 
 // logFor is the hub's logger for what ctx's request causes: its lines
