@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -32,15 +33,32 @@ func init() {
 			intr := make(chan os.Signal, 1)
 			signal.Notify(intr, os.Interrupt)
 			defer signal.Stop(intr)
-			return runChat(cmd.Context(), c, chatID, model, cmd.InOrStdin(), cmd.OutOrStdout(), intr)
+			out := cmd.OutOrStdout()
+			err := runChat(cmd.Context(), c, chatID, model, cmd.InOrStdin(), out, intr, isTerminal(out))
+			var aerr *api.Error
+			if errors.As(err, &aerr) && aerr.Status == http.StatusUnauthorized {
+				return fmt.Errorf("%w (pass the daemon's token with --token, or set AGENTD_TOKEN)", err)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", envOr("AGENTD_ADDR", "http://127.0.0.1:8420"), "daemon address")
-	f.StringVar(&token, "token", os.Getenv("AGENTD_TOKEN"), "bearer token")
+	f.StringVar(&token, "token", os.Getenv("AGENTD_TOKEN"), "bearer token (default $AGENTD_TOKEN)")
 	f.StringVar(&chatID, "chat", "", "continue this chat id (default: a new chat)")
 	f.StringVar(&model, "model", "", "model of a new chat, provider/model")
 	rootCmd.AddCommand(cmd)
+}
+
+// isTerminal reports whether out is a terminal: only there does the
+// spinner redraw its line (piped, its escape codes would be noise).
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func envOr(key, def string) string {
@@ -73,6 +91,7 @@ type terminal struct {
 	intr   <-chan os.Signal
 	chatID string
 	model  string
+	live   bool // out is a terminal: the spinner draws
 	// next is the step the last turn's too-long problem offered; an empty
 	// line takes it.
 	next *api.NextStep
@@ -82,9 +101,10 @@ type terminal struct {
 var errQuit = errors.New("quit")
 
 // runChat talks to the daemon until the input ends, /quit, or a Ctrl-C at
-// the prompt. intr carries Ctrl-C (nil: none).
-func runChat(ctx context.Context, c *api.Client, chatID, model string, in io.Reader, out io.Writer, intr <-chan os.Signal) error {
-	t := &terminal{c: c, out: out, intr: intr, model: model}
+// the prompt. intr carries Ctrl-C (nil: none); live says out is a
+// terminal, where the spinner shows what a turn waits for.
+func runChat(ctx context.Context, c *api.Client, chatID, model string, in io.Reader, out io.Writer, intr <-chan os.Signal, live bool) error {
+	t := &terminal{c: c, out: out, intr: intr, model: model, live: live}
 	stop := make(chan struct{})
 	defer close(stop)
 	lines, readErr := readLines(in, stop)
@@ -358,7 +378,7 @@ func (t *terminal) offer(step *api.NextStep) {
 func (t *terminal) send(ctx context.Context, text string) error {
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sp := newSpinner(t.out)
+	sp := newSpinner(t.out, t.live)
 	defer sp.stop()
 	type result struct {
 		res api.TurnResult
@@ -450,6 +470,7 @@ type spinner struct {
 	since  time.Time
 	frame  int
 	shown  bool
+	live   bool // false: nothing is drawn, text passes through
 	ticker *time.Ticker
 	done   chan struct{}
 	once   sync.Once
@@ -459,8 +480,8 @@ const spinEvery = 120 * time.Millisecond
 
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-func newSpinner(out io.Writer) *spinner {
-	s := &spinner{out: out, ticker: time.NewTicker(spinEvery), done: make(chan struct{})}
+func newSpinner(out io.Writer, live bool) *spinner {
+	s := &spinner{out: out, live: live, ticker: time.NewTicker(spinEvery), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -515,6 +536,9 @@ func (s *spinner) stop() {
 }
 
 func (s *spinner) draw() {
+	if !s.live {
+		return
+	}
 	s.clear()
 	fmt.Fprintf(s.out, "%s %s… %ds", spinFrames[s.frame%len(spinFrames)], s.what, int(time.Since(s.since).Seconds()))
 	s.shown = true

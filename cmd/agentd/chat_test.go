@@ -22,7 +22,7 @@ func TestChatStreamsAnswersAndCompacts(t *testing.T) {
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
 	var out bytes.Buffer
 	in := strings.NewReader("world\nagain\n/compact the greeting\n")
-	if err := runChat(context.Background(), d.Client, "", "", in, &out, nil); err != nil {
+	if err := runChat(context.Background(), d.Client, "", "", in, &out, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -30,6 +30,26 @@ func TestChatStreamsAnswersAndCompacts(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	// Not a terminal: no spinner, and none of its escape codes.
+	if strings.Contains(got, "\033[") || strings.Contains(got, "waiting for") {
+		t.Errorf("piped output holds the spinner:\n%q", got)
+	}
+}
+
+// Against a daemon that wants a token, `agentd chat` without one says how
+// to give it.
+func TestChatWithoutATokenSaysHowToGiveOne(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetIn(strings.NewReader("hello\n"))
+	rootCmd.SetArgs([]string{"chat", "--addr", d.Server.URL, "--token", ""})
+	err := rootCmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--token") || !strings.Contains(err.Error(), "AGENTD_TOKEN") {
+		t.Fatalf("chat without a token: %v", err)
 	}
 }
 

@@ -73,7 +73,7 @@ func TestChatCommands(t *testing.T) {
 	}
 	in := strings.NewReader("/help\nhello\n/model fake/big\nagain\n/bogus\n/new\n/chats\n1\n/memories\n/quit\nnever sent\n")
 	var out screen
-	if err := runChat(ctx, d.Client, "", "", in, &out, nil); err != nil {
+	if err := runChat(ctx, d.Client, "", "", in, &out, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -113,7 +113,7 @@ func TestChatResumeShowsTheLastTurns(t *testing.T) {
 		}
 	}
 	var out screen
-	if err := runChat(ctx, d.Client, c.ID, "", strings.NewReader(""), &out, nil); err != nil {
+	if err := runChat(ctx, d.Client, c.ID, "", strings.NewReader(""), &out, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -155,7 +155,7 @@ func TestChatTakesTheTooLongNextStepWithEnter(t *testing.T) {
 			cfg.Providers[0].Company = tc.company
 			d := daemontest.Start(t, cfg, nil)
 			var out screen
-			if err := runChat(context.Background(), d.Client, "", "", strings.NewReader("a long paste\n\nsend it again\n"), &out, nil); err != nil {
+			if err := runChat(context.Background(), d.Client, "", "", strings.NewReader("a long paste\n\nsend it again\n"), &out, nil, true); err != nil {
 				t.Fatal(err)
 			}
 			got := out.String()
@@ -185,7 +185,7 @@ func TestCtrlCStopsTheStreamAndASecondQuits(t *testing.T) {
 	intr := make(chan os.Signal, 1)
 	var out screen
 	done := make(chan error, 1)
-	go func() { done <- runChat(context.Background(), d.Client, "", "", inR, &out, intr) }()
+	go func() { done <- runChat(context.Background(), d.Client, "", "", inR, &out, intr, true) }()
 	out.waitFor(t, "> ")
 	if _, err := io.WriteString(inW, "take your time\n"); err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestSpinnerSaysWhatTheTurnWaitsFor(t *testing.T) {
 		{api.EventCompactionStarted, `{"targets": 2}`, "compacting this turn's tool results… 0s"},
 	} {
 		var out screen
-		sp := newSpinner(&out)
+		sp := newSpinner(&out, true)
 		term.show(sp, api.Event{Type: tc.typ, Data: []byte(tc.data)})
 		if got := out.String(); !strings.Contains(got, tc.want) {
 			t.Errorf("%s %s: the spinner shows %q, want %q", tc.typ, tc.data, got, tc.want)
