@@ -13,7 +13,8 @@ import (
 type Error struct {
 	Message string `json:"error"`
 	// Kind is a stable word for programs: bad_request, not_found, too_large,
-	// busy, rate_limited, unauthorized, unavailable, conflict, internal.
+	// busy, rate_limited, unauthorized, unavailable, conflict, internal,
+	// method_not_allowed.
 	Kind string `json:"kind"`
 	// Status is the HTTP status (not sent; set by the client).
 	Status int `json:"-"`

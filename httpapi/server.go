@@ -161,8 +161,30 @@ func (s *Server) routes() {
 			return
 		}
 		// The path is the client's, any length: it is repeated as an id would be.
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: this route takes %s (see docs/api.md)", clip(r.Method, 20), clip(r.URL.Path, echoLimit), strings.Join(allow, ", ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", clip(r.Method, 20), clip(r.URL.Path, echoLimit)))
 	})
+}
+
+// allowed lists the methods the native API serves r's path with: the
+// catch-all route matches every method, so the mux cannot say 405 itself.
+func (s *Server) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/v1/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // nativePrefixes are the paths under /v1/ that agentd's own API owns

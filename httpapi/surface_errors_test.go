@@ -63,6 +63,8 @@ func TestEachSurfaceAnswersInItsOwnErrorShape(t *testing.T) {
 		{"GET", "/v1/models/fake/none", "", nil, 404, "openai", "model_not_found"},
 		{"GET", "/v1/chats/x/nothing", "", nil, 404, "native", "not_found"},
 		{"GET", "/v1/toolsets/x/y", "", nil, 404, "native", "not_found"},
+		{"PUT", "/v1/chats/x", "", nil, 405, "native", "method_not_allowed"},
+		{"DELETE", "/v1/chats/x/messages", "", nil, 405, "native", "method_not_allowed"},
 		{"POST", "/v1/chat/completions", "", foreign, 403, "openai", "cross_origin"},
 		{"POST", "/v1/responses", "", foreign, 403, "openai", "cross_origin"},
 		{"POST", "/v1/chats", "", foreign, 403, "native", "cross_origin"},
@@ -74,6 +76,9 @@ func TestEachSurfaceAnswersInItsOwnErrorShape(t *testing.T) {
 		a := browserCall(t, c.method, d.Server.URL+c.path, c.host, "application/json", []byte(`{}`), c.header)
 		if shape, code := errorShape(t, a.body); a.status != c.status || shape != c.shape || code != c.code {
 			t.Errorf("%s %s (host %q): %d %s %q; want %d %s %q: %s", c.method, c.path, c.host, a.status, shape, code, c.status, c.shape, c.code, a.body)
+		}
+		if allow := a.header.Get("Allow"); (c.status == 405) != (allow != "") || c.path == "/v1/chats/x" && allow != "GET, PATCH, DELETE" {
+			t.Errorf("%s %s: Allow %q", c.method, c.path, allow)
 		}
 	}
 }
