@@ -297,15 +297,19 @@ func TestAClientThatLeftIsNotAnInternalError(t *testing.T) {
 func TestAnErrorClipsTheIDItRepeats(t *testing.T) {
 	s, _ := testServer(&pagedHub{}, nil, nil)
 	id := strings.Repeat("a", 60<<10)
-	for name, path := range map[string]string{
-		"unknown chat":  "/v1/chats/" + id,
-		"no such route": "/v1/chats/" + id + "/compact", // compact is POST
+	for name, tc := range map[string]struct {
+		path   string
+		status int
+	}{
+		"unknown chat":     {"/v1/chats/" + id, http.StatusNotFound},
+		"no such route":    {"/v1/chats/" + id + "/nothing", http.StatusNotFound},
+		"another method's": {"/v1/chats/" + id + "/compact", http.StatusMethodNotAllowed}, // compact is POST
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := serveOne(s, httptest.NewRequest(http.MethodGet, path, nil))
+			rec := serveOne(s, httptest.NewRequest(http.MethodGet, tc.path, nil))
 			var e api.Error
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
-			if rec.Code != http.StatusNotFound || len(e.Message) > 2*echoLimit || !strings.Contains(e.Message, strings.Repeat("a", echoLimit/2)+"…") {
+			if rec.Code != tc.status || len(e.Message) > 2*echoLimit || !strings.Contains(e.Message, strings.Repeat("a", echoLimit/2)+"…") {
 				t.Fatalf("status %d, message of %d bytes: %.300s", rec.Code, len(e.Message), e.Message)
 			}
 		})
