@@ -219,6 +219,12 @@ type Limits struct {
 	TurnsPerChat int `yaml:"turns_per_chat" json:"turns_per_chat"`
 	// TurnsPerTenant waiting or running at once. Defaults to 2000.
 	TurnsPerTenant int `yaml:"turns_per_tenant" json:"turns_per_tenant"`
+	// MemoriesPerTenant is the most memories one tenant keeps, active or
+	// waiting for an OK: every new memory and each day's memory map read
+	// them all. Past it nothing more is stored (the remember tool tells
+	// the model, the learner logs it) until the person deletes some. -1:
+	// no limit. Defaults to 10000.
+	MemoriesPerTenant int `yaml:"memories_per_tenant" json:"memories_per_tenant"`
 	// RequestsPerSecond per tenant (burst twice that). Defaults to 200.
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
 	// IngestBytesPerSecond is how many bytes of messages a tenant may add
@@ -512,6 +518,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&l.ChatsPerTenant, 10000)
 	setInt(&l.TurnsPerChat, 4)
 	setInt(&l.TurnsPerTenant, 2000)
+	setInt(&l.MemoriesPerTenant, 10000)
 	if l.RequestsPerSecond == 0 {
 		l.RequestsPerSecond = 200
 	}
@@ -693,7 +700,7 @@ func rootOnly(p Provider) error {
 // -1s times out every turn), so the daemon would start and fail each request.
 // minusOneAllowed are the numbers whose -1 means none: the whole window,
 // no limit.
-var minusOneAllowed = map[string]bool{"limits.compact_threshold": true, "limits.ingest_bytes_per_second": true}
+var minusOneAllowed = map[string]bool{"limits.compact_threshold": true, "limits.ingest_bytes_per_second": true, "limits.memories_per_tenant": true}
 
 func notNegative(c *Config) error {
 	check := func(section string, v any) error {

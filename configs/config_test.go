@@ -43,6 +43,9 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 	if ts := c.Toolsets; ts.MaxPerTenant != 100 || ts.MaxToolsPerTenant != 20000 || c.Attachments.MaxBytesPerTenant != 0 {
 		t.Fatalf("toolsets %+v, attachments.max_bytes_per_tenant %d; want 100 toolsets and 20000 tools per tenant, and no share", ts, c.Attachments.MaxBytesPerTenant)
 	}
+	if c.Limits.MemoriesPerTenant != 10000 {
+		t.Fatalf("limits.memories_per_tenant %d, want 10000", c.Limits.MemoriesPerTenant)
+	}
 	if c.Limits.IngestBytesPerSecond != DefaultIngestBytesPerSecond {
 		t.Fatalf("limits.ingest_bytes_per_second %d, want %d", c.Limits.IngestBytesPerSecond, DefaultIngestBytesPerSecond)
 	}
@@ -76,6 +79,7 @@ func TestValidateRejects(t *testing.T) {
 		"negative toolsets":      {"toolsets: {max_per_tenant: -1}", "toolsets.max_per_tenant -1: must not be negative"},
 		"negative tenant share":  {"attachments: {max_bytes_per_tenant: -1}", "attachments.max_bytes_per_tenant -1: must not be negative"},
 		"ingest rate below -1":   {"limits: {ingest_bytes_per_second: -2}", "limits.ingest_bytes_per_second -2: must not be negative"},
+		"memories below -1":      {"limits: {memories_per_tenant: -2}", "limits.memories_per_tenant -2: must not be negative"},
 		"model without id":       {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{window: 8192}]}]", "providers[0] \"x\": models[0] has no id"},
 		"negative window":        {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{id: m, window: -5}]}]", "model \"m\": window -5"},
 		"base url no scheme":     {"providers: [{name: x, kind: anthropic, base_url: \"localhost:8080\", models: [m]}]", "base_url \"localhost:8080\": want an http:// or https:// URL"},

@@ -21,5 +21,7 @@
 //	memmap/<tenant>        the memory map of the day
 //
 // Store is safe for concurrent use; its read-modify-write operations are
-// serialised by one mutex (a daemon has one Store over one Badger).
+// serialised per tenant (a daemon has one Store over one Badger), so one
+// tenant's scans and writes never hold up another's. A tenant keeps at most
+// Options.MaxPerTenant memories.
 package memory

@@ -21,14 +21,14 @@ func TestEditAndDeleteOneMemory(t *testing.T) {
 	if _, err := s.Edit(ctx, "t", bees.ID, "  \n "); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("edit to blank: %v, want ErrEmpty", err)
 	}
-	if !strings.Contains(s.Map("t"), "Porto") {
-		t.Fatalf("map lacks Porto before the edit: %q", s.Map("t"))
+	if !strings.Contains(mapText(s, "t"), "Porto") {
+		t.Fatalf("map lacks Porto before the edit: %q", mapText(s, "t"))
 	}
 	got, err := s.Edit(ctx, "t", porto.ID, "  Lives in Lisbon. ")
 	if err != nil || got.Text != "Lives in Lisbon." || got.State != StateActive || got.RunID != porto.RunID {
 		t.Fatalf("edit = %+v, %v", got, err)
 	}
-	if m := s.Map("t"); strings.Contains(m, "Porto") || !strings.Contains(m, "Lisbon") {
+	if m := mapText(s, "t"); strings.Contains(m, "Porto") || !strings.Contains(m, "Lisbon") {
 		t.Fatalf("map after the edit = %q, want Lisbon, not Porto", m)
 	}
 	if err := s.Delete(ctx, "t", bees.ID); err != nil {
@@ -44,8 +44,8 @@ func TestEditAndDeleteOneMemory(t *testing.T) {
 	if err != nil || len(left) != 1 || left[0].ID != porto.ID {
 		t.Fatalf("left = %+v, %v", left, err)
 	}
-	if strings.Contains(s.Map("t"), "bees") {
-		t.Fatalf("map keeps a deleted memory: %q", s.Map("t"))
+	if strings.Contains(mapText(s, "t"), "bees") {
+		t.Fatalf("map keeps a deleted memory: %q", mapText(s, "t"))
 	}
 	// Undoing the run skips the deleted memory and undoes the edited one.
 	if _, err := s.UndoRun(ctx, "t", porto.RunID); err != nil {

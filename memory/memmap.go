@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // MapLimit caps the memory map in bytes.
@@ -40,13 +39,14 @@ func (s *Store) Map(tenant string) string {
 // byte-for-byte the same all day, across restarts: the system prompt's
 // prefix stays stable and providers' prompt caches keep hitting. The cost is
 // that a memory added or approved today appears in the map tomorrow, while
-// memory_search finds it at once. Only an undo rebuilds it the same day.
+// memory_search finds it at once. Only an edit, a delete or an undo
+// rebuilds it the same day.
 func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
 	day := s.now().Format("2006-01-02")
 	if text, ok := s.cachedMap(tenant, day); ok {
 		return text, nil
 	}
-	build := s.buildLock(tenant)
+	build := &s.locks(tenant).build
 	build.Lock()
 	defer build.Unlock()
 	if text, ok := s.cachedMap(tenant, day); ok { // built while this call waited
@@ -82,21 +82,9 @@ func (s *Store) cacheMap(tenant string, m dayMap) {
 	s.mapMu.Unlock()
 }
 
-// buildLock returns the tenant's lock over its stored map.
-func (s *Store) buildLock(tenant string) *sync.Mutex {
-	s.mapMu.Lock()
-	defer s.mapMu.Unlock()
-	l, ok := s.building[tenant]
-	if !ok {
-		l = &sync.Mutex{}
-		s.building[tenant] = l
-	}
-	return l
-}
-
 // dropMap forgets the tenant's map of the day, so the next call rebuilds it.
 func (s *Store) dropMap(ctx context.Context, tenant string) error {
-	build := s.buildLock(tenant)
+	build := &s.locks(tenant).build
 	build.Lock()
 	defer build.Unlock()
 	s.mapMu.Lock()
@@ -125,15 +113,25 @@ func BuildMap(mems []Memory) string {
 	for _, m := range mems {
 		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
 	}
-	if fits(header, lines, footer(0)) {
+	// size is render's length without the footer, kept as lines are
+	// dropped: joining the kept lines again for each count made a map of
+	// thousands of memories cost seconds.
+	size := len(header) + 1
+	for _, l := range lines {
+		size += len(l) + 1
+	}
+	if size+len(footer(0)) <= MapLimit {
 		return render(header, lines, footer(0))
 	}
 	if t := topics(mems); len(t) > 0 {
-		header += " Often about: " + strings.Join(t, ", ") + "."
+		long := header + " Often about: " + strings.Join(t, ", ") + "."
+		size += len(long) - len(header)
+		header = long
 	}
 	for n := len(lines) - 1; n >= 0; n-- {
+		size -= len(lines[n]) + 1
 		f := footer(len(lines) - n)
-		if fits(header, lines[:n], f) {
+		if size+len(f) <= MapLimit {
 			return render(header, lines[:n], f)
 		}
 	}
@@ -150,10 +148,6 @@ func footer(hidden int) string {
 func render(header string, lines []string, footer string) string {
 	parts := append(append([]string{header}, lines...), footer)
 	return strings.Join(parts, "\n")
-}
-
-func fits(header string, lines []string, footer string) bool {
-	return len(render(header, lines, footer)) <= MapLimit
 }
 
 // topics are the words most memories share, most frequent first, ties in

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,12 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
+// mapText is the tenant's map of the day, "" when the store failed.
+func mapText(s *Store, tenant string) string {
+	text, _ := s.MapErr(context.Background(), tenant)
+	return text
+}
+
 func TestMapByteStableForADay(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
@@ -21,7 +28,7 @@ func TestMapByteStableForADay(t *testing.T) {
 	for i := range 30 {
 		mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{fmt.Sprintf("Fact number %d about the garden and coffee habits of the person.", i)}})
 	}
-	morning := s.Map("t")
+	morning := mapText(s, "t")
 	if morning == "" || len(morning) > MapLimit {
 		t.Fatalf("map is %d bytes, want 1..%d:\n%s", len(morning), MapLimit, morning)
 	}
@@ -34,7 +41,7 @@ func TestMapByteStableForADay(t *testing.T) {
 	if _, err := s.Approve(ctx, "t", waiting[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if evening := s.Map("t"); evening != morning {
+	if evening := mapText(s, "t"); evening != morning {
 		t.Fatalf("map changed within the day:\n--- morning\n%s\n--- evening\n%s", morning, evening)
 	}
 	if hits, _ := s.Search(ctx, "t", "theremin", 1); len(hits) != 1 {
@@ -42,13 +49,13 @@ func TestMapByteStableForADay(t *testing.T) {
 	}
 
 	// A restart the same day (a new Store over the same Badger) keeps it.
-	if again := New(db, Options{Now: c.Now}).Map("t"); again != morning {
+	if again := mapText(New(db, Options{Now: c.Now}), "t"); again != morning {
 		t.Fatalf("map changed across a restart:\n%s", again)
 	}
 
 	// The next day the new memories show (the newest lines come first).
 	c.Add(6 * time.Hour) // 08:00+10h+6h = 2026-10-06 00:00
-	next := s.Map("t")
+	next := mapText(s, "t")
 	if next == morning || !strings.Contains(next, "theremin") || !strings.Contains(next, "Basque") {
 		t.Fatalf("next day's map lacks the new memories:\n%s", next)
 	}
@@ -62,13 +69,13 @@ func TestMapUndoRebuildsAtOnce(t *testing.T) {
 	s, _ := newStore(t)
 	mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Keeps bees."}})
 	run, _ := mustAdd(t, s, AddInput{Tenant: "t", Texts: []string{"Is planning a surprise party."}})
-	if !strings.Contains(s.Map("t"), "surprise party") {
-		t.Fatalf("map lacks the memory: %q", s.Map("t"))
+	if !strings.Contains(mapText(s, "t"), "surprise party") {
+		t.Fatalf("map lacks the memory: %q", mapText(s, "t"))
 	}
 	if _, err := s.UndoRun(ctx, "t", run.ID); err != nil {
 		t.Fatal(err)
 	}
-	got := s.Map("t")
+	got := mapText(s, "t")
 	if strings.Contains(got, "surprise") || !strings.Contains(got, "bees") {
 		t.Fatalf("map after undo = %q, want bees without the party", got)
 	}
@@ -76,12 +83,12 @@ func TestMapUndoRebuildsAtOnce(t *testing.T) {
 
 func TestMapEmptyAndPerTenant(t *testing.T) {
 	s, _ := newStore(t)
-	if got := s.Map("nobody"); got != "" {
+	if got := mapText(s, "nobody"); got != "" {
 		t.Fatalf("map of a tenant with no memories = %q, want empty", got)
 	}
 	mustAdd(t, s, AddInput{Tenant: "a", Texts: []string{"Likes chess."}})
 	mustAdd(t, s, AddInput{Tenant: "b", Texts: []string{"Likes golf."}})
-	if a := s.Map("a"); !strings.Contains(a, "chess") || strings.Contains(a, "golf") {
+	if a := mapText(s, "a"); !strings.Contains(a, "chess") || strings.Contains(a, "golf") {
 		t.Fatalf("tenant a's map = %q", a)
 	}
 }
@@ -124,6 +131,65 @@ func TestBuildMapProperties(t *testing.T) {
 	})
 }
 
+// buildMapBefore is BuildMap as it was before it kept a running length:
+// it joined the kept lines again to measure each count, which cost seconds
+// for thousands of memories. TestBuildMapAsBefore's oracle.
+func buildMapBefore(mems []Memory) string {
+	if len(mems) == 0 {
+		return ""
+	}
+	mems = slices.Clone(mems)
+	sortNewest(mems)
+	header := fmt.Sprintf("Remembered about the person: %d things.", len(mems))
+	if len(mems) == 1 {
+		header = "Remembered about the person: 1 thing."
+	}
+	lines := make([]string, 0, len(mems))
+	for _, m := range mems {
+		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
+	}
+	fits := func(lines []string, footer string) bool { return len(render(header, lines, footer)) <= MapLimit }
+	if fits(lines, footer(0)) {
+		return render(header, lines, footer(0))
+	}
+	if t := topics(mems); len(t) > 0 {
+		header += " Often about: " + strings.Join(t, ", ") + "."
+	}
+	for n := len(lines) - 1; n >= 0; n-- {
+		f := footer(len(lines) - n)
+		if fits(lines[:n], f) {
+			return render(header, lines[:n], f)
+		}
+	}
+	return clipText(header, MapLimit)
+}
+
+// TestBuildMapAsBefore: BuildMap gives exactly the bytes it gave before its
+// running length, on maps that list every memory, some, or one, with and
+// without topics, in any script, with ties in time.
+func TestBuildMapAsBefore(t *testing.T) {
+	vocab := []string{"tea", "garden", "chess", "Oslo", "café", "日本語", "bees", "  ", "\t", "a", "zzzzzzzzzzzzzzzzzzzzzzzzz"}
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(0, 300).Draw(rt, "n")
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		mems := make([]Memory, n)
+		for i := range mems {
+			var text string
+			if rapid.Bool().Draw(rt, "words") {
+				ws := rapid.SliceOfN(rapid.SampledFrom(vocab), 1, 40).Draw(rt, "vocab")
+				text = strings.Join(ws, " ")
+			} else {
+				text = rapid.StringN(0, 200, -1).Draw(rt, "text")
+			}
+			mems[i] = Memory{ID: fmt.Sprintf("m_%016x00000000", i), Text: text, State: StateActive,
+				CreatedAt: base.Add(time.Duration(rapid.IntRange(0, 5).Draw(rt, "minute")) * time.Minute)}
+		}
+		if got, want := BuildMap(mems), buildMapBefore(mems); got != want {
+			rt.Fatalf("BuildMap changed its bytes:\n--- now\n%s\n--- before\n%s", got, want)
+		}
+	})
+}
+
 // heldRecords stalls reading one tenant's stored map until released.
 type heldRecords struct {
 	*persistence.Store
@@ -150,14 +216,14 @@ func TestMapOfOneTenantWaitsNotOnAnother(t *testing.T) {
 	s := New(held, Options{Now: c.Now})
 	mustAdd(t, s, AddInput{Tenant: "fast", Texts: []string{"Likes chess."}})
 	mustAdd(t, s, AddInput{Tenant: "slow", Texts: []string{"Likes golf."}})
-	fast := s.Map("fast")
+	fast := mapText(s, "fast")
 	slow := make(chan string, 3)
 	for range cap(slow) {
-		go func() { slow <- s.Map("slow") }()
+		go func() { slow <- mapText(s, "slow") }()
 	}
 	<-held.entered
 	again := make(chan string, 1)
-	go func() { again <- s.Map("fast") }()
+	go func() { again <- mapText(s, "fast") }()
 	select {
 	case got := <-again:
 		if got != fast || !strings.Contains(got, "chess") {

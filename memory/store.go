@@ -76,6 +76,11 @@ type Options struct {
 	// Mask hides secrets in a memory's text before it is stored (wire
 	// redact.Mask). Optional. Defaults to keeping the text as it is.
 	Mask func(string) string
+	// MaxPerTenant is the most memories one tenant keeps, active or
+	// waiting for an OK (an approval never passes it): Add past it is
+	// ErrFull. Every memory is read to build the map and to spot a fact
+	// already known. Optional. 0: no bound.
+	MaxPerTenant int
 }
 
 // Store is the memory store. See the package comment for its contract.
@@ -83,18 +88,27 @@ type Store struct {
 	rec  Records
 	now  func() time.Time
 	mask func(string) string
+	max  int
 
-	mu        sync.Mutex // serialises read-modify-write of records
-	lastStamp int64      // the last id's stamp; guarded by mu
+	idMu      sync.Mutex
+	lastStamp int64 // the last id's stamp; guarded by idMu
 
-	// mapMu guards maps and building; taken after mu and a tenant's build
-	// lock, never before, and never held across I/O.
-	mapMu sync.Mutex
-	maps  map[string]dayMap // tenant → the map of the day, cached
-	// building holds a lock per tenant that serialises reading, building
-	// and dropping its stored map: one tenant's store reads and synced
-	// write never hold up another tenant's cached map.
-	building map[string]*sync.Mutex
+	// mapMu guards maps and tenants; taken after a tenant's locks, never
+	// before, and never held across I/O.
+	mapMu   sync.Mutex
+	maps    map[string]dayMap // tenant → the map of the day, cached
+	tenants map[string]*tenantLocks
+}
+
+// tenantLocks are one tenant's locks, so that one tenant's scans, builds
+// and synced writes never hold up another tenant. A tenant's write lock is
+// taken before its build lock, never after.
+type tenantLocks struct {
+	// write serialises read-modify-write of the tenant's records: its
+	// memories, runs and its chats' read-until marks.
+	write sync.Mutex
+	// build serialises reading, building and dropping its stored map.
+	build sync.Mutex
 }
 
 // New returns a store over rec.
@@ -105,7 +119,26 @@ func New(rec Records, o Options) *Store {
 	if o.Mask == nil {
 		o.Mask = func(s string) string { return s }
 	}
-	return &Store{rec: rec, now: o.Now, mask: o.Mask, maps: map[string]dayMap{}, building: map[string]*sync.Mutex{}}
+	return &Store{rec: rec, now: o.Now, mask: o.Mask, max: o.MaxPerTenant, maps: map[string]dayMap{}, tenants: map[string]*tenantLocks{}}
+}
+
+// locks returns the tenant's locks.
+func (s *Store) locks(tenant string) *tenantLocks {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	l, ok := s.tenants[tenant]
+	if !ok {
+		l = &tenantLocks{}
+		s.tenants[tenant] = l
+	}
+	return l
+}
+
+// lockWrites takes the tenant's write lock and returns its unlock.
+func (s *Store) lockWrites(tenant string) func() {
+	l := s.locks(tenant)
+	l.write.Lock()
+	return l.write.Unlock
 }
 
 func memKind(tenant string) string { return "memory/" + url.PathEscape(tenant) }
@@ -122,13 +155,15 @@ var idPattern = regexp.MustCompile(`^[mr]_[0-9a-f]{16}[0-9a-f]{8}$`)
 
 // newID is time-ordered, so record keys sort oldest first: its stamp is the
 // clock's nanoseconds, raised past the last one issued when the clock stands
-// still or steps back. The random tail keeps ids unguessable. Call with mu
-// held.
+// still or steps back. The random tail keeps ids unguessable.
 func (s *Store) newID(prefix string, at time.Time) string {
+	s.idMu.Lock()
 	s.lastStamp = max(s.lastStamp+1, at.UnixNano())
+	stamp := s.lastStamp
+	s.idMu.Unlock()
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return fmt.Sprintf("%s_%016x%s", prefix, uint64(s.lastStamp), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s_%016x%s", prefix, uint64(stamp), hex.EncodeToString(b[:]))
 }
 
 // AddInput is one learning run to record.
@@ -152,17 +187,19 @@ type AddInput struct {
 // said twice is remembered once. With nothing left to add it records no
 // run and returns a zero Run. The run, its memories and the chat's raised
 // mark are one write: one sync, and every stored memory has a run to undo
-// it by.
+// it by. New memories past Options.MaxPerTenant are ErrFull, and then
+// nothing is stored, the mark included.
 func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
 	if in.Tenant == "" {
 		return Run{}, nil, errors.New("memory: add: empty tenant")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrites(in.Tenant)()
 	known := map[string]bool{}
+	kept := 0
 	err := s.each(ctx, in.Tenant, func(m Memory) {
 		if m.State != StateUndone {
 			known[normalise(m.Text)] = true
+			kept++
 		}
 	})
 	if err != nil {
@@ -185,6 +222,9 @@ func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
 			FromSeq: in.FromSeq, ToSeq: in.ToSeq, CreatedAt: now, State: state, RunID: run.ID}
 		mems = append(mems, m)
 		run.Added = append(run.Added, m.ID)
+	}
+	if len(mems) > 0 && s.max > 0 && kept+len(mems) > s.max {
+		return Run{}, nil, fmt.Errorf("add %d memories for %s: %d kept, at most %d: %w", len(mems), in.Tenant, kept, s.max, ErrFull)
 	}
 	var recs []persistence.RecordPut
 	if len(mems) > 0 {
@@ -245,8 +285,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (Memory, error) {
 // no-op; an undone one is ErrState (undo is final: learn it again instead).
 // Like a new memory, it shows in the memory map from the next day.
 func (s *Store) Approve(ctx context.Context, tenant, id string) (Memory, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrites(tenant)()
 	m, err := s.Get(ctx, tenant, id)
 	if err != nil {
 		return m, err
@@ -276,8 +315,7 @@ func (s *Store) Edit(ctx context.Context, tenant, id, text string) (Memory, erro
 	if text == "" {
 		return Memory{}, fmt.Errorf("edit memory %s: %w", id, ErrEmpty)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrites(tenant)()
 	m, err := s.Get(ctx, tenant, id)
 	if err != nil {
 		return m, err
@@ -295,8 +333,7 @@ func (s *Store) Edit(ctx context.Context, tenant, id, text string) (Memory, erro
 // Delete forgets one memory for good, and takes it out of the memory map
 // at once. Its run keeps the id; undoing the run skips it.
 func (s *Store) Delete(ctx context.Context, tenant, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrites(tenant)()
 	if _, err := s.Get(ctx, tenant, id); err != nil {
 		return err
 	}
@@ -348,8 +385,7 @@ func (s *Store) Runs(ctx context.Context, tenant string) ([]Run, error) {
 // memory map at once: the person asked to forget, which outweighs one
 // prompt-cache miss.
 func (s *Store) UndoRun(ctx context.Context, tenant, runID string) (Run, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrites(tenant)()
 	r, err := s.GetRun(ctx, tenant, runID)
 	if err != nil {
 		return r, err
@@ -404,11 +440,10 @@ func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {
 	return r.Seq, nil
 }
 
-// SetReadUntil raises the chat's read-until mark to seq. It never lowers it:
-// a late, older run must not make words unread again.
-func (s *Store) SetReadUntil(ctx context.Context, chatID string, seq int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// SetReadUntil raises the read-until mark of the tenant's chat to seq. It
+// never lowers it: a late, older run must not make words unread again.
+func (s *Store) SetReadUntil(ctx context.Context, tenant, chatID string, seq int64) error {
+	defer s.lockWrites(tenant)()
 	mark, err := s.raisedMark(ctx, chatID, seq)
 	if err != nil || len(mark) == 0 {
 		return err
@@ -420,7 +455,8 @@ func (s *Store) SetReadUntil(ctx context.Context, chatID string, seq int64) erro
 }
 
 // raisedMark is the record that raises the chat's read-until mark to seq,
-// or none when the mark is there already. Call with mu held.
+// or none when the mark is there already. Call with the chat's tenant's
+// write lock held.
 func (s *Store) raisedMark(ctx context.Context, chatID string, seq int64) ([]persistence.RecordPut, error) {
 	cur, err := s.ReadUntil(ctx, chatID)
 	if err != nil || seq <= cur {

@@ -171,7 +171,7 @@ func TestUndoRunRestores(t *testing.T) {
 	s, _ := newStore(t)
 	_, keep := mustAdd(t, s, AddInput{Tenant: "t", ChatID: "c", Texts: []string{"Keeps bees."}})
 	run, _ := mustAdd(t, s, AddInput{Tenant: "t", ChatID: "c", ToSeq: 9, Texts: []string{"Hates jazz.", "Owns a boat."}})
-	if err := s.SetReadUntil(ctx, "c", 9); err != nil {
+	if err := s.SetReadUntil(ctx, "t", "c", 9); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // a second undo is a no-op, not an error
@@ -208,7 +208,7 @@ func TestReadUntilOnlyRises(t *testing.T) {
 		t.Fatalf("fresh mark = %d, %v; want 0", got, err)
 	}
 	for _, seq := range []int64{5, 3, 8, 8, 2} {
-		if err := s.SetReadUntil(ctx, "c", seq); err != nil {
+		if err := s.SetReadUntil(ctx, "t", "c", seq); err != nil {
 			t.Fatal(err)
 		}
 	}

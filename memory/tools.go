@@ -67,6 +67,10 @@ func (s *Store) rememberTool(ctx context.Context, p RememberParams) (tools.Resul
 	}
 	_, mems, err := s.Add(ctx, AddInput{Tenant: ci.Tenant, ChatID: ci.ChatID, Source: SourceTool,
 		FromSeq: ci.Seq, ToSeq: ci.Seq, Texts: []string{text}, Wait: ci.WaitForOK})
+	if errors.Is(err, ErrFull) {
+		return tools.Result{IsError: true, Text: fmt.Sprintf("Nothing was stored: the memory is full (it keeps at most %d things). "+
+			"Tell the person: deleting memories they no longer need makes room.", s.max)}, nil
+	}
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("remember: %w", err)
 	}

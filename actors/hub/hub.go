@@ -185,7 +185,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := recall.Register(h.tools, h.store); err != nil {
 		return fmt.Errorf("recall tools: %w", err)
 	}
-	h.memory = memory.New(h.store, memory.Options{Mask: redact.Mask})
+	h.memory = memory.New(h.store, memory.Options{Mask: redact.Mask, MaxPerTenant: max(h.cfg.Limits.MemoriesPerTenant, 0)}) // -1: none
 	if err := memory.RegisterTools(h.tools, h.memory); err != nil {
 		return fmt.Errorf("memory tools: %w", err)
 	}

@@ -397,7 +397,7 @@ func raise(ctx context.Context, cfg Config, out Outcome, to int64) Outcome {
 	if to <= out.Mark {
 		return out
 	}
-	if err := cfg.Store.SetReadUntil(ctx, out.ChatID, to); err != nil {
+	if err := cfg.Store.SetReadUntil(ctx, out.Tenant, out.ChatID, to); err != nil {
 		out.Err = errors.Join(out.Err, err)
 		return out
 	}
