@@ -23,5 +23,7 @@
 // Store is safe for concurrent use; its read-modify-write operations are
 // serialised per tenant (a daemon has one Store over one Badger), so one
 // tenant's scans and writes never hold up another's. A tenant keeps at most
-// Options.MaxPerTenant memories.
+// Options.MaxPerTenant memories. The memory map is built off any actor's
+// mailbox (MapErr, once per tenant at a time) and read without waiting
+// (LastMap).
 package memory

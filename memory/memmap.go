@@ -24,13 +24,6 @@ type dayMap struct {
 	Text string `json:"text"`
 }
 
-// Map returns the tenant's memory map for the system prompt, or "" when it
-// has nothing (or the store failed; MapErr says why). See MapErr.
-func (s *Store) Map(tenant string) string {
-	text, _ := s.MapErr(context.Background(), tenant)
-	return text
-}
-
 // MapErr returns the tenant's memory map: a few lines saying what is
 // remembered (how many things, the most frequent topics, the newest memories
 // clipped), at most MapLimit bytes, telling the model to use memory_search
@@ -41,8 +34,13 @@ func (s *Store) Map(tenant string) string {
 // that a memory added or approved today appears in the map tomorrow, while
 // memory_search finds it at once. Only an edit, a delete or an undo
 // rebuilds it the same day.
+//
+// A build reads every memory of the tenant, so it may wait on the store
+// for long: call it off an actor's mailbox, and read the map there with
+// LastMap once MapReady. Calls for one tenant wait for one build; other
+// tenants' calls never wait for it.
 func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
-	day := s.now().Format("2006-01-02")
+	day := s.day()
 	if text, ok := s.cachedMap(tenant, day); ok {
 		return text, nil
 	}
@@ -68,6 +66,24 @@ func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
 	s.cacheMap(tenant, m)
 	return m.Text, nil
 }
+
+// MapReady reports whether the tenant's map of the day is built, so that
+// LastMap is what MapErr would return.
+func (s *Store) MapReady(tenant string) bool {
+	_, ok := s.cachedMap(tenant, s.day())
+	return ok
+}
+
+// LastMap returns the tenant's memory map as last built, never waiting on
+// a build: "" when there is none, or an edit, delete or undo dropped it;
+// yesterday's until today's is built. It is what the system prompt carries.
+func (s *Store) LastMap(tenant string) string {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	return s.maps[tenant].Text
+}
+
+func (s *Store) day() string { return s.now().Format("2006-01-02") }
 
 func (s *Store) cachedMap(tenant, day string) (string, bool) {
 	s.mapMu.Lock()

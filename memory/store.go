@@ -96,7 +96,7 @@ type Store struct {
 	// mapMu guards maps and tenants; taken after a tenant's locks, never
 	// before, and never held across I/O.
 	mapMu   sync.Mutex
-	maps    map[string]dayMap // tenant → the map of the day, cached
+	maps    map[string]dayMap // tenant → the map last built, cached
 	tenants map[string]*tenantLocks
 }
 

@@ -155,6 +155,12 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	return newOn(ctx, cfg, log, opts, store, metrics)
+}
+
+// newOn is New on an open store, which it closes if it fails (a test's
+// store wraps the one openStore opened).
+func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if _, ok := store.(*persistence.Store); ok {
@@ -259,9 +265,10 @@ func (h *Hub) startActors(opts Options) {
 		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
 	// The index loads the registry when it starts, and again after a restart.
 	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
-	builder := &prompts.Builder{MemoryMap: h.memory.Map}
+	// Prompts read the last map built; sessions have it built off their mailboxes (session.Deps.Maps).
+	builder := &prompts.Builder{MemoryMap: h.memory.LastMap}
 	deps := &session.Deps{
-		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Metrics: h.metrics,
+		Store: h.store, Catalog: h.catalog, Tools: h.tools, Bus: h.bus, Prompts: builder, Maps: h.memory, Metrics: h.metrics,
 		Log: h.log, Traces: opts.TracerProvider,
 		Summarizer: h.summarize, Learner: h.learner, ToolIndex: h.toolIndex, Dispatcher: h.sessions, Workers: h.workers,
 		DefaultModel: h.cfg.DefaultModel, IdleAfter: h.cfg.IdleAfter.Duration, TurnsPerChat: h.cfg.Limits.TurnsPerChat,

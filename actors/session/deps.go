@@ -69,6 +69,17 @@ type Prompts interface {
 	System(tenant string, lean bool) string
 }
 
+// MemoryMaps builds each tenant's memory map (memory.Store), which Prompts
+// reads without waiting.
+type MemoryMaps interface {
+	// MapReady reports whether the tenant's map of the day is built.
+	MapReady(tenant string) bool
+	// MapErr builds the tenant's map of the day, or waits for the build
+	// under way; it reads every memory of the tenant, so it runs on a
+	// worker, never in a mailbox.
+	MapErr(ctx context.Context, tenant string) (string, error)
+}
+
 // Metrics receives counts; nil-safe implementations are fine.
 type Metrics interface {
 	TurnDone(problem string, usage chat.Usage)
@@ -85,6 +96,10 @@ type Deps struct {
 	Tools   *tools.Registry
 	Bus     *eventbus.Bus
 	Prompts Prompts
+	// Maps builds the memory maps Prompts reads: a turn's step and a
+	// context view wait, off the mailbox, for the tenant's map of the day
+	// (withMap). Optional: without it Prompts needs nothing built.
+	Maps    MemoryMaps
 	Metrics Metrics
 	Log     zerolog.Logger
 	// Traces gives model calls and tools spans (docs/tracing.md).

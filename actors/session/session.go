@@ -113,7 +113,8 @@ func (s *session) Receive(ctx actor.Context) {
 	case *SubmitTurn:
 		s.submit(ctx, m)
 	case *GetContext:
-		s.respond(ctx, s.contextView())
+		sender := ctx.Sender()
+		s.withMap(ctx, func(ctx actor.Context) { s.respondTo(ctx, sender, s.contextView()) })
 	case *Patch:
 		s.patch(ctx, m)
 	case *Compact:
@@ -159,11 +160,17 @@ func (s *session) logger() *zerolog.Logger {
 func typeName(v any) string { return reflect.TypeOf(v).String() }
 
 // respond answers the current request unless the session failed to load.
-func (s *session) respond(ctx actor.Context, reply any) {
+func (s *session) respond(ctx actor.Context, reply any) { s.respondTo(ctx, ctx.Sender(), reply) }
+
+// respondTo answers a request whose sender was taken before a wait: a
+// stop that settles the wait runs its continuation on another message.
+func (s *session) respondTo(ctx actor.Context, sender *actor.PID, reply any) {
 	if s.loadErr != nil {
 		reply = &Rejected{Err: s.loadErr}
 	}
-	ctx.Respond(reply)
+	if sender != nil {
+		ctx.Send(sender, reply)
+	}
 }
 
 // start reads the chat off the mailbox, holding the mailbox until it has

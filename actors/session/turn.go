@@ -101,9 +101,19 @@ type storedMsg struct {
 	err    error
 }
 
-// startNext starts the first queued turn unless one runs.
+// startNext starts the first queued turn unless one runs, once the
+// tenant's memory map of the day is built (withMap).
 func (s *session) startNext(ctx actor.Context) {
-	if len(s.queue) == 0 || s.turn != nil || s.stopping {
+	if s.canStart() {
+		s.withMap(ctx, s.startFirst)
+	}
+}
+
+func (s *session) canStart() bool { return len(s.queue) > 0 && s.turn == nil && !s.stopping }
+
+// startFirst starts the first queued turn.
+func (s *session) startFirst(ctx actor.Context) {
+	if !s.canStart() { // stopped while the map was built
 		return
 	}
 	p := s.queue[0]
@@ -301,10 +311,21 @@ func (s *session) appendMsgs(ms ...chat.Message) {
 	s.lastSeq = ms[len(ms)-1].Seq
 }
 
-// prepare plans the next request and takes the step next decides: fold,
-// preload tools, condense the turn, or call the model. A step that needs
-// another actor returns; its reply prepares again.
+// prepare plans the next request, once the tenant's memory map of the day
+// is built (withMap), and takes the step next decides: fold, preload
+// tools, condense the turn, or call the model. A step that needs another
+// actor returns; its reply prepares again.
 func (s *session) prepare(ctx actor.Context) {
+	t := s.turn
+	s.withMap(ctx, func(ctx actor.Context) {
+		if s.turn == t && !s.stopping { // else stopped while the map was built
+			s.prepareNow(ctx)
+		}
+	})
+}
+
+// prepareNow is prepare with the map built.
+func (s *session) prepareNow(ctx actor.Context) {
 	if st := s.decide(); st.call != nil {
 		if p := s.instructionsProblem(s.turn); p != nil {
 			s.publishInTurn(chat.EventTurnProblem, p)
