@@ -384,6 +384,13 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 	// The memories and the raised mark are one write: one sync.
 	run, _, err := cfg.Store.Add(ctx, memory.AddInput{Tenant: l.Tenant, ChatID: l.ChatID, Source: l.Source,
 		FromSeq: words[0].Seq, ToSeq: readTo, Texts: facts, Wait: wait, ReadTo: readTo})
+	if errors.Is(err, memory.ErrFull) {
+		// The tenant keeps as many memories as it may: what these words
+		// taught is not kept, and asking the model again at every sweep
+		// would only pay for the same refusal. They are read.
+		out.Err = errors.Join(out.Err, err)
+		return raise(ctx, cfg, out, readTo)
+	}
 	if err != nil {
 		// Not stored, so not read: the sweep tries again.
 		out.Err = errors.Join(out.Err, err)

@@ -506,6 +506,35 @@ func TestFailureLeavesWordsUnreadForTheSweep(t *testing.T) {
 	}
 }
 
+// A tenant whose memory is full learns nothing from a run, and the words
+// count as read: the sweep does not pay the model again for them.
+func TestAFullMemoryMarksTheWordsRead(t *testing.T) {
+	ctx := context.Background()
+	var full *memory.Store
+	e := newEnv(t, func(c *Config) {
+		full = memory.New(c.Chats.(*persistence.Store), memory.Options{MaxPerTenant: 1})
+		c.Store = full
+	})
+	e.mem = full
+	if _, _, err := full.Add(ctx, memory.AddInput{Tenant: "t", Texts: []string{"Keeps bees."}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, person("I live in Oslo."), chat.Message{Role: chat.RoleAssistant, Content: "Nice!"})
+	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: msgs[:1], ThroughSeq: 2, Model: "fake/big"})
+	if o := e.next(t); !errors.Is(o.Err, memory.ErrFull) || len(o.Added) != 0 || !o.Marked || o.Mark != 2 {
+		t.Fatalf("outcome %+v: want memory full, nothing added, the words marked read", o)
+	}
+	if sw := e.sweep(t); len(sw.Queued) != 0 {
+		t.Fatalf("sweep %+v: the words of a full tenant were queued again", sw)
+	}
+	if calls, _, _ := e.model.stats(); calls != 1 {
+		t.Fatalf("%d model calls, want 1", calls)
+	}
+	if ms := e.memories(t, "t", ""); len(ms) != 1 {
+		t.Fatalf("%d memories kept past the limit of 1", len(ms))
+	}
+}
+
 func TestPartialPiecesMarkOnlyWhatWasRead(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PieceBytes = 40 })
 	msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"},
