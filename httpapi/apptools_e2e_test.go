@@ -789,12 +789,7 @@ func TestAWebhookIsSentOnlyArgumentsThatMatchItsSchema(t *testing.T) {
 // same tenant's other toolsets are put and deleted; the slow one is put
 // once its server answers, and counts once.
 func TestAnMCPServerBeingConnectedHoldsUpNoOtherToolsetWrite(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "ping", Description: "Answers pong"},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
-		})
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	handler := pingServer()
 	reached, release := make(chan struct{}), make(chan struct{})
 	var first, released sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -832,5 +827,112 @@ func TestAnMCPServerBeingConnectedHoldsUpNoOtherToolsetWrite(t *testing.T) {
 	var list struct{ Toolsets []api.Toolset }
 	if askJSON(t, d, "", "GET", "/v1/toolsets", nil, &list); len(list.Toolsets) != 1 || list.Toolsets[0].Name != "slow" {
 		t.Fatalf("toolsets %+v, want the slow one alone", list.Toolsets)
+	}
+}
+
+// pingServer is an MCP server of one tool, ping, over streamable HTTP.
+func pingServer() http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "ping", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ping", Description: "Answers pong"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+		})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+}
+
+// TestAToolsetPastTheTenantsLimitsConnectsNoServer: a tenant at
+// toolsets.max_per_tenant, or with no room left under
+// toolsets.max_tools_per_tenant, is refused an MCP toolset of a new name
+// (429 limit) before agentd sends its server a single request.
+func TestAToolsetPastTheTenantsLimitsConnectsNoServer(t *testing.T) {
+	tests := map[string]func(*configs.Config){
+		"toolsets.max_per_tenant":       func(cfg *configs.Config) { cfg.Toolsets.MaxPerTenant = 1 },
+		"toolsets.max_tools_per_tenant": func(cfg *configs.Config) { cfg.Toolsets.MaxToolsPerTenant = len(crmTools) },
+	}
+	for limit, tune := range tests {
+		t.Run(limit, func(t *testing.T) {
+			var hits atomic.Int32
+			handler := pingServer()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			cfg := baseConfig(t, newFake(t, echoScript).URL())
+			cfg.Toolsets.WebhooksAllowPrivate = true
+			tune(&cfg)
+			d := daemontest.Start(t, cfg, nil)
+			if st := askJSON(t, d, "", "PUT", "/v1/toolsets/files", api.PutToolsetRequest{Executor: api.Executor{Kind: "client"}, Tools: crmTools}, nil); st != 200 {
+				t.Fatalf("PUT of the client toolset: %d", st)
+			}
+			for i := range 5 {
+				var e api.Error
+				if st := askJSON(t, d, "", "PUT", fmt.Sprintf("/v1/toolsets/new%d", i), api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, &e); st != 429 || e.Kind != "limit" || !strings.Contains(e.Message, limit) {
+					t.Fatalf("PUT of MCP toolset new%d past %s: %d %+v; want 429 limit naming it", i, limit, st, e)
+				}
+			}
+			if n := hits.Load(); n != 0 {
+				t.Fatalf("refused PUTs sent the MCP server %d requests, want none", n)
+			}
+		})
+	}
+}
+
+// TestATenantConnectsOnlyAFewMCPServersAtOnce: while a tenant's MCP
+// servers are being connected, up to a few at once, its next MCP toolset
+// is refused at once (429 busy) without reaching a server; the others are
+// put once their servers answer.
+func TestATenantConnectsOnlyAFewMCPServersAtOnce(t *testing.T) {
+	handler := pingServer()
+	reached, release := make(chan struct{}, 100), make(chan struct{})
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) <= 100 {
+			reached <- struct{}{}
+		}
+		<-release
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close) // after the daemon's close, which ends its MCP sessions
+	var released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
+	defer letGo() // before the daemon's close, which waits for the held PUTs
+	cfg := baseConfig(t, newFake(t, echoScript).URL())
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	type answer struct {
+		status int
+		err    api.Error
+	}
+	answers := make(chan answer, 100)
+	put := func(i int) {
+		var a answer
+		a.status = askJSON(t, d, "", "PUT", fmt.Sprintf("/v1/toolsets/mcp%d", i), api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, &a.err)
+		answers <- a
+	}
+	connecting := 0
+	for refused := false; !refused; {
+		if connecting == 20 {
+			t.Fatalf("%d MCP servers being connected at once for one tenant, and its next PUT still not refused", connecting)
+		}
+		go put(connecting)
+		select {
+		case <-reached:
+			connecting++
+		case a := <-answers:
+			if a.status != 429 || a.err.Kind != "busy" || !strings.Contains(a.err.Message, "MCP servers being connected") {
+				t.Fatalf("a PUT while %d MCP servers are being connected: %d %+v; want 429 busy", connecting, a.status, a.err)
+			}
+			refused = true
+		}
+	}
+	if connecting == 0 || hits.Load() != int32(connecting) {
+		t.Fatalf("%d servers reached by %d PUTs being connected; the refused one must reach none", hits.Load(), connecting)
+	}
+	letGo()
+	for range connecting {
+		if a := <-answers; a.status != 200 {
+			t.Fatalf("a PUT whose server answered: %d %+v", a.status, a.err)
+		}
 	}
 }

@@ -394,7 +394,7 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusRequestEntityTooLarge, "storage_full", err.Error())
 	case errors.Is(err, hub.ErrInvalid):
 		say(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy):
+	case errors.Is(err, hub.ErrBusy), errors.Is(err, hub.ErrTenantBusy), errors.Is(err, hub.ErrConnectsBusy):
 		w.Header().Set("Retry-After", "1")
 		say(w, http.StatusTooManyRequests, "busy", err.Error())
 	case errors.As(err, &limited):

@@ -140,9 +140,9 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
 		}
 	}
-	if others := othersOf(owners, name); r.tenantTools > 0 && others+len(seen) > r.tenantTools {
+	if err := r.tenantToolsLocked(owners, name, len(seen)); err != nil {
 		r.mu.Unlock()
-		return fmt.Errorf("toolset %s: %d tools, and the tenant's other toolsets hold %d; %d together at most: %w", name, len(seen), others, r.tenantTools, ErrTenantTools)
+		return err
 	}
 	if r.sets == nil {
 		r.sets = map[string]*toolset{}
@@ -153,6 +153,23 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 	r.mu.Unlock()
 	if old != nil && old.close != nil {
 		return old.close()
+	}
+	return nil
+}
+
+// CheckTenantTools refuses n tools in tenant's toolset name as PutToolset
+// would (ErrTenantTools), so a toolset can be refused before it is built.
+func (r *Registry) CheckTenantTools(tenant, name string, n int) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tenantToolsLocked(r.ownersLocked(tenant), name, n)
+}
+
+// tenantToolsLocked refuses n tools in toolset name past LimitTenantTools,
+// beside the others of owners (ownersLocked's map).
+func (r *Registry) tenantToolsLocked(owners map[string]string, name string, n int) error {
+	if others := othersOf(owners, name); r.tenantTools > 0 && others+n > r.tenantTools {
+		return fmt.Errorf("toolset %s: %d tools, and the tenant's other toolsets hold %d; %d together at most: %w", name, n, others, r.tenantTools, ErrTenantTools)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ type Hub struct {
 	catalog *modelcatalog.Catalog
 	tools   *tools.Registry
 	bus     *eventbus.Bus
-	turns   *turnSlots
+	turns   *tenantSlots
 	ingest  *ingestLimits
 	metrics *Metrics
 	memory  *memory.Store
@@ -96,9 +96,11 @@ type Hub struct {
 	tracer  trace.Tracer
 	// holds counts the attachment bytes of uploads not yet recorded as a
 	// tenant's (attachments.max_bytes_per_tenant); toolsetPuts makes a
-	// tenant's toolset PUTs take turns (toolsets.max_per_tenant).
+	// tenant's toolset PUTs take turns (toolsets.max_per_tenant);
+	// connects bounds a tenant's MCP servers being connected at once.
 	holds       attachHolds
 	toolsetPuts tenantLocks
+	connects    *tenantSlots
 
 	system *actor.ActorSystem
 	// sessions runs the session actors' mailboxes, and workers their calls
@@ -161,7 +163,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 // newOn is New on an open store, which it closes if it fails (a test's
 // store wraps the one openStore opened).
 func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTurnSlots(cfg.Limits.TurnsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if _, ok := store.(*persistence.Store); ok {
 		h.metrics.watchStore(h.badgerSizes)

@@ -138,13 +138,24 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 	return nil, nil, fmt.Errorf("%w: executor kind %q: use client, webhook or mcp", ErrInvalid, ts.Executor.Kind)
 }
 
+// mcpConnectsPerTenant bounds a tenant's toolset PUTs connecting an MCP
+// server at once: each may take the whole connect timeout and hold a whole
+// tool list, and the tenant's lock is not held meanwhile to bound them.
+const mcpConnectsPerTenant = 4
+
+// ErrConnectsBusy refuses a PUT of an MCP toolset while its tenant has
+// mcpConnectsPerTenant servers being connected.
+var ErrConnectsBusy = errors.New("too many MCP servers being connected")
+
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then stored, then indexed. A refused
 // toolset changes nothing; a new name past toolsets.max_per_tenant, or
-// tools past toolsets.max_tools_per_tenant, is ErrLimit. A tenant's PUTs
-// take turns (on this node) once built, so its count is exact and its
-// versions follow each other; other tenants' never wait, and its own do
-// not wait for an MCP server being connected.
+// tools past toolsets.max_tools_per_tenant, is ErrLimit, refused before
+// any MCP server is connected as far as it is known then; a tenant with
+// mcpConnectsPerTenant MCP servers being connected is ErrConnectsBusy. A
+// tenant's PUTs take turns (on this node) once built, so its count is
+// exact and its versions follow each other; other tenants' never wait,
+// and its own do not wait for an MCP server being connected.
 func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolset, error) {
 	if err := tools.CheckToolsetName(ts.Name); err != nil {
 		return ts, fmt.Errorf("%w: %w", ErrInvalid, err) // before the tenant's limit: a bad name is 400 at it too
@@ -153,6 +164,18 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
 	ts.Tenant = tenant
+	// Checked before building too, so a tenant at its limits makes agentd
+	// connect to no server.
+	if _, err := h.toolsetFits(ctx, ts); err != nil {
+		return ts, err
+	}
+	if ts.Executor.Kind == ExecMCP {
+		release, ok := h.connects.take(tenant)
+		if !ok {
+			return ts, fmt.Errorf("%w: this tenant has %d toolsets' MCP servers being connected, the most at once; put this one again once one is done", ErrConnectsBusy, mcpConnectsPerTenant)
+		}
+		defer release()
+	}
 	built, closeFn, err := h.buildToolset(ctx, ts)
 	if err != nil {
 		return ts, err
@@ -165,24 +188,14 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	}()
 	unlock := h.toolsetPuts.lock(tenant)
 	defer unlock()
-	ts.UpdatedAt = time.Now().UTC()
-	old, err := h.Toolset(ctx, tenant, ts.Name)
-	switch {
-	case err == nil:
-		ts.Version = old.Version + 1
-	case errors.Is(err, ErrNotFound):
-		if err := h.toolsetRoom(ctx, tenant); err != nil {
-			return ts, err
-		}
-		ts.Version = 1
-	default:
+	old, err := h.toolsetFits(ctx, ts) // again: the tenant's other PUTs may have taken the room meanwhile
+	if err != nil {
 		return ts, err
 	}
+	ts.UpdatedAt = time.Now().UTC()
+	ts.Version = old.Version + 1
 	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
-		if errors.Is(err, tools.ErrTenantTools) {
-			return ts, fmt.Errorf("%w: %w (toolsets.max_tools_per_tenant)", ErrLimit, err)
-		}
-		return ts, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return ts, toolsErr(err)
 	}
 	registered = true // the registry closes it when it is replaced or removed
 	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
@@ -195,6 +208,39 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	h.indexToolset(tenant, ts.Name, built)
 	h.announceToolset(tenant, ts.Name)
 	return ts, nil
+}
+
+// toolsetFits returns the stored version of ts (a zero Toolset when it is
+// new) if its tenant has room for ts: a new name within
+// toolsets.max_per_tenant, and its tools within
+// toolsets.max_tools_per_tenant as far as they are known before it is
+// built (an MCP server's are not yet: at least one).
+func (h *Hub) toolsetFits(ctx context.Context, ts Toolset) (Toolset, error) {
+	old, err := h.Toolset(ctx, ts.Tenant, ts.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if err := h.toolsetRoom(ctx, ts.Tenant); err != nil {
+			return Toolset{}, err
+		}
+	case err != nil:
+		return Toolset{}, err
+	}
+	n := len(ts.Tools)
+	if ts.Executor.Kind == ExecMCP {
+		n = 1
+	}
+	if err := h.tools.CheckTenantTools(ts.Tenant, ts.Name, n); err != nil {
+		return Toolset{}, toolsErr(err)
+	}
+	return old, nil
+}
+
+// toolsErr is the hub's error for the registry refusing a toolset.
+func toolsErr(err error) error {
+	if errors.Is(err, tools.ErrTenantTools) {
+		return fmt.Errorf("%w: %w (toolsets.max_tools_per_tenant)", ErrLimit, err)
+	}
+	return fmt.Errorf("%w: %v", ErrInvalid, err)
 }
 
 // restoreToolset puts back what a failed write replaced.
