@@ -196,7 +196,9 @@ type Token struct {
 
 // Limits bound each request, tenant and chat. Zero means the default.
 type Limits struct {
-	// MaxBodyBytes per HTTP request. Defaults to 1 MiB (uploads: MaxUploadBytes).
+	// MaxBodyBytes per HTTP request, and the most an MCP toolset's tools
+	// take as its server lists them (what a client toolset's PUT could
+	// bring). Defaults to 1 MiB (uploads: MaxUploadBytes).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
 	// MaxHistoryBytes per Chat Completions request, whose client sends the
 	// whole history every time. Defaults to 32 MiB.

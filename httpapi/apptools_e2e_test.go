@@ -936,3 +936,30 @@ func TestATenantConnectsOnlyAFewMCPServersAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAnMCPToolsetPastTheBodyLimitIsRefused: an MCP server that lists its
+// tools one a page, 60 tools of 1 MiB descriptions, is refused (400 naming
+// limits.max_body_bytes, what a client toolset's tools may take) and
+// nothing is registered.
+func TestAnMCPToolsetPastTheBodyLimitIsRefused(t *testing.T) {
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testkit.WideMCPServer(60, 1<<20) }, nil)
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	cfg := baseConfig(t, newFake(t, echoScript).URL())
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	var e api.Error
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/wide", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}, &e); st != 400 || !strings.Contains(e.Message, "limits.max_body_bytes") {
+		t.Fatalf("PUT of an MCP toolset of 60 MiB of tools: %d %+v; want 400 naming limits.max_body_bytes", st, e)
+	}
+	if st := askJSON(t, d, "", "GET", "/v1/toolsets/wide", nil, nil); st != 404 {
+		t.Fatalf("the refused toolset: %d, want 404", st)
+	}
+	var list struct{ Toolsets []api.Toolset }
+	if askJSON(t, d, "", "GET", "/v1/toolsets", nil, &list); len(list.Toolsets) != 0 {
+		t.Fatalf("toolsets %d, want none", len(list.Toolsets))
+	}
+	if _, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"wide"}}); status(err) != 404 {
+		t.Fatalf("a chat naming the refused toolset: %v; want 404, it is registered nowhere", err)
+	}
+}

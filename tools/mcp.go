@@ -52,7 +52,18 @@ type MCPServer struct {
 	// held to a toolset's bound; its pages could go on for the whole
 	// connect timeout). Optional. Defaults to no bound.
 	MaxTools int
+	// MaxToolBytes refuses a server whose tools take more bytes as listed
+	// (their JSON: names, descriptions, schemas), with ErrToolsTooLarge and
+	// no page read after: an application's, held to what its toolset could
+	// bring in a request body; one tool a page, each page up to
+	// MaxResultBytes, would hold megabytes a tool. Optional. Defaults to no
+	// bound.
+	MaxToolBytes int
 }
+
+// ErrToolsTooLarge refuses a server whose tools take more than its
+// MaxToolBytes.
+var ErrToolsTooLarge = errors.New("the server's tools take too many bytes")
 
 // MCPSeparator joins a server's name and its tool's name.
 const MCPSeparator = "__"
@@ -257,7 +268,7 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 	for i, t := range targets {
 		wg.Go(func() {
 			conn := newMCPConn(t.server.Name, t.transport, log.With().Str("mcp_server", t.server.Name).Logger())
-			tl, err := listMCPTools(ctx, conn, t.server.MaxTools)
+			tl, err := listMCPTools(ctx, conn, t.server)
 			results[i] = connected{conn: conn, tools: tl, err: err}
 		})
 	}
@@ -306,9 +317,10 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 	}
 }
 
-// listMCPTools connects and lists the server's tools, sorted by name; more
-// than max (when max > 0) is an error.
-func listMCPTools(ctx context.Context, conn *mcpConn, max int) ([]*mcp.Tool, error) {
+// listMCPTools connects and lists the server's tools, sorted by name; past
+// s.MaxTools tools or s.MaxToolBytes bytes of them is an error, and no page
+// after is read.
+func listMCPTools(ctx context.Context, conn *mcpConn, s MCPServer) ([]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
 	defer cancel()
 	session, err := conn.get(ctx)
@@ -316,12 +328,22 @@ func listMCPTools(ctx context.Context, conn *mcpConn, max int) ([]*mcp.Tool, err
 		return nil, err
 	}
 	var list []*mcp.Tool
+	size := 0
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
 		}
-		if max > 0 && len(list) == max {
-			return nil, fmt.Errorf("list tools: the server lists more than %d tools", max)
+		if s.MaxTools > 0 && len(list) == s.MaxTools {
+			return nil, fmt.Errorf("list tools: the server lists more than %d tools", s.MaxTools)
+		}
+		if s.MaxToolBytes > 0 {
+			b, err := json.Marshal(tool)
+			if err != nil {
+				return nil, fmt.Errorf("list tools: tool %q: %w", tool.Name, err)
+			}
+			if size += len(b); size > s.MaxToolBytes {
+				return nil, fmt.Errorf("list tools: %w: more than %d bytes of names, descriptions and schemas", ErrToolsTooLarge, s.MaxToolBytes)
+			}
 		}
 		list = append(list, tool)
 	}

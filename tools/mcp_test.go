@@ -1,10 +1,12 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -356,5 +358,31 @@ func TestAnMCPServerIsFollowedOnlyWithinItsOrigin(t *testing.T) {
 	}
 	if n := leaked.Load(); n != 0 {
 		t.Fatalf("the token reached the other origin in %d requests", n)
+	}
+}
+
+// TestAnMCPToolsetPastMaxToolBytesIsRefused: a server that lists its tools
+// one a page, each page within the bound on one message, is refused once
+// its tools take more than MaxToolBytes, and no page after is asked for.
+func TestAnMCPToolsetPastMaxToolBytesIsRefused(t *testing.T) {
+	const n, desc = 60, 1 << 20
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testkit.WideMCPServer(n, desc) }, nil)
+	var pages atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"tools/list"`) {
+			pages.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	log, _ := testLogger(t)
+	_, _, err := ConnectMCPToolset(context.Background(), MCPServer{Name: "x", URL: srv.URL, MaxToolBytes: 3 * desc}, true, log)
+	if !errors.Is(err, ErrToolsTooLarge) || !strings.Contains(err.Error(), strconv.Itoa(3*desc)) {
+		t.Fatalf("a server whose tools take %d bytes, past MaxToolBytes %d: %v; want ErrToolsTooLarge naming the bound", n*desc, 3*desc, err)
+	}
+	if got := pages.Load(); got > 3 {
+		t.Fatalf("%d pages of tools asked for, want at most 3: the third tool is past the bound", got)
 	}
 }

@@ -22,7 +22,7 @@ func ConnectMCPToolset(ctx context.Context, s MCPServer, allowPrivate bool, log 
 		return streamableTransport(s.URL, guardedTransport(mcpConnectTimeout, allowPrivate), s.Headers, limit, log), nil
 	}
 	conn := newMCPConn(s.Name, dial, log)
-	list, err := listMCPTools(ctx, conn, s.MaxTools)
+	list, err := listMCPTools(ctx, conn, s)
 	if err != nil {
 		_ = conn.close()
 		return nil, nil, err

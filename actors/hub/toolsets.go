@@ -128,10 +128,17 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 			}
 			headers[k] = v
 		}
-		srv := tools.MCPServer{Name: ts.Name, URL: ts.Executor.URL, Headers: headers, MaxResultBytes: h.cfg.Limits.MaxToolResultBytes, MaxTools: maxToolsetTools}
+		// Its tools are held to what a client or webhook toolset's could
+		// take: the request body that brings them.
+		srv := tools.MCPServer{Name: ts.Name, URL: ts.Executor.URL, Headers: headers, MaxResultBytes: h.cfg.Limits.MaxToolResultBytes,
+			MaxTools: maxToolsetTools, MaxToolBytes: int(h.cfg.Limits.MaxBodyBytes)}
 		mt, closeFn, err := tools.ConnectMCPToolset(ctx, srv, allowPrivate, h.log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: mcp server of toolset %s: %v", ErrInvalid, ts.Name, err)
+			bound := ""
+			if errors.Is(err, tools.ErrToolsTooLarge) {
+				bound = " (limits.max_body_bytes, a toolset's most however it is put)"
+			}
+			return nil, nil, fmt.Errorf("%w: mcp server of toolset %s: %v%s", ErrInvalid, ts.Name, err, bound)
 		}
 		return mt, closeFn, nil
 	}
