@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
 	"github.com/agentd/agentd/providers"
 )
 
@@ -74,6 +76,17 @@ func (c *Client) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 	return out, nil
 }
 
+// limitList bounds a page of the list, which the SDK reads whole, to
+// providers.MaxListBytes.
+func limitList(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil {
+		return res, err
+	}
+	res.Body = providers.LimitBody(res.Body, providers.MaxListBytes)
+	return res, nil
+}
+
 // list walks GET /v1/models page by page.
 func (c *Client) list(ctx context.Context) (map[string]listed, []string, error) {
 	found := map[string]listed{}
@@ -85,7 +98,7 @@ func (c *Client) list(ctx context.Context) (map[string]listed, []string, error) 
 			q.Set("after_id", after)
 		}
 		var raw []byte
-		if err := c.sdk.Get(ctx, "v1/models?"+q.Encode(), nil, &raw); err != nil {
+		if err := c.sdk.Get(ctx, "v1/models?"+q.Encode(), nil, &raw, option.WithMiddleware(limitList)); err != nil {
 			return nil, nil, c.wrap(ctx, "models", err)
 		}
 		var pg page

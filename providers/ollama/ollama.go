@@ -64,8 +64,11 @@ type Config struct {
 
 // Client is one configured Ollama server.
 type Client struct {
-	name       string
-	api        *api.Client
+	name string
+	api  *api.Client
+	// lists asks for the model lists (/api/tags, /api/ps, /api/show), whose
+	// answers the SDK reads whole: each is bounded by providers.MaxListBytes.
+	lists      *api.Client
 	models     []string
 	fixed      map[string]int
 	mem        uint64
@@ -115,9 +118,12 @@ func New(cfg Config) (*Client, error) {
 	for m, n := range cfg.Windows {
 		fixed[canonical(m)] = n
 	}
+	lc := *hc
+	lc.Transport = listTransport{base: hc.Transport}
 	return &Client{
 		name:       name,
 		api:        api.NewClient(u, hc),
+		lists:      api.NewClient(u, &lc),
 		models:     append([]string(nil), cfg.Models...),
 		fixed:      fixed,
 		mem:        mem,
@@ -277,6 +283,9 @@ func (c *Client) wrap(ctx context.Context, op string, err error) *providers.Erro
 	if errors.As(err, &ae) {
 		return &providers.Error{Provider: c.name, Status: ae.StatusCode, Err: fmt.Errorf("%s: %w", op, err)}
 	}
+	if errors.Is(err, providers.ErrBodyTooLarge) {
+		return &providers.Error{Provider: c.name, Err: fmt.Errorf("%s: %w", op, err)}
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		// No answer at all: the server is down or unreachable.
@@ -296,6 +305,23 @@ func (c *Client) classified(status int, body string, err error) *providers.Error
 		pe.Err = err
 	}
 	return pe
+}
+
+// listTransport bounds the body of every answer base (nil: the default
+// transport) gives to providers.MaxListBytes.
+type listTransport struct{ base http.RoundTripper }
+
+func (t listTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	res, err := base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = providers.LimitBody(res.Body, providers.MaxListBytes)
+	return res, nil
 }
 
 // canonical names a model the way Ollama lists it: a name without a tag is

@@ -13,11 +13,11 @@ import (
 // the machine's memory, else providers.DefaultLocalWindow. Loaded says
 // whether /api/ps shows the model in memory now.
 func (c *Client) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	list, err := c.api.List(ctx)
+	list, err := c.lists.List(ctx)
 	if err != nil {
 		return nil, c.wrap(ctx, "list models", err)
 	}
-	running, err := c.api.ListRunning(ctx)
+	running, err := c.lists.ListRunning(ctx)
 	if err != nil {
 		return nil, c.wrap(ctx, "list running models", err)
 	}
@@ -63,7 +63,7 @@ func (c *Client) windowFor(ctx context.Context, model string, weights int64) (in
 // runningWindow is the context_length /api/ps reports for model, 0 when it
 // is not loaded or the server does not say.
 func (c *Client) runningWindow(ctx context.Context, model string) int {
-	running, err := c.api.ListRunning(ctx)
+	running, err := c.lists.ListRunning(ctx)
 	if err != nil {
 		return 0
 	}
@@ -88,7 +88,7 @@ func (c *Client) factsFor(ctx context.Context, model string, weights int64) (mod
 	if ok {
 		return f, nil
 	}
-	show, err := c.api.Show(ctx, &api.ShowRequest{Model: model})
+	show, err := c.lists.Show(ctx, &api.ShowRequest{Model: model})
 	if err != nil {
 		if fixed > 0 {
 			return modelFacts{window: fixed, source: providers.SourceConfig}, nil
@@ -130,7 +130,7 @@ func (c *Client) factsFor(ctx context.Context, model string, weights int64) (mod
 // weightsOf is a model's size on disk from /api/tags, 0 when unknown; the
 // loaded weights are about that size.
 func (c *Client) weightsOf(ctx context.Context, key string) int64 {
-	list, err := c.api.List(ctx)
+	list, err := c.lists.List(ctx)
 	if err != nil {
 		return 0
 	}

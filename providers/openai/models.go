@@ -133,7 +133,7 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+	body, err := io.ReadAll(providers.LimitBody(res.Body, providers.MaxListBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", u.Path, err)
 	}
