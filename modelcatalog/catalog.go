@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -57,6 +58,7 @@ type Catalog struct {
 	errs    map[string]error               // last list error per provider
 	listOK  map[string]bool                // the provider's last list answered
 	kick    chan struct{}                  // asks Watch to re-read now
+	reading singleflight.Group             // Refresh calls at once share one reading
 	// timer starts Watch's wait (a test's stands in for time.NewTimer).
 	timer func(time.Duration) (<-chan time.Time, func() bool)
 }
@@ -137,8 +139,23 @@ func newEntry(pc configs.Provider, hc *http.Client) (*entry, error) {
 // Refresh asks every provider for its models. A provider that answers
 // replaces what it listed before (a model it no longer serves goes); one
 // that cannot be reached keeps its configured models and its error is
-// remembered until it answers again.
+// remembered until it answers again. Calls at once share one reading:
+// each would ask every provider for its whole list again. The reading is
+// not cut short when the caller that started it leaves, as the others wait
+// for it (listTimeout bounds each list); a caller whose ctx ends returns.
 func (c *Catalog) Refresh(ctx context.Context) {
+	read := c.reading.DoChan("", func() (any, error) {
+		c.refresh(context.WithoutCancel(ctx))
+		return nil, nil
+	})
+	select {
+	case <-read:
+	case <-ctx.Done():
+	}
+}
+
+// refresh reads every provider's list once.
+func (c *Catalog) refresh(ctx context.Context) {
 	c.mu.RLock()
 	names := append([]string(nil), c.order...)
 	c.mu.RUnlock()
@@ -195,7 +212,7 @@ const listTimeout = 30 * time.Second
 func (c *Catalog) Watch(ctx context.Context, every time.Duration) {
 	failures := 0
 	for {
-		c.Refresh(ctx)
+		c.refresh(ctx) // not Refresh: a caller's Refresh must not join a timed reading begun before it asked
 		failing := len(c.ProviderErrors()) > 0
 		wait := every
 		if failing {

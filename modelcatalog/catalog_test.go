@@ -7,8 +7,10 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -253,4 +255,54 @@ func listing(t *testing.T, l *lists) *Catalog {
 	c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
 	c.order = []string{"p"}
 	return c
+}
+
+// held is a provider client whose list answers once released, counting
+// the times it was asked.
+type held struct {
+	asked   atomic.Int32
+	release chan struct{}
+}
+
+func (h *held) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	return providers.Response{}, nil
+}
+
+func (h *held) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	h.asked.Add(1)
+	select {
+	case <-h.release:
+		return []providers.ModelInfo{{ID: "a", Window: 4096, WindowSource: providers.SourceList}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Refreshes asked for at once, while a provider takes its time to list its
+// models, share one reading: the provider is asked once, and every caller
+// returns with its answer.
+func TestRefreshesAtOnceShareOneReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &held{release: make(chan struct{})}
+		c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		company, _ := providers.LookupCompany("openai")
+		c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
+		c.order = []string{"p"}
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() { c.Refresh(context.Background()) })
+		}
+		synctest.Wait() // every caller is waiting: for the provider, or for the reading under way
+		close(l.release)
+		wg.Wait()
+		if n := l.asked.Load(); n != 1 {
+			t.Fatalf("5 refreshes at once asked the provider %d times, want once", n)
+		}
+		if _, _, err := c.Resolve("p/a"); err != nil {
+			t.Fatalf("the shared reading's model: %v", err)
+		}
+	})
 }
