@@ -245,7 +245,7 @@ func TestAHangingListDoesNotHoldTheOthers(t *testing.T) {
 
 // listing is a catalog of one OpenAI-style provider "p" whose lists l
 // answers.
-func listing(t *testing.T, l *lists) *Catalog {
+func listing(t *testing.T, l providers.Client) *Catalog {
 	t.Helper()
 	c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
 	if err != nil {
@@ -284,13 +284,7 @@ func (h *held) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 func TestRefreshesAtOnceShareOneReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &held{release: make(chan struct{})}
-		c, err := New(context.Background(), nil, nil, nil, zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		company, _ := providers.LookupCompany("openai")
-		c.entries["p"] = &entry{cfg: configs.Provider{Name: "p", Kind: "openai"}, company: company, client: l}
-		c.order = []string{"p"}
+		c := listing(t, l)
 		var wg sync.WaitGroup
 		for range 5 {
 			wg.Go(func() { c.Refresh(context.Background()) })
