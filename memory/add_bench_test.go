@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/persistence"
 )
@@ -31,5 +32,30 @@ func BenchmarkAddFiveFacts(b *testing.B) {
 		if _, _, err := s.Add(ctx, in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkBuildMap renders the memory map of a tenant with 16,000
+// memories of about a hundred bytes, as a day's first turn builds it: now
+// (a running length) and before (the kept lines joined again for each
+// count, buildMapBefore).
+func BenchmarkBuildMap(b *testing.B) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mems := make([]Memory, 16000)
+	for i := range mems {
+		mems[i] = Memory{ID: fmt.Sprintf("m_%016x00000000", i), State: StateActive, CreatedAt: base.Add(time.Duration(i) * time.Second),
+			Text: fmt.Sprintf("fact %d: the person keeps bees in a garden north of Oslo and plays chess on Sundays", i)}
+	}
+	for _, bc := range []struct {
+		name  string
+		build func([]Memory) string
+	}{{"now", BuildMap}, {"before", buildMapBefore}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if bc.build(mems) == "" {
+					b.Fatal("no map")
+				}
+			}
+		})
 	}
 }
