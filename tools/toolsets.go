@@ -108,13 +108,41 @@ func CheckToolsetName(name string) error {
 // past LimitTenantTools.
 var ErrTenantTools = errors.New("too many tools in the tenant's toolsets")
 
-// PutToolset registers or replaces a tenant's toolset. It refuses a tool
-// whose name is invalid, whose schema is not an object's JSON Schema, or
-// that collides with a daemon-wide tool or another toolset of the tenant,
-// and a toolset past LimitTenantTools (ErrTenantTools); then nothing
-// changes. close, if set, is called when the toolset is
-// replaced or removed (an MCP connection).
+// PutToolset registers or replaces a tenant's toolset, unless
+// CheckToolset refuses it; then nothing changes. close, if set, is called
+// when the toolset is replaced or removed (an MCP connection). A replaced
+// toolset's close error (its server already gone) is no refusal: the new
+// one is registered either way.
 func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error) error {
+	r.mu.Lock()
+	if err := r.checkToolsetLocked(tenant, name, ts); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	if r.sets == nil {
+		r.sets = map[string]*toolset{}
+	}
+	old := r.sets[setKey(tenant, name)]
+	r.sets[setKey(tenant, name)] = &toolset{tools: slices.Clone(ts), close: close}
+	r.gen++
+	r.mu.Unlock()
+	if old != nil && old.close != nil {
+		_ = old.close()
+	}
+	return nil
+}
+
+// CheckToolset refuses what PutToolset would: a tool whose name is
+// invalid, whose schema is not an object's JSON Schema, or that collides
+// with a daemon-wide tool or another toolset of the tenant, and a toolset
+// past LimitTenantTools (ErrTenantTools).
+func (r *Registry) CheckToolset(tenant, name string, ts []Tool) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.checkToolsetLocked(tenant, name, ts)
+}
+
+func (r *Registry) checkToolsetLocked(tenant, name string, ts []Tool) error {
 	if err := CheckToolsetName(name); err != nil {
 		return err
 	}
@@ -128,33 +156,16 @@ func (r *Registry) PutToolset(tenant, name string, ts []Tool, close func() error
 		}
 		seen[t.Name] = true
 	}
-	r.mu.Lock()
 	owners := r.ownersLocked(tenant)
 	for n := range seen {
 		if r.daemonsLocked(n) {
-			r.mu.Unlock()
 			return fmt.Errorf("toolset %s: tool %s is a daemon tool's name", name, n)
 		}
 		if owner, ok := owners[n]; ok && owner != name {
-			r.mu.Unlock()
 			return fmt.Errorf("toolset %s: tool %s is already in toolset %s", name, n, owner)
 		}
 	}
-	if err := r.tenantToolsLocked(owners, name, len(seen)); err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	if r.sets == nil {
-		r.sets = map[string]*toolset{}
-	}
-	old := r.sets[setKey(tenant, name)]
-	r.sets[setKey(tenant, name)] = &toolset{tools: slices.Clone(ts), close: close}
-	r.gen++
-	r.mu.Unlock()
-	if old != nil && old.close != nil {
-		return old.close()
-	}
-	return nil
+	return r.tenantToolsLocked(owners, name, len(seen))
 }
 
 // CheckTenantTools refuses n tools in tenant's toolset name as PutToolset

@@ -50,6 +50,9 @@ func TestPutToolsetRefusesWhatCannotBeSentOrCollides(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			if err := r.CheckToolset(c.tenant, c.set, c.tools); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("check: err = %v, want one saying %q", err, c.want)
+			}
 			err := r.PutToolset(c.tenant, c.set, c.tools, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one saying %q", err, c.want)
@@ -151,6 +154,21 @@ func TestAViewListsAToolOnceWhenAToolsetTakesAChatsOwnToolsName(t *testing.T) {
 	}
 	if tl, _ := v.Get("crm_note"); tl.Description != "the toolset's" {
 		t.Fatalf("Get reaches %+v", tl)
+	}
+}
+
+// Replacing a toolset whose old connection fails to close (its server
+// gone) registers the new one all the same, and leaves its connection
+// open: the hub read the close's error as a refusal and closed the new
+// connection, though the new toolset was registered.
+func TestAReplacedToolsetsCloseErrorRefusesNothing(t *testing.T) {
+	r := NewRegistry()
+	_ = r.PutToolset("t1", "mcp", []Tool{clientTool("a")}, func() error { return errors.New("the server is gone") })
+	if err := r.PutToolset("t1", "mcp", []Tool{clientTool("b")}, func() error { return nil }); err != nil {
+		t.Fatalf("replacing a toolset whose close fails: %v", err)
+	}
+	if ts, ok := r.Toolset("t1", "mcp"); !ok || len(ts) != 1 || ts[0].Name != "b" {
+		t.Fatalf("the toolset after replacing: %v %v", ts, ok)
 	}
 }
 

@@ -201,14 +201,21 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	}
 	ts.UpdatedAt = time.Now().UTC()
 	ts.Version = old.Version + 1
+	// Checked, stored, then registered: a failed write leaves the toolset
+	// in use as it was (its connection open), and nothing to rebuild.
+	if err := h.tools.CheckToolset(tenant, ts.Name, built); err != nil {
+		return ts, toolsErr(err)
+	}
+	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
+		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)
+	}
 	if err := h.tools.PutToolset(tenant, ts.Name, built, closeFn); err != nil {
+		// Another node's toolset, installed meanwhile, took the room or a
+		// name: the store goes back to what is registered.
+		h.unstoreToolset(ctx, ts, old)
 		return ts, toolsErr(err)
 	}
 	registered = true // the registry closes it when it is replaced or removed
-	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
-		h.restoreToolset(ctx, tenant, ts.Name, old)
-		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)
-	}
 	if ts.Executor.Kind == ExecMCP {
 		ts.Tools = specsOf(built)
 	}
@@ -250,14 +257,22 @@ func toolsErr(err error) error {
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
 }
 
-// restoreToolset puts back what a failed write replaced.
-func (h *Hub) restoreToolset(ctx context.Context, tenant, name string, old Toolset) {
-	if old.Name == "" {
-		_, _ = h.tools.RemoveToolset(tenant, name)
-		return
+// unstoreToolset puts back what the record of ts held before its write,
+// old (a zero Toolset: nothing), when the registry then refused ts.
+func (h *Hub) unstoreToolset(ctx context.Context, ts, old Toolset) {
+	key := ts.Tenant + "/" + ts.Name
+	var err error
+	switch {
+	case old.Name == "":
+		err = h.store.DeleteRecord(ctx, recordToolset, key)
+	default:
+		if old.Executor.Kind == ExecMCP {
+			old.Tools = nil // read from the registry; the record holds none
+		}
+		err = h.store.PutRecord(ctx, recordToolset, key, old)
 	}
-	if built, closeFn, err := h.buildToolset(ctx, old); err == nil {
-		_ = h.tools.PutToolset(tenant, name, built, closeFn)
+	if err != nil {
+		h.logFor(ctx).Error().Err(err).Str("toolset", ts.Name).Msg("put back the stored toolset")
 	}
 }
 
