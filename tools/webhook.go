@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,10 +108,7 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 		if err != nil {
 			return Result{}, err
 		}
-		id := ci.CallID
-		if id == "" {
-			id = "call_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		}
+		id := webhookID(ci)
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("webhook-id", id)
@@ -186,6 +185,26 @@ func webhookKey(secret string) []byte {
 		}
 	}
 	return []byte(secret)
+}
+
+// webhookID is a call's webhook-id, which a Standard Webhooks receiver
+// de-duplicates by: the same for every delivery of one call, and never
+// another call's. A model's call id alone is not that: Ollama's hash the
+// call and the count of messages before it, so two chats (of two tenants)
+// making the same call give the same id, and others are unique only
+// within a chat. So it digests the tenant, the chat, the seq of the answer
+// that made the call, and the call's id.
+func webhookID(ci CallInfo) string {
+	if ci.ChatID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return "msg_" + hex.EncodeToString(b[:])
+	}
+	h := sha256.New()
+	for _, part := range []string{ci.Tenant, ci.ChatID, strconv.FormatInt(ci.Seq, 10), ci.CallID} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return "msg_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // SignWebhook is the Standard Webhooks signature of one message.

@@ -116,3 +116,40 @@ func TestCheckWebhookURL(t *testing.T) {
 		})
 	}
 }
+
+// A call's webhook-id is the same for every delivery of that call and
+// another call's is another: the model's call id alone repeats (Ollama's
+// across chats, and tenants, making the same call at the same point), and
+// a receiver that drops repeated ids would drop the second chat's refund.
+func TestAWebhookIDNamesOneCall(t *testing.T) {
+	var ids []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ids = append(ids, r.Header.Get("webhook-id"))
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	run := WebhookRunner("refund", Webhook{URL: srv.URL, Secret: "s", AllowPrivate: true})
+	for _, ci := range []CallInfo{
+		{Tenant: "t1", ChatID: "chat_a", Seq: 3, CallID: "call_15ee8503"},
+		{Tenant: "t1", ChatID: "chat_a", Seq: 3, CallID: "call_15ee8503"}, // the same call again
+		{Tenant: "t1", ChatID: "chat_b", Seq: 3, CallID: "call_15ee8503"},
+		{Tenant: "t2", ChatID: "chat_a", Seq: 3, CallID: "call_15ee8503"},
+		{Tenant: "t1", ChatID: "chat_a", Seq: 9, CallID: "call_15ee8503"}, // after a fold, the same count again
+		{},
+		{},
+	} {
+		if res, err := run(WithCallInfo(context.Background(), ci), json.RawMessage(`{"order":"42"}`)); err != nil || res.IsError {
+			t.Fatalf("%+v: %+v %v", ci, res, err)
+		}
+	}
+	if ids[0] != ids[1] {
+		t.Fatalf("one call delivered twice has two ids: %q", ids[:2])
+	}
+	seen := map[string]bool{}
+	for _, id := range ids[1:] { // the first is the second
+		if seen[id] || !strings.HasPrefix(id, "msg_") {
+			t.Fatalf("webhook-ids %q: want one per call, each msg_…", ids)
+		}
+		seen[id] = true
+	}
+}
