@@ -307,14 +307,20 @@ func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader, share int64)
 // and cost no space; their reading's sidecars are replaced with the ones
 // just worked out, which are the same for the same bytes, name extension
 // and media type.
+//
+// The limit is checked as if the bytes were new, and its refusal tells no
+// store-wide count: the store is shared by every tenant, and a tenant
+// whose guess at another tenant's file fitted only because it was stored,
+// or whose refusal told the bytes used before and after, would learn that
+// the file exists.
 func (s *Store) commit(tmpName, idxTmp string, f Facts) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
+		return fmt.Errorf("this file of %d bytes does not fit in the attachment store (attachments.max_bytes): %w", f.Size, ErrStorageFull)
+	}
 	_, err := os.Stat(s.blobPath(f.ID))
 	stored := err == nil
-	if !stored && s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
-		return fmt.Errorf("%d bytes used of %d, file needs %d: %w", s.used, s.maxBytes, f.Size, ErrStorageFull)
-	}
 	dir := filepath.Dir(s.blobPath(f.ID))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
