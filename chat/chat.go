@@ -112,6 +112,16 @@ type Usage struct {
 	CachedTokens int `json:"cached_tokens,omitempty"`
 }
 
+// Sane is u as a provider could have meant it: no count below zero, and
+// no more cached tokens than input ones. A provider or proxy that reports
+// otherwise would make the counts a turn sums, and the metrics' counters
+// (which refuse to go down), nonsense or worse.
+func (u Usage) Sane() Usage {
+	u.InputTokens, u.OutputTokens, u.CachedTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0), max(u.CachedTokens, 0)
+	u.CachedTokens = min(u.CachedTokens, u.InputTokens)
+	return u
+}
+
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}

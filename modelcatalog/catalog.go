@@ -262,9 +262,22 @@ type watched struct {
 	name string
 }
 
+// Stream passes the call on, and makes every usage its provider reports
+// sane (chat.Usage.Sane): here, where each provider's answers come in.
 func (w watched) Stream(ctx context.Context, req providers.Request, emit func(providers.Event)) (providers.Response, error) {
-	res, err := w.Client.Stream(ctx, req, emit)
+	pass := emit
+	if emit != nil {
+		pass = func(ev providers.Event) {
+			if ev.Usage != nil {
+				sane := ev.Usage.Sane() // a copy: the adapter may keep its own
+				ev.Usage = &sane
+			}
+			emit(ev)
+		}
+	}
+	res, err := w.Client.Stream(ctx, req, pass)
 	w.cat.observe(w.name, err)
+	res.Usage = res.Usage.Sane()
 	return res, err
 }
 

@@ -76,6 +76,7 @@ func (m *Metrics) TurnDone(problem string, u chat.Usage) {
 			in: m.tokens.WithLabelValues("in"), out: m.tokens.WithLabelValues("out"), cached: m.tokens.WithLabelValues("cached")})
 	}
 	c := v.(*turnCounters)
+	u = u.Sane() // a counter that went down would panic
 	c.turns.Inc()
 	c.in.Add(float64(u.InputTokens))
 	c.out.Add(float64(u.OutputTokens))
