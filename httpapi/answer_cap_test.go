@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -22,6 +23,9 @@ func TestAnAnswerOverTheCapEndsTheTurnAndKeepsItsHead(t *testing.T) {
 	}{
 		"text":           {testkit.Reply{Text: huge, ChunkRunes: 8192}, maxAnswer},
 		"tool arguments": {testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "calculate", Arguments: `{"expression":"` + huge + `"}`}}}, 0},
+		// Ids count as the answer's bytes: calls of empty arguments with
+		// long ids were held whole, however many came.
+		"tool ids": {testkit.Reply{ToolCalls: longIDCalls(64, 8<<10)}, 0},
 	}
 	for _, kind := range daemontest.Kinds {
 		for name, tc := range cases {
@@ -50,7 +54,7 @@ func TestAnAnswerOverTheCapEndsTheTurnAndKeepsItsHead(t *testing.T) {
 				for _, m := range msgs[1:] {
 					stored += len(m.Content) + len(m.Thinking)
 					for _, call := range m.ToolCalls {
-						stored += len(call.Arguments)
+						stored += len(call.ID) + len(call.Name) + len(call.Arguments)
 					}
 				}
 				if stored > maxAnswer {
@@ -71,4 +75,14 @@ func TestAnAnswerOverTheCapEndsTheTurnAndKeepsItsHead(t *testing.T) {
 			})
 		}
 	}
+}
+
+// longIDCalls are n calls of calculate with empty arguments, each id of
+// size bytes.
+func longIDCalls(n, size int) []chat.ToolCall {
+	calls := make([]chat.ToolCall, n)
+	for i := range calls {
+		calls[i] = chat.ToolCall{ID: fmt.Sprintf("call_%d_%s", i, strings.Repeat("x", size)), Name: "calculate", Arguments: "{}"}
+	}
+	return calls
 }

@@ -115,9 +115,15 @@ func (a *assembler) start(i int64, cb anthropic.ContentBlockStartEventContentBlo
 		a.thinking(p, cb.Thinking)
 		p.signature.WriteString(cb.Signature)
 	case "redacted_thinking":
-		p.data = cb.Data
+		// Kept whole or not at all: a cut signature is no signature.
+		if _, fits := a.budget.Take(cb.Data); fits {
+			p.data = cb.Data
+		}
 	case "tool_use":
-		p.id, p.name = cb.ID, cb.Name
+		// The id and name count as the answer's bytes, as its input does.
+		if _, fits := a.budget.Take(cb.ID + cb.Name); fits {
+			p.id, p.name = cb.ID, cb.Name
+		}
 		if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
 			p.initial, _ = a.budget.Take(raw)
 		}

@@ -371,6 +371,11 @@ func (a *accumulator) add(r api.ChatResponse) error {
 	a.budget.Keep(&a.thinking, providers.EventThinking, r.Message.Thinking, a.emit)
 	a.budget.Keep(&a.text, providers.EventText, r.Message.Content, a.emit)
 	for _, tc := range r.Message.ToolCalls {
+		// The id and name count as the answer's bytes, as the arguments
+		// do: calls of empty arguments held whatever ids they came with.
+		if _, fits := a.budget.Take(tc.ID + tc.Function.Name); !fits {
+			break
+		}
 		args, fits := a.budget.Take(tc.Function.Arguments.String())
 		if !fits {
 			break

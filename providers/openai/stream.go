@@ -444,8 +444,10 @@ func (a *assembler) toolDelta(tc toolCallDelta) {
 		call = &chat.ToolCall{}
 		a.calls = append(a.calls, call)
 	}
-	if id != "" {
-		call.ID = id
+	if id != "" && id != call.ID {
+		// An id counts as the answer's bytes: a server that sent a new
+		// call of a megabyte's id in each chunk was held whole.
+		call.ID, _ = a.budget.Take(id)
 	}
 	name, _ := a.budget.Take(string(tc.Function.Name))
 	args, _ := a.budget.Take(string(tc.Function.Arguments))
