@@ -109,6 +109,12 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 			return Result{}, err
 		}
 		id := webhookID(ci)
+		// What bounds the wait: the webhook's timeout, or the call's own
+		// deadline (limits.tool_timeout) when that comes first.
+		limit := w.Timeout
+		if dl, ok := ctx.Deadline(); ok {
+			limit = min(limit, time.Until(dl).Round(100*time.Millisecond))
+		}
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("webhook-id", id)
@@ -116,12 +122,12 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 		req.Header.Set("webhook-signature", "v1,"+SignWebhook(secret, id, ts, body))
 		resp, err := client.Do(req)
 		if err != nil {
-			return webhookFailure(name, w, err), nil
+			return webhookFailure(name, limit, err), nil
 		}
 		defer resp.Body.Close()
 		text, err := io.ReadAll(io.LimitReader(resp.Body, maxWebhookBytes+1))
 		if err != nil {
-			return webhookFailure(name, w, err), nil
+			return webhookFailure(name, limit, err), nil
 		}
 		if len(text) > maxWebhookBytes {
 			text = []byte(HeadTail(string(text), maxWebhookBytes, ""))
@@ -165,10 +171,10 @@ func guardedTransport(timeout time.Duration, allowPrivate bool) *http.Transport 
 	return &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 }
 
-func webhookFailure(name string, w Webhook, err error) Result {
+func webhookFailure(name string, limit time.Duration, err error) Result {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		return errorResult("The tool %s did not answer within %s and was given up. Tell the person it is not answering.", name, w.Timeout)
+		return errorResult("The tool %s did not answer within %s and was given up. Tell the person it is not answering.", name, limit)
 	}
 	if errors.Is(err, netguard.ErrNotPublic) {
 		return errorResult("The tool %s is at a private or local network address, which agentd may not reach.", name)

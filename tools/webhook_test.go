@@ -90,6 +90,14 @@ func TestWebhookFailuresAreResultsTheModelCanRead(t *testing.T) {
 			}
 		})
 	}
+	// The call's own deadline (limits.tool_timeout) before the webhook's
+	// timeout: the model is told the one that ended the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res, err := WebhookRunner("crm_find", Webhook{URL: srv.URL + "/hang", AllowPrivate: true, Timeout: 10 * time.Minute})(ctx, json.RawMessage(`{}`))
+	if err != nil || !res.IsError || !strings.Contains(res.Text, "within 1s ") {
+		t.Fatalf("a call's deadline before the webhook's timeout: %+v, %v; want it named, 1s", res, err)
+	}
 }
 
 func TestCheckWebhookURL(t *testing.T) {
