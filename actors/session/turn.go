@@ -454,6 +454,11 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 		var partial strings.Builder
 		textSeen := false
 		emit := func(ev providers.Event) {
+			if ev.Kind == providers.EventUsage {
+				// Counts are not words: a stream of them alone (Anthropic's
+				// message_delta) is a silent model, and is cut off.
+				return
+			}
 			if announced != nil {
 				// The model has spoken: the wait for the message's sync
 				// is agentd's, not the model's silence.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -376,5 +377,38 @@ func TestOnlyTheSameUnansweredMessageEndsTheLog(t *testing.T) {
 		if got := (&session{msgs: tc.log}).endsUnanswered(m); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// countingModel streams only usage, as a provider's keep-alive of counts
+// would (Anthropic's message_delta), until its call is cut.
+type countingModel struct{}
+
+func (countingModel) Stream(ctx context.Context, _ providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return providers.Response{}, ctx.Err()
+		case <-tick.C:
+			emit(providers.Event{Kind: providers.EventUsage, Usage: &chat.Usage{InputTokens: 10}})
+		}
+	}
+}
+
+func (countingModel) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+// TestCountsAloneAreTheModelsSilence: a model that sends only usage, never
+// a word, is cut off as idle (limits.model_idle_timeout), not kept until
+// the turn's own timeout.
+func TestCountsAloneAreTheModelsSilence(t *testing.T) {
+	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+		d.ModelIdle, d.TurnTimeout = 200*time.Millisecond, 20*time.Second
+		d.Catalog = oneModel{client: countingModel{}, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: 128_000}}
+	})
+	res, _ := h.turn("hi")
+	if res.Problem == nil || res.Problem.Kind != chat.ProblemTimeout || !strings.Contains(res.Problem.Message, errModelIdle.Error()) {
+		t.Fatalf("the turn ended with %+v; want the model cut off as idle", res.Problem)
 	}
 }
