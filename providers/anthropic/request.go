@@ -278,7 +278,8 @@ func assistantBlocks(model string, m chat.Message) ([]anthropic.ContentBlockPara
 		bs = append(bs, anthropic.NewTextBlock(m.Content))
 	}
 	for _, call := range m.ToolCalls {
-		bs = append(bs, anthropic.NewToolUseBlock(call.ID, toolInput(call.Arguments), call.Name))
+		input, _ := providers.ToolArguments(call.Arguments)
+		bs = append(bs, anthropic.NewToolUseBlock(call.ID, json.RawMessage(input), call.Name))
 	}
 	return bs, nil
 }
@@ -287,14 +288,4 @@ func assistantBlocks(model string, m chat.Message) ([]anthropic.ContentBlockPara
 // asked; an unnamed writer is taken to be it.
 func sameModel(model, writer string) bool {
 	return writer == "" || writer == model || strings.HasSuffix(writer, "/"+model)
-}
-
-// toolInput is the call's arguments as the JSON object the API wants; text
-// the model wrote that is not an object cannot be sent and becomes {}.
-func toolInput(args string) json.RawMessage {
-	t := bytes.TrimSpace([]byte(args))
-	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
-		return json.RawMessage(`{}`)
-	}
-	return json.RawMessage(t)
 }

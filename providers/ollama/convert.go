@@ -7,6 +7,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
 )
 
 // toAPIMessages builds Ollama's message list: the system prompt first, then
@@ -43,15 +44,13 @@ func toAPIMessages(system string, msgs []chat.Message) ([]api.Message, error) {
 	return out, nil
 }
 
-// toolArguments parses a stored call's arguments. Ollama wants an object; a
-// call another provider's model wrote as broken JSON is replayed as an empty
-// object rather than failing the whole turn.
+// toolArguments parses a stored call's arguments into the object Ollama
+// wants; a call that is no JSON object is replayed as an empty one
+// (providers.ToolArguments) rather than failing the whole turn.
 func toolArguments(text string) api.ToolCallFunctionArguments {
 	args := api.NewToolCallFunctionArguments()
-	if text == "" {
-		return args
-	}
-	if err := json.Unmarshal([]byte(text), &args); err != nil {
+	object, _ := providers.ToolArguments(text)
+	if err := json.Unmarshal([]byte(object), &args); err != nil {
 		return api.NewToolCallFunctionArguments()
 	}
 	return args

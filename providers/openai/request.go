@@ -443,7 +443,8 @@ func (c *Client) encodeMessage(m chat.Message, replayThinking bool) ([]byte, err
 		w.Content = m.Content
 	}
 	for _, tc := range m.ToolCalls {
-		w.ToolCalls = append(w.ToolCalls, wireCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: tc.Arguments}})
+		args, _ := providers.ToolArguments(tc.Arguments)
+		w.ToolCalls = append(w.ToolCalls, wireCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: args}})
 	}
 	enc, err := encodeJSON(w)
 	if err != nil || !replayThinking {

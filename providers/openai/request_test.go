@@ -295,3 +295,45 @@ func TestToolListSharedBetweenChats(t *testing.T) {
 		t.Errorf("parameters that are not a JSON object were sent")
 	}
 }
+
+// TestCutCallSentAsObject: a stored call whose arguments are no JSON object
+// (the answer's length cut it) goes back as {}, which llama-server's chat
+// template can parse (it answered such a request with a 500); a whole call's
+// arguments go back as written.
+func TestCutCallSentAsObject(t *testing.T) {
+	c := newClient(t, "llamacpp", "http://127.0.0.1:1/v1")
+	req := providers.Request{Model: "tiny", Messages: []chat.Message{
+		{Seq: 1, Role: chat.RoleUser, Content: "look it up"},
+		{Seq: 2, Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{
+			{ID: "cut", Name: "find_tools", Arguments: "{\n\"query\":"},
+			{ID: "whole", Name: "find_tools", Arguments: `{"query":"weather"}`}}},
+		{Seq: 3, Role: chat.RoleTool, ToolCallID: "cut", ToolName: "find_tools", Content: "not valid JSON"},
+		{Seq: 4, Role: chat.RoleTool, ToolCallID: "whole", ToolName: "find_tools", Content: "none"},
+	}}
+	b, err := c.body(nil, req)
+	if err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	var body struct {
+		Messages []struct {
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("body is not JSON: %v\n%s", err, b)
+	}
+	got := map[string]string{}
+	for _, m := range body.Messages {
+		for _, tc := range m.ToolCalls {
+			got[tc.ID] = tc.Function.Arguments
+		}
+	}
+	if got["cut"] != "{}" || got["whole"] != `{"query":"weather"}` {
+		t.Fatalf("arguments sent: %q", got)
+	}
+}
