@@ -305,3 +305,60 @@ func newWeatherServer(t *testing.T) *toolKit {
 	k.serve(t, s)
 	return k
 }
+
+// TestRealCappedToolCall: a lean chat whose settings.max_output_tokens stops
+// the model in the middle of a tool call (llama-server streams the call's
+// first characters, then finish_reason "length"). The turn ends as it was
+// cut — the client asked for no more — and runs no half-written call; the
+// chat's next turn, with the cap lifted, is sent and answered: llama-server
+// answered it with a 500, its chat template parsing the stored arguments.
+// Caps of a few sizes stop the call at different points; at least one of
+// them must cut a call, or the test proved nothing.
+func TestRealCappedToolCall(t *testing.T) {
+	url := realURL(t, envLlama)
+	kit := newToolKit(t)
+	ref := "llama/" + realModel
+	d := startReal(t, daemonConfig{Providers: realYAML(ref, llamaProvider("llama", url)), Extra: kit.yaml()})
+	d.waitModel(t, ref)
+	cut := 0
+	for _, capped := range []int{14, 16, 18, 20, 22} {
+		t.Run(fmt.Sprint(capped), func(t *testing.T) {
+			ctx, cancel := withTimeout(realSendTimeout)
+			defer cancel()
+			c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{Model: ref, Settings: &api.Settings{MaxOutputTokens: &capped}})
+			if err != nil {
+				t.Fatalf("create chat: %v", err)
+			}
+			rt := d.send(t, c.ID, "Please use find_tools to look for a weather tool.")
+			if rt.res.Problem != nil {
+				t.Fatalf("the capped turn failed: %+v", *rt.res.Problem)
+			}
+			for _, call := range rt.calls {
+				if !json.Valid([]byte(call.Arguments)) {
+					t.Errorf("a half-written call ran: %s(%q)", call.Name, call.Arguments)
+				}
+			}
+			for _, m := range rt.res.Messages {
+				for _, call := range m.ToolCalls {
+					if !json.Valid([]byte(call.Arguments)) {
+						cut++
+						if !m.MaxOutputReached || !rt.res.MaxOutputReached {
+							t.Errorf("the turn of a call cut at the cap is not marked max_output_reached: %+v", rt.res)
+						}
+					}
+				}
+			}
+			if _, err := d.Client.PatchChat(ctx, c.ID, api.PatchChatRequest{Settings: &api.Settings{}}); err != nil {
+				t.Fatalf("lift the cap: %v", err)
+			}
+			next := d.send(t, c.ID, "Say something.")
+			if next.res.Problem != nil {
+				t.Fatalf("the turn after the cut call failed: %+v", *next.res.Problem)
+			}
+			answered(t, "the turn after the cut call", next)
+		})
+	}
+	if cut == 0 {
+		t.Fatal("no cap cut a call in its arguments: the test proved nothing")
+	}
+}

@@ -88,6 +88,7 @@ type facts struct {
 	calls       int  // tool calls the model asked for (turnState.awaiting: of them, the application's)
 	lengthStop  bool // the answer was cut by its room
 	capped      bool // that room was the chat's settings.max_output_tokens
+	cutCall     bool // the length stop came in a call's arguments: they are not whole JSON
 	contextFull bool // the input already fills the window
 }
 
@@ -139,6 +140,11 @@ func next(ts turnState, f facts) step {
 
 func afterReply(ts turnState, f facts) step {
 	switch {
+	case f.cutCall && f.capped:
+		// The client's own cap stopped the model inside a call: it asked
+		// for no more, and a half-written call can be neither run nor
+		// handed to the application.
+		return stepFinish
 	case f.calls > 0 && ts.rounds >= maxToolRounds:
 		return stepTooManyRounds
 	case f.calls > len(ts.awaiting):

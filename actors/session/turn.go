@@ -543,6 +543,10 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
 	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, capped: t.capped, contextFull: s.contextFull(t, u)}
+	f.cutCall = f.lengthStop && slices.ContainsFunc(reply.ToolCalls, func(c chat.ToolCall) bool {
+		_, whole := providers.ToolArguments(c.Arguments)
+		return !whole
+	})
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
 	st := next(t.turnState, f)
 	reply.MaxOutputReached = st == stepFinish && f.lengthStop && f.capped
