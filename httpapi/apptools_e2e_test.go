@@ -773,7 +773,7 @@ func TestAWebhookIsSentOnlyArgumentsThatMatchItsSchema(t *testing.T) {
 		if m.Role != api.RoleTool {
 			continue
 		}
-		if bad := m.ToolCallID != "ok"; m.IsError != bad || bad && !strings.Contains(m.Content, "do not match its parameter schema") {
+		if bad := m.ToolCallID != "ok"; m.IsError != bad || bad && !strings.Contains(m.Content, "Invalid arguments for inv_total") {
 			t.Errorf("call %s: %+v", m.ToolCallID, m)
 		}
 	}
@@ -961,5 +961,52 @@ func TestAnMCPToolsetPastTheBodyLimitIsRefused(t *testing.T) {
 	}
 	if _, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"wide"}}); status(err) != 404 {
 		t.Fatalf("a chat naming the refused toolset: %v; want 404, it is registered nowhere", err)
+	}
+}
+
+// A schema is checked as it is declared: one a call could never be
+// checked against in bounds is refused (400, naming why), and the
+// ordinary JSON Schema the SDKs write is accepted, on every way a tool is
+// declared.
+func TestAToolsSchemaIsCompiledWhenDeclared(t *testing.T) {
+	const secretEnv = "AGENTD_TEST_WEBHOOK_SECRET"
+	t.Setenv(secretEnv, "a-long-shared-secret")
+	fake := openaifake.New(openaifake.Options{Script: crmScript})
+	defer fake.Close()
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.AllowedEnv = []string{secretEnv}
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, nil)
+	declare := map[string]func(params json.RawMessage) (int, api.Error){
+		"client toolset": func(params json.RawMessage) (st int, e api.Error) {
+			st = askJSON(t, d, "", "PUT", "/v1/toolsets/c", api.PutToolsetRequest{Tools: []api.Tool{{Name: "t1", Parameters: params}}, Executor: api.Executor{Kind: "client"}}, &e)
+			return st, e
+		},
+		"webhook toolset": func(params json.RawMessage) (st int, e api.Error) {
+			st = askJSON(t, d, "", "PUT", "/v1/toolsets/w", api.PutToolsetRequest{Tools: []api.Tool{{Name: "t2", Parameters: params}},
+				Executor: api.Executor{Kind: "webhook", URL: "http://127.0.0.1:9/hook", SecretEnv: secretEnv}}, &e)
+			return st, e
+		},
+		"chat's own tool": func(params json.RawMessage) (st int, e api.Error) {
+			st = askJSON(t, d, "", "POST", "/v1/chats", api.CreateChatRequest{Tools: []api.Tool{{Name: "t3", Parameters: params}}}, &e)
+			return st, e
+		},
+	}
+	accepted := []string{
+		`{"type":"object","properties":{"name":{"type":"string"},"note":{"type":["string","null"]}},"required":["name","note"],"additionalProperties":false}`,
+		`{"type":"object","$defs":{"A":{"type":"object","properties":{"zip":{"type":"number"}}}},"properties":{"home":{"$ref":"#/$defs/A"}}}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"Id":{"type":"string"}},"properties":{"id":{"$ref":"#/definitions/Id"}}}`,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{}}`,
+		`{"type":"object","properties":{"label":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`,
+	}
+	for how, put := range declare {
+		for _, params := range accepted {
+			if st, e := put(json.RawMessage(params)); st != 200 && st != 201 {
+				t.Errorf("%s refused %s: %d %s", how, params, st, e.Message)
+			}
+		}
+		if st, e := put(json.RawMessage(`{"type":"object","allOf":[{"$ref":"#"}]}`)); st != 400 || !strings.Contains(e.Message, "refers back to itself for the same value") {
+			t.Errorf("%s took a schema that never ends: %d %q", how, st, e.Message)
+		}
 	}
 }

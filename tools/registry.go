@@ -44,6 +44,23 @@ type Tool struct {
 	// Client: the application runs calls to this tool itself and Run is
 	// nil; a turn that calls it pauses for the application's result.
 	Client bool
+	// args is Parameters compiled (CheckingArgs): a call whose arguments
+	// it does not take is refused before it runs or goes to the
+	// application.
+	args *argSchema
+}
+
+// CheckingArgs returns t holding every call to its Parameters, compiled
+// here, once: a call they do not take gets an error result (Refusal)
+// instead of running or going to the application. It refuses a schema
+// compileArgs refuses.
+func CheckingArgs(t Tool) (Tool, error) {
+	a, err := compileArgs(t.Parameters)
+	if err != nil {
+		return t, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	t.args = a
+	return t, nil
 }
 
 // Spec is the tool as a model sees it.
@@ -83,6 +100,8 @@ type Registry struct {
 	// tenantTools bounds the tools of one tenant's toolsets together
 	// (LimitTenantTools); 0: no bound.
 	tenantTools int
+	// inlineArgs holds the compiled schemas of chats' own tools.
+	inlineArgs argCache
 }
 
 // NewRegistry returns an empty registry.
@@ -272,25 +291,15 @@ func (r *Registry) call(ctx context.Context, get func(string) (Tool, bool), call
 		return errorResult("There is no tool named %q. %s", call.Name, r.availableHint()),
 			fmt.Errorf("tools: call %q: %w", call.Name, ErrUnknownTool)
 	}
+	args, res, ok := t.admit(call, lim)
+	if !ok {
+		return res, nil
+	}
 	if t.Client {
 		return errorResult("The tool %s runs in the application, not here.", t.Name), fmt.Errorf("tools: call %q: a client tool", t.Name)
 	}
-	if res, over := lim.TooLong(call); over {
-		return res, nil
-	}
-	args := strings.TrimSpace(call.Arguments)
-	// Models send "" or null for a tool without parameters; both mean {}.
-	if args == "" || args == "null" {
-		args = "{}"
-	}
-	if !json.Valid([]byte(args)) {
-		return errorResult("The arguments for %s are not valid JSON. Send one JSON object that matches the tool's parameter schema.", t.Name), nil
-	}
-	if args[0] != '{' {
-		return errorResult("The arguments for %s must be a JSON object, not %s.", t.Name, jsonKind(args[0])), nil
-	}
 
-	res, err := runGuarded(ctx, t, json.RawMessage(args), lim.Timeout)
+	res, err := runGuarded(ctx, t, args, lim.Timeout)
 	if err != nil {
 		return res, err
 	}
@@ -298,6 +307,45 @@ func (r *Registry) call(ctx context.Context, get func(string) (Tool, bool), call
 		res.Text = HeadTail(res.Text, lim.MaxResultBytes, "")
 	}
 	return res, nil
+}
+
+// Refusal is the result a call of t gets instead of running, or instead
+// of going to the application for a client tool, and whether it gets it:
+// its arguments are over lim.MaxArgBytes, are not one JSON object, or are
+// not what t's schema takes (CheckingArgs). It is what Call answers such
+// a call.
+func (t Tool) Refusal(call chat.ToolCall, lim Limits) (Result, bool) {
+	_, res, ok := t.admit(call, lim)
+	return res, !ok
+}
+
+// admit reads a call's arguments as t takes them ("" and null are {}),
+// or the result that refuses them.
+func (t Tool) admit(call chat.ToolCall, lim Limits) (json.RawMessage, Result, bool) {
+	if res, over := lim.TooLong(call); over {
+		return nil, res, false
+	}
+	args := strings.TrimSpace(call.Arguments)
+	// Models send "" or null for a tool without parameters; both mean {}.
+	if args == "" || args == "null" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return nil, errorResult("The arguments for %s are not valid JSON. Send one JSON object that matches the tool's parameter schema.", t.Name), false
+	}
+	if args[0] != '{' {
+		return nil, errorResult("The arguments for %s must be a JSON object, not %s.", t.Name, jsonKind(args[0])), false
+	}
+	if problem := t.args.check(json.RawMessage(args)); problem != "" {
+		return nil, invalidArgs(t.Name, problem), false
+	}
+	return json.RawMessage(args), Result{}, true
+}
+
+// invalidArgs is the result of arguments a tool's schema does not take,
+// the same for every tool: the model reads one form.
+func invalidArgs(name, problem string) Result {
+	return errorResult("Invalid arguments for %s: %s. Fix the call to match the tool's parameter schema.", name, problem)
 }
 
 // runGuarded runs the tool in its own goroutine so that a timeout answers

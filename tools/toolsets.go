@@ -49,9 +49,12 @@ func (r *Registry) daemonsLocked(name string) bool {
 // CheckSchema reports whether params is a JSON Schema of an object, as
 // every protocol needs a tool's parameters to be.
 func CheckSchema(params json.RawMessage) error {
-	s, _, err := resolveSchema(params)
-	if err != nil {
-		return err
+	var s jsonschema.Schema
+	if err := json.Unmarshal(params, &s); err != nil {
+		return fmt.Errorf("parameters are not a JSON Schema: %w", err)
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		return fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
 	}
 	if s.Type != "object" {
 		return fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
@@ -59,27 +62,16 @@ func CheckSchema(params json.RawMessage) error {
 	return nil
 }
 
-// resolveSchema reads params as a JSON Schema and resolves it, ready to
-// validate arguments.
-func resolveSchema(params json.RawMessage) (*jsonschema.Schema, *jsonschema.Resolved, error) {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return nil, nil, fmt.Errorf("parameters are not a JSON Schema: %w", err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
-	}
-	return &s, rs, nil
-}
-
-// checkNew validates a tool an application brings: its name, its schema.
+// checkNew validates a tool an application brings: its name, its schema
+// (compiled already when the tool checks its calls).
 func checkNew(t Tool) error {
 	if !ValidName(t.Name) {
 		return fmt.Errorf("tool %q: a name is 1-%d letters, digits, '_' or '-'", t.Name, maxNameLen)
 	}
-	if err := CheckSchema(t.Parameters); err != nil {
-		return fmt.Errorf("tool %s: %w", t.Name, err)
+	if t.args == nil {
+		if err := CheckSchema(t.Parameters); err != nil {
+			return fmt.Errorf("tool %s: %w", t.Name, err)
+		}
 	}
 	if t.Run == nil && !t.Client {
 		return fmt.Errorf("tool %s: it has no executor", t.Name)
@@ -267,7 +259,12 @@ func (r *Registry) CheckScope(sc Scope) error {
 		}
 	}
 	for _, sp := range sc.Inline {
-		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true}); err != nil {
+		// Compiled here, where the chat declares it, and kept for its calls.
+		a, err := r.inlineArgs.get(sp.Parameters)
+		if err != nil {
+			return fmt.Errorf("tool %s: %w", sp.Name, err)
+		}
+		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true, args: a}); err != nil {
 			return err
 		}
 		if r.daemonsLocked(sp.Name) {
@@ -320,7 +317,10 @@ func (v View) Get(name string) (Tool, bool) {
 	}
 	for _, sp := range v.sc.Inline {
 		if sp.Name == name {
-			return Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: SourceClient, Client: true}, true
+			// A schema refused now (a chat declared before it was checked)
+			// leaves the calls unchecked, as they were.
+			a, _ := v.r.inlineArgs.get(sp.Parameters)
+			return Tool{Name: sp.Name, Description: sp.Description, Parameters: sp.Parameters, Source: SourceClient, Client: true, args: a}, true
 		}
 	}
 	return Tool{}, false

@@ -32,7 +32,7 @@ func Register[T any](r *Registry, name, description string, fn func(ctx context.
 	run := func(ctx context.Context, raw json.RawMessage) (Result, error) {
 		args, problem := decodeStrict[T](raw, &root)
 		if problem != "" {
-			return errorResult("Invalid arguments for %s: %s. Fix the call to match the tool's parameter schema.", name, problem), nil
+			return invalidArgs(name, problem), nil
 		}
 		return fn(ctx, args)
 	}

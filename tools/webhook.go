@@ -139,27 +139,6 @@ func WebhookRunner(name string, w Webhook) func(context.Context, json.RawMessage
 	}
 }
 
-// CheckedArgs wraps the Run of an application's tool so that arguments
-// that do not match params, its JSON Schema (resolved once, here), are
-// refused as a result the model can act on: the application is sent only
-// what its schema promises.
-func CheckedArgs(name string, params json.RawMessage, run func(context.Context, json.RawMessage) (Result, error)) (func(context.Context, json.RawMessage) (Result, error), error) {
-	_, rs, err := resolveSchema(params)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: %w", name, err)
-	}
-	return func(ctx context.Context, args json.RawMessage) (Result, error) {
-		var v any
-		if err := json.Unmarshal(args, &v); err != nil {
-			return errorResult("The arguments for %s are not valid JSON. Send one JSON object that matches the tool's parameter schema.", name), nil
-		}
-		if err := rs.Validate(v); err != nil {
-			return errorResult("The arguments for %s do not match its parameter schema: %s. Send one JSON object that matches it.", name, clipText(err.Error(), 1000)), nil
-		}
-		return run(ctx, args)
-	}, nil
-}
-
 // guardedTransport reaches only public addresses unless allowPrivate,
 // checked on the resolved address of every connection.
 func guardedTransport(timeout time.Duration, allowPrivate bool) *http.Transport {

@@ -94,7 +94,7 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		for i := range out {
 			out[i].Client = true
 		}
-		return out, nil, nil
+		return checkingArgs(out)
 	case ExecWebhook:
 		if len(ts.Tools) == 0 {
 			return nil, nil, fmt.Errorf("%w: a webhook toolset lists its tools", ErrInvalid)
@@ -110,12 +110,9 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 			return nil, nil, err
 		}
 		for i := range out {
-			run := tools.WebhookRunner(out[i].Name, tools.Webhook{URL: ts.Executor.URL, Secret: secret, Timeout: ts.Executor.Timeout, AllowPrivate: allowPrivate})
-			if out[i].Run, err = tools.CheckedArgs(out[i].Name, out[i].Parameters, run); err != nil {
-				return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-			}
+			out[i].Run = tools.WebhookRunner(out[i].Name, tools.Webhook{URL: ts.Executor.URL, Secret: secret, Timeout: ts.Executor.Timeout, AllowPrivate: allowPrivate})
 		}
-		return out, nil, nil
+		return checkingArgs(out)
 	case ExecMCP:
 		if len(ts.Tools) > 0 {
 			return nil, nil, fmt.Errorf("%w: an MCP toolset's tools are the server's; list none", ErrInvalid)
@@ -143,6 +140,19 @@ func (h *Hub) buildToolset(ctx context.Context, ts Toolset) ([]tools.Tool, func(
 		return mt, closeFn, nil
 	}
 	return nil, nil, fmt.Errorf("%w: executor kind %q: use client, webhook or mcp", ErrInvalid, ts.Executor.Kind)
+}
+
+// checkingArgs has every call of an application's tools checked against
+// their schemas, compiled here, once (tools.CheckingArgs); a schema it
+// cannot compile refuses the toolset.
+func checkingArgs(ts []tools.Tool) ([]tools.Tool, func() error, error) {
+	for i := range ts {
+		var err error
+		if ts[i], err = tools.CheckingArgs(ts[i]); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return ts, nil, nil
 }
 
 // mcpConnectsPerTenant bounds a tenant's toolset PUTs connecting an MCP
