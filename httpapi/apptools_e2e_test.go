@@ -964,6 +964,72 @@ func TestAnMCPToolsetPastTheBodyLimitIsRefused(t *testing.T) {
 	}
 }
 
+// A call to an application's tool that its schema does not take (as small
+// local models send) goes back to the model as an error result naming the
+// field, and the turn goes on: the application is not asked, and the
+// model's corrected call pauses the turn as any call does.
+func TestAClientToolCallItsSchemaRefusesGoesBackToTheModel(t *testing.T) {
+	var mu sync.Mutex
+	var told []chat.Message // the results of the refused calls, as the model read them
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if requestKind(r) != kindTurn {
+			return testkit.Reply{Text: "[]"}
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case last.Role != chat.RoleTool:
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "bad_type", Name: "crm_find", Arguments: `{"name":5}`},
+				{ID: "bad_json", Name: "crm_find", Arguments: `{"name":"Ada"`}, {ID: "bad_field", Name: "crm_find", Arguments: `{"nom":"Ada"}`}}}
+		case last.ToolCallID == "good":
+			return testkit.Reply{Text: "The CRM says: " + last.Content}
+		}
+		mu.Lock()
+		told = append(told, r.Messages[len(r.Messages)-3:]...)
+		mu.Unlock()
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "good", Name: "crm_find", Arguments: `{"name":"Ada"}`}}}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
+		t.Fatalf("PUT: %d", st)
+	}
+	ctx := context.Background()
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"crm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked [][]api.ToolCall
+	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "How is Ada doing?"}, func(ev api.Event) {
+		if ev.Type == api.EventTurnRequiresAction {
+			var r api.TurnResult
+			_ = json.Unmarshal(ev.Data, &r)
+			asked = append(asked, r.ToolCalls)
+		}
+	})
+	if err != nil || res.Status != "requires_action" || len(res.ToolCalls) != 1 || res.ToolCalls[0].ID != "good" || len(asked) != 1 {
+		t.Fatalf("the application was asked %v: %v %+v", asked, err, res)
+	}
+	want := map[string]string{
+		"bad_type":  `Invalid arguments for crm_find: "name" must be a string, not an integer.`,
+		"bad_json":  "The arguments for crm_find are not valid JSON.",
+		"bad_field": `Invalid arguments for crm_find: "name" is required.`,
+	}
+	mu.Lock()
+	if len(told) != len(want) {
+		t.Fatalf("the model's next request carried %+v", told)
+	}
+	for _, m := range told {
+		if m.Role != chat.RoleTool || !strings.HasPrefix(m.Content, want[m.ToolCallID]) {
+			t.Errorf("the model read for %s: %q, want %q", m.ToolCallID, m.Content, want[m.ToolCallID])
+		}
+	}
+	mu.Unlock()
+	done, err := d.Client.SendToolResults(ctx, c.ID, api.ToolResultsRequest{Results: []api.ToolResult{{CallID: "good", Output: "3 orders"}}}, nil)
+	if err != nil || done.Status != "completed" || done.Messages[len(done.Messages)-1].Content != "The CRM says: 3 orders" {
+		t.Fatalf("resumed: %v %+v", err, done)
+	}
+}
+
 // A schema is checked as it is declared: one a call could never be
 // checked against in bounds is refused (400, naming why), and the
 // ordinary JSON Schema the SDKs write is accepted, on every way a tool is

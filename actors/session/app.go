@@ -123,13 +123,20 @@ func (s *session) patchSetup(m *Patch, meta *persistence.Chat) error {
 	return nil
 }
 
-// clientCalls are the calls of a reply the application runs.
+// clientCalls are the calls of a reply the application runs: those of
+// its tools whose arguments their schema takes. The others run here as
+// agentd's own calls do (runTools), where the model gets the refusal and
+// the application is not asked. The check is bounded (tools.Limits'
+// MaxArgBytes, the schema's work bounded when declared), so it is done
+// in the mailbox.
 func (s *session) clientCalls(su setup, calls []chat.ToolCall) []chat.ToolCall {
-	view := s.toolsOf(su)
+	view, lim := s.toolsOf(su), s.toolLimits()
 	var out []chat.ToolCall
 	for _, c := range calls {
 		if t, ok := view.Get(c.Name); ok && t.Client {
-			out = append(out, c)
+			if _, refused := t.Refusal(c, lim); !refused {
+				out = append(out, c)
+			}
 		}
 	}
 	return out

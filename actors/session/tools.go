@@ -17,13 +17,18 @@ type toolOutcome struct {
 	load []string
 }
 
+// toolLimits bound each tool call of the chat.
+func (s *session) toolLimits() tools.Limits {
+	return tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
+}
+
 // runTools runs a round of calls in parallel, outside the mailbox; the
 // results come back as one toolsDone.
 func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	t := s.turn
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
-	lim := tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
+	lim := s.toolLimits()
 	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
 	turnCtx, turnID, log, tracer := t.ctx, t.id, t.log, telemetry.Tracer(s.deps.Traces)
 	findRoom := int(findToolsShare * float64(t.info.Window))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -218,6 +219,59 @@ func TestChatCompletionsClientTools(t *testing.T) {
 	}
 	if !sawResult {
 		t.Fatal("no request carried the client's tool result after its call")
+	}
+}
+
+// TestChatCompletionsToolArgumentsAreChecked: a call to the client's tool
+// that its schema (strict, as OpenAI's SDKs write it) does not take is not
+// handed to the client: the model reads what is wrong and calls again, and
+// the client gets only that call.
+func TestChatCompletionsToolArgumentsAreChecked(t *testing.T) {
+	var mu sync.Mutex
+	var toldModel string
+	fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+		if !isTurn(r) {
+			return testkit.Reply{Text: "[]"}
+		}
+		switch last := r.Messages[len(r.Messages)-1]; {
+		case last.Role != chat.RoleTool:
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_bad", Name: "get_weather", Arguments: `{"town":"Oslo"}`}}}
+		case last.ToolCallID == "call_bad":
+			mu.Lock()
+			toldModel = last.Content
+			mu.Unlock()
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_good", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}}
+		default:
+			return testkit.Reply{Text: "The tool said " + last.Content + "."}
+		}
+	}})
+	defer fake.Close()
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name: "get_weather", Strict: openai.Bool(true),
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}},
+			"required": []string{"city"}, "additionalProperties": false},
+	})}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Oslo?")}
+	first, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := first.Choices[0].Message.ToolCalls
+	if first.Choices[0].FinishReason != "tool_calls" || len(calls) != 1 || calls[0].ID != "call_good" {
+		t.Fatalf("the client was handed %+v", calls)
+	}
+	mu.Lock()
+	if want := `Invalid arguments for get_weather: the arguments object has no field "town"`; !strings.HasPrefix(toldModel, want) {
+		t.Errorf("the model read %q, want %q", toldModel, want)
+	}
+	mu.Unlock()
+	msgs = append(msgs, first.Choices[0].Message.ToParam(), openai.ToolMessage("12°C and rain", calls[0].ID))
+	second, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs, Tools: tools})
+	if err != nil || second.Choices[0].Message.Content != "The tool said 12°C and rain." {
+		t.Fatalf("resumed: %v %+v", err, second)
 	}
 }
 
