@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,6 +29,8 @@ type argSchema struct {
 	// (anchors, dynamic references, a nested $id): its work could not be
 	// bounded, so its calls go unchecked, as before there was a check.
 	rs *jsonschema.Resolved
+	// graph bounds each call's work (argbound.go).
+	graph *snode
 }
 
 // Dialects jsonschema-go validates by.
@@ -37,18 +38,6 @@ const (
 	draft7    = "http://json-schema.org/draft-07/schema#"
 	draft2020 = "https://json-schema.org/draft/2020-12/schema"
 )
-
-// maxSchemaWork bounds the subschemas one schema applies, counted as if
-// every $ref were written out (a reference back to a schema being written
-// out counts once). A schema whose references fan out to more (two
-// references to the next definition, twenty times over) would take
-// seconds a call; an ordinary one, however long, applies each of its
-// subschemas once.
-const maxSchemaWork = 100_000
-
-// errUnfollowed marks a schema whose references the work bound cannot
-// follow.
-var errUnfollowed = errors.New("references the bound cannot follow")
 
 // compileArgs reads params as the JSON Schema of an arguments object and
 // compiles it. It refuses what CheckSchema refuses, and a schema that
@@ -72,13 +61,14 @@ func compileArgs(params json.RawMessage) (*argSchema, error) {
 	if err := json.Unmarshal(params, &raw); err != nil {
 		return nil, fmt.Errorf("parameters are not a JSON Schema: %w", err)
 	}
-	switch err := schemaWork(raw); {
+	graph, err := boundGraph(raw)
+	switch {
 	case errors.Is(err, errUnfollowed):
 		return &argSchema{}, nil
 	case err != nil:
 		return nil, fmt.Errorf("parameters: %w", err)
 	}
-	return &argSchema{rs: rs}, nil
+	return &argSchema{rs: rs, graph: graph}, nil
 }
 
 // dialect is the "$schema" jsonschema-go validates by for the one a
@@ -102,6 +92,9 @@ func (a *argSchema) check(args json.RawMessage) string {
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
 		return "not valid JSON"
+	}
+	if checkWork(a.graph, v) > maxCheckWork {
+		return fmt.Sprintf("the arguments object is too big or nested too deep to be checked against the schema (more than %d checks); send less in one call", maxCheckWork)
 	}
 	if err := a.rs.Validate(v); err != nil {
 		return clipText(argProblem(err), maxProblemBytes)
@@ -245,188 +238,6 @@ func fieldOf(field string, tokens []string) string {
 
 func unescapeToken(t string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-}
-
-// Keywords by how they apply their subschemas.
-var (
-	// Applied to the value itself.
-	sameValueOne  = []string{"not", "if", "then", "else"}
-	sameValueList = []string{"allOf", "anyOf", "oneOf"}
-	sameValueMap  = []string{"dependentSchemas", "dependencies"}
-	// Applied to what the value holds.
-	innerOne  = []string{"additionalProperties", "additionalItems", "contains", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "items"}
-	innerList = []string{"prefixItems", "items"}
-	innerMap  = []string{"properties", "patternProperties"}
-	// References this package does not follow.
-	unfollowed = []string{"$dynamicRef", "$recursiveRef", "$anchor", "$dynamicAnchor", "$recursiveAnchor"}
-)
-
-// schemaWork refuses a schema that refers back to itself for the same
-// value, or that applies more than maxSchemaWork subschemas as if its
-// references were written out; errUnfollowed when it uses a reference it
-// cannot follow.
-func schemaWork(root any) error {
-	w := &walk{root: root, entered: map[string]int{}, work: map[string]int{}}
-	_, err := w.count("", root, 0)
-	return err
-}
-
-type walk struct {
-	root any
-	// entered holds the schemas being counted (by pointer), each with how
-	// many steps into the value it was entered at; work, those counted.
-	entered map[string]int
-	work    map[string]int
-}
-
-type edge struct {
-	ptr   string
-	node  any
-	inner bool // applied to what the value holds, not the value
-}
-
-// count is how many subschemas the schema at ptr applies, at most
-// maxSchemaWork+1; depth counts the steps into the value (properties,
-// items) taken from the root to it.
-func (w *walk) count(ptr string, node any, depth int) (int, error) {
-	if n, ok := w.work[ptr]; ok {
-		return n, nil
-	}
-	if d, ok := w.entered[ptr]; ok {
-		if d == depth {
-			return 0, fmt.Errorf("the schema at %q refers back to itself for the same value, so checking a call would never end", "#"+ptr)
-		}
-		return 1, nil // recursion into what the value holds ends with the value
-	}
-	m, ok := node.(map[string]any)
-	if !ok {
-		return 1, nil // true, false
-	}
-	edges, err := w.edges(ptr, m)
-	if err != nil {
-		return 0, err
-	}
-	w.entered[ptr] = depth
-	total := 1
-	for _, e := range edges {
-		d := depth
-		if e.inner {
-			d++
-		}
-		n, err := w.count(e.ptr, e.node, d)
-		if err != nil {
-			return 0, err
-		}
-		if total = min(total+n, maxSchemaWork+1); total > maxSchemaWork {
-			return 0, fmt.Errorf("the schema applies more than %d subschemas, its references written out", maxSchemaWork)
-		}
-	}
-	delete(w.entered, ptr)
-	w.work[ptr] = total
-	return total, nil
-}
-
-// edges lists the subschemas m applies and to what.
-func (w *walk) edges(ptr string, m map[string]any) ([]edge, error) {
-	for _, k := range unfollowed {
-		if _, ok := m[k]; ok {
-			return nil, errUnfollowed
-		}
-	}
-	if _, ok := m["$id"]; ok && ptr != "" {
-		return nil, errUnfollowed
-	}
-	var out []edge
-	add := func(key string, inner bool) {
-		p := ptr + "/" + escapeToken(key)
-		switch v := m[key].(type) {
-		case map[string]any, bool:
-			out = append(out, edge{p, v, inner})
-		}
-	}
-	addList := func(key string, inner bool) {
-		if l, ok := m[key].([]any); ok {
-			for i, v := range l {
-				out = append(out, edge{ptr + "/" + key + "/" + strconv.Itoa(i), v, inner})
-			}
-		}
-	}
-	addMap := func(key string, inner bool) {
-		if mm, ok := m[key].(map[string]any); ok {
-			for k, v := range mm {
-				if _, isList := v.([]any); !isList { // draft-07 dependencies may list names
-					out = append(out, edge{ptr + "/" + key + "/" + escapeToken(k), v, inner})
-				}
-			}
-		}
-	}
-	for _, k := range sameValueOne {
-		add(k, false)
-	}
-	for _, k := range sameValueList {
-		addList(k, false)
-	}
-	for _, k := range sameValueMap {
-		addMap(k, false)
-	}
-	for _, k := range innerOne {
-		add(k, true)
-	}
-	for _, k := range innerList {
-		addList(k, true)
-	}
-	for _, k := range innerMap {
-		addMap(k, true)
-	}
-	if ref, ok := m["$ref"].(string); ok {
-		target, p, err := w.resolve(ref)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, edge{p, target, false})
-	}
-	return out, nil
-}
-
-// resolve finds a local reference ("#", "#/$defs/x") in the document.
-func (w *walk) resolve(ref string) (any, string, error) {
-	frag, ok := strings.CutPrefix(ref, "#")
-	if !ok || frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, "", errUnfollowed
-	}
-	frag, err := url.PathUnescape(frag)
-	if err != nil {
-		return nil, "", errUnfollowed
-	}
-	node := w.root
-	if frag == "" {
-		return node, "", nil
-	}
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = unescapeToken(tok)
-		switch n := node.(type) {
-		case map[string]any:
-			node, ok = n[tok]
-		case []any:
-			i, err := strconv.Atoi(tok)
-			ok = err == nil && i >= 0 && i < len(n)
-			if ok {
-				node = n[i]
-			}
-		default:
-			ok = false
-		}
-		if !ok {
-			return nil, "", errUnfollowed // jsonschema-go resolved it some other way
-		}
-	}
-	// The pointer as the walk writes it, so a schema reached by reference
-	// and by its place is one schema.
-	return node, frag, nil
-}
-
-func escapeToken(t string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }
 
 // argCache holds the compiled schemas of chats' own tools by their

@@ -187,3 +187,27 @@ func TestAChatsOwnToolIsChecked(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 }
+
+// A schema that applies itself twice to each nested value is accepted (it
+// means something), but a call's work on it is counted before it is
+// validated: nested 40 deep, the validator would apply 2^40 subschemas.
+func TestACallsWorkIsBoundedBeforeItIsValidated(t *testing.T) {
+	tool := appTool(t, `{"type":"object","allOf":[{"properties":{"a":{"$ref":"#"}}},{"properties":{"a":{"$ref":"#"}}}]}`)
+	deep := strings.Repeat(`{"a":`, 40) + `{}` + strings.Repeat(`}`, 40)
+	res, refused := tool.Refusal(chat.ToolCall{Name: tool.Name, Arguments: deep}, Limits{})
+	if !refused || !strings.Contains(res.Text, "too big or nested too deep to be checked") {
+		t.Fatalf("%v %q", refused, res.Text)
+	}
+	if res, refused := tool.Refusal(chat.ToolCall{Name: tool.Name, Arguments: strings.Repeat(`{"a":`, 8) + `{}` + strings.Repeat(`}`, 8)}, Limits{}); refused {
+		t.Fatalf("a shallow call was refused: %q", res.Text)
+	}
+	// Ordinary arguments, however many, are far from the bound.
+	lines := strings.TrimSuffix(strings.Repeat(`{"qty":1},`, 20_000), ",")
+	if res, refused := appTool(t, findSchema).Refusal(chat.ToolCall{Name: "crm_find", Arguments: `{"name":"Ada","lines":[` + lines + `]}`}, Limits{}); refused {
+		t.Fatalf("20,000 lines were refused: %q", res.Text)
+	}
+	tree := strings.Repeat(`{"label":"x","children":[`, 300) + `{"label":"leaf"}` + strings.Repeat(`]}`, 300)
+	if res, refused := appTool(t, treeSchema).Refusal(chat.ToolCall{Name: "crm_find", Arguments: tree}, Limits{}); refused {
+		t.Fatalf("a tree 300 deep was refused: %q", res.Text)
+	}
+}
