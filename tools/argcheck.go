@@ -45,17 +45,9 @@ const (
 // itself for the same value ({"$ref": "#"}, which overflows the
 // validator's stack and ends the process), or that passes maxSchemaWork.
 func compileArgs(params json.RawMessage) (*argSchema, error) {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return nil, fmt.Errorf("parameters are not a JSON Schema: %w", err)
-	}
-	if s.Type != "object" {
-		return nil, fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
-	}
-	s.Schema = dialect(s.Schema)
-	rs, err := s.Resolve(nil)
+	rs, err := resolveSchema(params)
 	if err != nil {
-		return nil, fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
+		return nil, err
 	}
 	var raw any
 	if err := json.Unmarshal(params, &raw); err != nil {
@@ -69,6 +61,24 @@ func compileArgs(params json.RawMessage) (*argSchema, error) {
 		return nil, fmt.Errorf("parameters: %w", err)
 	}
 	return &argSchema{rs: rs, graph: graph}, nil
+}
+
+// resolveSchema reads params as the JSON Schema of an object and
+// resolves it, ready to validate arguments by its dialect.
+func resolveSchema(params json.RawMessage) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(params, &s); err != nil {
+		return nil, fmt.Errorf("parameters are not a JSON Schema: %w", err)
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
+	}
+	s.Schema = dialect(s.Schema)
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
+	}
+	return rs, nil
 }
 
 // dialect is the "$schema" jsonschema-go validates by for the one a
@@ -112,7 +122,7 @@ const maxProblemBytes = 600
 // where the reason is a common one.
 func argProblem(err error) string {
 	field, reason := "", err.Error()
-	prev := ""
+	prev, root := "", ""
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		inner := errors.Unwrap(e)
 		if inner == nil {
@@ -123,12 +133,16 @@ func argProblem(err error) string {
 		if !ok {
 			continue
 		}
-		if loc == "root" {
+		// The root is named "root", or by its $id.
+		if root == "" {
+			root = loc
+		}
+		if loc == root {
 			loc = ""
 		}
 		// A location that does not go on from the last is where a $ref
 		// led: the same value, its field unchanged.
-		if rest, ok := strings.CutPrefix(loc, prev+"/"); ok && loc != prev {
+		if rest, ok := strings.CutPrefix(loc, prev+"/"); ok {
 			field = fieldOf(field, strings.Split(rest, "/"))
 		}
 		prev = loc

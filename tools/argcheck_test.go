@@ -211,3 +211,13 @@ func TestACallsWorkIsBoundedBeforeItIsValidated(t *testing.T) {
 		t.Fatalf("a tree 300 deep was refused: %q", res.Text)
 	}
 }
+
+// A schema with an $id names its root by it; the field's path is told all
+// the same.
+func TestARefusalNamesTheFieldUnderARootID(t *testing.T) {
+	tool := appTool(t, `{"$id":"https://example.com/find.json","type":"object","properties":{"home":{"type":"object","properties":{"zip":{"type":"number"}}}}}`)
+	res, refused := tool.Refusal(chat.ToolCall{Name: tool.Name, Arguments: `{"home":{"zip":"x"}}`}, Limits{})
+	if !refused || !strings.Contains(res.Text, `"home.zip" must be a number, not a string`) {
+		t.Fatalf("%v %q", refused, res.Text)
+	}
+}

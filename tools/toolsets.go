@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/agentd/agentd/chat"
 )
 
@@ -49,17 +47,8 @@ func (r *Registry) daemonsLocked(name string) bool {
 // CheckSchema reports whether params is a JSON Schema of an object, as
 // every protocol needs a tool's parameters to be.
 func CheckSchema(params json.RawMessage) error {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return fmt.Errorf("parameters are not a JSON Schema: %w", err)
-	}
-	if _, err := s.Resolve(nil); err != nil {
-		return fmt.Errorf("parameters are not a valid JSON Schema: %w", err)
-	}
-	if s.Type != "object" {
-		return fmt.Errorf(`parameters must be a schema of "type": "object", not %q`, s.Type)
-	}
-	return nil
+	_, err := resolveSchema(params)
+	return err
 }
 
 // checkNew validates a tool an application brings: its name, its schema
