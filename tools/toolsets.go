@@ -230,6 +230,17 @@ func (r *Registry) Toolsets() map[[2]string][]Tool {
 // CheckScope refuses a chat's scope whose toolsets are unknown or whose
 // inline tools are invalid or collide with what else the chat sees.
 func (r *Registry) CheckScope(sc Scope) error {
+	// The chat's own tools' schemas are compiled here, where the chat
+	// declares them, and kept for their calls; before the lock, which
+	// toolset PUTs wait for.
+	args := make([]*argSchema, len(sc.Inline))
+	for i, sp := range sc.Inline {
+		a, err := r.inlineArgs.get(sp.Parameters)
+		if err != nil {
+			return fmt.Errorf("tool %s: %w", sp.Name, err)
+		}
+		args[i] = a
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	names := map[string]string{}
@@ -247,13 +258,8 @@ func (r *Registry) CheckScope(sc Scope) error {
 			names[t.Name] = "toolset " + n
 		}
 	}
-	for _, sp := range sc.Inline {
-		// Compiled here, where the chat declares it, and kept for its calls.
-		a, err := r.inlineArgs.get(sp.Parameters)
-		if err != nil {
-			return fmt.Errorf("tool %s: %w", sp.Name, err)
-		}
-		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true, args: a}); err != nil {
+	for i, sp := range sc.Inline {
+		if err := checkNew(Tool{Name: sp.Name, Parameters: sp.Parameters, Client: true, args: args[i]}); err != nil {
 			return err
 		}
 		if r.daemonsLocked(sp.Name) {

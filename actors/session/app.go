@@ -126,9 +126,9 @@ func (s *session) patchSetup(m *Patch, meta *persistence.Chat) error {
 // clientCalls are the calls of a reply the application runs: those of
 // its tools whose arguments their schema takes. The others run here as
 // agentd's own calls do (runTools), where the model gets the refusal and
-// the application is not asked. The check is bounded (tools.Limits'
-// MaxArgBytes, the schema's work bounded when declared), so it is done
-// in the mailbox.
+// the application is not asked. The check is CPU work with bounds
+// (tools.Limits' MaxArgBytes; a schema's work, tools/argbound.go), so it
+// is done in the mailbox.
 func (s *session) clientCalls(su setup, calls []chat.ToolCall) []chat.ToolCall {
 	view, lim := s.toolsOf(su), s.toolLimits()
 	var out []chat.ToolCall
