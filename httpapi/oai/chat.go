@@ -332,7 +332,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		}
 	}}
 	if req.Stream {
-		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, h.cfg.HTTP.WriteTimeout.Duration)
 	} else {
 		a.whole(w, r, sub, turnID)
 	}
@@ -727,12 +727,17 @@ func (a *answer) take(ev *eventbus.Event, turnID string) {
 // reason, the usage chunk when asked, then [DONE]. A turn that faulted ends
 // with an error event and no [DONE]: the SDKs raise the error, and a client
 // that reads [DONE] as "complete" is not told so.
-func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool) {
-	out, err := startStream(w)
+func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool, wait time.Duration) {
+	out, err := startStream(w, wait)
 	if err != nil {
 		return
 	}
-	defer func() { _ = out.rc.SetWriteDeadline(time.Time{}) }()
+	defer out.end()
+	behind := func() string {
+		b, _ := json.Marshal(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
+		return "data: " + string(b) + "\n\n"
+	}
+	out.behind = behind
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model,
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
@@ -749,11 +754,11 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 	}
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
-	for a.res == nil && !out.gone {
+	for a.res == nil && !out.gone() {
 		select {
 		case ev, ok := <-sub.C:
 			if !ok {
-				out.data(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
+				out.write(behind())
 				return
 			}
 			switch {
@@ -807,7 +812,7 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 func (s *stream) data(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.gone = true
+		s.cut = true
 		return
 	}
 	s.write("data: " + string(b) + "\n\n")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -79,12 +78,18 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	}
 	b := &builder{resp: p.response()}
 	if p.req.Stream {
-		if b.out, err = startStream(w); err != nil {
+		if b.out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
 			WriteError(w, http.StatusInternalServerError, "internal", "", err.Error())
 			return
 		}
-		// The connection may serve a next request: lift the write deadline.
-		defer func() { _ = b.out.rc.SetWriteDeadline(time.Time{}) }()
+		defer b.out.end()
+		// A client cut for falling behind is told where its response is:
+		// it is followed and stored all the same.
+		b.out.behind = func() string {
+			text, _ := b.out.event("error", map[string]any{"code": "stream_dropped", "param": nil,
+				"message": fmt.Sprintf("this stream fell %d events behind and ends here; the response goes on and is stored: retrieve it by its id", streamBacklog)})
+			return text
+		}
 		b.emit("response.created", map[string]any{"response": b.resp})
 		b.emit("response.in_progress", map[string]any{"response": b.resp})
 	}
@@ -416,56 +421,5 @@ func problemError(p *api.Problem) *responseError {
 func (b *builder) emit(typ string, fields map[string]any) {
 	if b.out != nil {
 		b.out.send(typ, fields)
-	}
-}
-
-// stream writes a response's Server-Sent Events with explicit flushes,
-// each write bounded by writeWait, numbering them from 0.
-type stream struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	seq  int
-	gone bool
-}
-
-// writeWait bounds one write to a stream's client, as the native API's.
-const writeWait = 30 * time.Second
-
-func startStream(w http.ResponseWriter) (*stream, error) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
-		return nil, fmt.Errorf("streaming is not supported by this connection: %w", err)
-	}
-	return &stream{w: w, rc: rc}, nil
-}
-
-func (s *stream) send(typ string, fields map[string]any) {
-	if s.gone {
-		return
-	}
-	fields["type"], fields["sequence_number"] = typ, s.seq
-	s.seq++
-	data, err := json.Marshal(fields)
-	if err != nil {
-		s.gone = true
-		return
-	}
-	s.write("event: " + typ + "\ndata: " + string(data) + "\n\n")
-}
-
-// write sends text to the client, bounded by writeWait; after a write
-// that fails the stream is gone.
-func (s *stream) write(text string) {
-	if s.gone {
-		return
-	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeWait))
-	if _, err := io.WriteString(s.w, text); err != nil || s.rc.Flush() != nil {
-		s.gone = true
 	}
 }

@@ -1,0 +1,144 @@
+package oai_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+)
+
+// stallingClient takes what is written to it until its text holds
+// stallAfter, then takes nothing more: each later write waits until the
+// test lets it fail, as the server's write deadline fails a write to a
+// client whose window stays full.
+type stallingClient struct {
+	header     http.Header
+	stallAfter string
+	cut        chan struct{} // closed: every waiting write fails
+
+	mu      sync.Mutex
+	got     bytes.Buffer
+	stalled chan struct{} // closed once a write waits
+	once    sync.Once
+}
+
+func newStallingClient(after string) *stallingClient {
+	return &stallingClient{header: http.Header{}, stallAfter: after, cut: make(chan struct{}), stalled: make(chan struct{})}
+}
+
+func (c *stallingClient) Header() http.Header { return c.header }
+func (c *stallingClient) WriteHeader(int)     {}
+func (c *stallingClient) Flush()              {}
+
+func (c *stallingClient) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	full := strings.Contains(c.got.String(), c.stallAfter)
+	if !full {
+		c.got.Write(b)
+	}
+	c.mu.Unlock()
+	if !full {
+		return len(b), nil
+	}
+	c.once.Do(func() { close(c.stalled) })
+	<-c.cut
+	return 0, errors.New("write deadline exceeded")
+}
+
+func (c *stallingClient) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got.String()
+}
+
+// roundsScript has the model call the calculator rounds times before it
+// answers: each round is four events that must be delivered (the call's
+// message, its usage, tool.call, tool.result), so a stream that takes
+// none of them falls its buffer's 256 behind.
+func roundsScript(rounds int) testkit.Script {
+	return func(r testkit.Received) testkit.Reply {
+		n := 0
+		for _, m := range r.Messages {
+			if m.Role == chat.RoleTool {
+				n++
+			}
+		}
+		if n < rounds {
+			return testkit.Reply{Text: "Working on it.", ToolCalls: []chat.ToolCall{{ID: "call_" + strings.Repeat("x", n%7+1), Name: "calculate", Arguments: `{"expression":"6*7"}`}}}
+		}
+		return testkit.Reply{Text: "All rounds done."}
+	}
+}
+
+var responseIDPattern = regexp.MustCompile(`"id":"(resp_[0-9a-zA-Z]+)"`)
+
+// TestAStalledResponseStreamIsStillStored: a client that reads
+// response.created, then nothing more (its TCP window full), is cut off,
+// but the response whose id it was told is stored at its turn's end, as
+// docs/openai.md promises of a client that leaves.
+func TestAStalledResponseStreamIsStillStored(t *testing.T) {
+	d, _, sdk := start(t, 128000, roundsScript(80))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/v1/responses",
+		strings.NewReader(`{"model":"fake/m","input":"go round","stream":true}`))
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.Header.Set("Authorization", "Bearer tok-a")
+	r.Header.Set("Content-Type", "application/json")
+	c := newStallingClient("response.in_progress")
+	served := make(chan struct{})
+	go func() { defer close(served); d.Server.Config.Handler.ServeHTTP(c, r) }()
+	select {
+	case <-c.stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the stream never wrote past response.in_progress: %q", c.text())
+	}
+	m := responseIDPattern.FindStringSubmatch(c.text())
+	if m == nil {
+		t.Fatalf("no response id in %q", c.text())
+	}
+	id := m[1]
+	// The turn ends while the client takes nothing.
+	list, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(context.Background(), "")
+	if err != nil || len(list.Chats) != 1 {
+		t.Fatalf("chats: %v %v", list, err)
+	}
+	chats := list.Chats
+	answered := func() bool {
+		ms, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Transcript(context.Background(), chats[0].ID)
+		return err == nil && len(ms) > 0 && ms[len(ms)-1].Content == "All rounds done."
+	}
+	for deadline := time.Now().Add(60 * time.Second); !answered(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn did not end")
+		}
+	}
+	close(c.cut) // the write deadline cuts the client
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not return after its client was cut")
+	}
+	var got *responses.Response
+	for deadline := time.Now().Add(10 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got, err = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+	}
+	if got == nil {
+		t.Fatalf("response %s, told to a client that then stalled, was never stored: %v", id, err)
+	}
+	if got.Status != "completed" || len(got.Output) != 81 || got.OutputText() != strings.Repeat("Working on it.", 80)+"All rounds done." {
+		t.Fatalf("stored response: status %s, %d items, text %q; want completed, 81 items, each round's words", got.Status, len(got.Output), got.OutputText())
+	}
+}

@@ -1,0 +1,140 @@
+package oai
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// streamBacklog is how many events a stream's client may be behind before
+// it is cut: what a slow client costs is at most this many events (a few
+// copies of the response's own text, which the handler holds anyway), and
+// the handler that follows the turn never waits on it.
+const streamBacklog = 256
+
+// stream writes a surface's Server-Sent Events to its client from a
+// goroutine of its own, each write bounded by the write timeout, so the
+// handler that follows a turn reads the turn's events as they come however
+// slowly its client reads: a handler that wrote itself fell behind the
+// turn's events and was dropped by the bus, and a response whose id its
+// client had been told was then never stored. A client more than
+// streamBacklog events behind is cut: the events it has not taken are
+// written, then behind's (the surface's last word), then nothing more. The
+// handler owns the goroutine: end waits for it.
+type stream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	wait time.Duration
+	seq  int
+	// behind is the last event of a client cut for falling behind.
+	behind func() string
+
+	q    chan string // cap streamBacklog+1: the last slot is behind's
+	done chan struct{}
+	// cut is the handler's: it queues nothing more.
+	cut bool
+	// failed: a write failed (the client went away or took nothing for
+	// wait); the writer's, read by the handler.
+	failed atomic.Bool
+	// final, once set (unix nanoseconds), is when every write still
+	// queued must be done: end bounds its wait as a whole.
+	final atomic.Int64
+}
+
+// startStream answers 200 with an event stream whose writes each take at
+// most wait, and starts its writer.
+func startStream(w http.ResponseWriter, wait time.Duration) (*stream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return nil, fmt.Errorf("streaming is not supported by this connection: %w", err)
+	}
+	s := &stream{w: w, rc: rc, wait: wait, q: make(chan string, streamBacklog+1), done: make(chan struct{})}
+	go s.run()
+	return s, nil
+}
+
+// run writes what is queued until end closes the queue; after a failed
+// write it only drains.
+func (s *stream) run() {
+	defer close(s.done)
+	for text := range s.q {
+		if s.failed.Load() {
+			continue
+		}
+		deadline := time.Now().Add(s.wait)
+		if f := s.final.Load(); f != 0 && f < deadline.UnixNano() {
+			deadline = time.Unix(0, f)
+		}
+		_ = s.rc.SetWriteDeadline(deadline)
+		_, err := io.WriteString(s.w, text)
+		if err == nil && len(s.q) == 0 {
+			err = s.rc.Flush() // once a burst is written
+		}
+		if err != nil {
+			s.failed.Store(true)
+		}
+	}
+}
+
+// gone reports whether nothing more reaches the client: it was cut, or a
+// write failed.
+func (s *stream) gone() bool { return s.cut || s.failed.Load() }
+
+// event is one numbered event (Responses' sequence_number) as written.
+func (s *stream) event(typ string, fields map[string]any) (string, error) {
+	fields["type"], fields["sequence_number"] = typ, s.seq
+	s.seq++
+	data, err := json.Marshal(fields)
+	if err != nil {
+		return "", err
+	}
+	return "event: " + typ + "\ndata: " + string(data) + "\n\n", nil
+}
+
+func (s *stream) send(typ string, fields map[string]any) {
+	if s.gone() {
+		return
+	}
+	text, err := s.event(typ, fields)
+	if err != nil {
+		s.cut = true
+		return
+	}
+	s.write(text)
+}
+
+// write queues text for the client, never waiting: a client streamBacklog
+// events behind is cut, told behind's event last.
+func (s *stream) write(text string) {
+	if s.gone() {
+		return
+	}
+	if len(s.q) >= streamBacklog { // only this goroutine queues: room is room
+		s.cut = true
+		if s.behind != nil {
+			s.q <- s.behind()
+		}
+		return
+	}
+	s.q <- text
+}
+
+// end writes what is queued, all of it within one write timeout from
+// now, and stops the writer; a stream whose writes all went through lifts
+// the deadline, so the connection may serve a next request.
+func (s *stream) end() {
+	s.final.Store(time.Now().Add(s.wait).UnixNano())
+	close(s.q)
+	<-s.done
+	if !s.failed.Load() {
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
+}
