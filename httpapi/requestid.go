@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,11 +19,37 @@ import (
 )
 
 // statusWriter remembers the status a handler answered, for the request's
-// span. Unwrap lets http.ResponseController reach the connection (SSE's
-// write deadlines, flushes).
+// span, and bounds each write of the answer: a piece of at most
+// writePiece bytes, or a flush, that its client does not take within wait
+// (http.write_timeout) fails, so no handler waits on a client that reads
+// nothing for as long as it keeps the connection (a JSON answer of
+// megabytes was written at once, unbounded, and its handler held it for
+// good). Unwrap lets http.ResponseController reach the connection (SSE's
+// flushes).
 type statusWriter struct {
 	http.ResponseWriter
+	rc   *http.ResponseController
+	wait time.Duration
 	code int
+}
+
+// writePiece is the most bytes one write deadline covers: a client that
+// reads slowly but reads is not cut for an answer's size.
+const writePiece = 64 << 10
+
+func newStatusWriter(w http.ResponseWriter, wait time.Duration) *statusWriter {
+	sw := &statusWriter{ResponseWriter: w, rc: http.NewResponseController(w), wait: wait}
+	// A deadline the connection's last answer left must not cut this one.
+	_ = sw.rc.SetWriteDeadline(time.Time{})
+	return sw
+}
+
+// deadline bounds the next write; a writer without deadlines (a test's
+// recorder) is written to unbounded.
+func (w *statusWriter) deadline() {
+	if w.wait > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.wait))
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -36,11 +63,21 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n := 0
+	for {
+		piece := b[n:min(len(b), n+writePiece)]
+		w.deadline()
+		m, err := w.ResponseWriter.Write(piece)
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+	}
 }
 
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		w.deadline()
 		f.Flush()
 	}
 }
@@ -90,7 +127,7 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 		ctx, span := s.tracer.Start(telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)), r.Method,
 			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path),
 				attribute.String("agentd.request_id", id)))
-		sw := &statusWriter{ResponseWriter: w}
+		sw := newStatusWriter(w, s.cfg.HTTP.WriteTimeout.Duration)
 		defer func() {
 			// The mux named the route on r by now.
 			if r.Pattern != "" {
