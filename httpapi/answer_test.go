@@ -294,6 +294,26 @@ func TestAClientThatLeftIsNotAnInternalError(t *testing.T) {
 	}
 }
 
+// TestAnOpenAIClientThatLeftIsNotAnInternalError: on the OpenAI-compatible
+// routes too, a client that left before its turn started is logged at
+// debug as 499, not answered and logged as an internal error.
+func TestAnOpenAIClientThatLeftIsNotAnInternalError(t *testing.T) {
+	for path, body := range map[string]string{
+		"/v1/responses":        `{"model":"fake/m","conversation":"conv_` + hub.NewID() + `","input":"hi"}`,
+		"/v1/chat/completions": `{"model":"fake/m","messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		s, logs := testServer(&goneHub{}, nil, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)).WithContext(ctx)
+		r.Header.Set("X-Agentd-Chat", "c1")
+		rec := serveOne(s, r)
+		if rec.Code != statusClientGone || strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), `"level":"debug"`) {
+			t.Errorf("%s: status %d, log %s; want %d and one debug line", path, rec.Code, logs.String(), statusClientGone)
+		}
+	}
+}
+
 func TestAnErrorClipsTheIDItRepeats(t *testing.T) {
 	s, _ := testServer(&pagedHub{}, nil, nil)
 	id := strings.Repeat("a", 60<<10)

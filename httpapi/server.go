@@ -378,13 +378,11 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	say := func(w http.ResponseWriter, status int, kind, msg string) {
 		writeError(w, status, kind, clipEchoes(r, msg))
 	}
+	if oai.ClientGone(w, r, err) {
+		return
+	}
 	var limited *hub.RateLimitedError
 	switch {
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client went away (a turn it left queued, a read it gave
-		// up): nothing failed here, and no one reads the answer.
-		zerolog.Ctx(r.Context()).Debug().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("client went away before its answer")
-		w.WriteHeader(statusClientGone)
 	case bodyTimedOut(err):
 		w.Header().Set("Connection", "close")
 		say(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")
@@ -424,9 +422,9 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// statusClientGone is recorded (span, logs) for a request whose client left
-// before its answer; nginx's convention, never read by a client.
-const statusClientGone = 499
+// statusClientGone is recorded for a request whose client left before its
+// answer (oai.ClientGone).
+const statusClientGone = oai.StatusClientGone
 
 // echoLimit is the most of a path's id or name an error's text repeats.
 const echoLimit = 200

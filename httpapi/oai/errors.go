@@ -74,6 +74,9 @@ func WriteNativeError(w http.ResponseWriter, status int, kind, msg string) {
 // error the hub does not name is logged with the request's id and answered
 // as a bare 500 naming that id, so nothing internal reaches the client.
 func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
+	if ClientGone(w, r, err) {
+		return
+	}
 	var limited *hub.RateLimitedError
 	var setting *hub.SettingError
 	switch {
@@ -128,4 +131,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// StatusClientGone is recorded (span, logs) for a request whose client left
+// before its answer; nginx's "client closed request", never read by a
+// client.
+const StatusClientGone = 499
+
+// ClientGone reports whether err says r's client went away (a turn it left
+// waiting in the queue, a read it gave up), and then records it as
+// StatusClientGone with a debug line: nothing failed here, and no one reads
+// the answer. Both surfaces' errors take this path first.
+func ClientGone(w http.ResponseWriter, r *http.Request, err error) bool {
+	if !errors.Is(err, context.Canceled) || r.Context().Err() == nil {
+		return false
+	}
+	zerolog.Ctx(r.Context()).Debug().Err(err).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("client went away before its answer")
+	w.WriteHeader(StatusClientGone)
+	return true
 }
