@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
 )
 
 // stallingClient takes what is written to it until its text holds
@@ -27,15 +28,17 @@ type stallingClient struct {
 	header     http.Header
 	stallAfter string
 	cut        chan struct{} // closed: every waiting write fails
+	resume     chan struct{} // closed: the client reads again
 
 	mu      sync.Mutex
 	got     bytes.Buffer
+	late    bytes.Buffer  // what it read once it resumed
 	stalled chan struct{} // closed once a write waits
 	once    sync.Once
 }
 
 func newStallingClient(after string) *stallingClient {
-	return &stallingClient{header: http.Header{}, stallAfter: after, cut: make(chan struct{}), stalled: make(chan struct{})}
+	return &stallingClient{header: http.Header{}, stallAfter: after, cut: make(chan struct{}), resume: make(chan struct{}), stalled: make(chan struct{})}
 }
 
 func (c *stallingClient) Header() http.Header { return c.header }
@@ -53,8 +56,15 @@ func (c *stallingClient) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	c.once.Do(func() { close(c.stalled) })
-	<-c.cut
-	return 0, errors.New("write deadline exceeded")
+	select {
+	case <-c.cut:
+		return 0, errors.New("write deadline exceeded")
+	case <-c.resume:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.late.Write(b)
+		return len(b), nil
+	}
 }
 
 func (c *stallingClient) text() string {
@@ -84,15 +94,12 @@ func roundsScript(rounds int) testkit.Script {
 
 var responseIDPattern = regexp.MustCompile(`"id":"(resp_[0-9a-zA-Z]+)"`)
 
-// TestAStalledResponseStreamIsStillStored: a client that reads
-// response.created, then nothing more (its TCP window full), is cut off,
-// but the response whose id it was told is stored at its turn's end, as
-// docs/openai.md promises of a client that leaves.
-func TestAStalledResponseStreamIsStillStored(t *testing.T) {
-	d, _, sdk := start(t, 128000, roundsScript(80))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/v1/responses",
+// stalledResponse streams a response that runs rounds of tools to a
+// client that stalls after response.in_progress; it returns the client,
+// a channel closed once the handler returned, and the response's id.
+func stalledResponse(t *testing.T, d *daemontest.Daemon) (*stallingClient, <-chan struct{}, string) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/responses",
 		strings.NewReader(`{"model":"fake/m","input":"go round","stream":true}`))
 	r.RemoteAddr = "127.0.0.1:40000"
 	r.Header.Set("Authorization", "Bearer tok-a")
@@ -109,7 +116,16 @@ func TestAStalledResponseStreamIsStillStored(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no response id in %q", c.text())
 	}
-	id := m[1]
+	return c, served, m[1]
+}
+
+// TestAStalledResponseStreamIsStillStored: a client that reads
+// response.created, then nothing more (its TCP window full), is cut off,
+// but the response whose id it was told is stored at its turn's end, as
+// docs/openai.md promises of a client that leaves.
+func TestAStalledResponseStreamIsStillStored(t *testing.T) {
+	d, _, sdk := start(t, 128000, roundsScript(80))
+	c, served, id := stalledResponse(t, d)
 	// The turn ends while the client takes nothing.
 	list, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(context.Background(), "")
 	if err != nil || len(list.Chats) != 1 {
@@ -140,5 +156,35 @@ func TestAStalledResponseStreamIsStillStored(t *testing.T) {
 	}
 	if got.Status != "completed" || len(got.Output) != 81 || got.OutputText() != strings.Repeat("Working on it.", 80)+"All rounds done." {
 		t.Fatalf("stored response: status %s, %d items, text %q; want completed, 81 items, each round's words", got.Status, len(got.Output), got.OutputText())
+	}
+}
+
+// TestAResponseStreamFarBehindIsToldSo: a client that stalls while its
+// response's turn runs, then reads again, is cut once it is 256 events
+// behind: it reads what was queued for it, then an error event of code
+// stream_dropped, and nothing after; the response is stored whole.
+func TestAResponseStreamFarBehindIsToldSo(t *testing.T) {
+	d, _, sdk := start(t, 128000, roundsScript(80))
+	c, served, id := stalledResponse(t, d)
+	var got *responses.Response
+	for deadline := time.Now().Add(60 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got, _ = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+	}
+	if got == nil || got.Status != "completed" || len(got.Output) != 81 {
+		t.Fatalf("the response of a stalled stream: %+v", got)
+	}
+	close(c.resume)
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+	c.mu.Lock()
+	late := c.late.String()
+	c.mu.Unlock()
+	events := strings.Split(strings.TrimSpace(late), "\n\n")
+	// The event it stalled on, the 256 queued behind it, then the error.
+	if n := len(events); n != 258 || !strings.Contains(events[n-1], `"code":"stream_dropped"`) || !strings.HasPrefix(events[n-1], "event: error\n") {
+		t.Fatalf("after it stalled the client read %d events, the last %q; want 257 then an error of code stream_dropped", n, events[len(events)-1])
 	}
 }
