@@ -290,8 +290,9 @@ type HTTP struct {
 	// UploadTimeout bounds reading an upload's body. Defaults to 15m.
 	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`
 	// WriteTimeout bounds each write of an answer to its client (an event
-	// of a stream, a piece of a transcript or an export): a client that
-	// takes nothing for this long is cut. Defaults to 30s.
+	// of a stream, a piece of a transcript or an export, 64 KiB of any
+	// other answer): a client that takes nothing for this long is cut.
+	// Defaults to 30s.
 	WriteTimeout Duration `yaml:"write_timeout" json:"write_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
