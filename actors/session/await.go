@@ -31,7 +31,9 @@ type awaiting struct {
 // a store's write (its then), or work on a worker (onWorker) — and then,
 // in the actor's context and before any user message that arrives
 // meanwhile, runs then with that result. A stopping session waits for it
-// at once: nothing may be left to a mailbox that is going away.
+// at once: nothing may be left to a mailbox that is going away. The result
+// travels to a future as a message, so R is a struct, never an interface
+// such as error: a nil one would never arrive.
 func await[R any](s *session, ctx actor.Context, start func(done func(R)), then func(ctx actor.Context, res R)) {
 	if s.stopping {
 		res := make(chan R, 1)

@@ -508,23 +508,61 @@ func (s *session) cancelQueued(ctx actor.Context, m *CancelQueued) {
 	}
 }
 
+// patch reads the chat's record and writes the patched record and
+// snapshot off the mailbox, holding it meanwhile (await): a worker of the
+// sessions' dispatcher parked on two synced writes is one fewer for every
+// other chat.
 func (s *session) patch(ctx actor.Context, m *Patch) {
 	if s.loadErr != nil {
 		s.respond(ctx, nil)
 		return
 	}
+	store, id, sender := s.deps.Store, s.id, ctx.Sender()
 	// The store keeps the record's title from the first message and its
 	// last seq: start from what it holds, not from s.meta.
-	meta, err := s.deps.Store.Chat(context.Background(), s.id)
-	if err != nil {
-		ctx.Respond(&Rejected{Err: err})
-		return
+	type read struct {
+		meta persistence.Chat
+		err  error
 	}
+	await(s, ctx, onWorker(s, func() read {
+		meta, err := store.Chat(context.Background(), id)
+		return read{meta, err}
+	}), func(ctx actor.Context, r read) {
+		if r.err != nil {
+			s.respondTo(ctx, sender, &Rejected{Err: r.err})
+			return
+		}
+		meta, snap, err := s.patched(m, r.meta)
+		if err != nil {
+			s.respondTo(ctx, sender, &Rejected{Err: err})
+			return
+		}
+		type written struct{ err error } // a result, never nil: a future takes no nil message
+		await(s, ctx, onWorker(s, func() written {
+			bg := context.Background()
+			if err := store.UpdateChat(bg, meta); err != nil {
+				return written{err}
+			}
+			return written{store.SaveSnapshot(bg, id, snap)}
+		}), func(ctx actor.Context, w written) {
+			if w.err != nil {
+				s.respondTo(ctx, sender, &Rejected{Err: w.err})
+				return
+			}
+			snap.Stored()
+			s.meta, s.snap = meta, snap
+			s.respondTo(ctx, sender, &Patched{})
+		})
+	})
+}
+
+// patched is the chat's record and snapshot with m applied, or why m is
+// refused.
+func (s *session) patched(m *Patch, meta persistence.Chat) (persistence.Chat, persistence.Snapshot, error) {
 	snap := s.snap
 	if m.Model != nil && *m.Model != snap.Model {
 		if _, _, err := s.deps.Catalog.Resolve(*m.Model); err != nil {
-			ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
-			return
+			return meta, snap, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		meta.Model, snap.Model = *m.Model, *m.Model
 		// The last report was counted by another tokenizer.
@@ -536,24 +574,11 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 		meta.Title = *m.Title
 	}
 	if err := s.patchSetup(m, &meta); errors.Is(err, tools.ErrUnknownToolset) {
-		ctx.Respond(&Rejected{Err: err})
-		return
+		return meta, snap, err
 	} else if err != nil {
-		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: %w", ErrInvalid, err)}) // a *chat.SettingError still names its field
-		return
+		return meta, snap, fmt.Errorf("%w: %w", ErrInvalid, err) // a *chat.SettingError still names its field
 	}
-	bg := context.Background()
-	if err := s.deps.Store.UpdateChat(bg, meta); err != nil {
-		ctx.Respond(&Rejected{Err: err})
-		return
-	}
-	if err := s.deps.Store.SaveSnapshot(bg, s.id, snap); err != nil {
-		ctx.Respond(&Rejected{Err: err})
-		return
-	}
-	snap.Stored()
-	s.meta, s.snap = meta, snap
-	ctx.Respond(&Patched{})
+	return meta, snap, nil
 }
 
 // addBatchBytes and addBatchCount bound one transaction of an
@@ -578,8 +603,11 @@ func storedText(m chat.Message) int {
 	return n
 }
 
-// addMessages stores messages between turns, in batches, and announces
-// them.
+// addMessages stores messages between turns, in batches, off the mailbox
+// while holding it (await): a long history is several synced writes, and a
+// worker of the sessions' dispatcher parked on them is one fewer for every
+// other chat. What was stored is kept and announced even when a later
+// batch fails.
 func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	switch {
 	case s.loadErr != nil || len(m.Messages) == 0:
@@ -592,25 +620,37 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add messages once it ends", ErrBusy)})
 		return
 	}
-	var out []chat.Message
-	for rest := m.Messages; len(rest) > 0; {
-		n, size := 0, 0
-		for n < len(rest) && (n == 0 || n < addBatchCount && size+storedText(rest[n]) <= addBatchBytes) {
-			size += storedText(rest[n])
-			n++
+	store, id, sender := s.deps.Store, s.id, ctx.Sender()
+	type added struct {
+		stored []chat.Message
+		err    error
+	}
+	await(s, ctx, onWorker(s, func() added {
+		var out []chat.Message
+		for rest := m.Messages; len(rest) > 0; {
+			n, size := 0, 0
+			for n < len(rest) && (n == 0 || n < addBatchCount && size+storedText(rest[n]) <= addBatchBytes) {
+				size += storedText(rest[n])
+				n++
+			}
+			stored, err := store.Append(context.Background(), id, rest[:n]...)
+			if err != nil {
+				return added{out, fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)}
+			}
+			out, rest = append(out, stored...), rest[n:]
 		}
-		stored, err := s.deps.Store.Append(context.Background(), s.id, rest[:n]...)
-		if err != nil {
-			ctx.Respond(&Rejected{Err: fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)})
-			return
-		}
-		s.appendMsgs(stored...)
-		for _, st := range stored {
+		return added{out, nil}
+	}), func(ctx actor.Context, r added) {
+		s.appendMsgs(r.stored...)
+		for _, st := range r.stored {
 			s.publish(chat.EventMessage, "", st)
 		}
-		out, rest = append(out, stored...), rest[n:]
-	}
-	ctx.Respond(&Added{Messages: out})
+		if r.err != nil {
+			s.respondTo(ctx, sender, &Rejected{Err: r.err})
+			return
+		}
+		s.respondTo(ctx, sender, &Added{Messages: r.stored})
+	})
 }
 
 func (s *session) saveSnapshot() error { return s.saveSnapshotWith(s.deps.Store.SaveSnapshot) }
