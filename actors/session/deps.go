@@ -150,4 +150,8 @@ type Deps struct {
 	// ToolResultsWait bounds how long a turn waits for the application's
 	// results of its own tool calls.
 	ToolResultsWait time.Duration
+
+	// onReceive, set by tests only, runs first in every Receive of a
+	// session: a panic it raises stands for a bug of the session's.
+	onReceive func(chatID string, msg any)
 }

@@ -19,6 +19,10 @@ var (
 	ErrStopping  = errors.New("agentd is shutting down")
 	ErrCancelled = errors.New("the caller went away before the turn started")
 	ErrNotPaused = errors.New("no turn of this chat waits for tool results")
+	// ErrFailed refuses what waited for a session that panicked: once
+	// restarted, or stopped after panicking too often (the registry's
+	// bound); the next message wakes the chat afresh.
+	ErrFailed = errors.New("this chat's session failed on an internal error; send the message again to continue")
 	// ErrNothingToAnswer refuses a SubmitTurn marked Continue: the chat's
 	// log ends with an answer.
 	ErrNothingToAnswer = errors.New("the chat's last message is an answer: nothing waits for one")

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +22,27 @@ type registry struct {
 	// retiring chats refuse every message until Retired; the callers of
 	// Retire wait here for their session to stop.
 	retiring map[string][]*actor.PID
+	// failing holds each live session's verdict (HandleFailure).
+	failing map[string]*verdict
+}
+
+// maxRestarts and restartWindow bound a session's restarts: one that
+// panics more often is given up (HandleFailure).
+const (
+	maxRestarts   = 10
+	restartWindow = 10 * time.Second
+)
+
+// verdict is set, by the registry, on a session it gave up; the producer
+// of the session's next instance reads it (on the session's goroutine).
+type verdict struct{ gaveUp atomic.Pointer[error] }
+
+// err is why the session was given up, or nil.
+func (v *verdict) err() error {
+	if e := v.gaveUp.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 type buffered struct {
@@ -31,8 +54,57 @@ type buffered struct {
 // session actor.
 func Props(deps *Deps) *actor.Props {
 	return actors.Props(deps.Log.With().Str("component", "registry").Logger(), func() actor.Actor {
-		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{}, retiring: map[string][]*actor.PID{}}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+		return &registry{deps: deps, children: map[string]*actor.PID{}, byPID: map[string]string{}, passivating: map[string][]buffered{},
+			retiring: map[string][]*actor.PID{}, failing: map[string]*verdict{}}
+	})
+}
+
+var _ actor.SupervisorStrategy = (*registry)(nil)
+
+// HandleFailure supervises the sessions (protoactor asks the parent actor
+// before its props' strategy): a session that panicked is restarted, at
+// most maxRestarts times within restartWindow. Past that it is given up:
+// logged once, with the panic, and restarted one last time as a
+// stand-in (given) that refuses what waits in its mailbox with ErrFailed
+// and stops; the registry refuses the chat's messages until then, and the
+// next wakes it afresh. protoactor's one-for-one strategy stopped the
+// child instead, which dropped its mailbox's callers unanswered and reset
+// its failure count, so a stop that panicked restarted it from zero.
+func (r *registry) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
+	chatID, ok := r.byPID[child.Id]
+	v := r.failing[chatID]
+	if !ok || v.err() != nil { // the stand-in panicked: nothing is left to try
+		sup.StopChildren(child)
+		return
+	}
+	rs.Fail()
+	n := rs.NumberOfFailures(restartWindow)
+	if n > maxRestarts {
+		err := fmt.Errorf("%w (it panicked %d times within %s)", ErrFailed, n, restartWindow)
+		v.gaveUp.Store(&err)
+		r.deps.Log.Error().Str("chat_id", chatID).Str("panic", fmt.Sprint(reason)).Int("panics", n).Dur("within", restartWindow).
+			Msg("registry: a session panicked past its restart bound; gave up, it refuses what waits and stops")
+	}
+	sup.RestartChildren(child)
+}
+
+// given stands in for a session given up (HandleFailure): it refuses every
+// request its mailbox holds, then stops (a Poison behind them).
+type given struct{ err error }
+
+func (g *given) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Poison(ctx.Self())
+	case *retire:
+		ctx.Stop(ctx.Self())
+	case *SubmitTurn:
+		pending{msg: m, sender: ctx.Sender()}.refuse(ctx, g.err)
+	default:
+		if ctx.Sender() != nil {
+			ctx.Respond(&Rejected{Err: g.err})
+		}
+	}
 }
 
 // Active counts live session actors (answer to *CountActive).
@@ -68,7 +140,11 @@ func (r *registry) Receive(ctx actor.Context) {
 
 func (r *registry) route(ctx actor.Context, chatID string, msg any, sender *actor.PID) {
 	if _, ok := r.retiring[chatID]; ok {
-		refuse(ctx, sender)
+		refuse(ctx, sender, ErrNotFound)
+		return
+	}
+	if v, ok := r.failing[chatID]; ok && v.err() != nil {
+		refuse(ctx, sender, v.err())
 		return
 	}
 	if buf, ok := r.passivating[chatID]; ok {
@@ -82,9 +158,9 @@ func (r *registry) route(ctx actor.Context, chatID string, msg any, sender *acto
 	ctx.RequestWithCustomSender(pid, msg, sender)
 }
 
-func refuse(ctx actor.Context, sender *actor.PID) {
+func refuse(ctx actor.Context, sender *actor.PID, err error) {
 	if sender != nil {
-		ctx.Send(sender, &Rejected{Err: ErrNotFound})
+		ctx.Send(sender, &Rejected{Err: err})
 	}
 }
 
@@ -93,7 +169,7 @@ func refuse(ctx actor.Context, sender *actor.PID) {
 func (r *registry) retire(ctx actor.Context, chatID string, sender *actor.PID) {
 	waiting, already := r.retiring[chatID]
 	for _, b := range r.passivating[chatID] {
-		refuse(ctx, b.sender)
+		refuse(ctx, b.sender, ErrNotFound)
 	}
 	if _, ok := r.passivating[chatID]; ok {
 		r.passivating[chatID] = nil
@@ -113,8 +189,10 @@ func (r *registry) retire(ctx actor.Context, chatID string, sender *actor.PID) {
 }
 
 func (r *registry) spawn(ctx actor.Context, chatID string) *actor.PID {
-	pid := ctx.Spawn(props(r.deps, chatID))
+	v := &verdict{}
+	pid := ctx.Spawn(props(r.deps, chatID, v))
 	r.children[chatID] = pid
+	r.failing[chatID] = v
 	r.byPID[pid.Id] = chatID
 	if r.deps.Metrics != nil {
 		r.deps.Metrics.ActiveSessions(1)
@@ -143,6 +221,7 @@ func (r *registry) terminated(ctx actor.Context, who *actor.PID) {
 	}
 	delete(r.byPID, who.Id)
 	delete(r.children, chatID)
+	delete(r.failing, chatID)
 	if r.deps.Metrics != nil {
 		r.deps.Metrics.ActiveSessions(-1)
 	}

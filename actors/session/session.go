@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -79,32 +80,40 @@ func (p pending) refuse(ctx actor.Context, err error) {
 
 var _ actor.Actor = (*session)(nil)
 
-func props(deps *Deps, chatID string) *actor.Props {
+// props are the props of chat chatID's session; once v says the registry
+// gave it up, its next instance is the stand-in that refuses.
+func props(deps *Deps, chatID string, v *verdict) *actor.Props {
 	log := deps.Log.With().Str("component", "session").Str("chat_id", chatID).Logger()
-	return actors.Props(log, func() actor.Actor { return &session{deps: deps, id: chatID, log: log} }, actors.OnDispatcher(deps.Dispatcher))
+	return actors.Props(log, func() actor.Actor {
+		if err := v.err(); err != nil {
+			return &given{err: err}
+		}
+		return &session{deps: deps, id: chatID, log: log}
+	}, actors.OnDispatcher(deps.Dispatcher))
 }
 
 func (s *session) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Restarting, *actor.Stopping, *retire:
+		defer s.endAnyway(ctx)
+	}
 	if _, tick := ctx.Message().(*idleTick); !tick {
 		s.lastActive = time.Now()
+	}
+	if s.deps.onReceive != nil {
+		s.deps.onReceive(s.id, ctx.Message())
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
-	case *actor.Stopping:
-		if s.moved {
-			s.stop(ctx, movedProblem(), ErrMoved)
-			break
-		}
-		s.stop(ctx, &chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"}, ErrStopping)
+	case *actor.Stopping, *actor.Restarting:
+		// Restarting: this instance panicked; it ends what it owns so no
+		// caller waits on it, and the new instance reloads the chat.
+		s.stop(ctx, s.ending(m))
 	case *leftNode:
 		s.moved = true
-	case *actor.Restarting:
-		// This instance panicked: end what it owns so no caller waits on it;
-		// the new instance reloads the chat from Badger.
-		s.stop(ctx, &chat.Problem{Kind: chat.ProblemInternal, Message: "an internal error ended this turn; send the message again to continue"}, ErrStopping)
 	case *retire:
-		s.stop(ctx, &chat.Problem{Kind: chat.ProblemDeleted, Message: "this chat was deleted"}, ErrNotFound)
+		s.stop(ctx, s.ending(m))
 		ctx.Stop(ctx.Self())
 	case *actor.Stopped:
 	case *idleTick:
@@ -252,11 +261,35 @@ func (s *session) load(r chatRead) error {
 	return nil
 }
 
-// stop ends the running turn with why and refuses waiting ones with refuse.
+// ending is why msg (Stopping, Restarting or retire) ends the chat's
+// work: the running turn's problem, and what waiting callers are refused
+// with.
+func (s *session) ending(msg any) ending {
+	switch msg.(type) {
+	case *actor.Restarting:
+		return ending{&chat.Problem{Kind: chat.ProblemInternal, Message: "an internal error ended this turn; send the message again to continue"}, ErrFailed}
+	case *retire:
+		return ending{&chat.Problem{Kind: chat.ProblemDeleted, Message: "this chat was deleted"}, ErrNotFound}
+	}
+	if s.moved {
+		return ending{movedProblem(), ErrMoved}
+	}
+	return ending{&chat.Problem{Kind: chat.ProblemShutdown, Message: "agentd stopped while this turn ran; send the message again to continue"}, ErrStopping}
+}
+
+// ending: why the running turn ends, and what the waiting ones are
+// refused with.
+type ending struct {
+	why    *chat.Problem
+	refuse error
+}
+
 // stopWait bounds how long a stopping session waits for its cancelled calls.
 const stopWait = 10 * time.Second
 
-func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
+// stop ends the running turn and refuses the waiting ones, as e says.
+func (s *session) stop(ctx actor.Context, e ending) {
+	why := e.why
 	s.stopping = true
 	s.settle()
 	if s.stopTick != nil {
@@ -264,9 +297,7 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 	}
 	if t := s.turn; t != nil && t.phase == phasePaused {
 		// A paused turn is durable: the next start resumes it.
-		t.timer.Stop()
-		t.progress.Stop()
-		t.cancel()
+		t.halt()
 		t.ended()
 		s.turn = nil
 	}
@@ -282,9 +313,59 @@ func (s *session) stop(ctx actor.Context, why *chat.Problem, refuse error) {
 		}
 		s.endTurn(ctx, why)
 	}
+	s.waitWork()
+	s.refuseWaiting(ctx, e.refuse)
+}
+
+// endAnyway is deferred around Stopping, Restarting and retire: a panic
+// there is logged and stop's part left undone is dropped (abandon), so
+// the instance is still replaced, or stopped. Escalated, such a panic
+// keeps the old instance (protoactor makes the new one, or finishes the
+// stop, only once the handler returns), and the supervisor's next restart
+// ran the same panicking handler on it: past the bound the stop panicked
+// too, and the child's failure count, reset by that stop, started over.
+func (s *session) endAnyway(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.log.Error().Str("panic", fmt.Sprint(r)).Str("message", typeName(ctx.Message())).Str("stack", string(debug.Stack())).
+		Msg("session: ending the chat's work panicked; its turn is dropped")
+	s.abandon(ctx, s.ending(ctx.Message()))
+	if _, ok := ctx.Message().(*retire); ok {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// abandon is stop when stop itself panicked: the turn's work is cancelled
+// and waited for, its watchers hear it ended with e's problem, and the
+// callers waiting are refused. Nothing is stored, which may be what
+// panicked.
+func (s *session) abandon(ctx actor.Context, e ending) {
+	s.stopping = true
+	if s.stopTick != nil {
+		s.stopTick()
+	}
+	if t := s.turn; t != nil {
+		s.turn = nil
+		t.halt()
+		t.ended()
+		s.deps.Bus.PublishMust(s.event(chat.EventTurnCompleted, t.id, chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Problem: e.why}))
+	}
+	s.waitWork()
+	s.refuseWaiting(ctx, e.refuse)
+}
+
+// waitWork waits, at most stopWait, for the cancelled calls to return.
+func (s *session) waitWork() {
 	if !s.work.Wait(stopWait) {
 		s.logger().Warn().Dur("waited", stopWait).Msg("session: calls still in flight at stop")
 	}
+}
+
+// refuseWaiting refuses the queued turns, and a /compact waiting for the
+// fold in flight, with refuse.
+func (s *session) refuseWaiting(ctx actor.Context, refuse error) {
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)
 	}

@@ -287,9 +287,15 @@ func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
 // submit sends m to chat c1 and returns its turn's result and events.
 func (h *harness) submit(m *SubmitTurn) (chat.TurnResult, []eventbus.Event) {
 	h.t.Helper()
-	sub := h.bus.Subscribe("c1", 1024)
+	return h.submitTo("c1", m)
+}
+
+// submitTo is submit to chat chatID.
+func (h *harness) submitTo(chatID string, m *SubmitTurn) (chat.TurnResult, []eventbus.Event) {
+	h.t.Helper()
+	sub := h.bus.Subscribe(chatID, 1024)
 	defer sub.Close()
-	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: m}, time.Minute).Result()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: chatID, Msg: m}, time.Minute).Result()
 	if err != nil {
 		h.t.Fatalf("submit: %v", err)
 	}

@@ -808,14 +808,7 @@ func movedProblem() *chat.Problem {
 // is already stored.
 func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	t := s.turn
-	if t.callCancel != nil {
-		t.callCancel()
-	}
-	if t.timer != nil {
-		t.timer.Stop()
-	}
-	t.progress.Stop()
-	t.cancel()
+	t.halt()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	res.MaxOutputReached = len(t.stored) > 0 && t.stored[len(t.stored)-1].MaxOutputReached
 	if problem != nil {
@@ -843,6 +836,20 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	}
 	s.maybeBackgroundFold(ctx)
 	s.startNext(ctx)
+}
+
+// halt stops what the turn still runs: its call, its timers, its work.
+func (t *turn) halt() {
+	if t.callCancel != nil {
+		t.callCancel()
+	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.progress != nil {
+		t.progress.Stop()
+	}
+	t.cancel()
 }
 
 // learnFrom fires the person's own words of folded messages at the learner.
