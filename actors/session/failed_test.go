@@ -90,3 +90,41 @@ func TestASessionThatKeepsPanickingStopsAndRefusesItsCallers(t *testing.T) {
 		t.Errorf("the chat woken again answered %+v", r)
 	}
 }
+
+// panickyMetrics panics when a turn is counted, as the turns counter did
+// on a negative token count.
+type panickyMetrics struct{ turns atomic.Int32 }
+
+func (m *panickyMetrics) TurnDone(string, chat.Usage) {
+	m.turns.Add(1)
+	panic("counter cannot decrease in value")
+}
+func (*panickyMetrics) Fold(bool)          {}
+func (*panickyMetrics) Heal()              {}
+func (*panickyMetrics) ActiveSessions(int) {}
+func (*panickyMetrics) TurnsWaiting(int)   {}
+
+// TestATurnWhoseEndPanicsLeavesTheChatAnswering: the bug that found the
+// loop. Closing a turn panics; the restart ends the turn again, which
+// panics again: recovered now, so the new instance takes the chat, and
+// the next turn runs.
+func TestATurnWhoseEndPanicsLeavesTheChatAnswering(t *testing.T) {
+	metrics := &panickyMetrics{}
+	h := newHarnessWith(t, 8000, nil, func(_ *harness, d *Deps) { d.Metrics = metrics }, reply("one"), reply("two"))
+	for _, text := range []string{"first", "second"} {
+		if r, _ := h.turn(text); r.Problem != nil {
+			t.Fatalf("turn %q ended with %+v", text, r.Problem)
+		}
+	}
+	h.waitActive(1)
+	if n := metrics.turns.Load(); n != 2 {
+		t.Errorf("the turns were counted %d times, want 2: a restart ended an ended turn again", n)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	for _, m := range h.store.msgs["c1"] {
+		if m.Partial {
+			t.Errorf("the log holds a cut mark %q for an answered turn", m.Content)
+		}
+	}
+}

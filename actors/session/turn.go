@@ -808,6 +808,9 @@ func movedProblem() *chat.Problem {
 // is already stored.
 func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	t := s.turn
+	// Gone before anyone hears of its end: a panic from here on (a
+	// counter) restarts a session that holds no turn to cut again.
+	s.turn = nil
 	t.halt()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	res.MaxOutputReached = len(t.stored) > 0 && t.stored[len(t.stored)-1].MaxOutputReached
@@ -830,7 +833,6 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 		}
 		s.deps.Metrics.TurnDone(kind, t.usage)
 	}
-	s.turn = nil
 	if s.stopping {
 		return
 	}
