@@ -416,6 +416,9 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		say(w, http.StatusGatewayTimeout, "timeout", err.Error())
+	case errors.Is(err, hub.ErrFailed):
+		// The bare sentence: the panic is the operator's, in the log.
+		say(w, http.StatusInternalServerError, "internal", hub.ErrFailed.Error())
 	default:
 		logInternal(r, err)
 		writeInternal(w, w.Header().Get(RequestIDHeader))

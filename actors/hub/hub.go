@@ -54,7 +54,11 @@ var (
 	ErrStopping = session.ErrStopping
 	// ErrMoved: another node claimed the chat while this one held it (the
 	// store's single-writer fence); nothing was stored, send it again.
-	ErrMoved   = session.ErrMoved
+	ErrMoved = session.ErrMoved
+	// ErrFailed: the chat's session panicked (a bug, in the log with its
+	// panic) and was restarted, or stopped after panicking too often;
+	// the next message wakes it afresh.
+	ErrFailed  = session.ErrFailed
 	ErrTimeout = errors.New("timed out")
 	// ErrUnknownModel: a model no provider serves (with ErrInvalid).
 	ErrUnknownModel = modelcatalog.ErrUnknownModel

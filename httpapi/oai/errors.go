@@ -112,6 +112,8 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusServiceUnavailable, code, "", msg)
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusGatewayTimeout, "timeout", "", err.Error())
+	case errors.Is(err, hub.ErrFailed):
+		WriteError(w, http.StatusInternalServerError, "internal", "", hub.ErrFailed.Error()) // the panic is in the log
 	default:
 		zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("internal error answered 500")
 		WriteError(w, http.StatusInternalServerError, "internal", "", "internal error; the operator's log has it under request id "+w.Header().Get("X-Request-Id"))
