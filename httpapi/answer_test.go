@@ -40,6 +40,11 @@ type pagedHub struct {
 
 func (*pagedHub) Owner(context.Context, string, string) (string, error) { return "", nil }
 
+// TenantRecords finds no record (the start's sweep of the pause index).
+func (*pagedHub) TenantRecords(context.Context, string, string, func(string, func(any) error) error) error {
+	return nil
+}
+
 var exportedAt = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func (h *pagedHub) Chat(_ context.Context, _, id string) (api.Chat, error) {

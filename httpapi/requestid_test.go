@@ -26,6 +26,11 @@ func (brokenHub) Chat(context.Context, string, string) (api.Chat, error) {
 	return api.Chat{}, errors.New("badger: value log /secret/path is corrupt")
 }
 
+// TenantRecords finds no record (the start's sweep of the pause index).
+func (brokenHub) TenantRecords(context.Context, string, string, func(string, func(any) error) error) error {
+	return nil
+}
+
 func (brokenHub) ChatsPage(context.Context, string, string, int) ([]api.Chat, bool, error) {
 	panic("index out of range")
 }

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +94,14 @@ func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger
 // DefaultTenant owns every chat when no token is configured.
 const DefaultTenant = configs.DefaultTenant
 
+// tenants lists the tenants the tokens name (DefaultTenant without any).
+func (s *Server) tenants() []string {
+	if len(s.tokens) == 0 {
+		return []string{DefaultTenant}
+	}
+	return slices.Compact(slices.Sorted(maps.Values(s.tokens)))
+}
+
 func (s *Server) routes() {
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
 		s.mux.Handle(pattern, s.authed(h, false))
@@ -126,6 +136,8 @@ func (s *Server) routes() {
 	// for their handlers as for the native turns'. A history a Chat
 	// Completions client re-sends whole is bounded by max_history_bytes.
 	surface := oai.New(s.hub, s.cfg, s.log)
+	// What pauses that ended while agentd was down left in its index.
+	surface.SweepPauses(context.Background(), s.tenants())
 	oaiRoutes := func(routes []oai.Route, maxBody int64) {
 		for _, rt := range routes {
 			h := rt.Handle

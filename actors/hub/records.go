@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentd/agentd/actors/session"
 	"github.com/agentd/agentd/api"
@@ -116,6 +117,15 @@ func (h *Hub) TenantRecord(ctx context.Context, tenant, kind, id string, v any) 
 		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 	}
 	return err
+}
+
+// TenantRecords calls fn for every record of kind of tenant, in id order,
+// with its id (without kind); fn decodes. An error fn returns ends the
+// reading and is returned.
+func (h *Hub) TenantRecords(ctx context.Context, tenant, kind string, fn func(id string, decode func(v any) error) error) error {
+	return h.store.RecordsPrefix(ctx, tenantRecords(tenant), kind+"/", func(id string, decode func(any) error) error {
+		return fn(strings.TrimPrefix(id, kind+"/"), decode)
+	})
 }
 
 // DeleteTenantRecord removes the record kind/id of tenant; a missing one

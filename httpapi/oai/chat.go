@@ -322,6 +322,11 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 			if err := h.notePause(ctx, tenant, chatID, m); err != nil {
 				h.log.Warn().Err(err).Str("chat_id", chatID).Msg("index the paused answer")
 			}
+			// The index's only writer sweeps it: what a tenant's ended
+			// pauses leave stays bounded by its new ones.
+			if _, _, err := h.sweepPauses(ctx, tenant); err != nil {
+				h.log.Warn().Err(err).Msg("sweep the pause index")
+			}
 		}
 	}, failed: func() {
 		// The chat holds the history whole, its last message unanswered:

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -60,6 +62,9 @@ type Hub interface {
 	// chat paused on a tool call); they name chats, never grant them.
 	PutTenantRecord(ctx context.Context, tenant, kind, id string, v any) error
 	TenantRecord(ctx context.Context, tenant, kind, id string, v any) error
+	// TenantRecords reads the tenant's records of kind, in id order, until
+	// fn returns an error.
+	TenantRecords(ctx context.Context, tenant, kind string, fn func(id string, decode func(v any) error) error) error
 	DeleteTenantRecord(ctx context.Context, tenant, kind, id string) error
 }
 
@@ -70,11 +75,14 @@ type Handler struct {
 	log zerolog.Logger
 	// histories recognises the Chat Completions histories agentd answered.
 	histories *Histories
+	// started dates the pause index's undated entries (prune).
+	started    time.Time
+	pauseLocks [64]sync.Mutex
 }
 
 // New builds the surface over h.
 func New(h Hub, cfg configs.Config, log zerolog.Logger) *Handler {
-	return &Handler{hub: h, cfg: cfg, log: log.With().Str("component", "oai").Logger(), histories: NewHistories(historyTips, historyIdle)}
+	return &Handler{hub: h, cfg: cfg, log: log.With().Str("component", "oai").Logger(), histories: NewHistories(historyTips, historyIdle), started: time.Now()}
 }
 
 // Route is one route of the surface: a ServeMux pattern and its handler,

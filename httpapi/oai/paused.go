@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentd/agentd/actors/hub"
 )
@@ -20,7 +23,9 @@ import (
 // when its history is not found as agentd answered it: arguments a client
 // re-serialized (LangChain's json.dumps), a restart, a forgotten tip. It is
 // in the store, as the paused turn itself (its snapshot), so it outlives a
-// restart; one read per such request, no scan.
+// restart; one read per such request, no scan. An entry goes when the
+// results come through Chat Completions, or once its pause has ended for
+// certain (pauseLife): a sweep at each new pause and at start drops those.
 const kindPause = "cc-pause"
 
 // pauseEntries bounds the chats one call id names: providers that number
@@ -38,6 +43,110 @@ type pauseIndex struct {
 type pauseEntry struct {
 	ChatID string `json:"chat_id"`
 	Digest string `json:"digest"`
+	// At is when the answer paused. An entry without one was written
+	// before entries were dated: it counts from this process's start.
+	At time.Time `json:"at,omitzero"`
+}
+
+// pauseLife is how long an entry may name a turn that waits: a paused turn
+// ends results_wait after it paused, however it goes (results, a deleted
+// chat, tool-results-timeout, across restarts), and its entry is written
+// after it paused; a tenth more covers the clocks of other nodes.
+func (h *Handler) pauseLife() time.Duration {
+	w := h.cfg.Toolsets.ResultsWait.Duration
+	return w + w/10
+}
+
+// prune drops idx's entries whose pause has ended for certain at now, and
+// reports whether any went.
+func (h *Handler) prune(idx *pauseIndex, now time.Time) bool {
+	n := len(idx.Entries)
+	idx.Entries = slices.DeleteFunc(idx.Entries, func(e pauseEntry) bool {
+		at := e.At
+		if at.IsZero() {
+			at = h.started
+		}
+		return now.Sub(at) > h.pauseLife()
+	})
+	return len(idx.Entries) != n
+}
+
+// putPauses stores idx as the record of key, or deletes it when empty.
+func (h *Handler) putPauses(ctx context.Context, tenant, key string, idx pauseIndex) error {
+	if len(idx.Entries) == 0 {
+		return h.hub.DeleteTenantRecord(ctx, tenant, kindPause, key)
+	}
+	return h.hub.PutTenantRecord(ctx, tenant, kindPause, key, idx)
+}
+
+// pauseLock serialises the read-modify-writes of a tenant's pause index on
+// this node (a sweep's among them), a stripe of tenants to a lock.
+func (h *Handler) pauseLock(tenant string) *sync.Mutex {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(tenant))
+	return &h.pauseLocks[f.Sum32()%uint32(len(h.pauseLocks))]
+}
+
+// sweepRecords bounds the records of a tenant's pause index one sweep
+// reads; startSweeps bounds the sweeps a start makes of each tenant's.
+const (
+	sweepRecords = 64
+	startSweeps  = 64
+)
+
+// errSwept ends a sweep's reading at sweepRecords.
+var errSwept = errors.New("swept enough records")
+
+// sweepPauses drops, from the first sweepRecords records of the tenant's
+// pause index, the entries whose pause has ended for certain, and deletes
+// a record left with none (or unreadable). It reports whether it dropped
+// any, and whether it read as many as it may (more may follow).
+func (h *Handler) sweepPauses(ctx context.Context, tenant string) (dropped, full bool, err error) {
+	mu := h.pauseLock(tenant)
+	mu.Lock()
+	defer mu.Unlock()
+	now, read := time.Now(), 0
+	stale := map[string]pauseIndex{}
+	err = h.hub.TenantRecords(ctx, tenant, kindPause, func(key string, decode func(any) error) error {
+		if read == sweepRecords {
+			return errSwept
+		}
+		read++
+		var idx pauseIndex
+		if decode(&idx) != nil {
+			stale[key] = pauseIndex{}
+		} else if h.prune(&idx, now) {
+			stale[key] = idx
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errSwept) {
+		return false, false, fmt.Errorf("sweep the pause index of %s: %w", tenant, err)
+	}
+	for key, idx := range stale {
+		if err := h.putPauses(ctx, tenant, key, idx); err != nil {
+			return false, false, fmt.Errorf("sweep the pause index of %s: %w", tenant, err)
+		}
+	}
+	return len(stale) > 0, read == sweepRecords, nil
+}
+
+// SweepPauses sweeps, at start, the pause index of each tenant: what
+// pauses that ended while agentd was down left. A tenant's is swept at
+// most startSweeps times; the sweep at each new pause goes on from there.
+func (h *Handler) SweepPauses(ctx context.Context, tenants []string) {
+	for _, tenant := range tenants {
+		for range startSweeps {
+			dropped, full, err := h.sweepPauses(ctx, tenant)
+			if err != nil {
+				h.log.Warn().Err(err).Msg("sweep the pause index at start")
+				break
+			}
+			if !dropped || !full {
+				break
+			}
+		}
+	}
 }
 
 // callsDigest digests an answer with tool calls as a client may re-send it:
@@ -75,13 +184,17 @@ func canonicalJSON(s string) string {
 
 // notePause records that chatID paused on the calls of answer.
 func (h *Handler) notePause(ctx context.Context, tenant, chatID string, answer HistoryMessage) error {
-	key := answer.ToolCalls[0].ID
+	mu := h.pauseLock(tenant)
+	mu.Lock()
+	defer mu.Unlock()
+	key, now := answer.ToolCalls[0].ID, time.Now()
 	var idx pauseIndex
 	if err := h.hub.TenantRecord(ctx, tenant, kindPause, key, &idx); err != nil && !errors.Is(err, hub.ErrNotFound) {
 		return err
 	}
+	h.prune(&idx, now)
 	idx.Entries = slices.DeleteFunc(idx.Entries, func(e pauseEntry) bool { return e.ChatID == chatID })
-	idx.Entries = append([]pauseEntry{{ChatID: chatID, Digest: callsDigest(answer)}}, idx.Entries...)
+	idx.Entries = append([]pauseEntry{{ChatID: chatID, Digest: callsDigest(answer), At: now}}, idx.Entries...)
 	idx.Entries = idx.Entries[:min(len(idx.Entries), pauseEntries)]
 	return h.hub.PutTenantRecord(ctx, tenant, kindPause, key, idx)
 }
@@ -116,6 +229,9 @@ func (h *Handler) pausedOn(ctx context.Context, tenant string, answer HistoryMes
 // forgetPause drops chatID from the index of the calls of answer, once its
 // turn has their results.
 func (h *Handler) forgetPause(ctx context.Context, tenant, chatID string, answer HistoryMessage) error {
+	mu := h.pauseLock(tenant)
+	mu.Lock()
+	defer mu.Unlock()
 	key := answer.ToolCalls[0].ID
 	var idx pauseIndex
 	err := h.hub.TenantRecord(ctx, tenant, kindPause, key, &idx)
@@ -126,12 +242,10 @@ func (h *Handler) forgetPause(ctx context.Context, tenant, chatID string, answer
 		return err
 	}
 	n := len(idx.Entries)
+	pruned := h.prune(&idx, time.Now())
 	idx.Entries = slices.DeleteFunc(idx.Entries, func(e pauseEntry) bool { return e.ChatID == chatID })
-	switch {
-	case len(idx.Entries) == n:
+	if len(idx.Entries) == n && !pruned {
 		return nil
-	case len(idx.Entries) == 0:
-		return h.hub.DeleteTenantRecord(ctx, tenant, kindPause, key)
 	}
-	return h.hub.PutTenantRecord(ctx, tenant, kindPause, key, idx)
+	return h.putPauses(ctx, tenant, key, idx)
 }
