@@ -102,16 +102,7 @@ func (d *Daemon) Restart() *Daemon {
 	return Start(d.T, d.Cfg, d.Tokens, d.opts)
 }
 
-// EachStore runs f on a daemon configuration cfg for each store: Badger,
-// and Postgres in a fresh schema when AGENTD_TEST_PG_DSN names a server
-// (skipped, saying so, otherwise). It sets the environment, so f's test
-// must not be parallel.
+// EachStore is pgtest.EachStore: f on cfg for Badger, then for Postgres.
 func EachStore(t *testing.T, cfg configs.Config, f func(t *testing.T, cfg configs.Config)) {
-	t.Run("badger", func(t *testing.T) { f(t, cfg) })
-	t.Run("postgres", func(t *testing.T) {
-		t.Setenv("AGENTD_PG_DSN", pgtest.DSN(t))
-		cfg := cfg
-		cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
-		f(t, cfg)
-	})
+	pgtest.EachStore(t, cfg, f)
 }

@@ -14,7 +14,23 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/configs"
 )
+
+// EachStore runs f on a daemon configuration cfg for each store: Badger,
+// and Postgres in a fresh schema when AGENTD_TEST_PG_DSN names a server
+// (skipped, saying so, otherwise). It sets the environment, so f's test
+// must not be parallel.
+func EachStore(t *testing.T, cfg configs.Config, f func(t *testing.T, cfg configs.Config)) {
+	t.Run("badger", func(t *testing.T) { f(t, cfg) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Setenv("AGENTD_PG_DSN", DSN(t))
+		cfg := cfg
+		cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
+		f(t, cfg)
+	})
+}
 
 // Env names the variable that holds the test server's DSN.
 const Env = "AGENTD_TEST_PG_DSN"
