@@ -81,9 +81,10 @@ const sidecarVersion = 2
 // reading of it (readingOf).
 type Store struct {
 	dir string
-	// maxBytes caps the total size of stored files (sidecars not counted);
-	// 0 means no cap. Beside it, each Put may bring its owner's Quota; no
-	// other limit bounds a file's size.
+	// maxBytes is the operator's storage limit (0: none). The store
+	// refuses a file bigger than it alone; the total is counted by each
+	// Put's Quota, from what owners hold, not from the bytes on disk here
+	// (see commit). No other limit bounds a file's size.
 	maxBytes int64
 
 	mu   sync.Mutex // guards used and serialises commits
@@ -96,8 +97,9 @@ type Store struct {
 }
 
 // NewStore opens (creating if needed) the store under dir. maxBytes is the
-// operator's storage limit: the total size of stored files; 0 means none.
-// Leftover temporary files from an earlier crash are removed.
+// operator's storage limit, of which the store checks only that one file
+// fits in it; 0 means none. Leftover temporary files from an earlier crash
+// are removed.
 func NewStore(dir string, maxBytes int64) (*Store, error) {
 	if maxBytes < 0 {
 		return nil, fmt.Errorf("attachment store %s: negative storage limit %d", dir, maxBytes)
@@ -117,7 +119,7 @@ func NewStore(dir string, maxBytes int64) (*Store, error) {
 	return s, nil
 }
 
-// Used reports the bytes of stored files counted against the limit.
+// Used reports the bytes of stored files on disk, each stored once.
 func (s *Store) Used() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,9 +192,10 @@ type Quota struct {
 	// Max is the most the owner may hold, in bytes; 0: no share of its own.
 	Max int64
 	// Charge is asked, just before the file is committed, whether the
-	// owner may take the file with this id and size; an error (wrapping
-	// ErrStorageFull when the share is full) refuses it and nothing is
-	// stored. The caller undoes what a Charge reserved once Put returns.
+	// owner may take the file with this id and size, under its share and
+	// the store's limit, both counted by what owners hold; an error
+	// (wrapping ErrStorageFull when either is full) refuses it and nothing
+	// is stored. The caller undoes what a Charge reserved once Put returns.
 	// It runs outside the store's lock: an owner's count must not hold up
 	// every other owner's commit.
 	Charge func(id string, size int64) error
@@ -267,9 +270,8 @@ func answeredType(f Facts, declared string) string {
 
 // copy streams r to w in fixed-size chunks, checking ctx between chunks and
 // failing early when the file alone is bigger than the whole storage limit
-// or than the owner's share (share; 0: none). (The exact checks against
-// what is already used run at commit, because a file that turns out to be
-// stored already costs nothing.)
+// or than the owner's share (share; 0: none). (The checks against what
+// owners hold already are the Quota's Charge, once the file is whole.)
 func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader, share int64) (int64, error) {
 	buf := make([]byte, 256<<10)
 	var n int64
@@ -308,17 +310,14 @@ func (s *Store) copy(ctx context.Context, w io.Writer, r io.Reader, share int64)
 // just worked out, which are the same for the same bytes, name extension
 // and media type.
 //
-// The limit is checked as if the bytes were new, and its refusal tells no
-// store-wide count: the store is shared by every tenant, and a tenant
-// whose guess at another tenant's file fitted only because it was stored,
-// or whose refusal told the bytes used before and after, would learn that
-// the file exists.
+// commit checks no total: the store is shared by every tenant, and a
+// total of the bytes here, which the bytes another tenant stored take
+// once, would tell a tenant whose guess at that tenant's file took no room
+// (seen from what fits after it) that the file exists. The Quota's Charge
+// counts what owners hold, each hold at full size, before commit.
 func (s *Store) commit(tmpName, idxTmp string, f Facts) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.maxBytes > 0 && s.used+f.Size > s.maxBytes {
-		return fmt.Errorf("this file of %d bytes does not fit in the attachment store (attachments.max_bytes): %w", f.Size, ErrStorageFull)
-	}
 	_, err := os.Stat(s.blobPath(f.ID))
 	stored := err == nil
 	dir := filepath.Dir(s.blobPath(f.ID))

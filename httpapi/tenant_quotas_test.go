@@ -232,7 +232,6 @@ func TestATenantAtItsAttachmentShareLeavesTheOthersRoom(t *testing.T) {
 	cfg.Attachments.MaxBytesPerTenant = 100
 	sixty, forty := []byte(strings.Repeat("6", 59)+"\n"), []byte(strings.Repeat("4", 39)+"\n")
 	daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
-		ctx := context.Background()
 		d := daemontest.Start(t, cfg, twoTenants)
 		refusedFull := func(who, token string, data []byte) {
 			t.Helper()
@@ -251,17 +250,7 @@ func TestATenantAtItsAttachmentShareLeavesTheOthersRoom(t *testing.T) {
 		d = d.Restart()
 		refusedFull("alice", "tok-a", []byte("1"))
 		refusedFull("bob", "tok-b", []byte("1"))
-		alice := asTenant(d, "tok-a")
-		c, err := alice.CreateChat(ctx, api.CreateChatRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := alice.Send(ctx, c.ID, api.SendMessageRequest{Content: "see", AttachmentIDs: []string{held.ID}}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := alice.DeleteChat(ctx, c.ID); err != nil {
-			t.Fatal(err)
-		}
+		dropHold(t, asTenant(d, "tok-a"), held.ID)
 		uploadAs(t, d.Server.URL, "tok-a", "forty-new.txt", []byte(strings.Repeat("n", 39)+"\n"))
 		refusedFull("bob", "tok-b", []byte("1"))
 	})
@@ -293,4 +282,102 @@ func TestATenantsConcurrentUploadsShareItsLastRoom(t *testing.T) {
 	if got != 2 {
 		t.Fatalf("%d of %d uploads of 40 bytes stored under a share of 100, want 2", got, n)
 	}
+}
+
+// TestAGuessThatAnotherTenantHoldsTakesRoomAsAnyFile: alice fills the
+// store (attachments.max_bytes) close to its limit, uploads a guess at a
+// file of bob's, then one more file. Whether that last file fits must be
+// the same whether bob holds the guessed bytes or nobody does: the limit
+// counts what tenants hold, each hold at its full size. It counted bytes on
+// disk, where bytes bob had stored took no room again, so the last file
+// fitted only after a right guess.
+func TestAGuessThatAnotherTenantHoldsTakesRoomAsAnyFile(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 19) + "\n")
+	probe := func(t *testing.T, cfg configs.Config, bobHoldsTheGuess bool) bool {
+		cfg.DataDir = t.TempDir()
+		d := daemontest.Start(t, cfg, twoTenants)
+		if bobHoldsTheGuess {
+			uploadAs(t, d.Server.URL, "tok-b", "secret.txt", secret)
+		} else {
+			uploadAs(t, d.Server.URL, "tok-b", "other.txt", []byte(strings.Repeat("o", 19)+"\n"))
+		}
+		uploadAs(t, d.Server.URL, "tok-a", "filler.txt", []byte(strings.Repeat("f", 49)+"\n"))
+		uploadAs(t, d.Server.URL, "tok-a", "guess.txt", secret)
+		_, refused := tryUpload(t, d.Server.URL, "tok-a", "next.txt", []byte(strings.Repeat("n", 19)+"\n"))
+		if refused != nil && (refused.Status != 413 || refused.Kind != "storage_full") {
+			t.Fatalf("the next upload: %+v; want it stored or 413 storage_full", refused)
+		}
+		return refused == nil
+	}
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Attachments.MaxBytes = 100
+	// fits[held][store]: each probe on a store of its own.
+	fits := map[bool]map[string]bool{true: {}, false: {}}
+	for held, name := range map[bool]string{true: "bob holds the guess", false: "nobody holds the guess"} {
+		t.Run(name, func(t *testing.T) {
+			daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+				fits[held][cfg.Store.Kind] = probe(t, cfg, held)
+			})
+		})
+	}
+	for store, held := range fits[true] {
+		if unheld, ok := fits[false][store]; ok && held != unheld {
+			t.Errorf("store %q: after a guess bob holds the next file fits: %v; after one nobody holds: %v; want the same", store, held, unheld)
+		}
+	}
+}
+
+// TestADroppedHoldKeepsItsRoomWhileItsBytesStay: under attachments.max_bytes
+// a hold dropped with its chat gives back no room, before a restart or
+// after, since its bytes stay on disk (nothing deletes a stored file);
+// else sending and deleting would fill the disk past the limit.
+func TestADroppedHoldKeepsItsRoomWhileItsBytesStay(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Attachments.MaxBytes = 100
+	daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+		cfg.DataDir = t.TempDir() // the store's files of its own
+		d := daemontest.Start(t, cfg, twoTenants)
+		a := uploadAs(t, d.Server.URL, "tok-a", "sixty.txt", []byte(strings.Repeat("6", 59)+"\n"))
+		dropHold(t, asTenant(d, "tok-a"), a.ID)
+		more := []byte(strings.Repeat("m", 59) + "\n")
+		for _, when := range []string{"before a restart", "after a restart"} {
+			if _, refused := tryUpload(t, d.Server.URL, "tok-b", "more.txt", more); refused == nil || refused.Status != 413 {
+				t.Fatalf("60 bytes more %s, with 60 unheld on disk under a limit of 100: %+v; want 413", when, refused)
+			}
+			d = d.Restart()
+		}
+	})
+}
+
+// dropHold sends the attachment id to a new chat of c's tenant and deletes
+// the chat, which drops the tenant's hold on it (sent to no other chat).
+func dropHold(t *testing.T, c *api.Client, id string) {
+	t.Helper()
+	ctx := context.Background()
+	ch, err := c.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, ch.ID, api.SendMessageRequest{Content: "see", AttachmentIDs: []string{id}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteChat(ctx, ch.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAFileSentAndDroppedAgainTakesNoMoreRoom: a tenant that uploads a
+// file, drops its hold with the chat and uploads it again, over and over,
+// takes its room under attachments.max_bytes once: the bytes stay on disk
+// once, and counting each new hold on them again would let one tenant
+// fill the limit for all with one file.
+func TestAFileSentAndDroppedAgainTakesNoMoreRoom(t *testing.T) {
+	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)
+	cfg.Attachments.MaxBytes = 100
+	d := daemontest.Start(t, cfg, twoTenants)
+	sixty := []byte(strings.Repeat("6", 59) + "\n")
+	for range 3 {
+		dropHold(t, asTenant(d, "tok-a"), uploadAs(t, d.Server.URL, "tok-a", "sixty.txt", sixty).ID)
+	}
+	uploadAs(t, d.Server.URL, "tok-b", "forty.txt", []byte(strings.Repeat("4", 39)+"\n"))
 }

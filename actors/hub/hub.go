@@ -98,11 +98,11 @@ type Hub struct {
 	memory  *memory.Store
 	files   *attachments.Store
 	tracer  trace.Tracer
-	// holds counts the attachment bytes of uploads not yet recorded as a
-	// tenant's (attachments.max_bytes_per_tenant); toolsetPuts makes a
+	// totals counts the attachment bytes tenants hold, one by one and
+	// together (attachments.max_bytes_per_tenant, max_bytes); toolsetPuts makes a
 	// tenant's toolset PUTs take turns (toolsets.max_per_tenant);
 	// connects bounds a tenant's MCP servers being connected at once.
-	holds       attachHolds
+	totals      attachTotals
 	toolsetPuts tenantLocks
 	connects    *tenantSlots
 
@@ -202,6 +202,9 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return fmt.Errorf("memory tools: %w", err)
 	}
 	if h.files, err = attachments.NewStore(h.cfg.DataDir+"/attachments", h.cfg.Attachments.MaxBytes); err != nil {
+		return err
+	}
+	if err := h.loadAttachTotals(ctx); err != nil {
 		return err
 	}
 	if err := attachments.RegisterTools(h.tools, h.files, owners{h.store}); err != nil {
@@ -559,7 +562,7 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	}
 	// Once begun, the deletion is finished even if the caller goes.
 	ctx = context.WithoutCancel(ctx)
-	records, err := h.attachmentRecords(ctx, tenant, id)
+	records, dropped, err := h.attachmentRecords(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -568,7 +571,9 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	records = append(records, surface...)
-	err = h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
+	err = h.dropHolds(ctx, tenant, dropped, func() error {
+		return h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
+	})
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}

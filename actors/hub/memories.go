@@ -195,9 +195,10 @@ func (h *Hub) linkImported(ctx context.Context, tenant, chatID string, msgs []ch
 }
 
 // attachmentRecords names, for deleting a chat, its attachment links and
-// the ownership of each attachment no other chat of the tenant was sent.
-// An upload never sent to a chat stays the tenant's.
-func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, error) {
+// the ownership of each attachment no other chat of the tenant was sent,
+// and the bytes those holds come to. An upload never sent to a chat stays
+// the tenant's.
+func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, int64, error) {
 	var mine []string
 	elsewhere := map[string]bool{}
 	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
@@ -210,16 +211,25 @@ func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]p
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attachments of chat %s: %w", chatID, err)
+		return nil, 0, fmt.Errorf("attachments of chat %s: %w", chatID, err)
 	}
 	var out []persistence.RecordKey
+	var dropped int64
 	for _, att := range mine {
 		out = append(out, persistence.RecordKey{Kind: attachmentUse(tenant), ID: att + "/" + chatID})
-		if !elsewhere[att] {
+		if elsewhere[att] {
+			continue
+		}
+		a, held, err := (owners{h.store}).Owned(ctx, tenant, att)
+		if err != nil {
+			return nil, 0, err
+		}
+		if held {
 			out = append(out, persistence.RecordKey{Kind: attachmentOwner, ID: tenant + "/" + att})
+			dropped += a.Size
 		}
 	}
-	return out, nil
+	return out, dropped, nil
 }
 
 // attachment returns a tenant's uploaded attachment by id.

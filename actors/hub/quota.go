@@ -2,7 +2,9 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/agentd/agentd/attachments"
@@ -53,97 +55,221 @@ func (h *Hub) toolsetRoom(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// attachHolds counts, per tenant, the attachment bytes charged to uploads
-// whose hold (the ownership record) is not written yet: what the records
-// say plus these is what the tenant holds. The zero value is ready.
-type attachHolds struct {
-	locks   tenantLocks // a tenant's charges, and its holds' writes, take turns
-	mu      sync.Mutex  // guards pending
-	pending map[string]int64
+// attachTotals counts the attachment bytes tenants hold, each hold at the
+// file's full size even where tenants share its bytes: per tenant (for
+// attachments.max_bytes_per_tenant) and of all tenants together (for
+// attachments.max_bytes). held is what the ownership records say: summed
+// once at start (loadAttachTotals), then kept where a hold is written
+// (ownAttachment) or dropped (DeleteChat), the only places either happens;
+// pending is what uploads charged and have not recorded (or given back)
+// yet. disk bounds the bytes the store has on disk: its measure at start
+// plus, at full size, each file a tenant took a hold on since (once per
+// tenant and file: onDisk). A dropped hold's bytes stay on disk (nothing
+// deletes a stored file), so a drop gives back no room there, and the
+// tenant's hold taken again costs the bound nothing. Both depend on what
+// tenants did alone, never on whether another tenant stored the bytes.
+// The zero value is ready.
+type attachTotals struct {
+	locks tenantLocks // a tenant's charges, hold writes and drops take turns
+
+	mu         sync.Mutex // guards the rest
+	held       map[string]int64
+	heldAll    int64
+	pending    map[string]int64
+	pendingAll int64
+	disk       int64
+	onDisk     map[string]bool // "<tenant>/<id>" counted in disk
 }
 
-func (a *attachHolds) add(tenant string, n int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.pending == nil {
-		a.pending = map[string]int64{}
-	}
-	if a.pending[tenant] += n; a.pending[tenant] == 0 {
-		delete(a.pending, tenant)
+// reset takes what each tenant holds from a reading of the records.
+func (t *attachTotals) reset(held map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.held, t.heldAll = held, 0
+	for _, n := range held {
+		t.heldAll += n
 	}
 }
 
-func (a *attachHolds) of(tenant string) int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.pending[tenant]
+// measured takes the bytes on disk from the store's measure.
+func (t *attachTotals) measured(disk int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.disk = disk
+}
+
+// charge reserves size bytes for tenant, or refuses them (wrapping
+// attachments.ErrStorageFull) past its share (0: none) or the store's
+// limit (0: none). The store's refusal tells no count: what fits there
+// moves with every tenant's holds, never with whether bytes were stored,
+// and the count is no tenant's business.
+func (t *attachTotals) charge(tenant, id string, size, share, limit int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if used := t.held[tenant] + t.pending[tenant]; share > 0 && used+size > share {
+		return fmt.Errorf("this tenant holds %d bytes of its %d (attachments.max_bytes_per_tenant), file needs %d: %w", used, share, size, attachments.ErrStorageFull)
+	}
+	key, disk := tenant+"/"+id, t.disk
+	if !t.onDisk[key] {
+		disk += size
+	}
+	if limit > 0 && max(t.heldAll+t.pendingAll+size, disk) > limit {
+		return fmt.Errorf("this file of %d bytes does not fit in the attachment store (attachments.max_bytes): %w", size, attachments.ErrStorageFull)
+	}
+	t.pending = addTo(t.pending, tenant, size)
+	t.pendingAll += size
+	if t.onDisk == nil {
+		t.onDisk = map[string]bool{}
+	}
+	t.disk, t.onDisk[key] = disk, true
+	return nil
+}
+
+// settle gives back what an upload charged and counts what its hold
+// added: the file's size when the hold is new, else nothing.
+func (t *attachTotals) settle(tenant string, charged, added int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending = addTo(t.pending, tenant, -charged)
+	t.pendingAll -= charged
+	t.held = addTo(t.held, tenant, added)
+	t.heldAll += added
+}
+
+// heldBy is what the records say tenant holds.
+func (t *attachTotals) heldBy(tenant string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held[tenant]
+}
+
+// addTo adds n to m[k], dropping a count that comes to nothing.
+func addTo(m map[string]int64, k string, n int64) map[string]int64 {
+	if m == nil {
+		m = map[string]int64{}
+	}
+	if m[k] += n; m[k] == 0 {
+		delete(m, k)
+	}
+	return m
 }
 
 // ownAttachment stores a file with put, under tenant's share of the
-// attachment store (attachments.max_bytes_per_tenant; none when unset),
-// and records the tenant's hold on it. put passes the share to the store,
-// whose Charge reserves the file's bytes as pending; the hold is written
-// and the reservation given back in one step under the tenant's lock, so
-// a charge meanwhile sees the bytes pending or held, never both nor
-// neither, and a tenant's concurrent uploads cannot each fit in its last
-// room.
+// attachment store (attachments.max_bytes_per_tenant; none when unset) and
+// the store's limit (attachments.max_bytes), and records the tenant's
+// hold on it. put passes the share to the store, whose Charge reserves the
+// file's bytes as pending; the hold is written, counted and the
+// reservation given back in one step under the tenant's lock, so a charge
+// meanwhile sees the bytes pending or held, never both nor neither, and a
+// tenant's concurrent uploads cannot each fit in its last room.
 func (h *Hub) ownAttachment(ctx context.Context, tenant string, put func(attachments.Quota) (chat.Attachment, error)) (chat.Attachment, error) {
-	var q attachments.Quota
 	var charged int64
-	if limit := h.cfg.Attachments.MaxBytesPerTenant; limit > 0 {
-		q = attachments.Quota{Max: limit, Charge: func(id string, size int64) (err error) {
-			charged, err = h.chargeAttachment(ctx, tenant, id, size, limit)
-			return err
-		}}
-	}
+	q := attachments.Quota{Max: h.cfg.Attachments.MaxBytesPerTenant, Charge: func(id string, size int64) (err error) {
+		charged, err = h.chargeAttachment(ctx, tenant, id, size)
+		return err
+	}}
 	a, err := put(q)
-	if charged > 0 {
-		unlock := h.holds.locks.lock(tenant)
-		defer unlock()
-		defer h.holds.add(tenant, -charged) // after the hold is written
+	unlock := h.totals.locks.lock(tenant)
+	defer unlock()
+	var added int64
+	if err == nil {
+		added, err = h.recordHold(ctx, tenant, a)
 	}
-	if err != nil {
-		return a, err
-	}
-	return a, h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a)
+	h.totals.settle(tenant, charged, added)
+	return a, err
 }
 
-// chargeAttachment reserves size bytes of tenant's share for the file id
-// and returns what it reserved: nothing for a file the tenant holds
-// already, an error wrapping attachments.ErrStorageFull past the share.
-func (h *Hub) chargeAttachment(ctx context.Context, tenant, id string, size, limit int64) (int64, error) {
-	unlock := h.holds.locks.lock(tenant)
+// recordHold writes tenant's hold on a and returns the bytes it adds: a's
+// size, unless the tenant held a already. A hold charged nothing because
+// it was held, then dropped by the tenant's own chat deletion before this
+// write, is counted here unchecked: one file past the share at most, and
+// only by the tenant's own doing.
+func (h *Hub) recordHold(ctx context.Context, tenant string, a chat.Attachment) (int64, error) {
+	_, had, err := (owners{h.store}).Owned(ctx, tenant, a.ID)
+	if err != nil {
+		return 0, err
+	}
+	if err := h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a); err != nil {
+		return 0, fmt.Errorf("record attachment %s of %s: %w", a.ID, tenant, err)
+	}
+	if had {
+		return 0, nil
+	}
+	return a.Size, nil
+}
+
+// chargeAttachment reserves size bytes of tenant's share and of the store
+// for the file id and returns what it reserved: nothing for a file the
+// tenant holds already, an error wrapping attachments.ErrStorageFull past
+// either limit. In cluster mode the other nodes write holds too, so the
+// totals are read again from the records first.
+func (h *Hub) chargeAttachment(ctx context.Context, tenant, id string, size int64) (int64, error) {
+	unlock := h.totals.locks.lock(tenant)
 	defer unlock()
 	if _, held, err := (owners{h.store}).Owned(ctx, tenant, id); err != nil || held {
 		return 0, err
 	}
-	used, err := h.heldBytes(ctx, tenant)
-	if err != nil {
+	if h.cfg.Cluster.Enabled {
+		held, err := h.heldBytes(ctx, "")
+		if err != nil {
+			return 0, err
+		}
+		h.totals.reset(held)
+	}
+	if err := h.totals.charge(tenant, id, size, h.cfg.Attachments.MaxBytesPerTenant, h.cfg.Attachments.MaxBytes); err != nil {
 		return 0, err
 	}
-	used += h.holds.of(tenant)
-	if used+size > limit {
-		return 0, fmt.Errorf("this tenant holds %d bytes of its %d (attachments.max_bytes_per_tenant), file needs %d: %w", used, limit, size, attachments.ErrStorageFull)
-	}
-	h.holds.add(tenant, size)
 	return size, nil
 }
 
-// heldBytes sums the sizes of the attachments tenant holds, from its
-// ownership records alone ("<tenant>/<id>"; a tenant's name holds no '/'),
-// so it reads no other tenant's and survives a restart as they do.
-func (h *Hub) heldBytes(ctx context.Context, tenant string) (int64, error) {
-	var total int64
-	err := h.store.RecordsPrefix(ctx, attachmentOwner, tenant+"/", func(_ string, decode func(any) error) error {
+// loadAttachTotals sums every tenant's holds from the ownership records,
+// and takes the bytes on disk from the store's measure.
+func (h *Hub) loadAttachTotals(ctx context.Context) error {
+	held, err := h.heldBytes(ctx, "")
+	if err != nil {
+		return err
+	}
+	h.totals.reset(held)
+	h.totals.measured(h.files.Used())
+	return nil
+}
+
+// dropHolds deletes with del the records of tenant's holds, which come to
+// n bytes, and counts them dropped; when del fails, some of them may be
+// gone all the same, so the tenant's holds are summed again from its
+// records.
+func (h *Hub) dropHolds(ctx context.Context, tenant string, n int64, del func() error) error {
+	unlock := h.totals.locks.lock(tenant)
+	defer unlock()
+	err := del()
+	if err == nil {
+		h.totals.settle(tenant, 0, -n)
+		return nil
+	}
+	held, rerr := h.heldBytes(ctx, tenant+"/")
+	if rerr == nil {
+		h.totals.settle(tenant, 0, held[tenant]-h.totals.heldBy(tenant))
+	}
+	return errors.Join(err, rerr)
+}
+
+// heldBytes sums the sizes of the attachments each tenant holds, from the
+// ownership records whose keys start with prefix ("<tenant>/<id>"; a
+// tenant's name holds no '/'), so the sums survive a restart as the
+// records do.
+func (h *Hub) heldBytes(ctx context.Context, prefix string) (map[string]int64, error) {
+	held := map[string]int64{}
+	err := h.store.RecordsPrefix(ctx, attachmentOwner, prefix, func(key string, decode func(any) error) error {
 		var a chat.Attachment
 		if err := decode(&a); err != nil {
 			return err
 		}
-		total += a.Size
+		tenant, _, _ := strings.Cut(key, "/")
+		held[tenant] += a.Size
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("attachments held by %s: %w", tenant, err)
+		return nil, fmt.Errorf("attachments held: %w", err)
 	}
-	return total, nil
+	return held, nil
 }

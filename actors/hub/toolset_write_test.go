@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/testkit"
 )
@@ -52,17 +51,11 @@ func TestAToolsetWhoseWriteFailsStaysAsItWas(t *testing.T) {
 	ctx := context.Background()
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
 	cfg.Toolsets.WebhooksAllowPrivate = true
-	metrics := newMetrics()
-	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &failingToolsets{Store: db}
-	h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, store, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	var store *failingToolsets
+	h := hubOn(t, cfg, func(db Store) Store {
+		store = &failingToolsets{Store: db}
+		return store
+	})
 	first, firstEnded := mcpServer(t, testkit.WideMCPServer(2, 10))
 	second, secondEnded := mcpServer(t, testkit.WideMCPServer(3, 10))
 
