@@ -365,7 +365,10 @@ const (
 type Attachments struct {
 	// AllowedDirs may be attached by path. Optional. Defaults to none.
 	AllowedDirs []string `yaml:"allowed_dirs" json:"allowed_dirs"`
-	// MaxBytes is the storage limit for all attachments. Optional. 0: none.
+	// MaxBytes is the storage limit for all attachments: what every tenant
+	// holds, each file at its full size even where tenants share its
+	// bytes, and never less than the bytes on disk (a file no tenant holds
+	// any more stays there). Optional. 0: none.
 	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes"`
 	// MaxBytesPerTenant is the most one tenant's attachments may hold (each
 	// file it holds at its full size, even one another tenant stored too),
