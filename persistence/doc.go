@@ -17,6 +17,8 @@
 //	c/<chat>              chat metadata (Chat)
 //	t/<tenant>/<chat>     the tenant's chats (an index; no value)
 //	m/<chat>/<seq>        one message (chat.Message)
+//	i/<chat>/<key>        the seq of the message stored with idempotency key
+//	                      <key> (int; keys.go)
 //	s/<chat>              session snapshot, whole (Snapshot), written when its summary changes
 //	u/<chat>              the snapshot without its summary, written by every save (summary.go)
 //	w/<provider>/<model>  a window learned from a refusal (int)

@@ -465,15 +465,15 @@ func (p *Postgres) appendTx(t *pgTxn, chatID string, out []chat.Message) (int64,
 	if err != nil {
 		return 0, err
 	}
-	texts := make([]string, len(vals))
+	texts, keys := make([]string, len(vals)), make([]string, len(vals))
 	for i, v := range vals {
-		texts[i] = string(v)
+		texts[i], keys[i] = string(v), out[i].IdempotencyKey
 	}
 	var first int64
 	err = t.tx.QueryRow(t.ctx, `WITH last AS (SELECT coalesce(max(seq), 0) AS n FROM messages WHERE chat_id = $1),
-		ins AS (INSERT INTO messages (chat_id, seq, data)
-			SELECT $1, last.n + m.i, m.d::json FROM last, unnest($2::text[]) WITH ORDINALITY AS m(d, i))
-		SELECT n + 1 FROM last`, chatID, texts).Scan(&first)
+		ins AS (INSERT INTO messages (chat_id, seq, data, idempotency_key)
+			SELECT $1, last.n + m.i, m.d::json, nullif(m.k, '') FROM last, unnest($2::text[], $3::text[]) WITH ORDINALITY AS m(d, k, i))
+		SELECT n + 1 FROM last`, chatID, texts, keys).Scan(&first)
 	if err != nil {
 		return 0, err
 	}
@@ -539,7 +539,7 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 		}
 		b := &pgx.Batch{}
 		for i, v := range vals {
-			b.Queue(`INSERT INTO messages (chat_id, seq, data) VALUES ($1, $2, $3)`, c.ID, out[i].Seq, v)
+			b.Queue(`INSERT INTO messages (chat_id, seq, data, idempotency_key) VALUES ($1, $2, $3, nullif($4, ''))`, c.ID, out[i].Seq, v, out[i].IdempotencyKey)
 		}
 		b.Queue(`INSERT INTO snapshots (chat_id, data, turn) VALUES ($1, $2, $3)`, c.ID, sval.whole, sval.turn)
 		queueRequests(b, c.ID, sval)

@@ -590,8 +590,8 @@ func fillLastSeq(txn reader, c *Chat, id string) error {
 type RecordKey struct{ Kind, ID string }
 
 // DeleteChat removes a chat: its metadata, its tenant index entry, its
-// snapshot and its request log, every message of its log and item of its
-// activity, and the given records of other packages that belong to it. ErrNotFound if there is no such chat.
+// snapshot and its request log, every message of its log (and its index
+// of idempotency keys) and item of its activity, and the given records of other packages that belong to it. ErrNotFound if there is no such chat.
 //
 // A chat whose keys fit in one Badger transaction (a memtable's worth:
 // with the defaults, some hundred thousand messages) goes in that one
@@ -636,11 +636,11 @@ func (s *Store) DeleteChat(ctx context.Context, id string, records ...RecordKey)
 }
 
 // deleteRest deletes as many of a tombstoned chat's messages (and its
-// activity and request log) as txn takes and, once none is left, the
+// activity, request log and index of keys) as txn takes and, once none is left, the
 // tombstone; whole reports that it got there.
 func deleteRest(txn *writeTxn, id string) (whole bool, err error) {
 	var keys [][]byte
-	for _, prefix := range [][]byte{requestPrefix(id), activityPrefix(id), msgPrefix(id)} {
+	for _, prefix := range [][]byte{requestPrefix(id), activityPrefix(id), keyPrefix(id), msgPrefix(id)} {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
@@ -883,6 +883,9 @@ func writeLog(txn *writeTxn, chatID string, last int64, out []chat.Message) erro
 	}
 	for i, val := range vals {
 		if err := txn.Set(msgKey(chatID, out[i].Seq), val); err != nil {
+			return err
+		}
+		if err := indexKey(txn, chatID, &out[i]); err != nil {
 			return err
 		}
 	}

@@ -56,6 +56,8 @@ type store interface {
 	Record(ctx context.Context, kind, id string, v any) error
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
 	RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error
+	KeyedMessage(ctx context.Context, chatID, key string) (chat.Message, bool, error)
+	ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error
 	Close() error
 }
 
@@ -406,7 +408,7 @@ func keysUnder(t *testing.T, s *Store, prefixes ...string) []string {
 
 // chatKeys are the key prefixes of everything stored under chat id.
 func chatKeys(tenant, id string) []string {
-	return []string{"c/" + id, "t/" + tenant + "/" + id, "s/" + id, "m/" + id + "/", "d/" + id, "k/mark/" + id}
+	return []string{"c/" + id, "t/" + tenant + "/" + id, "s/" + id, "m/" + id + "/", "i/" + id + "/", "d/" + id, "k/mark/" + id}
 }
 
 // storedOf names what either backend holds of chat id (with its "mark"
@@ -446,7 +448,7 @@ func TestDeleteChatRemovesAllOfTheChatAndNothingElse(t *testing.T) {
 			if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t1", CreatedAt: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Append(ctx, id, chat.Message{Role: chat.RoleUser, Content: "hello " + id}); err != nil {
+			if _, err := s.Append(ctx, id, chat.Message{Role: chat.RoleUser, Content: "hello " + id, IdempotencyKey: "key-" + id}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.SaveSnapshot(ctx, id, Snapshot{Summary: "of " + id}); err != nil {
@@ -465,6 +467,9 @@ func TestDeleteChatRemovesAllOfTheChatAndNothingElse(t *testing.T) {
 		}
 		if n, _ := s.CountChats(ctx, "t1"); n != 1 {
 			t.Fatalf("the tenant counts %d chats, want 1", n)
+		}
+		if _, ok, err := s.KeyedMessage(ctx, "a", "key-a"); ok || err != nil {
+			t.Fatalf("the deleted chat's key is still found: %v, %v", ok, err)
 		}
 		if after := storedOf(t, s, "t1", "b"); len(kept) < 4 || !slices.Equal(after, kept) {
 			t.Fatalf("the other chat lost data: %q, had %q", after, kept)
