@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/httpapi/oai"
 )
 
 // Pages of GET /v1/chats and a chat's activity.
@@ -333,8 +334,9 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 }
 
 // IdempotencyKeyHeader names the key a client sends a message with, to
-// send it again safely after a lost answer (docs/api.md).
-const IdempotencyKeyHeader = "Idempotency-Key"
+// send it again safely after a lost answer (docs/api.md), on the native
+// API and the OpenAI-compatible one alike.
+const IdempotencyKeyHeader = oai.IdempotencyKeyHeader
 
 // runTurn starts a turn with start and answers with it: SSE when the
 // client accepts text/event-stream, else JSON once the turn completes or

@@ -704,27 +704,33 @@ func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key strin
 	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined})
 }
 
-// SubmitUnpaused is SubmitKeyed without a key, for a surface whose clients
-// must answer a paused turn's calls before they say more, and retry a
-// request whose turn failed (the OpenAI-compatible one): a message that would wait behind a
-// turn paused on them is refused at once with *PausedError, and the paused
-// turn is untouched; a message the chat's log ends with, unanswered, when
-// its turn starts is answered as stored, not stored twice
-// (session.SubmitTurn.Retry).
-func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, req api.SendMessageRequest) (string, error) {
-	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Unpaused: true, Retry: true})
+// SubmitUnpaused is SubmitKeyed for a surface whose clients must answer a
+// paused turn's calls before they say more, and retry a request whose
+// turn failed (the OpenAI-compatible one): a message that would wait
+// behind a turn paused on them is refused at once with *PausedError, and
+// the paused turn is untouched; a message the chat's log ends with,
+// unanswered, when its turn starts is answered as stored, not stored
+// twice (session.SubmitTurn.Retry). key, when set, is the message's
+// idempotency key, as SubmitKeyed takes it (joined likewise).
+func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined, Unpaused: true, Retry: true})
 }
 
 // submitAs submits m with req's message (its attachments resolved inside
-// the tenant) as m.Message, whose idempotency key it keeps.
+// the tenant) as m.Message, whose idempotency key it keeps. The message's
+// bytes are charged to the tenant's ingest rate once its session admits
+// it to a turn (session.SubmitTurn.Charge): one its key answers from the
+// log, or joins to its running turn, adds nothing and is not charged.
 func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendMessageRequest, m *session.SubmitTurn) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
 	m.Message = chat.Message{Role: chat.RoleUser, Content: req.Content, Origin: req.Origin, IdempotencyKey: m.Message.IdempotencyKey}
-	if err := h.ingest.take(tenant, messageBytes(m.Message)); err != nil {
-		return "", err
-	}
+	size := messageBytes(m.Message)
+	m.Charge = func() error { return h.ingest.take(tenant, size) }
 	if err := h.attach(ctx, tenant, chatID, &m.Message, req); err != nil {
 		return "", err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentd/agentd/actors/session"
@@ -64,8 +65,15 @@ func (h *Hub) surfaceRecords(ctx context.Context, chatID string) ([]persistence.
 // AddMessages stores messages in a tenant's chat between turns — a
 // conversation's items an application adds, the earlier history a Chat
 // Completions client brings (with its tool calls and results) — and
-// answers them stored, with their seqs; ErrBusy while a turn runs.
-func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error) {
+// answers them stored, with their seqs; ErrBusy while a turn runs. key,
+// when set, is the idempotency key they were sent with: messages sent
+// again under it are not stored (nor charged) again, and the answer is
+// those the chat stored under it; under a key the chat stored with other
+// messages, ErrKeyReused.
+func (h *Hub) AddMessages(ctx context.Context, tenant, chatID, key string, msgs []api.Message) ([]api.Message, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return nil, err
 	}
@@ -81,21 +89,42 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID string, msgs []api
 			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
 		}
 	}
-	if err := h.ingest.take(tenant, messageBytes(in...)); err != nil {
-		return nil, err
-	}
-	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in}, askTimeout)
+	size := messageBytes(in...)
+	charge := func() error { return h.ingest.take(tenant, size) }
+	res, err := h.ask(ctx, chatID, &session.AddMessages{Messages: in, Key: key, Charge: charge}, askTimeout)
 	if errors.Is(err, persistence.ErrTooBig) {
 		return nil, fmt.Errorf("%w: %w", ErrLimit, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	added, ok := res.(*session.Added)
-	if !ok {
-		return nil, fmt.Errorf("add messages: unexpected reply %T", res)
+	switch res := res.(type) {
+	case *session.Added:
+		return wireMessages(res.Messages), nil
+	case *session.Answered:
+		return h.addedBefore(ctx, chatID, res.UserSeq, in)
 	}
-	return wireMessages(added.Messages), nil
+	return nil, fmt.Errorf("add messages: unexpected reply %T", res)
+}
+
+// addedBefore answers messages sent again under their idempotency key,
+// which the chat stored from seq on: those it stored, when they are the
+// same messages, else ErrKeyReused.
+func (h *Hub) addedBefore(ctx context.Context, chatID string, seq int64, in []chat.Message) ([]api.Message, error) {
+	stored, err := h.store.Messages(ctx, chatID, seq, seq+int64(len(in))-1)
+	if err != nil {
+		return nil, err
+	}
+	if len(stored) != len(in) {
+		return nil, fmt.Errorf("%w: the chat stored other messages under it", ErrKeyReused)
+	}
+	for i, m := range in {
+		st := stored[i]
+		if st.Role != m.Role || st.Content != m.Content || st.ToolCallID != m.ToolCallID || st.Origin != m.Origin || !slices.Equal(st.ToolCalls, m.ToolCalls) {
+			return nil, fmt.Errorf("%w: the chat stored other messages under it", ErrKeyReused)
+		}
+	}
+	return wireMessages(stored), nil
 }
 
 // tenantRecords is the persistence kind of a tenant's surface records that

@@ -50,7 +50,7 @@ func TestAChatsWritesHoldNoOtherTenant(t *testing.T) {
 	title := "renamed"
 	for name, write := range map[string]func(h *Hub, id string) error{
 		"add messages": func(h *Hub, id string) error {
-			_, err := h.AddMessages(context.Background(), "alice", id, []api.Message{{Role: api.RoleUser, Content: "earlier words"}})
+			_, err := h.AddMessages(context.Background(), "alice", id, "", []api.Message{{Role: api.RoleUser, Content: "earlier words"}})
 			return err
 		},
 		"patch": func(h *Hub, id string) error {

@@ -41,6 +41,10 @@ type Store interface {
 	AppendWithSnapshotThen(ctx context.Context, chatID string, snap func(lastSeq int64) persistence.Snapshot, acts []persistence.Activity, msgs []chat.Message,
 		then func(stored []chat.Message, err error))
 	Messages(ctx context.Context, chatID string, from, to int64) ([]chat.Message, error)
+	// KeyedMessage reads the message the chat stored with idempotency key
+	// key, from its whole log (folded messages included); ok is false when
+	// it holds none.
+	KeyedMessage(ctx context.Context, chatID, key string) (m chat.Message, ok bool, err error)
 	LoadSnapshot(ctx context.Context, chatID string) (persistence.Snapshot, bool, error)
 	// SaveSnapshot saves the snapshot and stores acts in the activity log,
 	// in one write.

@@ -129,3 +129,83 @@ func TestAKeyedMessageIsStoredAndAnsweredOnce(t *testing.T) {
 		t.Fatalf("keys stored %q, %q: want the message's alone", stored[0].IdempotencyKey, stored[1].IdempotencyKey)
 	}
 }
+
+// TestAKeyFoldedOutOfTheKeptMessagesIsStillKnown: a keyed message that a
+// fold moved out of the messages its session keeps is still found by its
+// key, in the store's index of the whole log: sent again it is Answered
+// (same words) or ErrKeyReused (other words), stored nowhere and charged
+// nothing, also by a session started anew on the same store; a new key
+// is stored and charged once. Items added under a key are found the same
+// way. The store is asked only once the chat has folded, and only for a
+// key the kept messages do not hold.
+func TestAKeyFoldedOutOfTheKeptMessagesIsStillKnown(t *testing.T) {
+	var deps *Deps
+	h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) { deps = d },
+		reply("one"), reply("two"), reply("three"), reply("four"))
+	charged := 0
+	keyed := func(turnID, text, key string) *SubmitTurn {
+		return &SubmitTurn{TurnID: turnID, Message: chat.Message{Content: text, IdempotencyKey: key}, Charge: func() error { charged++; return nil }}
+	}
+	ask := func(msg any) any {
+		t.Helper()
+		return wait(t, "an answer", h.resultOf("c1", msg))
+	}
+	stored := func() int {
+		msgs, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+		return len(msgs)
+	}
+	first, _ := h.submit(keyed("t1", "hello", "k1"))
+	if charged != 1 || first.Messages[0].Seq != 1 {
+		t.Fatalf("the first send: charged %d, %+v", charged, first.Messages)
+	}
+	if a, ok := ask(keyed("t1-again", "hello", "k1")).(*Answered); !ok || a.UserSeq != 1 || h.store.keyReads != 0 {
+		t.Fatalf("sent again while kept: %+v, %d reads of the store; want Answered from the kept messages", a, h.store.keyReads)
+	}
+	h.turn("more")
+	if c, ok := ask(&Compact{}).(*Compacted); !ok || c.View.FirstKeptSeq != 3 {
+		t.Fatalf("compact: %+v, want the first turn folded", c)
+	}
+	n, reads := stored(), h.store.keyReads
+	for _, name := range []string{"the session", "a session started anew"} {
+		if a, ok := ask(keyed("t1-late", "hello", "k1")).(*Answered); !ok || a.UserSeq != 1 {
+			t.Fatalf("%s: sent again once folded: %#v, want Answered at seq 1", name, a)
+		}
+		if r, ok := ask(keyed("t1-other", "goodbye", "k1")).(*Rejected); !ok || !errors.Is(r.Err, ErrKeyReused) {
+			t.Fatalf("%s: the folded key with other words: %#v, want ErrKeyReused", name, r)
+		}
+		if stored() != n || charged != 1 || h.store.keyReads != reads+2 {
+			t.Fatalf("%s: %d messages stored (want %d), %d charged (want 1), %d reads of the store (want %d)", name, stored(), n, charged, h.store.keyReads, reads+2)
+		}
+		// The session again, from the store alone.
+		if err := h.system.Root.StopFuture(h.registry).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		h.registry = h.system.Root.Spawn(Props(deps))
+		reads = h.store.keyReads
+	}
+	if res, _ := h.submit(keyed("t2", "new", "k2")); res.Messages[0].Content != "new" || charged != 2 || h.store.keyReads != reads+1 {
+		t.Fatalf("a new key on the folded chat: %+v, charged %d, %d reads", res.Messages, charged, h.store.keyReads-reads)
+	}
+	if stored() != n+2 {
+		t.Fatalf("%d messages stored, want %d", stored(), n+2)
+	}
+
+	items := &AddMessages{Key: "ka", Messages: []chat.Message{{Role: chat.RoleUser, Content: "an item"}, {Role: chat.RoleAssistant, Content: "its answer"}}}
+	added, ok := ask(items).(*Added)
+	if !ok || len(added.Messages) != 2 || added.Messages[0].IdempotencyKey != "ka" || added.Messages[1].IdempotencyKey != "" {
+		t.Fatalf("items added under a key: %#v", added)
+	}
+	if a, ok := ask(items).(*Answered); !ok || a.UserSeq != added.Messages[0].Seq {
+		t.Fatalf("the items again: %#v, want Answered at seq %d", a, added.Messages[0].Seq)
+	}
+	h.turn("after the items")
+	if c, ok := ask(&Compact{}).(*Compacted); !ok || c.View.FirstKeptSeq <= added.Messages[1].Seq {
+		t.Fatalf("compact: %+v, want the items folded", c)
+	}
+	if a, ok := ask(items).(*Answered); !ok || a.UserSeq != added.Messages[0].Seq {
+		t.Fatalf("the items again once folded: %#v, want Answered at seq %d", a, added.Messages[0].Seq)
+	}
+	if r, ok := ask(keyed("t-items", "other words", "ka")).(*Rejected); !ok || !errors.Is(r.Err, ErrKeyReused) {
+		t.Fatalf("a message of other words under the items' key: %#v, want ErrKeyReused", r)
+	}
+}

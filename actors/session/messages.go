@@ -78,6 +78,13 @@ type SubmitTurn struct {
 	// the turn answers it as stored (as Continue does) instead of storing
 	// it twice. Else it is stored and answered as usual.
 	Retry bool
+	// Charge, when set, is called in the session's mailbox once the
+	// message is admitted to a turn (stored, or its failed turn continued),
+	// and its error refuses it (the hub's per-tenant ingest rate). A
+	// message its key answers (Answered), joins to its running turn, or
+	// refuses (ErrKeyInProgress, ErrKeyReused) is not charged. It must not
+	// block.
+	Charge func() error
 	// Joined, when set, is called in the session's mailbox, before any
 	// later event of that turn is published, when Message's
 	// IdempotencyKey is that of the message whose turn runs now: the
@@ -126,7 +133,18 @@ type Rejected struct{ Err error }
 // conversation's items an application adds, the earlier history a Chat
 // Completions client brings), in order, while no turn runs or waits: else
 // it is refused with ErrBusy. Reply: *Added once they are durable.
-type AddMessages struct{ Messages []chat.Message }
+type AddMessages struct {
+	Messages []chat.Message
+	// Key, when set, is the idempotency key the messages were sent with:
+	// it is stored on the first of them, and messages whose key the
+	// chat's log holds already are not stored again (the reply is then
+	// *Answered, whose UserSeq is the first of them).
+	Key string
+	// Charge, when set, is called once the messages are to be stored, and
+	// its error refuses them (the hub's per-tenant ingest rate): messages
+	// under a key the log holds are not charged again.
+	Charge func() error
+}
 
 // Added holds the messages AddMessages stored, with their seqs.
 type Added struct{ Messages []chat.Message }

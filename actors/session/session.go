@@ -471,28 +471,55 @@ func activity(ev, turnID string, data any) (persistence.Activity, error) {
 
 func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	p := pending{msg: m, sender: ctx.Sender()}
+	switch {
+	case s.refused(ctx, p):
+	case m.Message.IdempotencyKey != "":
+		s.submitKeyed(ctx, p)
+	default:
+		s.admit(ctx, p)
+	}
+}
+
+// refused refuses p when the session takes no turn now (it failed to
+// load, stops, or its chat moved), and reports whether it did.
+func (s *session) refused(ctx actor.Context, p pending) bool {
+	var err error
+	switch {
+	case s.loadErr != nil:
+		err = s.loadErr
+	case s.stopping:
+		err = ErrStopping
+	case s.moved:
+		err = ErrMoved
+	default:
+		return false
+	}
+	p.refuse(ctx, err)
+	return true
+}
+
+// admit queues p's turn, or refuses it: a message marked Unpaused while a
+// turn waits for the application's calls, one past limits.turns_per_chat,
+// or one its sender's Charge refuses.
+func (s *session) admit(ctx actor.Context, p pending) {
+	m := p.msg
 	waiting := len(s.queue)
 	if s.turn != nil {
 		waiting++
 	}
 	switch {
-	case s.loadErr != nil:
-		p.refuse(ctx, s.loadErr)
-		return
-	case s.stopping:
-		p.refuse(ctx, ErrStopping)
-		return
-	case s.moved:
-		p.refuse(ctx, ErrMoved)
-		return
-	case m.Message.IdempotencyKey != "" && s.keyed(ctx, &p):
-		return
 	case m.Unpaused && s.turn != nil && s.turn.phase == phasePaused:
 		p.refuse(ctx, &PausedError{Calls: callIDList(s.turn.awaiting)})
 		return
 	case waiting >= s.deps.TurnsPerChat:
 		p.refuse(ctx, fmt.Errorf("%w (%d waiting or running; the limit is %d)", ErrBusy, waiting, s.deps.TurnsPerChat))
 		return
+	}
+	if m.Charge != nil {
+		if err := m.Charge(); err != nil {
+			p.refuse(ctx, err)
+			return
+		}
 	}
 	s.queue = append(s.queue, p)
 	if s.deps.Metrics != nil {
@@ -501,59 +528,6 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	if s.turn == nil {
 		s.startNext(ctx)
 	}
-}
-
-// keyed answers p when the chat has seen its message's idempotency key: a
-// stored message with the key that says otherwise is ErrKeyReused; a
-// message with the key waiting its turn, or one whose turn has not said it
-// started or waits for the application's tool results, is
-// ErrKeyInProgress; the running turn of one is joined (Joined, then its
-// *TurnAccepted); an answered one is *Answered. One the log ends with,
-// unanswered (its turn failed), is not answered here: p continues it. It
-// reports whether p was answered.
-func (s *session) keyed(ctx actor.Context, p *pending) bool {
-	key := p.msg.Message.IdempotencyKey
-	if slices.ContainsFunc(s.queue, func(q pending) bool { return q.msg.Message.IdempotencyKey == key }) {
-		p.refuse(ctx, ErrKeyInProgress)
-		return true
-	}
-	i := len(s.msgs) - 1
-	for i >= 0 && (s.msgs[i].Role != chat.RoleUser || s.msgs[i].IdempotencyKey != key) {
-		i--
-	}
-	if i < 0 {
-		return false
-	}
-	if !sameWords(&s.msgs[i], &p.msg.Message) {
-		p.refuse(ctx, ErrKeyReused)
-		return true
-	}
-	seq := s.msgs[i].Seq
-	if t := s.turn; t != nil && t.userSeq == seq {
-		if t.announced != nil || t.phase == phasePaused {
-			p.refuse(ctx, ErrKeyInProgress)
-			return true
-		}
-		if p.msg.Joined != nil {
-			p.msg.Joined(t.id)
-		}
-		ctx.Send(p.sender, &TurnAccepted{TurnID: t.id, UserSeq: seq})
-		p.msg.ended()
-		return true
-	}
-	answered := slices.ContainsFunc(s.msgs[i+1:], func(m chat.Message) bool { return m.Role == chat.RoleUser }) ||
-		s.msgs[len(s.msgs)-1].Role == chat.RoleAssistant
-	switch {
-	case !answered && s.turn != nil:
-		p.refuse(ctx, ErrKeyInProgress) // a turn runs that answers it
-		return true
-	case !answered:
-		p.continues = true
-		return false
-	}
-	ctx.Send(p.sender, &Answered{UserSeq: seq})
-	p.msg.ended()
-	return true
 }
 
 // refuseUnpaused refuses the queued messages marked Unpaused: the turn
@@ -684,11 +658,9 @@ func storedText(m chat.Message) int {
 	return n
 }
 
-// addMessages stores messages between turns, in batches, off the mailbox
-// while holding it (await): a long history is several synced writes, and a
-// worker of the sessions' dispatcher parked on them is one fewer for every
-// other chat. What was stored is kept and announced even when a later
-// batch fails.
+// addMessages stores messages between turns and announces them. Messages
+// under a key (AddMessages.Key) the chat's log holds are not stored again:
+// *Answered names where they are.
 func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	switch {
 	case s.loadErr != nil || len(m.Messages) == 0:
@@ -701,14 +673,48 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a turn of this chat runs or waits; add messages once it ends", ErrBusy)})
 		return
 	}
-	store, id, sender := s.deps.Store, s.id, ctx.Sender()
+	sender, msgs := ctx.Sender(), m.Messages
+	if m.Key == "" {
+		s.storeAdded(ctx, sender, msgs, m.Charge)
+		return
+	}
+	s.findKey(ctx, m.Key, func(ctx actor.Context, f keyFound) {
+		switch {
+		case s.stopping:
+			ctx.Send(sender, &Rejected{Err: ErrStopping})
+		case f.err != nil:
+			ctx.Send(sender, &Rejected{Err: fmt.Errorf("find the idempotency key: %w", f.err)})
+		case f.m != nil:
+			ctx.Send(sender, &Answered{UserSeq: f.m.Seq})
+		default:
+			msgs = slices.Clone(msgs)
+			msgs[0].IdempotencyKey = m.Key
+			s.storeAdded(ctx, sender, msgs, m.Charge)
+		}
+	})
+}
+
+// storeAdded stores msgs in batches, once charge (if any) allows them,
+// announces them, and answers sender with them stored. The batches are
+// written off the mailbox while it is held (await): a long history is
+// several synced writes, and a worker of the sessions' dispatcher parked
+// on them is one fewer for every other chat. What was stored is kept and
+// announced even when a later batch fails.
+func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.Message, charge func() error) {
+	if charge != nil {
+		if err := charge(); err != nil {
+			ctx.Send(sender, &Rejected{Err: err})
+			return
+		}
+	}
+	store, id := s.deps.Store, s.id
 	type added struct {
 		stored []chat.Message
 		err    error
 	}
 	await(s, ctx, onWorker(s, func() added {
 		var out []chat.Message
-		for rest := m.Messages; len(rest) > 0; {
+		for rest := msgs; len(rest) > 0; {
 			n, size := 0, 0
 			for n < len(rest) && (n == 0 || n < addBatchCount && size+storedText(rest[n]) <= addBatchBytes) {
 				size += storedText(rest[n])
@@ -716,7 +722,7 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 			}
 			stored, err := store.Append(context.Background(), id, rest[:n]...)
 			if err != nil {
-				return added{out, fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(m.Messages), err)}
+				return added{out, fmt.Errorf("store messages (%d of %d stored): %w", len(out), len(msgs), err)}
 			}
 			out, rest = append(out, stored...), rest[n:]
 		}

@@ -31,6 +31,8 @@ type memStore struct {
 	// writes counts the writes that would each be a sync on disk;
 	// unsynced the writes that need none.
 	writes, unsynced int
+	// keyReads counts the look-ups of idempotency keys in the whole log.
+	keyReads int
 	// synced, when set, is what AppendThen's sync does; committing,
 	// when set, runs before AppendThen commits, and its error fails the
 	// write with nothing stored; answering is committing for
@@ -163,6 +165,19 @@ func (m *memStore) Messages(_ context.Context, chatID string, from, to int64) ([
 		}
 	}
 	return out, nil
+}
+
+func (m *memStore) KeyedMessage(_ context.Context, chatID, key string) (chat.Message, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keyReads++
+	msgs := m.msgs[chatID]
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].IdempotencyKey == key {
+			return msgs[i], true, nil
+		}
+	}
+	return chat.Message{}, false, nil
 }
 
 func (m *memStore) LoadSnapshot(_ context.Context, chatID string) (persistence.Snapshot, bool, error) {

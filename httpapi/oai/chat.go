@@ -390,7 +390,7 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 		return "", 0, false, err
 	}
 	if earlier > 0 {
-		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, wireHistory(p.history[:earlier])); err != nil {
+		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, "", wireHistory(p.history[:earlier])); err != nil {
 			return "", 0, false, h.dropNew(ctx, tenant, c.ID, err)
 		}
 	}
@@ -460,7 +460,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 	fresh := history[known:]
 	if len(fresh) == 0 {
 		if n := len(history); n > 0 && history[n-1].Role == "user" {
-			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, api.SendMessageRequest{Content: history[n-1].Content})
+			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, "", api.SendMessageRequest{Content: history[n-1].Content}, nil)
 		}
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
@@ -492,11 +492,11 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 		return "", refuse("messages", "the last user message is empty")
 	}
 	if len(fresh) > 1 {
-		if _, err := h.hub.AddMessages(ctx, tenant, chatID, wireHistory(fresh[:len(fresh)-1])); err != nil {
+		if _, err := h.hub.AddMessages(ctx, tenant, chatID, "", wireHistory(fresh[:len(fresh)-1])); err != nil {
 			return "", err
 		}
 	}
-	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, api.SendMessageRequest{Content: last.Content})
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, "", api.SendMessageRequest{Content: last.Content}, nil)
 }
 
 // submitResults hands the client's tool results, and the person's

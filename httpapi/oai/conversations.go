@@ -108,7 +108,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request, ten
 	rec := conversationRecord{CreatedAt: unix(), Metadata: req.Metadata}
 	err = h.hub.PutChatRecord(ctx, tenant, c.ID, kindConversation, conversationMeta, rec)
 	if err == nil && len(msgs) > 0 {
-		_, err = h.hub.AddMessages(ctx, tenant, c.ID, msgs)
+		_, err = h.hub.AddMessages(ctx, tenant, c.ID, "", msgs)
 	}
 	if err != nil {
 		// All or nothing: a conversation whose items were not stored goes.
@@ -316,7 +316,9 @@ func (h *Handler) listItems(w http.ResponseWriter, r *http.Request, tenant strin
 	writePage(w, its, lp.limit)
 }
 
-// addItems stores new messages in the conversation between its responses.
+// addItems stores new messages in the conversation between its responses;
+// items sent again under their Idempotency-Key are answered as stored,
+// not stored twice.
 func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string) {
 	var req struct {
 		Items []inputItem `json:"items"`
@@ -334,7 +336,7 @@ func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	var stored []api.Message
 	if err == nil {
-		stored, err = h.hub.AddMessages(r.Context(), tenant, chatID, msgs)
+		stored, err = h.hub.AddMessages(r.Context(), tenant, chatID, r.Header.Get(IdempotencyKeyHeader), msgs)
 	}
 	if err != nil {
 		writePlanError(w, r, err)

@@ -99,8 +99,10 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "", err.Error())
 	case errors.Is(err, hub.ErrLimit):
 		WriteError(w, http.StatusTooManyRequests, "limit", "", err.Error())
-	case errors.Is(err, hub.ErrNotPaused), errors.Is(err, hub.ErrNothingToAnswer):
+	case errors.Is(err, hub.ErrNotPaused), errors.Is(err, hub.ErrNothingToAnswer), errors.Is(err, hub.ErrKeyInProgress):
 		WriteError(w, http.StatusConflict, "conflict", "", err.Error())
+	case errors.Is(err, hub.ErrKeyReused):
+		WriteError(w, http.StatusUnprocessableEntity, "key_reused", "", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
 	case errors.Is(err, hub.ErrMoved), errors.Is(err, hub.ErrUnavailable):

@@ -28,7 +28,7 @@ func (f *failingHub) CreateChat(_ context.Context, _ string, req api.CreateChatR
 	return api.Chat{ID: id, Model: req.Model}, nil
 }
 
-func (f *failingHub) AddMessages(context.Context, string, string, []api.Message) ([]api.Message, error) {
+func (f *failingHub) AddMessages(context.Context, string, string, string, []api.Message) ([]api.Message, error) {
 	return nil, fmt.Errorf("%w: the history does not fit", hub.ErrLimit)
 }
 

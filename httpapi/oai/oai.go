@@ -39,8 +39,11 @@ type Hub interface {
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
 	// SubmitUnpaused starts turn turnID (hub.NewID), refusing the message
 	// with *hub.PausedError, at once, where Submit would have it wait
-	// behind a turn paused on the client's calls.
-	SubmitUnpaused(ctx context.Context, tenant, id, turnID string, req api.SendMessageRequest) (string, error)
+	// behind a turn paused on the client's calls. key, when set, is the
+	// message's idempotency key: a message the chat has under it joins
+	// its running turn (joined, then that turn's id is returned), or is
+	// *hub.AnsweredError, hub.ErrKeyInProgress or hub.ErrKeyReused.
+	SubmitUnpaused(ctx context.Context, tenant, id, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
 	// SubmitToolResultsThen stores user messages after the results, in the
 	// resumed turn, which answers them.
@@ -51,8 +54,10 @@ type Hub interface {
 	SubmitContinue(ctx context.Context, tenant, id, turnID string) (string, error)
 	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
-	// AddMessages stores messages between turns (a conversation's items).
-	AddMessages(ctx context.Context, tenant, chatID string, msgs []api.Message) ([]api.Message, error)
+	// AddMessages stores messages between turns (a conversation's items);
+	// under a key (an idempotency key, or "") the chat has them already,
+	// it answers them as stored, or hub.ErrKeyReused.
+	AddMessages(ctx context.Context, tenant, chatID, key string, msgs []api.Message) ([]api.Message, error)
 	// Chat records are what this surface keeps about a chat (its
 	// responses, a conversation's metadata), deleted with it.
 	PutChatRecord(ctx context.Context, tenant, chatID, kind, id string, v any) error

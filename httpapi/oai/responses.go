@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/actors/hub"
@@ -51,19 +52,31 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	ctx := r.Context()
 	sub := h.hub.Subscribe(p.chatID, streamBuffer)
 	defer sub.Close()
+	key := p.keyOf(r)
 	var turnID string
 	var err error
+	var joined atomic.Bool
 	if p.results != nil {
 		turnID, err = h.submitResults(ctx, tenant, p.chatID, hub.NewID(), p.results, nil)
 	} else {
 		// The message may wait behind another turn of its chat: the
 		// response takes only its own turn's events (eventbus.Sub.OfTurn).
+		// Sent again under its key while its turn runs, it takes that
+		// turn's.
 		turnID = hub.NewID()
 		sub.OfTurn(turnID)
-		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, *p.message)
+		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, key, *p.message, func(id string) {
+			joined.Store(true)
+			sub.OfTurn(id)
+		})
 		if err != nil && p.created {
 			err = h.dropNew(ctx, tenant, p.chatID, err)
 		}
+	}
+	var done *hub.AnsweredError
+	if key != "" && (errors.As(err, &done) || errors.Is(err, hub.ErrKeyInProgress)) {
+		h.respondAgain(w, r, tenant, p, key, done, err)
+		return
 	}
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
@@ -77,6 +90,13 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		return
 	}
 	b := &builder{resp: p.response()}
+	if key != "" {
+		b.resp.ID = keyedResponseID(p.chatID, key)
+	}
+	if joined.Load() {
+		h.respondJoined(w, r, tenant, p, b.resp.ID, sub, turnID)
+		return
+	}
 	if p.req.Stream {
 		if b.out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
 			WriteError(w, http.StatusInternalServerError, "internal", "", err.Error())

@@ -39,12 +39,12 @@ func sdkFor(d *daemontest.Daemon, token string) openai.Client {
 
 // created creates a response, streamed (checked as streamed checks it)
 // or whole.
-func created(t *testing.T, sdk openai.Client, params responses.ResponseNewParams, stream bool) responses.Response {
+func created(t *testing.T, sdk openai.Client, params responses.ResponseNewParams, stream bool, opts ...option.RequestOption) responses.Response {
 	t.Helper()
 	if stream {
-		return streamed(t, sdk, params)
+		return streamed(t, sdk, params, opts...)
 	}
-	r, err := sdk.Responses.New(context.Background(), params)
+	r, err := sdk.Responses.New(context.Background(), params, opts...)
 	if err != nil {
 		t.Fatalf("create a response: %v", err)
 	}
@@ -55,9 +55,9 @@ func created(t *testing.T, sdk openai.Client, params responses.ResponseNewParams
 // feeds them to the SDK's response accumulator and checks that what it
 // rebuilds, and the text deltas, agree with the final response, which it
 // returns.
-func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) responses.Response {
+func streamed(t *testing.T, sdk openai.Client, params responses.ResponseNewParams, opts ...option.RequestOption) responses.Response {
 	t.Helper()
-	s := sdk.Responses.NewStreaming(context.Background(), params)
+	s := sdk.Responses.NewStreaming(context.Background(), params, opts...)
 	defer s.Close()
 	var types []string
 	var deltas strings.Builder

@@ -1,0 +1,121 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agentd/agentd/chat"
+)
+
+// A message sent with an idempotency key (SubmitTurn's Message, or
+// AddMessages' Key) is stored, and answered, once however often it comes
+// (docs/api.md, "Sending again safely"). The session finds the key among
+// the messages waiting their turn, then among the kept messages it holds,
+// then, in a chat that has folded, in the rest of its log through the
+// store's index of keys (Store.KeyedMessage): a fold moves a message out
+// of what the session holds, never out of the log, so a key is known for
+// as long as its chat is, across restarts, and only in its own chat.
+
+// keyFound is where a chat's log holds a key: the message stored with it
+// and the kept messages after it; m is nil when the log holds none.
+type keyFound struct {
+	m     *chat.Message
+	after []chat.Message
+	err   error
+}
+
+// findKey finds key in the chat's log and hands what it found to then, in
+// the session's mailbox: at once when the key is among the kept messages,
+// or when nothing was folded (the kept messages are the whole log); else
+// once the store has looked it up on a worker, the mailbox held meanwhile
+// (await), so nothing of the chat changes before then runs.
+func (s *session) findKey(ctx actor.Context, key string, then func(ctx actor.Context, f keyFound)) {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i].IdempotencyKey == key {
+			then(ctx, keyFound{m: &s.msgs[i], after: s.msgs[i+1:]})
+			return
+		}
+	}
+	if s.snap.FirstKeptSeq <= 1 {
+		then(ctx, keyFound{})
+		return
+	}
+	store, id := s.deps.Store, s.id
+	await(s, ctx, onWorker(s, func() keyFound {
+		m, ok, err := store.KeyedMessage(context.Background(), id, key)
+		if err != nil || !ok {
+			return keyFound{err: err}
+		}
+		return keyFound{m: &m}
+	}), func(ctx actor.Context, f keyFound) {
+		if f.m != nil {
+			f.after = s.msgs[sort.Search(len(s.msgs), func(i int) bool { return s.msgs[i].Seq > f.m.Seq }):]
+		}
+		then(ctx, f)
+	})
+}
+
+// submitKeyed admits p, whose message has an idempotency key, unless the
+// chat has seen the key: a message waiting its turn with it is
+// ErrKeyInProgress; one stored with it is answered by keyed.
+func (s *session) submitKeyed(ctx actor.Context, p pending) {
+	key := p.msg.Message.IdempotencyKey
+	if slices.ContainsFunc(s.queue, func(q pending) bool { return q.msg.Message.IdempotencyKey == key }) {
+		p.refuse(ctx, ErrKeyInProgress)
+		return
+	}
+	s.findKey(ctx, key, func(ctx actor.Context, f keyFound) {
+		switch {
+		case s.refused(ctx, p): // stopped while the store looked
+		case f.err != nil:
+			p.refuse(ctx, fmt.Errorf("find the idempotency key: %w", f.err))
+		case f.m == nil || !s.keyed(ctx, &p, f):
+			s.admit(ctx, p)
+		}
+	})
+}
+
+// keyed answers p, whose key the log holds on f.m: a message that says
+// otherwise is ErrKeyReused; one whose turn has not said it started, or
+// waits for the application's tool results, is ErrKeyInProgress; the
+// running turn of one is joined (Joined, then its *TurnAccepted); an
+// answered one is *Answered (a message folded out of the kept ones always
+// is: a fold keeps the turn that runs, and a person's message after).
+// One the log ends with, unanswered (its turn failed), is not answered
+// here: p continues it. It reports whether p was answered.
+func (s *session) keyed(ctx actor.Context, p *pending, f keyFound) bool {
+	if f.m.Role != chat.RoleUser || !sameWords(f.m, &p.msg.Message) {
+		p.refuse(ctx, ErrKeyReused)
+		return true
+	}
+	seq := f.m.Seq
+	if t := s.turn; t != nil && t.userSeq == seq {
+		if t.announced != nil || t.phase == phasePaused {
+			p.refuse(ctx, ErrKeyInProgress)
+			return true
+		}
+		if p.msg.Joined != nil {
+			p.msg.Joined(t.id)
+		}
+		ctx.Send(p.sender, &TurnAccepted{TurnID: t.id, UserSeq: seq})
+		p.msg.ended()
+		return true
+	}
+	answered := slices.ContainsFunc(f.after, func(m chat.Message) bool { return m.Role == chat.RoleUser }) ||
+		len(s.msgs) > 0 && s.msgs[len(s.msgs)-1].Role == chat.RoleAssistant
+	switch {
+	case !answered && s.turn != nil:
+		p.refuse(ctx, ErrKeyInProgress) // a turn runs that answers it
+		return true
+	case !answered:
+		p.continues = true
+		return false
+	}
+	ctx.Send(p.sender, &Answered{UserSeq: seq})
+	p.msg.ended()
+	return true
+}
