@@ -130,9 +130,12 @@ func TestAResponseSentAgainUnderItsKeyIsStoredAndAnsweredOnce(t *testing.T) {
 			t.Fatalf("%s: the provider was asked %d times for the keyed question", what, n)
 		}
 	}
+	var oerr *openai.Error
+	if _, err := sdk.Responses.New(ctx, ask(one.ID, "a bad key"), withKey("not a key")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a key with a space: %v, want 400 (and nothing stored)", err)
+	}
 	same("sent again", created(t, sdk, keyed, false, withKey("k-1")))
 	same("sent again, streamed", created(t, sdk, keyed, true, withKey("k-1")))
-	var oerr *openai.Error
 	if _, err := sdk.Responses.New(ctx, ask(first.ID, "other words"), withKey("k-1")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("the key with other words: %v, want 422", err)
 	}
@@ -250,6 +253,9 @@ func TestConversationItemsSentAgainUnderTheirKeyAreStoredOnce(t *testing.T) {
 		t.Fatalf("sent again: %+v, %v; want items %s..%s", again, err, added.FirstID, added.LastID)
 	}
 	var oerr *openai.Error
+	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, items("three"), withKey("not a key")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a key with a space: %v, want 400", err)
+	}
 	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, items("one", "three"), withKey("k-items")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("other items under the key: %v, want 422", err)
 	}
