@@ -160,9 +160,14 @@ func TestAKeyedMessageFoldedAwayIsAnsweredFromTheStoreAcrossARestart(t *testing.
 			}
 			d = d.Restart()
 		}
-		// A new key is a new message, folded chat or not.
+		// A new key is a new message, folded chat or not; a key is its
+		// chat's alone.
 		if res, err := d.Client.SendKeyed(ctx, c.ID, "key-new", long(0), nil); err != nil || res.Replayed || res.Messages[0].Seq != int64(len(stored)+1) {
-			t.Fatalf("a new key: %+v, %v", res, err)
+			t.Fatalf("a new key: seqs %v replayed %v, %v", seqsOf(res.Messages), res.Replayed, err)
+		}
+		other := newChat(t, d, "")
+		if res, err := d.Client.SendKeyed(ctx, other.ID, "key-folded", long(0), nil); err != nil || res.Replayed || res.Messages[0].Seq != 1 {
+			t.Fatalf("the key in another chat: seqs %v replayed %v, %v; want a new message there", seqsOf(res.Messages), res.Replayed, err)
 		}
 	})
 }
