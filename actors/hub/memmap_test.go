@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
 )
@@ -37,67 +35,78 @@ func (s *heldMemories) Records(ctx context.Context, kind string, fn func(id stri
 // other sessions waited there for its lock: they took every worker, and no
 // other tenant's chat ran until the build ended.
 func TestAMapBuildHoldsNoOtherTenant(t *testing.T) {
-	ctx := context.Background()
-	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
-	metrics := newMetrics()
-	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := &heldMemories{Store: db, kind: "memory/alice", reading: make(chan struct{}), release: make(chan struct{})}
-	h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, held, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close(context.Background()) })
-	var release sync.Once
-	open := func() { release.Do(func() { close(held.release) }) }
-	t.Cleanup(open) // before Close
+	var held *heldMemories
+	h := hubOn(t, testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768), func(db Store) Store {
+		held = &heldMemories{Store: db, kind: "memory/alice", reading: make(chan struct{}), release: make(chan struct{})}
+		return held
+	})
+	open := releaser(t, held.release)
+	ids, bob := aliceAndBob(t, h, sessionWorkers+16)
+	heldHoldsNoOtherTenant(t, h, ids, bob, func(id string) error {
+		_, err := h.Context(context.Background(), "alice", id)
+		return err
+	}, open)
+}
 
-	const chats = sessionWorkers + 16
-	ids := make([]string, chats)
-	for i := range ids {
-		c, err := h.CreateChat(ctx, "alice", api.CreateChatRequest{})
+// releaser is the once-only close of release, also run as the test ends
+// (before the hub's Close, which waits for what release holds).
+func releaser(t *testing.T, release chan struct{}) func() {
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	return open
+}
+
+// aliceAndBob makes n chats of alice's and one of bob's.
+func aliceAndBob(t *testing.T, h *Hub, n int) (alice []string, bob string) {
+	t.Helper()
+	for range n + 1 {
+		tenant := "alice"
+		if len(alice) == n {
+			tenant = "bob"
+		}
+		c, err := h.CreateChat(context.Background(), tenant, api.CreateChatRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[i] = c.ID
+		if tenant == "bob" {
+			return alice, c.ID
+		}
+		alice = append(alice, c.ID)
 	}
-	bob, err := h.CreateChat(ctx, "bob", api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return alice, bob
+}
 
-	answered := make(chan error, chats)
+// heldHoldsNoOtherTenant runs act on each of alice's chats ids (more than
+// the sessions' dispatcher has workers), whose work is held until open is
+// called: once every act waits, in a mailbox on a worker of the sessions'
+// each or on a worker of its own, bob's chat still answers and no act has
+// ended; once let go, every act ends well.
+func heldHoldsNoOtherTenant(t *testing.T, h *Hub, ids []string, bob string, act func(id string) error, open func()) {
+	t.Helper()
+	done := make(chan error, len(ids))
 	for _, id := range ids {
-		go func() {
-			_, err := h.Context(ctx, "alice", id)
-			answered <- err
-		}()
+		go func() { done <- act(id) }()
 	}
-	<-held.reading
-	// Every ask of alice's waits for the one build: in a mailbox on a
-	// worker of the sessions' each (as it was), or on a worker of its own.
 	deadline := time.Now().Add(time.Minute) // a liveness bound, not a speed check
-	for h.sessions.Workers() < sessionWorkers && h.workers.Workers() < chats {
+	for h.sessions.Workers() < sessionWorkers && h.workers.Workers() < len(ids) {
 		if time.Now().After(deadline) {
-			t.Fatal("alice's asks never all waited for her map")
+			t.Fatal("alice's held work never all waited")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-
-	if _, err := h.Context(ctx, "bob", bob.ID); err != nil {
-		t.Fatalf("bob's context while alice's map is built: %v", err)
+	if _, err := h.Context(context.Background(), "bob", bob); err != nil {
+		t.Fatalf("bob's context while alice's work is held: %v", err)
 	}
 	select {
-	case err := <-answered:
-		t.Fatalf("alice's context answered (%v) while her map's build is held", err)
+	case err := <-done:
+		t.Fatalf("alice's held work ended (%v) while it is held", err)
 	default:
 	}
 	open()
-	for range chats {
-		if err := <-answered; err != nil {
-			t.Fatalf("alice's context once her map is built: %v", err)
+	for range ids {
+		if err := <-done; err != nil {
+			t.Fatalf("alice's work once let go: %v", err)
 		}
 	}
 }

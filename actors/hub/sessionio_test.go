@@ -2,12 +2,8 @@ package hub
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -59,65 +55,18 @@ func TestAChatsWritesHoldNoOtherTenant(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
-			metrics := newMetrics()
-			db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held := &heldWrites{Store: db, held: map[string]bool{}, release: make(chan struct{})}
-			h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, held, metrics)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Close(context.Background()) })
-			var release sync.Once
-			open := func() { release.Do(func() { close(held.release) }) }
-			t.Cleanup(open) // before Close
-
-			const chats = sessionWorkers + 16
-			ids := make([]string, chats)
-			for i := range ids {
-				c, err := h.CreateChat(ctx, "alice", api.CreateChatRequest{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids[i], held.held[c.ID] = c.ID, true
-			}
-			bob, err := h.CreateChat(ctx, "bob", api.CreateChatRequest{})
-			if err != nil {
-				t.Fatal(err)
+			var held *heldWrites
+			h := hubOn(t, testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768), func(db Store) Store {
+				held = &heldWrites{Store: db, held: map[string]bool{}, release: make(chan struct{})}
+				return held
+			})
+			open := releaser(t, held.release)
+			ids, bob := aliceAndBob(t, h, sessionWorkers+16)
+			for _, id := range ids {
+				held.held[id] = true
 			}
 			held.armed.Store(true)
-
-			done := make(chan error, chats)
-			for _, id := range ids {
-				go func() { done <- write(h, id) }()
-			}
-			// Every write of alice's waits: in a mailbox on a worker of the
-			// sessions' each (as it was), or on a worker of its own.
-			deadline := time.Now().Add(time.Minute) // a liveness bound, not a speed check
-			for h.sessions.Workers() < sessionWorkers && h.workers.Workers() < chats {
-				if time.Now().After(deadline) {
-					t.Fatal("alice's writes never all waited")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-
-			if _, err := h.Context(ctx, "bob", bob.ID); err != nil {
-				t.Fatalf("bob's context while alice's writes are held: %v", err)
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("a write of alice's ended (%v) while it is held", err)
-			default:
-			}
-			open()
-			for range chats {
-				if err := <-done; err != nil {
-					t.Fatalf("alice's write once let go: %v", err)
-				}
-			}
+			heldHoldsNoOtherTenant(t, h, ids, bob, func(id string) error { return write(h, id) }, open)
 			for _, id := range ids[:3] {
 				c, err := h.Chat(ctx, "alice", id)
 				if err != nil {
