@@ -23,11 +23,7 @@ func TestANegativeUsageWedgesNothing(t *testing.T) {
 	}})
 	defer fake.Close()
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
-	ctx := context.Background()
-	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := context.Background(), newChat(t, d, "")
 	for _, text := range []string{"hi", "again"} {
 		res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil)
 		if err != nil || res.Status != "completed" {

@@ -112,6 +112,20 @@ func (s *Store) dropMap(ctx context.Context, tenant string) error {
 	return nil
 }
 
+// mapParts is a map's header and its lines, one a memory, newest first
+// (mems sorted so).
+func mapParts(mems []Memory) (header string, lines []string) {
+	header = fmt.Sprintf("Remembered about the person: %d things.", len(mems))
+	if len(mems) == 1 {
+		header = "Remembered about the person: 1 thing."
+	}
+	lines = make([]string, 0, len(mems))
+	for _, m := range mems {
+		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
+	}
+	return header, lines
+}
+
 // BuildMap renders memories as a map of at most MapLimit bytes. It depends
 // only on its input (no clock, no map order), so equal memories give equal
 // bytes.
@@ -121,14 +135,7 @@ func BuildMap(mems []Memory) string {
 	}
 	mems = slices.Clone(mems)
 	sortNewest(mems)
-	header := fmt.Sprintf("Remembered about the person: %d things.", len(mems))
-	if len(mems) == 1 {
-		header = "Remembered about the person: 1 thing."
-	}
-	lines := make([]string, 0, len(mems))
-	for _, m := range mems {
-		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
-	}
+	header, lines := mapParts(mems)
 	// size is render's length without the footer, kept as lines are
 	// dropped: joining the kept lines again for each count made a map of
 	// thousands of memories cost seconds.

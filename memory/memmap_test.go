@@ -140,14 +140,7 @@ func buildMapBefore(mems []Memory) string {
 	}
 	mems = slices.Clone(mems)
 	sortNewest(mems)
-	header := fmt.Sprintf("Remembered about the person: %d things.", len(mems))
-	if len(mems) == 1 {
-		header = "Remembered about the person: 1 thing."
-	}
-	lines := make([]string, 0, len(mems))
-	for _, m := range mems {
-		lines = append(lines, "- "+clipText(strings.Join(strings.Fields(m.Text), " "), mapLineLimit))
-	}
+	header, lines := mapParts(mems)
 	fits := func(lines []string, footer string) bool { return len(render(header, lines, footer)) <= MapLimit }
 	if fits(lines, footer(0)) {
 		return render(header, lines, footer(0))
