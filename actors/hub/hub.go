@@ -711,12 +711,14 @@ func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key strin
 // the paused turn is untouched; a message the chat's log ends with,
 // unanswered, when its turn starts is answered as stored, not stored
 // twice (session.SubmitTurn.Retry). key, when set, is the message's
-// idempotency key, as SubmitKeyed takes it (joined likewise).
-func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
-	if err := checkKey(key); err != nil {
+// idempotency key, as SubmitKeyed takes it (joined likewise), or agentd's
+// own, stored and not looked for when Unsought.
+func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, key Key, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
+	if err := checkKey(key.Value); err != nil {
 		return "", err
 	}
-	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined, Unpaused: true, Retry: true})
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key.Value},
+		KeyUnsought: key.Unsought, Joined: joined, Unpaused: true, Retry: true})
 }
 
 // submitAs submits m with req's message (its attachments resolved inside

@@ -25,6 +25,16 @@ func (e *AnsweredError) Error() string {
 	return fmt.Sprintf("the message with this idempotency key is stored as seq %d and was answered", e.UserSeq)
 }
 
+// Key is a message's idempotency key as a surface got it: the client's
+// own (an Idempotency-Key header), or, Unsought, one agentd made for a
+// request its client says it sends for the first time, stored with the
+// message for the client's retry of that request to find
+// (session.SubmitTurn.KeyUnsought). The zero Key is none.
+type Key struct {
+	Value    string
+	Unsought bool
+}
+
 // maxKeyBytes bounds an idempotency key, as Stripe's and the IETF draft's
 // examples do (a UUID is 36).
 const maxKeyBytes = 255

@@ -78,6 +78,12 @@ type SubmitTurn struct {
 	// the turn answers it as stored (as Continue does) instead of storing
 	// it twice. Else it is stored and answered as usual.
 	Retry bool
+	// KeyUnsought stores Message's IdempotencyKey with it without looking
+	// for it in the chat: a key agentd made for a request its client says
+	// it sends for the first time (the OpenAI-compatible surface's retry
+	// key), which only a retry of that request looks for. Two messages may
+	// then share a key: looked for, the newest is found.
+	KeyUnsought bool
 	// Charge, when set, is called in the session's mailbox once the
 	// message is admitted to a turn (stored, or its failed turn continued),
 	// and its error refuses it (the hub's per-tenant ingest rate). A

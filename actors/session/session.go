@@ -473,7 +473,7 @@ func (s *session) submit(ctx actor.Context, m *SubmitTurn) {
 	p := pending{msg: m, sender: ctx.Sender()}
 	switch {
 	case s.refused(ctx, p):
-	case m.Message.IdempotencyKey != "":
+	case m.Message.IdempotencyKey != "" && !m.KeyUnsought:
 		s.submitKeyed(ctx, p)
 	default:
 		s.admit(ctx, p)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agentd/agentd/actors/hub"
@@ -22,16 +23,38 @@ import (
 // package's headers option, openai-go's option.WithHeader.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-// keyOf is the request's Idempotency-Key when the request sends a message
-// to a chat it continues (previous_response_id or conversation), where
-// the chat keeps the key with the message; "" otherwise: a request that
-// starts a chain makes its chat anew each time, and function_call_output
-// items are answered as stored when sent again after their turn failed.
-func (p *plan) keyOf(r *http.Request) string {
+// RetryCountHeader is what OpenAI's SDKs send with every request: 0 the
+// first time, then 1, 2… on their own retries of it (after a connection
+// error, a timeout, a 408, 409, 429 or 5xx), with the same body.
+const RetryCountHeader = "X-Stainless-Retry-Count"
+
+// retryKeyPrefix starts the keys agentd makes for a retry to find.
+const retryKeyPrefix = "retry-"
+
+// keyOf is the key the request's message is stored and looked for under,
+// when the request sends a message to a chat it continues: the request's
+// Idempotency-Key; else, continuing a response (previous_response_id) for
+// a client that counts its retries (RetryCountHeader), agentd's own key,
+// made of that response's id and the request's input, which the SDK's
+// retry of the request sends again. agentd's key is only stored on a first
+// sending, as the same words may follow the same response again for
+// another answer, and looked for on a retry. None otherwise: a request
+// that starts a chain makes its chat anew each time, function_call_output
+// items are answered as stored when sent again after their turn failed,
+// and a conversation's position is not in its request.
+func (p *plan) keyOf(r *http.Request) hub.Key {
 	if p.created || p.message == nil {
-		return ""
+		return hub.Key{}
 	}
-	return r.Header.Get(IdempotencyKeyHeader)
+	if key := r.Header.Get(IdempotencyKeyHeader); key != "" {
+		return hub.Key{Value: key}
+	}
+	tries, err := strconv.Atoi(r.Header.Get(RetryCountHeader))
+	if err != nil || tries < 0 || p.req.PreviousResponseID == "" {
+		return hub.Key{}
+	}
+	sum := sha256.Sum256(append([]byte(p.req.PreviousResponseID+"\x00"), p.req.Input...))
+	return hub.Key{Value: retryKeyPrefix + hex.EncodeToString(sum[:16]), Unsought: tries == 0}
 }
 
 // keyedResponseID is the id of the response to a message sent under key in

@@ -460,7 +460,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 	fresh := history[known:]
 	if len(fresh) == 0 {
 		if n := len(history); n > 0 && history[n-1].Role == "user" {
-			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, "", api.SendMessageRequest{Content: history[n-1].Content}, nil)
+			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, hub.Key{}, api.SendMessageRequest{Content: history[n-1].Content}, nil)
 		}
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
@@ -496,7 +496,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 			return "", err
 		}
 	}
-	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, "", api.SendMessageRequest{Content: last.Content}, nil)
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, hub.Key{}, api.SendMessageRequest{Content: last.Content}, nil)
 }
 
 // submitResults hands the client's tool results, and the person's

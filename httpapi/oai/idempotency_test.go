@@ -112,11 +112,7 @@ func TestAResponseSentAgainUnderItsKeyIsStoredAndAnsweredOnce(t *testing.T) {
 	}
 	keyed := ask(first.ID, "a keyed question")
 	one := created(t, sdk, keyed, false, withKey("k-1"))
-	chats, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(ctx, "")
-	if err != nil || len(chats.Chats) != 1 {
-		t.Fatalf("chats %+v, %v", chats, err)
-	}
-	chatID := chats.Chats[0].ID
+	chatID := onlyChat(t, d)
 	want := []string{"hello", first.OutputText(), "a keyed question", one.OutputText()}
 	same := func(what string, r responses.Response) {
 		t.Helper()

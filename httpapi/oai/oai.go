@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/eventbus"
@@ -42,8 +43,9 @@ type Hub interface {
 	// behind a turn paused on the client's calls. key, when set, is the
 	// message's idempotency key: a message the chat has under it joins
 	// its running turn (joined, then that turn's id is returned), or is
-	// *hub.AnsweredError, hub.ErrKeyInProgress or hub.ErrKeyReused.
-	SubmitUnpaused(ctx context.Context, tenant, id, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error)
+	// *hub.AnsweredError, hub.ErrKeyInProgress or hub.ErrKeyReused; an
+	// Unsought key is stored with the message, not looked for.
+	SubmitUnpaused(ctx context.Context, tenant, id, turnID string, key hub.Key, req api.SendMessageRequest, joined func(turnID string)) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
 	// SubmitToolResultsThen stores user messages after the results, in the
 	// resumed turn, which answers them.

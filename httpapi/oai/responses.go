@@ -74,8 +74,8 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		}
 	}
 	var done *hub.AnsweredError
-	if key != "" && (errors.As(err, &done) || errors.Is(err, hub.ErrKeyInProgress)) {
-		h.respondAgain(w, r, tenant, p, key, done, err)
+	if key.Value != "" && (errors.As(err, &done) || errors.Is(err, hub.ErrKeyInProgress)) {
+		h.respondAgain(w, r, tenant, p, key.Value, done, err)
 		return
 	}
 	var paused *hub.PausedError
@@ -90,8 +90,10 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		return
 	}
 	b := &builder{resp: p.response()}
-	if key != "" {
-		b.resp.ID = keyedResponseID(p.chatID, key)
+	// A first sending's response is no other's: the same input may follow
+	// the same response again.
+	if key.Value != "" && !key.Unsought {
+		b.resp.ID = keyedResponseID(p.chatID, key.Value)
 	}
 	if joined.Load() {
 		h.respondJoined(w, r, tenant, p, b.resp.ID, sub, turnID)

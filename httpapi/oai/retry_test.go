@@ -2,8 +2,11 @@ package oai_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +56,16 @@ func refusedOnce() (testkit.Script, func(last string) int) {
 		defer mu.Unlock()
 		return asked[last]
 	}
+}
+
+// onlyChat is the id of tenant a's chat, which must be its only one.
+func onlyChat(t *testing.T, d *daemontest.Daemon) string {
+	t.Helper()
+	chats, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(context.Background(), "")
+	if err != nil || len(chats.Chats) != 1 {
+		t.Fatalf("the tenant has %+v (%v); want the one chat", chats.Chats, err)
+	}
+	return chats.Chats[0].ID
 }
 
 // contents are a chat's stored messages' words, in order.
@@ -105,10 +118,7 @@ func TestAMessageTheSDKRetriesIsStoredOnce(t *testing.T) {
 	if got := contents(t, d, chatID); !slices.Equal(got, want) {
 		t.Fatalf("the chat holds %q, want %q", got, want)
 	}
-	chats, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(ctx, "")
-	if err != nil || len(chats.Chats) != 1 {
-		t.Fatalf("the tenant has %+v (%v); want the one chat", chats.Chats, err)
-	}
+	onlyChat(t, d)
 }
 
 // TestAHistoryWhoseTurnFailedIsKnown: after a failed turn, the chat is
@@ -189,12 +199,88 @@ func TestAResponseRetriedAfterItFailedStoresItsInputOnce(t *testing.T) {
 	if err != nil || again.Status != responses.ResponseStatusCompleted {
 		t.Fatalf("the retry: %v %+v", err, again)
 	}
-	chats, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(ctx, "")
-	if err != nil || len(chats.Chats) != 1 {
-		t.Fatalf("the tenant has %+v (%v); want the one chat", chats.Chats, err)
-	}
 	want := []string{"hello", first.OutputText(), "a flaky follow-up", again.OutputText()}
-	if got := contents(t, d, chats.Chats[0].ID); !slices.Equal(got, want) {
+	if got := contents(t, d, onlyChat(t, d)); !slices.Equal(got, want) {
 		t.Fatalf("the chat holds %q, want %q", got, want)
+	}
+}
+
+// losing is an SDK option that loses the answers of the first n attempts of
+// each request after agentd made them, as a connection cut on the way back
+// does, so that the SDK sends the request again by itself (its default
+// retries); tries has the X-Stainless-Retry-Count of every attempt.
+func losing(n int, tries *[]string) option.RequestOption {
+	return option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		try := req.Header.Get(oai.RetryCountHeader)
+		*tries = append(*tries, try)
+		res, err := next(req)
+		if err != nil {
+			return res, err
+		}
+		if i, _ := strconv.Atoi(try); i < n {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			return nil, errors.New("the connection was reset (the test lost this answer)")
+		}
+		return res, nil
+	})
+}
+
+// TestAnAnswerTheSDKLostIsNotAskedTwice: a message continuing a response,
+// answered and stored, whose answer the client loses on the way back is
+// sent again by the official SDK with the same body, counting its retries
+// (X-Stainless-Retry-Count) but with no idempotency key: the retry is
+// answered with what the chat holds — the message stored once, the
+// provider asked once — and so is a second retry, and the chain goes on
+// from the response the client got. The same words sent again after the
+// same response as a first sending are a new message, answered anew.
+func TestAnAnswerTheSDKLostIsNotAskedTwice(t *testing.T) {
+	script, asked := heldScript(nil)
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(3))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ask := func(prev, text string) responses.ResponseNewParams {
+		return responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(prev),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(text)}}
+	}
+
+	first := created(t, sdk, responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}, false)
+	chatID := onlyChat(t, d)
+	want := []string{"hello", first.OutputText()}
+	for lost, text := range []string{"", "an answer lost once", "an answer lost twice"} {
+		if text == "" {
+			continue
+		}
+		var tries []string
+		got, err := sdk.Responses.New(ctx, ask(first.ID, text), losing(lost, &tries))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if wantTries := []string{"0", "1", "2"}[:lost+1]; !slices.Equal(tries, wantTries) {
+			t.Fatalf("%s: the SDK sent retry counts %q, want %q", text, tries, wantTries)
+		}
+		if n := asked(text); n != 1 {
+			t.Fatalf("%s: the provider was asked %d times, want once", text, n)
+		}
+		want = append(want, text, got.OutputText())
+		if c := contents(t, d, chatID); !slices.Equal(c, want) {
+			t.Fatalf("%s: the chat holds %q, want %q", text, c, want)
+		}
+		if stored, err := sdk.Responses.Get(ctx, got.ID, responses.ResponseGetParams{}); err != nil || stored.OutputText() != got.OutputText() {
+			t.Fatalf("%s: the response the client got, %s, as stored: %+v, %v", text, got.ID, stored, err)
+		}
+		first = *got
+	}
+	next := created(t, sdk, ask(first.ID, "and on"), false)
+	again := created(t, sdk, ask(first.ID, "and on"), false)
+	if n := asked("and on"); n != 2 || again.ID == next.ID {
+		t.Fatalf("the same words after the same response, sent twice: asked %d times, responses %s and %s; want two", n, next.ID, again.ID)
+	}
+	want = append(want, "and on", next.OutputText(), "and on", again.OutputText())
+	if c := contents(t, d, chatID); !slices.Equal(c, want) {
+		t.Fatalf("the chat holds %q, want %q", c, want)
 	}
 }

@@ -127,13 +127,9 @@ func TestAStalledResponseStreamIsStillStored(t *testing.T) {
 	d, _, sdk := start(t, 128000, roundsScript(80))
 	c, served, id := stalledResponse(t, d)
 	// The turn ends while the client takes nothing.
-	list, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Chats(context.Background(), "")
-	if err != nil || len(list.Chats) != 1 {
-		t.Fatalf("chats: %v %v", list, err)
-	}
-	chats := list.Chats
+	chatID := onlyChat(t, d)
 	answered := func() bool {
-		ms, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Transcript(context.Background(), chats[0].ID)
+		ms, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok-a"}).Transcript(context.Background(), chatID)
 		return err == nil && len(ms) > 0 && ms[len(ms)-1].Content == "All rounds done."
 	}
 	for deadline := time.Now().Add(60 * time.Second); !answered(); time.Sleep(20 * time.Millisecond) {
@@ -148,6 +144,7 @@ func TestAStalledResponseStreamIsStillStored(t *testing.T) {
 		t.Fatal("the handler did not return after its client was cut")
 	}
 	var got *responses.Response
+	var err error
 	for deadline := time.Now().Add(10 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		got, err = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
 	}
