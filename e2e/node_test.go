@@ -8,20 +8,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // TestNodeOpenAIClient runs e2e/node/openai.mjs — the official openai npm
 // package, pinned by its lock file — against the agentd binary and the
 // OpenAI-style fake: a Responses chain, a conversation, a Chat Completions
-// client re-sending its growing history, all streamed, and a Chat
-// Completions answer cut by its provider, which the SDK must raise. The
-// script checks what the SDK sees; this test checks that no request the
-// fake received was over its window and that the re-sent history stayed one
-// chat holding each message once. It skips without node, or before `npm ci`
+// client re-sending its growing history, all streamed, an answer the client
+// loses, which the SDK sends again by itself, and a Chat Completions answer
+// cut by its provider, which the SDK must raise. The script checks what the
+// SDK sees; this test checks that no request the fake received was over its
+// window, that the re-sent history stayed one chat holding each message
+// once, and that the message whose answer was lost was stored and asked
+// once. It skips without node, or before `npm ci`
 // in e2e/node (.ci/run does both).
 func TestNodeOpenAIClient(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -54,7 +58,11 @@ func TestNodeOpenAIClient(t *testing.T) {
 		t.Fatalf("node openai.mjs: %v\n%s\nagentd: %s", err, stderr.String(), d.logTail(30))
 	}
 	var out struct {
-		Response        string `json:"response"`
+		Response string `json:"response"`
+		Lost     struct {
+			Words    string `json:"words"`
+			Response string `json:"response"`
+		} `json:"lost"`
 		Conversation    string `json:"conversation"`
 		ChatCompletions struct {
 			Chat     string `json:"chat"`
@@ -66,10 +74,19 @@ func TestNodeOpenAIClient(t *testing.T) {
 	}
 
 	reqs := fake.Requests()
+	asked := 0
 	for i, r := range reqs {
 		if r.InputTokens > window {
 			t.Errorf("request %d to the fake holds %d tokens, over its window of %d", i, r.InputTokens, window)
 		}
+		if n := len(r.Messages); n > 0 && strings.HasSuffix(r.Messages[n-1].Content, out.Lost.Words) {
+			asked++
+		}
+	}
+	// The answer the client lost: the SDK's retry was answered from the
+	// chat, which stored the message once, and the provider was asked once.
+	if stored := storedTimes(ctx, t, d.Client, out.Lost.Words); stored != 1 || asked != 1 {
+		t.Errorf("a message whose answer the client lost, sent again by the SDK: stored %d times, the provider asked %d times; want once each", stored, asked)
 	}
 	if b.summaries.Load() == 0 {
 		t.Errorf("%d requests and none summarised: the histories never outgrew the window, so fitting them was not tried", len(reqs))
@@ -82,5 +99,33 @@ func TestNodeOpenAIClient(t *testing.T) {
 	// the answer each turn: agentd stored each of those once.
 	if len(msgs) != 2*turns || out.ChatCompletions.Messages != 2*turns+1 {
 		t.Errorf("the chat holds %d messages; the client's history had %d (one system): want %d stored", len(msgs), out.ChatCompletions.Messages, 2*turns)
+	}
+}
+
+// storedTimes counts the messages of all the client's chats whose words are
+// words.
+func storedTimes(ctx context.Context, t *testing.T, c *api.Client, words string) int {
+	t.Helper()
+	n := 0
+	for after := ""; ; {
+		page, err := c.Chats(ctx, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range page.Chats {
+			msgs, err := c.Transcript(ctx, ch.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if m.Content == words {
+					n++
+				}
+			}
+		}
+		if page.Next == "" {
+			return n
+		}
+		after = page.Next
 	}
 }

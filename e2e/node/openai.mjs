@@ -1,7 +1,8 @@
 // Drives a running agentd with the official `openai` npm package, as an
 // application would after pointing baseURL at agentd: a Responses chain, a
 // conversation, a Chat Completions client that re-sends its whole growing
-// history, every call streamed, and a Chat Completions answer whose
+// history, every call streamed, an answer the client loses (the SDK's own
+// retry), and a Chat Completions answer whose
 // provider's stream drops midway. It checks what the SDK itself sees
 // and prints one JSON line for the Go test (e2e TestNodeOpenAIClient), which
 // checks what the provider received.
@@ -142,8 +143,40 @@ async function chatCompletionsCut() {
   return text.length;
 }
 
+// An answer lost on the way back: a client whose first answer to a
+// request continuing the chain is read and then lost, as a cut connection
+// loses it. The SDK sends the request again by itself (its
+// X-Stainless-Retry-Count 1, no idempotency key) and gets the answer the
+// chat holds; the Go test checks that the chat stored the message once.
+async function lostAnswer(previous) {
+  const tries = [];
+  const losing = new OpenAI({
+    baseURL: process.env.AGENTD_BASE_URL,
+    apiKey: process.env.AGENTD_TOKEN || 'no-token',
+    maxRetries: 2,
+    timeout: 120_000,
+    fetch: async (url, init) => {
+      const res = await fetch(url, init);
+      const n = new Headers(init.headers).get('x-stainless-retry-count');
+      tries.push(n);
+      if (n === '0') {
+        await res.arrayBuffer();
+        throw new TypeError('fetch failed (the script lost this answer)');
+      }
+      return res;
+    },
+  });
+  const r = await losing.responses.create({ model, input: lostWords, previous_response_id: previous });
+  check(tries.join() === '0,1', `the SDK's attempts had retry counts ${JSON.stringify(tries)}, want 0 then 1`);
+  check(r.status === 'completed' && outputText(r).length > 0, `the retried response: ${JSON.stringify(r)}`);
+  return r.id;
+}
+
+const lostWords = 'An answer the client lost on the way back.';
+const last = await responses();
 const out = {
-  response: await responses(),
+  response: last,
+  lost: { words: lostWords, response: await lostAnswer(last) },
   conversation: await conversations(),
   chat_completions: await chatCompletions(),
   cut: await chatCompletionsCut(),
