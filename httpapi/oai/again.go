@@ -49,11 +49,24 @@ func (p *plan) keyOf(r *http.Request) hub.Key {
 	if key := r.Header.Get(IdempotencyKeyHeader); key != "" {
 		return hub.Key{Value: key}
 	}
-	tries, err := strconv.Atoi(r.Header.Get(RetryCountHeader))
-	if err != nil || tries < 0 || p.req.PreviousResponseID == "" {
+	tries, counted := retries(r)
+	if !counted || p.req.PreviousResponseID == "" {
 		return hub.Key{}
 	}
-	sum := sha256.Sum256(append([]byte(p.req.PreviousResponseID+"\x00"), p.req.Input...))
+	return retryKey(sha256.Sum256(append([]byte(p.req.PreviousResponseID+"\x00"), p.req.Input...)), tries)
+}
+
+// retries is the request's RetryCountHeader: how many times its client
+// sent it before, and whether its client counts them.
+func retries(r *http.Request) (tries int, counted bool) {
+	tries, err := strconv.Atoi(r.Header.Get(RetryCountHeader))
+	return tries, err == nil && tries >= 0
+}
+
+// retryKey is agentd's key for a request identified by sum, sent for the
+// tries+1st time: stored and not looked for on the first sending, looked
+// for on a retry.
+func retryKey(sum [sha256.Size]byte, tries int) hub.Key {
 	return hub.Key{Value: retryKeyPrefix + hex.EncodeToString(sum[:16]), Unsought: tries == 0}
 }
 

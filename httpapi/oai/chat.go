@@ -270,7 +270,9 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	ctx := r.Context()
 	chain := Chain(p.history)
-	chatID, known, created, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p)
+	asked := chain[len(chain)-1]
+	tries, counted := retries(r)
+	chatID, known, created, err := h.findChat(ctx, tenant, r.Header.Get(ChatHeader), req.Model, chain, p, counted && tries > 0)
 	if err != nil {
 		writePlanError(w, r, err)
 		return
@@ -278,6 +280,14 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	w.Header().Set(ChatHeader, chatID)
 	fresh := p.history[known:]
 	resumes := !created && leadingResults(fresh) > 0
+	// A person's message alone after what the chat holds is stored under
+	// agentd's key made of the whole history, for the SDK's retry of the
+	// request to find: its answer lost, the retry is answered from the
+	// chat (docs/openai-chat-completions.md).
+	var key hub.Key
+	if counted && !resumes && len(fresh) <= 1 && p.history[len(p.history)-1].Role == "user" {
+		key = retryKey(asked, tries)
+	}
 	want := api.PatchChatRequest{Model: &req.Model, Instructions: &p.instructions, Settings: p.settings, Tools: &p.tools}
 	if _, err := h.setUp(ctx, tenant, chatID, want, resumes); err != nil {
 		writePlanError(w, r, err)
@@ -297,9 +307,25 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		// resume the turn that waits for them, whose id is the chat's.
 		sub.OfTurn(turnID)
 	}
-	turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes)
+	var late bool
+	ownID := turnID
+	turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, func(id string) {
+		late = true
+		sub.OfTurn(id)
+	})
 	if err != nil && created {
 		err = h.dropNew(ctx, tenant, chatID, err)
+	}
+	var done *hub.AnsweredError
+	var told *api.TurnResult
+	if errors.As(err, &done) {
+		var msgs []api.Message
+		if msgs, err = h.turnOf(ctx, tenant, chatID, done.UserSeq); err == nil {
+			told, late, turnID = &api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}, true, ownID
+			if n := len(msgs); n > 0 {
+				told.MaxOutputReached = msgs[n-1].MaxOutputReached
+			}
+		}
 	}
 	var paused *hub.PausedError
 	if errors.As(err, &paused) {
@@ -315,9 +341,12 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 			h.log.Warn().Err(err).Str("chat_id", chatID).Msg("forget the answered pause")
 		}
 	}
-	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix(), kept: func(a *answer) {
+	a := answer{id: "chatcmpl-" + turnID, model: req.Model, created: time.Now().Unix(), res: told, late: late, kept: func(a *answer) {
 		m := a.message()
-		h.histories.Remember(tenant, chatID, Step(chain[len(chain)-1], m), len(p.history)+1, time.Now())
+		h.histories.Remember(tenant, chatID, Step(asked, m), len(p.history)+1, time.Now())
+		if key.Value != "" {
+			h.histories.RememberAsked(tenant, chatID, asked, len(p.history), time.Now())
+		}
 		if a.res.Status == "requires_action" && len(m.ToolCalls) > 0 {
 			if err := h.notePause(ctx, tenant, chatID, m); err != nil {
 				h.log.Warn().Err(err).Str("chat_id", chatID).Msg("index the paused answer")
@@ -333,7 +362,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		// the client's retry of it (the SDKs retry a 5xx) finds the chat,
 		// and send answers that message as stored.
 		if p.history[len(p.history)-1].Role == "user" {
-			h.histories.RememberOpen(tenant, chatID, chain[len(chain)-1], len(p.history), time.Now())
+			h.histories.RememberOpen(tenant, chatID, asked, len(p.history), time.Now())
 		}
 	}}
 	if req.Stream {
@@ -350,9 +379,16 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 // that is a chat's tip; else, for tool results, the chat that paused on
 // their calls (pausedOn); else a new chat holding everything before the
 // history's last answer. Tool results alone that answer no chat's pause
-// are refused before a chat is made: no new chat waits for them.
-func (h *Handler) findChat(ctx context.Context, tenant, named, model string, chain []Digest, p parsed) (string, int, bool, error) {
+// are refused before a chat is made: no new chat waits for them. A retry
+// of the request a chat answered last finds that chat first, holding all
+// but the history's last message, which its key then finds.
+func (h *Handler) findChat(ctx context.Context, tenant, named, model string, chain []Digest, p parsed, retry bool) (string, int, bool, error) {
 	matched, known, ok := h.histories.Match(tenant, chain, time.Now())
+	if retry {
+		if id, n, found := h.histories.MatchAsked(tenant, chain[len(chain)-1], time.Now()); found {
+			matched, known, ok = id, n-1, true
+		}
+	}
 	if named != "" {
 		if _, err := h.hub.Chat(ctx, tenant, named); err != nil {
 			return "", 0, false, fmt.Errorf("%s %q: %w", ChatHeader, named, err)
@@ -455,12 +491,13 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 // paused on calls the history does not show is *hub.PausedError, not a
 // wait behind it. A history the chat holds whole, ending with the person's
 // message, is the retry of one whose turn failed (an open tip): its turn
-// answers that message as stored.
-func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, history []HistoryMessage, known int, resumes bool) (string, error) {
+// answers that message as stored. key, when set, is the last message's,
+// which is then all that is new (joined as SubmitUnpaused takes it).
+func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, history []HistoryMessage, known int, resumes bool, key hub.Key, joined func(turnID string)) (string, error) {
 	fresh := history[known:]
 	if len(fresh) == 0 {
 		if n := len(history); n > 0 && history[n-1].Role == "user" {
-			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, hub.Key{}, api.SendMessageRequest{Content: history[n-1].Content}, nil)
+			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: history[n-1].Content}, joined)
 		}
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
@@ -496,7 +533,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 			return "", err
 		}
 	}
-	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, hub.Key{}, api.SendMessageRequest{Content: last.Content}, nil)
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: last.Content}, joined)
 }
 
 // submitResults hands the client's tool results, and the person's
@@ -551,6 +588,10 @@ type answer struct {
 	// text is what the client was told the assistant said.
 	text strings.Builder
 	res  *api.TurnResult
+	// late: the request is a retry that came to its turn late (joined it
+	// running, or found it ended, res then set): what it tells is the
+	// turn's stored messages, at its end, not the events it missed.
+	late bool
 	// spent is what the turn's model calls cost since this request took
 	// it up: a turn resumed by tool results reports what its resuming
 	// cost, not its calls before the pause again (the client summed those).
@@ -599,6 +640,18 @@ func (a *answer) message() HistoryMessage {
 		m.ToolCalls = append(m.ToolCalls, HistoryCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return m
+}
+
+// stored is what the assistant said in the turn's stored messages (a late
+// request's text).
+func (a *answer) stored() string {
+	var b strings.Builder
+	for _, m := range a.res.Messages {
+		if m.Role == api.RoleAssistant {
+			b.WriteString(m.Content)
+		}
+	}
+	return b.String()
 }
 
 // finish is the answer's finish_reason.
@@ -700,6 +753,10 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 		WriteError(w, status, code, "", msg)
 		return
 	}
+	if a.late {
+		a.text.Reset()
+		a.text.WriteString(a.stored())
+	}
 	a.kept(a)
 	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
 	if calls := a.toolCalls(false); len(calls) > 0 {
@@ -768,6 +825,7 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 			}
 			switch {
 			case ev.TurnID != turnID:
+			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage): // told whole at the end
 			case ev.Type == api.EventMessageDelta:
 				if d, ok := ev.Data.(map[string]string); ok {
 					say(d["text"])
@@ -801,6 +859,9 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		}
 		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
 		return
+	}
+	if a.late {
+		say(a.stored())
 	}
 	a.kept(a)
 	if calls := a.toolCalls(true); len(calls) > 0 {

@@ -9,7 +9,8 @@ import (
 )
 
 // How long and how many histories Chat Completions recognises (docs/openai.md):
-// one tip per chat, the newest historyTips of each tenant, each for
+// up to three tips per chat (its answer's, an open and an asked one), the
+// newest historyTips of each tenant, each for
 // historyIdle after it was last answered or matched. A history past either
 // bound is unknown: it starts a new chat holding what the client sent.
 const (
@@ -80,8 +81,10 @@ func Step(d Digest, m HistoryMessage) Digest {
 // wrong one. A chat may also have an open tip: a history it holds whole
 // whose turn failed, so that the client's retry of it is known, while
 // the tip of its last answer stays for a client that sends something
-// else instead. Safe for concurrent use; no I/O, the caller gives the
-// time.
+// else instead. And a chat may have an asked tip: the history of the
+// request it last answered, found only by that request's retry
+// (MatchAsked), whose answer its client lost. Safe for concurrent use; no
+// I/O, the caller gives the time.
 type Histories struct {
 	mu      sync.Mutex
 	most    int
@@ -94,12 +97,22 @@ type Histories struct {
 type tipKey struct {
 	tenant string
 	digest Digest
+	asked  bool // an asked tip, apart: Match never finds one
 }
 
-// chatTip names one of a chat's two tips: its answer's, or its open one.
+// tipKind is which of a chat's tips one is.
+type tipKind int8
+
+const (
+	answerTip tipKind = iota // its last answer's
+	openTip                  // a history it holds whole, unanswered
+	askedTip                 // the history its last answer answered
+)
+
+// chatTip names one of a chat's tips.
 type chatTip struct {
 	chatID string
-	open   bool
+	kind   tipKind
 }
 
 type tip struct {
@@ -123,20 +136,39 @@ func (h *Histories) Match(tenant string, chain []Digest, now time.Time) (chatID 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(chain) - 1; i > 0; i-- {
-		e, found := h.tips[tipKey{tenant, chain[i]}]
-		if !found {
-			continue
+		if t := h.use(tipKey{tenant: tenant, digest: chain[i]}, now); t != nil {
+			return t.chatID, t.n, true
 		}
-		t := e.Value.(*tip)
-		if now.Sub(t.at) > h.idle {
-			h.remove(e)
-			continue
-		}
-		t.at = now
-		h.tenants[tenant].MoveToBack(e)
+	}
+	return "", 0, false
+}
+
+// MatchAsked finds the chat whose last answered request had history d (of
+// n messages): a retry of that request, whose answer its client lost.
+func (h *Histories) MatchAsked(tenant string, d Digest, now time.Time) (chatID string, n int, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.use(tipKey{tenant: tenant, digest: d, asked: true}, now); t != nil {
 		return t.chatID, t.n, true
 	}
 	return "", 0, false
+}
+
+// use returns the tip under k, marked used now, unless it is idle too
+// long (then forgotten) or absent.
+func (h *Histories) use(k tipKey, now time.Time) *tip {
+	e, found := h.tips[k]
+	if !found {
+		return nil
+	}
+	t := e.Value.(*tip)
+	if now.Sub(t.at) > h.idle {
+		h.remove(e)
+		return nil
+	}
+	t.at = now
+	h.tenants[k.tenant].MoveToBack(e)
+	return t
 }
 
 // Remember makes d, the digest of a history of n messages, chatID's tip,
@@ -145,8 +177,18 @@ func (h *Histories) Match(tenant string, chain []Digest, now time.Time) (chatID 
 func (h *Histories) Remember(tenant, chatID string, d Digest, n int, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.drop(chatTip{chatID, true})
-	h.put(tenant, chatTip{chatID, false}, d, n, now)
+	h.drop(chatTip{chatID, openTip})
+	h.drop(chatTip{chatID, askedTip})
+	h.put(tenant, chatTip{chatID, answerTip}, d, n, now)
+}
+
+// RememberAsked makes d, the digest of the history of n messages whose
+// request chatID answered last (after Remember of its answer), the chat's
+// asked tip.
+func (h *Histories) RememberAsked(tenant, chatID string, d Digest, n int, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.put(tenant, chatTip{chatID, askedTip}, d, n, now)
 }
 
 // RememberOpen makes d, the digest of a history of n messages that chatID
@@ -155,20 +197,22 @@ func (h *Histories) Remember(tenant, chatID string, d Digest, n int, now time.Ti
 func (h *Histories) RememberOpen(tenant, chatID string, d Digest, n int, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.put(tenant, chatTip{chatID, true}, d, n, now)
+	h.put(tenant, chatTip{chatID, openTip}, d, n, now)
 }
 
 // Forget drops a chat's tips (the chat is gone).
 func (h *Histories) Forget(chatID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.drop(chatTip{chatID, false})
-	h.drop(chatTip{chatID, true})
+	for _, kind := range []tipKind{answerTip, openTip, askedTip} {
+		h.drop(chatTip{chatID, kind})
+	}
 }
 
 func (h *Histories) put(tenant string, which chatTip, d Digest, n int, now time.Time) {
 	h.drop(which)
-	if e, ok := h.tips[tipKey{tenant, d}]; ok { // another chat with the very same history: the newest wins
+	key := tipKey{tenant: tenant, digest: d, asked: which.kind == askedTip}
+	if e, ok := h.tips[key]; ok { // another chat with the very same history: the newest wins
 		h.remove(e)
 	}
 	l := h.tenants[tenant]
@@ -176,8 +220,8 @@ func (h *Histories) put(tenant string, which chatTip, d Digest, n int, now time.
 		l = list.New()
 		h.tenants[tenant] = l
 	}
-	e := l.PushBack(&tip{key: tipKey{tenant, d}, chatTip: which, n: n, at: now})
-	h.tips[tipKey{tenant, d}] = e
+	e := l.PushBack(&tip{key: key, chatTip: which, n: n, at: now})
+	h.tips[key] = e
 	h.byChat[which] = e
 	for front := l.Front(); front != nil && (l.Len() > h.most || now.Sub(front.Value.(*tip).at) > h.idle); front = l.Front() {
 		h.remove(front)

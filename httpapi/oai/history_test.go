@@ -193,3 +193,44 @@ func TestHistoriesBoundPerTenant(t *testing.T) {
 		t.Error("C, least recently used, is still kept")
 	}
 }
+
+// TestHistoriesAsked: a chat's asked tip, the history its last answer
+// answered, is found by MatchAsked alone, exactly, in its tenant; the next
+// answer's Remember, and Forget, drop it; Match never finds it, so a
+// history continuing from it is unknown.
+func TestHistoriesAsked(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	asked := []HistoryMessage{user("hello")}
+	answered := append(asked[:1:1], assistant("hi there"))
+	h := NewHistories(historyTips, historyIdle)
+	h.Remember("t", "c1", Chain(answered)[2], 2, t0)
+	h.RememberAsked("t", "c1", Chain(asked)[1], 1, t0)
+	if c, n, ok := h.MatchAsked("t", Chain(asked)[1], t0); !ok || c != "c1" || n != 1 {
+		t.Fatalf("MatchAsked of the asked history = %q %d %v, want c1 1", c, n, ok)
+	}
+	if _, _, ok := h.MatchAsked("other", Chain(asked)[1], t0); ok {
+		t.Error("another tenant's asked tip was found")
+	}
+	if _, _, ok := h.MatchAsked("t", Chain(answered)[2], t0); ok {
+		t.Error("MatchAsked found the answer's tip")
+	}
+	if c, _, ok := h.Match("t", Chain(append(asked[:1:1], user("more"))), t0); ok {
+		t.Errorf("Match found the asked tip (chat %q): a history continuing from a request is not that chat's", c)
+	}
+	if c, n, ok := h.Match("t", Chain(answered), t0); !ok || c != "c1" || n != 2 {
+		t.Errorf("the answer's tip beside the asked one: %q %d %v", c, n, ok)
+	}
+	h.Remember("t", "c1", Chain(append(answered[:2:2], user("next"), assistant("ok")))[4], 4, t0)
+	if _, _, ok := h.MatchAsked("t", Chain(asked)[1], t0); ok {
+		t.Error("the next answer left the old asked tip")
+	}
+	h.RememberAsked("t", "c1", Chain(asked)[1], 1, t0)
+	h.Forget("c1")
+	if _, _, ok := h.MatchAsked("t", Chain(asked)[1], t0); ok {
+		t.Error("Forget left the asked tip")
+	}
+	h.RememberAsked("t", "c1", Chain(asked)[1], 1, t0)
+	if _, _, ok := h.MatchAsked("t", Chain(asked)[1], t0.Add(historyIdle+time.Second)); ok {
+		t.Error("an asked tip idle past historyIdle was found")
+	}
+}

@@ -89,10 +89,7 @@ func contents(t *testing.T, d *daemontest.Daemon, chatID string) []string {
 // one alike: one chat, each message once.
 func TestAMessageTheSDKRetriesIsStoredOnce(t *testing.T) {
 	script, asked := refusedOnce()
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
-	t.Cleanup(fake.Close)
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
-	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a")) // the SDK's own retries
+	d, sdk := retrying(t, script)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -205,6 +202,15 @@ func TestAResponseRetriedAfterItFailedStoresItsInputOnce(t *testing.T) {
 	}
 }
 
+// retrying starts a daemon for tenant a on an OpenAI-style fake answering
+// script, and an SDK client of it that retries as the SDK does by default.
+func retrying(t *testing.T, script testkit.Script) (*daemontest.Daemon, openai.Client) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
+	t.Cleanup(fake.Close)
+	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
+	return d, openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(3))
+}
+
 // losing is an SDK option that loses the answers of the first n attempts of
 // each request after agentd made them, as a connection cut on the way back
 // does, so that the SDK sends the request again by itself (its default
@@ -236,10 +242,7 @@ func losing(n int, tries *[]string) option.RequestOption {
 // same response as a first sending are a new message, answered anew.
 func TestAnAnswerTheSDKLostIsNotAskedTwice(t *testing.T) {
 	script, asked := heldScript(nil)
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
-	t.Cleanup(fake.Close)
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), map[string]string{"tok-a": "a"})
-	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("tok-a"), option.WithMaxRetries(3))
+	d, sdk := retrying(t, script)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ask := func(prev, text string) responses.ResponseNewParams {
@@ -250,10 +253,7 @@ func TestAnAnswerTheSDKLostIsNotAskedTwice(t *testing.T) {
 	first := created(t, sdk, responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}, false)
 	chatID := onlyChat(t, d)
 	want := []string{"hello", first.OutputText()}
-	for lost, text := range []string{"", "an answer lost once", "an answer lost twice"} {
-		if text == "" {
-			continue
-		}
+	for lost, text := range map[int]string{1: "an answer lost once", 2: "an answer lost twice"} {
 		var tries []string
 		got, err := sdk.Responses.New(ctx, ask(first.ID, text), losing(lost, &tries))
 		if err != nil {
@@ -283,4 +283,89 @@ func TestAnAnswerTheSDKLostIsNotAskedTwice(t *testing.T) {
 	if c := contents(t, d, chatID); !slices.Equal(c, want) {
 		t.Fatalf("the chat holds %q, want %q", c, want)
 	}
+}
+
+// TestAChatCompletionTheSDKLostIsNotAskedTwice: a Chat Completions
+// history whose answer the client lost — after it ended, whole or
+// streamed, or while its turn still ran (the client gave up, as on a
+// proxy's timeout) — is sent again by the official SDK with its retry
+// count and no key, and answered from the chat it went to: the message
+// stored once, the provider asked once, the answer the chat holds, and the
+// client's next history goes on in the same chat.
+func TestAChatCompletionTheSDKLostIsNotAskedTwice(t *testing.T) {
+	release := make(chan struct{})
+	script, asked := heldScript(release)
+	d, sdk := retrying(t, script)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	var history []openai.ChatCompletionMessageParamUnion
+	var want []string
+	var chatID string
+	turn := func(text string, stream bool, opts ...option.RequestOption) {
+		t.Helper()
+		history = append(history, openai.UserMessage(text))
+		params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: history}
+		var resp *http.Response
+		opts = append(opts, option.WithResponseInto(&resp))
+		var answer string
+		if stream {
+			s := sdk.Chat.Completions.NewStreaming(ctx, params, opts...)
+			var acc openai.ChatCompletionAccumulator
+			for s.Next() {
+				acc.AddChunk(s.Current())
+			}
+			if err := s.Err(); err != nil || len(acc.Choices) != 1 {
+				t.Fatalf("%s, streamed: %v, %d choices", text, err, len(acc.Choices))
+			}
+			answer = acc.Choices[0].Message.Content
+		} else {
+			c, err := sdk.Chat.Completions.New(ctx, params, opts...)
+			if err != nil {
+				t.Fatalf("%s: %v", text, err)
+			}
+			answer = c.Choices[0].Message.Content
+		}
+		if got := resp.Header.Get(oai.ChatHeader); chatID == "" {
+			chatID = got
+		} else if got != chatID {
+			t.Fatalf("%s went to chat %q, not %q", text, got, chatID)
+		}
+		if n := asked(text); n != 1 {
+			t.Fatalf("%s: the provider was asked %d times, want once", text, n)
+		}
+		want = append(want, text, answer)
+		if c := contents(t, d, chatID); !slices.Equal(c, want) {
+			t.Fatalf("%s: the chat holds %q, want %q", text, c, want)
+		}
+		history = append(history, openai.AssistantMessage(answer))
+	}
+	var tries []string
+	turn("hello", false)
+	turn("lost once", false, losing(1, &tries))
+	turn("lost twice, streamed", true, losing(2, &tries))
+	if want := []string{"0", "1", "0", "1", "2"}; !slices.Equal(tries, want) {
+		t.Fatalf("the SDK's attempts had retry counts %q, want %q", tries, want)
+	}
+
+	// The client gives up on its first attempt, streamed, while the turn
+	// runs, and its retry joins the turn: its stream starts once it
+	// joined, and only then does the turn go on.
+	gaveUp := option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(req)
+		if err != nil {
+			return res, err
+		}
+		if req.Header.Get(oai.RetryCountHeader) != "0" {
+			close(release)
+			return res, nil
+		}
+		for asked("held question") == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		res.Body.Close()
+		return nil, errors.New("the client gave up (the test cut this attempt)")
+	})
+	turn("held question", true, gaveUp)
+	onlyChat(t, d)
 }
