@@ -389,27 +389,10 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 // from it up to the person's next message, turn_id empty and replayed
 // set; as SSE, turn.started, each of those messages, then turn.completed.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID string, userSeq int64, sse bool) {
-	c, err := s.hub.Chat(r.Context(), tenant, chatID)
+	msgs, err := s.hub.AnsweredTurn(r.Context(), tenant, chatID, userSeq)
 	if err != nil {
 		writeHubError(w, r, err)
 		return
-	}
-	pages := &messagePages{hub: s.hub, tenant: tenant, id: chatID, next: userSeq, last: c.Messages}
-	var msgs []api.Message
-	for {
-		page, err := pages.read(r.Context())
-		if err != nil {
-			writeHubError(w, r, err)
-			return
-		}
-		if i := slices.IndexFunc(page, func(m api.Message) bool { return m.Seq > userSeq && m.Role == api.RoleUser }); i >= 0 {
-			msgs = append(msgs, page[:i]...)
-			break
-		}
-		if page == nil {
-			break
-		}
-		msgs = append(msgs, page...)
 	}
 	res := api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}
 	if !sse {

@@ -31,6 +31,9 @@ type Hub interface {
 	// Import stores an export as a new chat once every message is durable.
 	Import(ctx context.Context, tenant string, exp api.ChatExport) (api.Chat, error)
 	TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	// AnsweredTurn reads back the turn of the person's message stored as
+	// userSeq (a message sent again under its key after its turn ended).
+	AnsweredTurn(ctx context.Context, tenant, id string, userSeq int64) ([]api.Message, error)
 	Context(ctx context.Context, tenant, id string) (api.Context, error)
 	// Activity returns a page of a chat's activity log after id after.
 	Activity(ctx context.Context, tenant, id string, after int64, limit int) ([]api.ActivityItem, bool, error)

@@ -601,6 +601,29 @@ func (h *Hub) TranscriptPage(ctx context.Context, tenant, id string, from, to in
 	return h.transcript(ctx, tenant, id, from, to, TranscriptPageBytes)
 }
 
+// AnsweredTurn reads back, a page at a time, the turn of the person's
+// message stored as userSeq: that message and what the chat stored after
+// it, up to the person's next message.
+func (h *Hub) AnsweredTurn(ctx context.Context, tenant, id string, userSeq int64) ([]api.Message, error) {
+	c, err := h.Chat(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.Message
+	for from := userSeq; from <= c.Messages; {
+		page, err := h.TranscriptPage(ctx, tenant, id, from, c.Messages)
+		if err != nil || len(page) == 0 {
+			return out, err
+		}
+		if i := slices.IndexFunc(page, func(m api.Message) bool { return m.Seq > userSeq && m.Role == api.RoleUser }); i >= 0 {
+			return append(out, page[:i]...), nil
+		}
+		out = append(out, page...)
+		from = page[len(page)-1].Seq + 1
+	}
+	return out, nil
+}
+
 func (h *Hub) transcript(ctx context.Context, tenant, id string, from, to int64, maxBytes int) ([]api.Message, error) {
 	if err := h.checkChat(ctx, tenant, id); err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -100,7 +99,7 @@ func (h *Handler) respondAgain(w http.ResponseWriter, r *http.Request, tenant st
 		WriteHubError(w, r, err)
 		return
 	}
-	msgs, err := h.turnOf(ctx, tenant, p.chatID, done.UserSeq)
+	msgs, err := h.hub.AnsweredTurn(ctx, tenant, p.chatID, done.UserSeq)
 	if err != nil {
 		WriteHubError(w, r, err)
 		return
@@ -244,27 +243,4 @@ func (b *builder) replay(msgs []api.Message, res api.TurnResult) {
 	}
 	b.spent = res.Usage
 	b.finish(res)
-}
-
-// turnOf reads back the turn of the person's message stored as userSeq:
-// that message and what the chat stored after it, up to the person's next
-// message.
-func (h *Handler) turnOf(ctx context.Context, tenant, chatID string, userSeq int64) ([]api.Message, error) {
-	c, err := h.hub.Chat(ctx, tenant, chatID)
-	if err != nil {
-		return nil, err
-	}
-	var out []api.Message
-	for from := userSeq; from <= c.Messages; {
-		page, err := h.hub.TranscriptPage(ctx, tenant, chatID, from, c.Messages)
-		if err != nil || len(page) == 0 {
-			return out, err
-		}
-		if i := slices.IndexFunc(page, func(m api.Message) bool { return m.Seq > userSeq && m.Role == api.RoleUser }); i >= 0 {
-			return append(out, page[:i]...), nil
-		}
-		out = append(out, page...)
-		from = page[len(page)-1].Seq + 1
-	}
-	return out, nil
 }

@@ -320,7 +320,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	var told *api.TurnResult
 	if errors.As(err, &done) {
 		var msgs []api.Message
-		if msgs, err = h.turnOf(ctx, tenant, chatID, done.UserSeq); err == nil {
+		if msgs, err = h.hub.AnsweredTurn(ctx, tenant, chatID, done.UserSeq); err == nil {
 			told, late, turnID = &api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}, true, ownID
 			if n := len(msgs); n > 0 {
 				told.MaxOutputReached = msgs[n-1].MaxOutputReached

@@ -35,6 +35,9 @@ type Hub interface {
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
+	// AnsweredTurn reads back the turn of the person's message stored as
+	// userSeq, from the transcript.
+	AnsweredTurn(ctx context.Context, tenant, id string, userSeq int64) ([]api.Message, error)
 	// Submit and SubmitToolResults return the turn's id once what they
 	// carry is durable; Subscribe before calling them to miss no event.
 	Submit(ctx context.Context, tenant, id string, req api.SendMessageRequest) (string, error)
