@@ -643,8 +643,11 @@ func (a *answer) message() HistoryMessage {
 }
 
 // stored is what the assistant said in the turn's stored messages (a late
-// request's text).
+// request's text). What it cost is then the turn's whole (zero when read
+// back from the transcript: nothing was spent again), not the part that
+// came after the request joined.
 func (a *answer) stored() string {
+	a.spent = a.res.Usage
 	var b strings.Builder
 	for _, m := range a.res.Messages {
 		if m.Role == api.RoleAssistant {
