@@ -12,5 +12,6 @@
 // Ownership: a Store is safe for concurrent use by any number of goroutines;
 // it owns the files under its directory and nothing else. Put and PutPath
 // return only once the file, its facts and its index are durable on disk. Each tool call
-// opens and closes its own file handle, so there is nothing to Close.
+// opens and closes its own file handle, so there is nothing to Close. Sweep deletes the
+// files its caller says nobody holds; the store keeps no record of holds.
 package attachments

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -332,8 +333,26 @@ func (s *Store) commit(tmpName, idxTmp string, f Facts) error {
 			return fmt.Errorf("store index of %s: %w", f.ID, err)
 		}
 	}
+	// The blob is stamped as stored now, new or not: Sweep spares what was
+	// stored since its cutoff, so the hold the caller records next is
+	// never on bytes swept meanwhile. Bytes another node sharing the
+	// folder is sweeping are gone by the time they are stamped (sweepOne),
+	// and are stored again.
+	now := time.Now()
+	if stored {
+		err := os.Chtimes(s.blobPath(f.ID), now, now)
+		if errors.Is(err, fs.ErrNotExist) {
+			stored = false
+		} else if err != nil {
+			return fmt.Errorf("stamp %s: %w", f.ID, err)
+		}
+	}
 	if !stored {
-		if err := os.Rename(tmpName, s.blobPath(f.ID)); err != nil {
+		err := os.Chtimes(tmpName, now, now)
+		if err == nil {
+			err = os.Rename(tmpName, s.blobPath(f.ID))
+		}
+		if err != nil {
 			return fmt.Errorf("store %s: %w", f.ID, err)
 		}
 	}
@@ -345,6 +364,122 @@ func (s *Store) commit(tmpName, idxTmp string, f Facts) error {
 	if !stored {
 		s.used += f.Size
 	}
+	return nil
+}
+
+// Swept is what one Sweep deleted.
+type Swept struct {
+	Files int
+	Bytes int64
+}
+
+// Sweep deletes each stored file, with its facts and indexes, that held
+// does not name and that was last stored (Put) before cutoff, and the
+// sidecars a crash left without their file. held is read once, before;
+// an upload committed after the cutoff is spared whatever held says, which
+// is what keeps a hold recorded just after its Put on bytes that are still
+// there: the caller picks a cutoff older than any Put whose hold is not
+// recorded yet. Each file is checked and deleted under the lock Put
+// commits under.
+func (s *Store) Sweep(ctx context.Context, cutoff time.Time, held func(id string) bool) (Swept, error) {
+	var out Swept
+	dirs, err := os.ReadDir(s.dir)
+	if err != nil {
+		return out, fmt.Errorf("sweep attachment store %s: %w", s.dir, err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() || len(d.Name()) != 2 { // not "tmp"
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		if err := s.sweepDir(filepath.Join(s.dir, d.Name()), cutoff, held, &out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// sweepDir sweeps one of the store's two-letter folders.
+func (s *Store) sweepDir(dir string, cutoff time.Time, held func(id string) bool, out *Swept) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", dir, err)
+	}
+	// sidecars of each id named in the folder, blob or not
+	sidecars := map[string][]string{}
+	for _, e := range entries {
+		rest, _, _ := strings.Cut(e.Name(), ".")
+		id := filepath.Base(dir) + rest
+		if !validID(id) || held(id) {
+			continue
+		}
+		sidecars[id] = append(sidecars[id], e.Name())
+	}
+	for id, names := range sidecars {
+		if err := s.sweepOne(dir, id, names, cutoff, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepOne deletes an unheld id's blob and sidecars (names, in dir) if the
+// blob was stored before cutoff, or its sidecars alone if it has no blob
+// and they were all written before cutoff. Puts in this process wait on
+// the lock; one on another node sharing the folder stamps the blob as
+// stored either before it is moved aside here (seen, and the blob is put
+// back) or after (it finds none, and stores its own).
+func (s *Store) sweepOne(dir, id string, names []string, cutoff time.Time, out *Swept) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	blob, aside := s.blobPath(id), filepath.Join(s.tmpDir(), "sweep-"+id)
+	info, err := os.Stat(blob)
+	switch {
+	case err == nil:
+		if !info.ModTime().Before(cutoff) {
+			return nil
+		}
+		if err := os.Rename(blob, aside); err != nil {
+			return fmt.Errorf("sweep %s: %w", id, err)
+		}
+		if info, err = os.Stat(aside); err != nil {
+			return fmt.Errorf("sweep %s: %w", id, err)
+		}
+		if !info.ModTime().Before(cutoff) { // stored again just now
+			if err := os.Rename(aside, blob); err != nil {
+				return fmt.Errorf("sweep %s: %w", id, err)
+			}
+			return nil
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		info = nil
+		for _, n := range names {
+			if si, err := os.Stat(filepath.Join(dir, n)); err == nil && !si.ModTime().Before(cutoff) {
+				return nil // a Put's sidecars, its blob not renamed in yet
+			}
+		}
+	default:
+		return fmt.Errorf("sweep %s: %w", id, err)
+	}
+	for _, n := range names {
+		if n == id[2:] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sweep %s: %w", id, err)
+		}
+	}
+	if info == nil {
+		return nil
+	}
+	if err := os.Remove(aside); err != nil {
+		return fmt.Errorf("sweep %s: %w", id, err)
+	}
+	s.used -= info.Size()
+	out.Files++
+	out.Bytes += info.Size()
 	return nil
 }
 

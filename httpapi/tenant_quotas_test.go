@@ -329,7 +329,7 @@ func TestAGuessThatAnotherTenantHoldsTakesRoomAsAnyFile(t *testing.T) {
 
 // TestADroppedHoldKeepsItsRoomWhileItsBytesStay: under attachments.max_bytes
 // a hold dropped with its chat gives back no room, before a restart or
-// after, since its bytes stay on disk (nothing deletes a stored file);
+// after, since its bytes stay on disk until the sweeps (none ran here);
 // else sending and deleting would fill the disk past the limit.
 func TestADroppedHoldKeepsItsRoomWhileItsBytesStay(t *testing.T) {
 	cfg := daemontest.Config(t.TempDir(), quietModel(t).URL(), 32000)

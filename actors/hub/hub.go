@@ -227,6 +227,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 		return err
 	}
 	h.watch(opts.RefreshEvery)
+	h.sweepFiles()
 	return nil
 }
 

@@ -23,6 +23,9 @@ type Metrics struct {
 	sessions prometheus.Gauge
 	waiting  prometheus.Gauge
 	durable  prometheus.Histogram
+	// swept and sweptBytes count the stored files no tenant held that
+	// the sweep deleted, and their bytes.
+	swept, sweptBytes prometheus.Counter
 	// byProblem holds a *turnCounters per problem kind (a small fixed
 	// set), made at its first turn so each series appears when it did.
 	byProblem sync.Map
@@ -44,8 +47,10 @@ func newMetrics() *Metrics {
 		durable: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_store_durable_seconds",
 			Help:    "Time a batch of writes that must be durable took to commit and sync (Badger: the journal's fdatasync; Postgres: the COMMIT). Every durable write waits this; its tail is the disk's.",
 			Buckets: durableBuckets()}),
+		swept:      prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_attachments_swept_total", Help: "Stored attachment files that no tenant held any more, deleted by the sweep."}),
+		sweptBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_attachments_swept_bytes_total", Help: "Bytes of the attachment files the sweep deleted."}),
 	}
-	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting, m.durable,
+	m.Registry.MustRegister(m.turns, m.tokens, m.folds, m.heals, m.sessions, m.waiting, m.durable, m.swept, m.sweptBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +99,12 @@ func (m *Metrics) Fold(ok bool) {
 
 // Heal counts a healed refusal.
 func (m *Metrics) Heal() { m.heals.Inc() }
+
+// AttachmentsSwept counts stored files a sweep deleted and their bytes.
+func (m *Metrics) AttachmentsSwept(files int, bytes int64) {
+	m.swept.Add(float64(files))
+	m.sweptBytes.Add(float64(bytes))
+}
 
 // ActiveSessions moves the live-session gauge.
 func (m *Metrics) ActiveSessions(delta int) { m.sessions.Add(float64(delta)) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
@@ -64,10 +65,15 @@ func (h *Hub) toolsetRoom(ctx context.Context, tenant string) error {
 // pending is what uploads charged and have not recorded (or given back)
 // yet. disk bounds the bytes the store has on disk: its measure at start
 // plus, at full size, each file a tenant took a hold on since (once per
-// tenant and file: onDisk). A dropped hold's bytes stay on disk (nothing
-// deletes a stored file), so a drop gives back no room there, and the
-// tenant's hold taken again costs the bound nothing. Both depend on what
-// tenants did alone, never on whether another tenant stored the bytes.
+// tenant and file: onDisk). A dropped hold's bytes stay on disk until the
+// sweep (sweepAttachments) deletes the files nobody holds, so a drop gives
+// back no room there at once; after a sweep, disk is taken again from
+// what is held and pending and from what came unheld since the sweep's
+// cutoff (unheld: bytes of dropped holds and of charges that recorded no
+// hold, each at full size, since the last sweep began; unheldBefore: in
+// the round before), which bounds what the sweep spared. None of it
+// depends on whether another tenant stored or holds the bytes: a drop's
+// room comes back two sweeps later whether its file went or stayed.
 // The zero value is ready.
 type attachTotals struct {
 	locks tenantLocks // a tenant's charges, hold writes and drops take turns
@@ -79,6 +85,8 @@ type attachTotals struct {
 	pendingAll int64
 	disk       int64
 	onDisk     map[string]bool // "<tenant>/<id>" counted in disk
+
+	unheld, unheldBefore int64
 }
 
 // reset takes what each tenant holds from a reading of the records.
@@ -126,7 +134,9 @@ func (t *attachTotals) charge(tenant, id string, size, share, limit int64) error
 }
 
 // settle gives back what an upload charged and counts what its hold
-// added: the file's size when the hold is new, else nothing.
+// added: the file's size when the hold is new, else nothing; a drop adds
+// less than nothing. What was charged or held and is held no more may lie
+// on disk unheld until a sweep: it counts as unheld.
 func (t *attachTotals) settle(tenant string, charged, added int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -134,6 +144,24 @@ func (t *attachTotals) settle(tenant string, charged, added int64) {
 	t.pendingAll -= charged
 	t.held = addTo(t.held, tenant, added)
 	t.heldAll += added
+	t.unheld += max(charged-added, 0)
+}
+
+// sweepBegins starts a sweep's round of unheld bytes.
+func (t *attachTotals) sweepBegins() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unheldBefore, t.unheld = t.unheld, 0
+}
+
+// swept takes disk again once a sweep whose cutoff was the previous
+// sweep's beginning has deleted every unheld file stored before it: what
+// is left on disk is held, pending, or came unheld since that cutoff.
+func (t *attachTotals) swept() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.disk = t.heldAll + t.pendingAll + t.unheldBefore + t.unheld
+	t.onDisk = nil
 }
 
 // heldBy is what the records say tenant holds.
@@ -272,4 +300,61 @@ func (h *Hub) heldBytes(ctx context.Context, prefix string) (map[string]int64, e
 		return nil, fmt.Errorf("attachments held: %w", err)
 	}
 	return held, nil
+}
+
+// attachmentSweepEvery is how often the files no tenant holds are
+// deleted; a file is deleted at the first sweep that finds it unheld and
+// stored before the sweep before it began, so within two of these after
+// its last hold went.
+const attachmentSweepEvery = time.Hour
+
+// sweepFiles deletes the stored files no tenant holds, every
+// attachmentSweepEvery until Close.
+func (h *Hub) sweepFiles() {
+	h.work.Go(func() {
+		cutoff := time.Now() // a Put before this recorded its hold, or failed
+		tick := time.NewTicker(attachmentSweepEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			begun := time.Now()
+			if err := h.sweepAttachments(h.ctx, cutoff); err != nil {
+				h.log.Warn().Err(err).Msg("sweep attachments")
+			}
+			cutoff = begun
+		}
+	})
+}
+
+// sweepAttachments deletes the stored files that no tenant holds and that
+// were stored before cutoff, which the caller keeps older than any upload
+// still to record its hold (the previous sweep's beginning): the holds are
+// read first, so an upload that records its hold after that stored its
+// bytes after cutoff. Once every such file is gone, the bound on the disk
+// is taken again (attachTotals.swept).
+func (h *Hub) sweepAttachments(ctx context.Context, cutoff time.Time) error {
+	h.totals.sweepBegins()
+	held := map[string]bool{}
+	err := h.store.RecordsPrefix(ctx, attachmentOwner, "", func(key string, _ func(any) error) error {
+		_, id, _ := strings.Cut(key, "/")
+		held[id] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("attachments held: %w", err)
+	}
+	swept, err := h.files.Sweep(ctx, cutoff, func(id string) bool { return held[id] })
+	h.metrics.AttachmentsSwept(swept.Files, swept.Bytes)
+	if swept.Files > 0 {
+		h.log.Info().Int("files", swept.Files).Int64("bytes", swept.Bytes).Msg("deleted attachments no tenant holds")
+	}
+	if err != nil {
+		return err
+	}
+	h.totals.swept()
+	return nil
 }
