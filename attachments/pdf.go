@@ -30,11 +30,16 @@ const (
 	pdfMaxDepth   = 64
 )
 
-// openPDF opens a PDF for lazy reading. The library panics on some damaged
-// files; the panic is turned into an error here, at our package line.
+// openPDF opens a PDF for lazy reading, once checkXrefs finds its
+// cross-reference sections within bounds. The library panics on some
+// damaged files; the panic is turned into an error here, at our package
+// line.
 func openPDF(f *os.File) (r *pdf.Reader, err error) {
 	info, err := f.Stat()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkXrefs(f, info.Size()); err != nil {
 		return nil, err
 	}
 	defer recoverPDF(&err)
@@ -196,8 +201,23 @@ func isPagesNode(v pdf.Value) (inner bool) {
 	return t == "Pages" || t == "" && v.Key("Kids").Kind() == pdf.Array
 }
 
-// pageText extracts one page's text; a page the library cannot read yields
-// a marker rather than failing the whole range.
+// The library reads a page's text whole, with no way to stop it: its
+// content streams unpacked into memory at a few MB a second, each code
+// shown looked up through every entry of its font's ToUnicode map. So a
+// page is read only within these bounds, measured first by unpacking its
+// streams into nothing: its content streams and its fonts' ToUnicode maps
+// unpacked (pdfPageMaxBytes), and the maps' bytes times the content's
+// (pdfPageMaxWork, which a real page with a full CJK map is far below).
+// A 600 KB PDF whose page inflated to 256 MiB held a pdf_read for 45 s
+// and a gigabyte of memory. Variables only so a test can lower them.
+var (
+	pdfPageMaxBytes int64 = 16 << 20
+	pdfPageMaxWork  int64 = 1 << 37
+)
+
+// pageText extracts one page's text; a page the library cannot read, or
+// past the bounds above, yields a marker rather than failing the whole
+// range.
 func pageText(p pdf.Page) (text string) {
 	defer func() {
 		if x := recover(); x != nil {
@@ -207,11 +227,55 @@ func pageText(p pdf.Page) (text string) {
 	if p.V.IsNull() {
 		return "[this page's object is unreadable]"
 	}
+	if why := pageTooCostly(p); why != "" {
+		return "[text of this page not read: " + why + "]"
+	}
 	t, err := p.GetPlainText(nil)
 	if err != nil {
 		return fmt.Sprintf("[text of this page unreadable: %v]", err)
 	}
 	return strings.TrimSpace(t)
+}
+
+// pageTooCostly says why reading p's text would pass the bounds, or "".
+// It may panic on a damaged page, as the library does.
+func pageTooCostly(p pdf.Page) string {
+	content := streamsBytes(p.V.Key("Contents"), pdfPageMaxBytes)
+	maps := int64(0)
+	fonts := p.Resources().Key("Font")
+	for _, name := range fonts.Keys() {
+		if content+maps > pdfPageMaxBytes {
+			break
+		}
+		maps += streamsBytes(fonts.Key(name).Key("ToUnicode"), pdfPageMaxBytes-content-maps)
+	}
+	switch {
+	case content+maps > pdfPageMaxBytes:
+		return fmt.Sprintf("its content and fonts' maps are over %s unpacked", humanSize(pdfPageMaxBytes))
+	case maps > 0 && content > pdfPageMaxWork/maps:
+		return fmt.Sprintf("its %s of content through %s of fonts' maps is too much work", humanSize(content), humanSize(maps))
+	}
+	return ""
+}
+
+// streamsBytes unpacks v (a stream, or an array of streams as a page's
+// contents may be) into nothing, and returns its bytes, or limit+1 once it
+// is over limit. What is not a stream counts nothing.
+func streamsBytes(v pdf.Value, limit int64) int64 {
+	if v.Kind() == pdf.Array {
+		var n int64
+		for i := 0; i < v.Len() && n <= limit; i++ {
+			n += streamsBytes(v.Index(i), limit-n)
+		}
+		return min(n, limit+1)
+	}
+	if v.Kind() != pdf.Stream {
+		return 0
+	}
+	r := v.Reader()
+	defer r.Close()
+	n, _ := io.Copy(io.Discard, io.LimitReader(r, limit+1))
+	return n
 }
 
 // pdfInfoText describes the document: page count, version, metadata and
