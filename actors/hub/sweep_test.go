@@ -27,13 +27,7 @@ import (
 func TestASweepDeletesTheFilesNoTenantHolds(t *testing.T) {
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
 	pgtest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
-		cfg.DataDir = t.TempDir()
-		ctx := context.Background()
-		h, err := New(ctx, cfg, zerolog.Nop(), Options{RefreshEvery: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close(ctx) })
+		ctx, h := context.Background(), sweepHub(t, cfg)
 		upload := func(tenant, content string) api.Attachment {
 			a, err := h.Attach(ctx, tenant, strings.NewReader(content), "f.csv", "")
 			if err != nil {
@@ -59,7 +53,7 @@ func TestASweepDeletesTheFilesNoTenantHolds(t *testing.T) {
 		if _, err := h.files.Open(dropped.ID); !errors.Is(err, attachments.ErrNotFound) {
 			t.Errorf("the file no tenant holds: %v; want it deleted", err)
 		}
-		if left := filesOf(t, cfg.DataDir, dropped.ID); len(left) != 0 {
+		if left := filesOf(t, h.cfg.DataDir, dropped.ID); len(left) != 0 {
 			t.Errorf("the deleted file's sidecars stay: %v", left)
 		}
 		for what, id := range map[string]string{"held by bob": shared.ID, "never sent": kept.ID, "stored after the cutoff": late.ID} {
@@ -74,6 +68,19 @@ func TestASweepDeletesTheFilesNoTenantHolds(t *testing.T) {
 			t.Errorf("Used after the sweep = %d, want %d", got, want)
 		}
 	})
+}
+
+// sweepHub is a hub on cfg with a data folder of its own, closed when t
+// ends.
+func sweepHub(t *testing.T, cfg configs.Config) *Hub {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	h, err := New(context.Background(), cfg, zerolog.Nop(), Options{RefreshEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h
 }
 
 // sendAndDelete sends ids to a new chat of tenant and deletes the chat,
@@ -119,13 +126,7 @@ func TestADroppedHoldsRoomComesBackAfterTheSweeps(t *testing.T) {
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
 	cfg.Attachments.MaxBytes = 100
 	pgtest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
-		cfg.DataDir = t.TempDir()
-		ctx := context.Background()
-		h, err := New(ctx, cfg, zerolog.Nop(), Options{RefreshEvery: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close(ctx) })
+		ctx, h := context.Background(), sweepHub(t, cfg)
 		a, err := h.Attach(ctx, "alice", strings.NewReader(strings.Repeat("6", 59)+"\n"), "sixty.txt", "")
 		if err != nil {
 			t.Fatal(err)
