@@ -101,7 +101,7 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 	limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxImportBytes)
 	var exp api.ChatExport
-	if !decode(w, r, &exp) {
+	if !decode(w, r, &exp, boundedList[api.Message](s.cfg.Limits.MaxHistoryMessages, "messages", "limits.max_history_messages")) {
 		return
 	}
 	if exp.Chat.Title != "" && !s.titleFits(w, &exp.Chat.Title) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,6 +108,7 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
 	cfg.Limits.MaxImportBytes = 8 << 10
 	cfg.Limits.MaxMessageBytes = 2 << 10
+	cfg.Limits.MaxHistoryMessages = 5
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "alice"})
 	url := d.Server.URL + "/v1/chats/import"
 	good := api.ChatExport{Format: api.ExportFormat, Messages: []api.Message{{Role: api.RoleUser, Content: "hi"}}}
@@ -127,6 +129,13 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	bigArgs.Messages = []api.Message{{Role: api.RoleUser, Content: "hi"},
 		{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: "c1", Name: "look", Arguments: `{"q":"` + strings.Repeat("`", 3<<10) + `"}`}}},
 		{Role: api.RoleTool, ToolCallID: "c1", ToolName: "look", Content: "ok"}}
+	many := good
+	many.Messages = slices.Repeat(good.Messages, 6)
+	// A list past the bound is refused where it passes it: the sixth
+	// element, not JSON an export holds, is never read (a list is not
+	// decoded whole to be counted, which took 300 MB for 4 MiB of
+	// {"role":"user"}).
+	manyThenJunk := `{"format":"agentd.chat/1","messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 5) + `{"role":7}]}`
 	for _, tc := range []struct {
 		name, body string
 		status     int
@@ -140,6 +149,8 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 		{"over max_import_bytes", enc(big), 413},
 		{"a message over max_message_bytes", enc(bigMessage), 413},
 		{"tool call arguments over max_message_bytes", enc(bigArgs), 413},
+		{"more messages than max_history_messages", enc(many), 413},
+		{"refused at max_history_messages, before the rest is read", manyThenJunk, 413},
 	} {
 		if status, body := callWith(t, "POST", url, "tok-a", tc.body); status != tc.status {
 			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
