@@ -343,13 +343,20 @@ func TestToolsetsAreTenantScoped(t *testing.T) {
 	if st := askJSON(t, d, "token-a", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
 		t.Fatalf("PUT: %d", st)
 	}
-	for _, probe := range []struct{ method, path string }{{"GET", "/v1/toolsets/crm"}, {"DELETE", "/v1/toolsets/crm"}} {
-		if st := askJSON(t, d, "token-b", probe.method, probe.path, nil, nil); st != 404 {
-			t.Fatalf("%s %s as another tenant: %d, want 404", probe.method, probe.path, st)
-		}
+	// Each answers as for a name no toolset has.
+	bc, err := (&api.Client{BaseURL: d.Server.URL, Token: "token-b"}).CreateChat(context.Background(), api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := askJSON(t, d, "token-b", "POST", "/v1/chats", api.CreateChatRequest{Toolsets: []string{"crm"}}, nil); st != 404 {
-		t.Fatalf("a chat naming another tenant's toolset: %d, want 404", st)
+	for _, probe := range []struct{ method, path, body string }{
+		{"GET", "/v1/toolsets/crm", ""}, {"DELETE", "/v1/toolsets/crm", ""},
+		{"POST", "/v1/chats", `{"toolsets":["crm"]}`}, {"PATCH", "/v1/chats/" + bc.ID, `{"toolsets":["crm"]}`},
+	} {
+		got := call(t, context.Background(), probe.method, d.Server.URL+probe.path, "token-b", probe.body)
+		none := call(t, context.Background(), probe.method, d.Server.URL+strings.ReplaceAll(probe.path, "crm", "mrc"), "token-b", strings.ReplaceAll(probe.body, "crm", "mrc"))
+		if got.status != 404 || strings.ReplaceAll(none.body, "mrc", "crm") != got.body {
+			t.Fatalf("%s %s %s as another tenant: %d %s; a name no toolset has: %s", probe.method, probe.path, probe.body, got.status, got.body, none.body)
+		}
 	}
 	var list struct{ Toolsets []api.Toolset }
 	if askJSON(t, d, "token-b", "GET", "/v1/toolsets", nil, &list); len(list.Toolsets) != 0 {

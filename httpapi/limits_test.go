@@ -181,7 +181,13 @@ func TestTenantCannotReachAnotherTenantsChat(t *testing.T) {
 		"post":       {http.MethodPost, base + "/messages", `{"content":"let me in"}`},
 		"patch":      {http.MethodPatch, base, `{"title":"mine now"}`},
 		"compact":    {http.MethodPost, base + "/compact", `{}`},
+		"delete":     {http.MethodDelete, base, ""},
+		"export":     {http.MethodGet, base + "/export", ""},
+		"activity":   {http.MethodGet, base + "/activity", ""},
+		"results":    {http.MethodPost, base + "/tool-results", `{"results":[{"call_id":"c","output":"x"}]}`},
 	}
+	// An id no chat has, of the same shape: the foreign one answers as it does.
+	unknown := hub.NewID()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			// A short deadline: a 200 on events would stream forever.
@@ -191,6 +197,10 @@ func TestTenantCannotReachAnotherTenantsChat(t *testing.T) {
 			got.want(t, 404, "not_found")
 			if strings.Contains(got.body, "secret") {
 				t.Fatalf("the 404 leaks the chat: %s", got.body)
+			}
+			none := call(t, cctx, tc.method, strings.Replace(tc.url, c.ID, unknown, 1), "tok-b", tc.body)
+			if strings.ReplaceAll(none.body, unknown, "ID") != strings.ReplaceAll(got.body, c.ID, "ID") {
+				t.Fatalf("another tenant's chat answers %s, an unknown one %s", got.body, none.body)
 			}
 		})
 	}

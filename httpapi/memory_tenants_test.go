@@ -74,12 +74,21 @@ func TestATenantCannotReachAnotherTenantsMemories(t *testing.T) {
 	if status, body := callAs(t, "GET", d.Server.URL+"/v1/memory-runs", "tok-b"); status != 200 || strings.Contains(body, run) {
 		t.Fatalf("bob sees alice's runs: %d %s", status, body)
 	}
-	for _, tc := range []struct{ method, path string }{
-		{"POST", "/v1/memories/" + id + "/approve"},
-		{"POST", "/v1/memory-runs/" + run + "/undo"},
+	// Each answers as for an id no memory or run has, of the same shape.
+	otherID, otherRun := id[:len(id)-4]+"0000", run[:len(run)-4]+"0000"
+	for _, tc := range []struct{ method, path, unknown, body string }{
+		{"POST", "/v1/memories/" + id + "/approve", "/v1/memories/" + otherID + "/approve", ""},
+		{"PATCH", "/v1/memories/" + id, "/v1/memories/" + otherID, `{"text":"the door code is red"}`},
+		{"DELETE", "/v1/memories/" + id, "/v1/memories/" + otherID, ""},
+		{"POST", "/v1/memory-runs/" + run + "/undo", "/v1/memory-runs/" + otherRun + "/undo", ""},
 	} {
-		if status, body := callAs(t, tc.method, d.Server.URL+tc.path, "tok-b"); status != 404 {
+		status, body := callWith(t, tc.method, d.Server.URL+tc.path, "tok-b", tc.body)
+		if status != 404 {
 			t.Fatalf("bob %s %s: %d %s, want 404", tc.method, tc.path, status, body)
+		}
+		_, none := callWith(t, tc.method, d.Server.URL+tc.unknown, "tok-b", tc.body)
+		if strings.NewReplacer(otherID, "ID", otherRun, "ID").Replace(none) != strings.NewReplacer(id, "ID", run, "ID").Replace(body) {
+			t.Fatalf("bob %s %s: %s, but an unknown id: %s", tc.method, tc.path, body, none)
 		}
 	}
 	// Alice can: the waiting memory becomes active.

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
 )
@@ -82,9 +83,41 @@ func TestConversationWithItems(t *testing.T) {
 	if _, err := sdk.Conversations.Items.Delete(ctx, conv.ID, page.Data[0].ID); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadRequest {
 		t.Fatalf("delete an item: %v", err)
 	}
+	// Another tenant gets, on every route, what an id no conversation has gets.
 	other := sdkFor(d, "tok-b")
-	if _, err := other.Conversations.Get(ctx, conv.ID); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound {
-		t.Fatalf("another tenant's conversation: %v", err)
+	unknown := "conv_" + hub.NewID()
+	item := page.Data[0].ID
+	for name, try := range map[string]func(id string) error{
+		"get": func(id string) error { _, err := other.Conversations.Get(ctx, id); return err },
+		"update": func(id string) error {
+			_, err := other.Conversations.Update(ctx, id, conversations.ConversationUpdateParams{Metadata: shared.Metadata{"x": "y"}})
+			return err
+		},
+		"delete": func(id string) error { _, err := other.Conversations.Delete(ctx, id); return err },
+		"items": func(id string) error {
+			_, err := other.Conversations.Items.List(ctx, id, conversations.ItemListParams{})
+			return err
+		},
+		"add": func(id string) error {
+			_, err := other.Conversations.Items.New(ctx, id, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{user("hi")}})
+			return err
+		},
+		"item": func(id string) error {
+			_, err := other.Conversations.Items.Get(ctx, id, item, conversations.ItemGetParams{})
+			return err
+		},
+		"delete item": func(id string) error { _, err := other.Conversations.Items.Delete(ctx, id, item); return err },
+		"respond in it": func(id string) error {
+			_, err := other.Responses.New(ctx, responses.ResponseNewParams{Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(id)},
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+			return err
+		},
+	} {
+		var foreign, none *openai.Error
+		if !errors.As(try(conv.ID), &foreign) || !errors.As(try(unknown), &none) || foreign.StatusCode != http.StatusNotFound ||
+			none.StatusCode != foreign.StatusCode || strings.ReplaceAll(none.RawJSON(), unknown, "ID") != strings.ReplaceAll(foreign.RawJSON(), conv.ID, "ID") {
+			t.Fatalf("%s, another tenant's conversation: %+v; an unknown one: %+v", name, foreign, none)
+		}
 	}
 	if del, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil || !del.Deleted {
 		t.Fatalf("delete: %v %+v", err, del)

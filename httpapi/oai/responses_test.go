@@ -242,6 +242,13 @@ func TestResponsesBadInput(t *testing.T) {
 			_, err := other.Responses.Get(ctx, mine.ID, responses.ResponseGetParams{})
 			return err
 		}, 404, "", "not found"},
+		"another tenant's response's input items": {func() error {
+			_, err := other.Responses.InputItems.List(ctx, mine.ID, responses.InputItemListParams{})
+			return err
+		}, 404, "", "not found"},
+		"deleting another tenant's response": {func() error {
+			return other.Responses.Delete(ctx, mine.ID)
+		}, 404, "", "not found"},
 		"another tenant's previous_response_id": {func() error {
 			_, err := other.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(mine.ID),
 				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
