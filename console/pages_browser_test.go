@@ -148,3 +148,38 @@ func TestBrowserTooLongOffersANewChatOrTheBiggerModel(t *testing.T) {
 		t.Fatalf("the box holds %q; it should carry the message to send again", v)
 	}
 }
+
+// TestBrowserShowsATenantsMarkupAsText: a title, a message and the model's
+// answer carry markup (text from models and web pages does); the page
+// shows it as written and runs none of it.
+func TestBrowserShowsATenantsMarkupAsText(t *testing.T) {
+	r := newRig(t, rigOptions{window: 32000})
+	ctx := context.Background()
+	const markup = `<img src=x onerror="window.__ran=1"><script>window.__ran=2</script><b>bold</b>`
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: markup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: markup}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.open("#/")
+	r.until("the list", `document.querySelectorAll("#chat-list li a").length === 1`)
+	if got := eval[string](r, `document.querySelector("#chat-list li a").textContent`); got != markup {
+		t.Fatalf("the title is listed as %q, want it as written", got)
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the answer", `document.querySelector('#transcript article.msg[data-seq="2"]') !== null`)
+	if got := eval[string](r, `document.querySelector("#chat-title").textContent`); got != markup {
+		t.Fatalf("the title is shown as %q, want it as written", got)
+	}
+	if got := eval[string](r, `document.querySelector('#transcript article.msg[data-seq="2"] .text').textContent`); got != "You said: "+markup {
+		t.Fatalf("the answer is shown as %q, want it as written", got)
+	}
+	if n := eval[int](r, `document.querySelectorAll("main img, main script, main b").length`); n != 0 {
+		t.Fatalf("%d elements made of a tenant's text", n)
+	}
+	if ran := eval[bool](r, `window.__ran !== undefined`); ran {
+		t.Fatal("the page ran a tenant's markup")
+	}
+}
