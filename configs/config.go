@@ -207,7 +207,9 @@ type Limits struct {
 	// included: a history of many tiny messages costs per message (parsing,
 	// digests, a stored entry each) far more than its bytes say, and is
 	// refused before any chat is made for it. It bounds a chat import's
-	// messages too, counted as they are read. Defaults to 20000.
+	// messages too, and each other kind of list it holds (tool calls,
+	// images, attachments, tools, toolsets) in all, counted as they are
+	// read. Defaults to 20000.
 	MaxHistoryMessages int `yaml:"max_history_messages" json:"max_history_messages"`
 	// MaxUploadBytes per multipart upload. Defaults to 1 GiB.
 	MaxUploadBytes int64 `yaml:"max_upload_bytes" json:"max_upload_bytes"`

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/agentd/agentd/api"
 )
 
@@ -101,7 +103,7 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 	limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxImportBytes)
 	var exp api.ChatExport
-	if !decode(w, r, &exp, boundedList[api.Message](s.cfg.Limits.MaxHistoryMessages, "messages", "limits.max_history_messages")) {
+	if !decode(w, r, &exp, importLists(s.cfg.Limits.MaxHistoryMessages)) {
 		return
 	}
 	if exp.Chat.Title != "" && !s.titleFits(w, &exp.Chat.Title) {
@@ -126,6 +128,22 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 		return
 	}
 	writeJSON(w, http.StatusCreated, c)
+}
+
+// importLists bounds each kind of list an import holds (its messages,
+// their tool calls, images and attachments, the chat's tools and toolsets) to
+// most elements in all, as they are read, and leaves its activity, which
+// an import does not keep, unread.
+func importLists(most int) jsonv2.Options {
+	const setting = "limits.max_history_messages"
+	return jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
+		boundedList[api.Message](most, "messages", setting),
+		boundedList[api.ToolCall](most, "tool calls", setting),
+		boundedList[api.Image](most, "images", setting),
+		boundedList[api.Attachment](most, "attachments", setting),
+		boundedList[api.Tool](most, "tools", setting),
+		boundedList[string](most, "toolset names", setting),
+		skipList[api.ActivityItem]()))
 }
 
 // markdownHead renders the head of an export for people: the title, then

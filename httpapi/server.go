@@ -379,14 +379,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any, opts ...jsonv2.Option
 	return false
 }
 
-// boundedList has decode read a JSON list of T into a []T of at most most
-// elements (what names them and the setting that bounds them, for the
-// refusal) and refuse a longer one where it passes the bound: a list of
-// many tiny values costs per element far more than its bytes say (4 MiB
-// of {"role":"user"} took 300 MB as export messages), so it is not
-// decoded whole to be counted after.
-func boundedList[T any](most int, what, setting string) jsonv2.Options {
-	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *[]T) error {
+// boundedList has decode read every JSON list of T in a body into []Ts
+// of at most most elements together (what names them and the setting that
+// bounds them, for the refusal), refusing the body where it passes the
+// bound: a list of tiny values costs per element far more than its bytes
+// say (4 MiB of {"role":"user"} took 300 MB as an import's messages), so
+// it is not decoded whole to be counted after. Join several with
+// jsonv2.JoinUnmarshalers; each counts for one decode.
+func boundedList[T any](most int, what, setting string) *jsonv2.Unmarshalers {
+	n := 0
+	return jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *[]T) error {
 		if dec.PeekKind() != '[' {
 			return jsonv2.SkipFunc
 		}
@@ -395,9 +397,10 @@ func boundedList[T any](most int, what, setting string) jsonv2.Options {
 		}
 		var list []T
 		for dec.PeekKind() != ']' {
-			if len(list) == most {
+			if n == most {
 				return &listTooLongError{most: most, what: what, setting: setting}
 			}
+			n++
 			var e T
 			if err := jsonv2.UnmarshalDecode(dec, &e); err != nil {
 				return err
@@ -407,7 +410,18 @@ func boundedList[T any](most int, what, setting string) jsonv2.Options {
 		*v = list
 		_, err := dec.ReadToken()
 		return err
-	}))
+	})
+}
+
+// skipList has decode leave every JSON list of T unread, though checked
+// as JSON: what a body may carry that its handler does not keep.
+func skipList[T any]() *jsonv2.Unmarshalers {
+	return jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ *[]T) error {
+		if dec.PeekKind() != '[' {
+			return jsonv2.SkipFunc
+		}
+		return dec.SkipValue()
+	})
 }
 
 // listTooLongError is boundedList's refusal.
@@ -417,7 +431,7 @@ type listTooLongError struct {
 }
 
 func (e *listTooLongError) Error() string {
-	return fmt.Sprintf("more than %d %s; the limit is %d (%s)", e.most, e.what, e.most, e.setting)
+	return fmt.Sprintf("more than %d %s in all; the limit is %d (%s)", e.most, e.what, e.most, e.setting)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -135,6 +136,14 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	// element, not JSON an export holds, is never read (a list is not
 	// decoded whole to be counted, which took 300 MB for 4 MiB of
 	// {"role":"user"}).
+	manyCalls := good
+	manyCalls.Messages = []api.Message{{Role: api.RoleUser, Content: "hi"}, {Role: api.RoleAssistant}}
+	for i := range 6 {
+		manyCalls.Messages[1].ToolCalls = append(manyCalls.Messages[1].ToolCalls, api.ToolCall{ID: fmt.Sprint("c", i), Name: "look", Arguments: "{}"})
+	}
+	// The activity, which an import does not keep, is not read: any number of items.
+	withActivity := good
+	withActivity.Activity = slices.Repeat([]api.ActivityItem{{ID: 1, Type: "chat.compacted", Data: json.RawMessage(`{}`)}}, 6)
 	manyThenJunk := `{"format":"agentd.chat/1","messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 5) + `{"role":7}]}`
 	for _, tc := range []struct {
 		name, body string
@@ -151,6 +160,7 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 		{"tool call arguments over max_message_bytes", enc(bigArgs), 413},
 		{"more messages than max_history_messages", enc(many), 413},
 		{"refused at max_history_messages, before the rest is read", manyThenJunk, 413},
+		{"more tool calls than max_history_messages", enc(manyCalls), 413},
 	} {
 		if status, body := callWith(t, "POST", url, "tok-a", tc.body); status != tc.status {
 			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
@@ -161,6 +171,9 @@ func TestImportRefusesBadExportsAndStoresNothing(t *testing.T) {
 	}
 	if status, body := callWith(t, "POST", url, "tok-a", enc(good)); status != 201 || !strings.Contains(body, `"title":"hi"`) {
 		t.Fatalf("good import: %d %s", status, body)
+	}
+	if status, body := callWith(t, "POST", url, "tok-a", enc(withActivity)); status != 201 {
+		t.Fatalf("an import with more activity than max_history_messages: %d %s", status, body)
 	}
 }
 
