@@ -206,7 +206,9 @@ type Limits struct {
 	// MaxHistoryMessages per Chat Completions request, system messages
 	// included: a history of many tiny messages costs per message (parsing,
 	// digests, a stored entry each) far more than its bytes say, and is
-	// refused before any chat is made for it. It bounds a chat import's
+	// refused before any chat is made for it; so are its messages' tool
+	// calls, content parts and its tools, each in all, counted before the
+	// body is decoded. It bounds a chat import's
 	// messages too, and each other kind of list it holds (tool calls,
 	// images, attachments, tools, toolsets) in all, counted as they are
 	// read. Defaults to 20000.

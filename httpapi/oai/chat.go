@@ -247,14 +247,10 @@ func (req *chatRequest) settings() (*api.Settings, error) {
 // stores only what is new, and answers the chat's turn as a chat
 // completion, streamed or whole.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
-	var req chatRequest
-	if !decode(w, r, &req) {
-		return
-	}
 	// Counted before anything is made or stored: a history too long to
 	// store is refused whole, not left as a new chat holding part of it.
-	if most := h.cfg.Limits.MaxHistoryMessages; len(req.Messages) > most {
-		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "messages", fmt.Sprintf("the history holds %d messages; the limit is %d (limits.max_history_messages)", len(req.Messages), most))
+	var req chatRequest
+	if !decode(w, r, &req, boundLists(h.cfg.Limits.MaxHistoryMessages, "messages", "tool_calls", "content", "tools")) {
 		return
 	}
 	p, err := req.parse()

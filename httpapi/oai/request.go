@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // createRequest is the body of POST /v1/responses: the fields agentd
@@ -78,10 +81,19 @@ func tooLarge(param, format string, args ...any) error {
 // decode reads a JSON body into v, answering the error itself. The body is
 // bounded by httpapi (limits.max_body_bytes); unknown fields are accepted,
 // as OpenAI adds fields a client may send that agentd has no use for.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func decode(w http.ResponseWriter, r *http.Request, v any, checks ...func(body []byte) error) bool {
 	body, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
+	var tooLong *listTooLongError
+	for _, check := range checks {
+		if err == nil {
+			err = check(body)
+		}
+	}
 	switch {
+	case errors.As(err, &tooLong):
+		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", tooLong.kind, tooLong.Error())
+		return false
 	case errors.As(err, &tooBig):
 		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over the limit of %d bytes (limits.max_body_bytes; Chat Completions: limits.max_history_bytes)", tooBig.Limit))
 		return false
@@ -230,4 +242,62 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// listTooLongError refuses a body one of whose kinds of list holds more
+// elements in all than its bound.
+type listTooLongError struct {
+	kind string
+	most int
+}
+
+func (e *listTooLongError) Error() string {
+	return fmt.Sprintf("the request's %s lists hold more than %d elements in all; the limit is %d (limits.max_history_messages)", e.kind, e.most, e.most)
+}
+
+// boundLists returns a check (for decode) that the lists a body names by
+// the members kinds (its messages, their tool calls and content parts, its
+// tools), each kind counted in all wherever it appears, hold at most most
+// elements, read token by token before anything is decoded: a list of
+// tiny values costs per element far more than its bytes say (32 MiB of
+// {"role":"user","content":"x"} took 450 MB decoded whole before its
+// messages were counted). A body that is not JSON passes, for the decoder
+// to say what is wrong with it. A body with fewer commas than most holds
+// no list longer, and is not read twice.
+func boundLists(most int, kinds ...string) func(body []byte) error {
+	return func(body []byte) error {
+		if bytes.Count(body, []byte{','}) < most {
+			return nil
+		}
+		dec := jsontext.NewDecoder(bytes.NewReader(body))
+		counts := make(map[string]int, len(kinds))
+		open := map[int]string{} // the depth of each counted list open now, and its kind
+		var name string          // the member whose value comes next
+		for {
+			depth := dec.StackDepth()
+			at, length := dec.StackIndex(depth)
+			if kind := open[depth]; at == '[' && kind != "" && dec.PeekKind() != ']' {
+				if counts[kind]++; counts[kind] > most {
+					return &listTooLongError{kind: kind, most: most}
+				}
+			}
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return nil
+			}
+			switch tok.Kind() {
+			case '"':
+				if at == '{' && length%2 == 0 {
+					name = tok.String()
+				}
+			case '[':
+				if slices.Contains(kinds, name) {
+					open[dec.StackDepth()] = name
+				}
+				name = ""
+			case ']':
+				delete(open, depth)
+			}
+		}
+	}
 }
