@@ -48,13 +48,9 @@ func (p *pieceWriter) flush() error {
 	return p.err
 }
 
-// end flushes the answer's tail under the bound, then lifts the deadline:
-// the connection may serve a next request. A failed connection keeps it.
-func (p *pieceWriter) end() {
-	if p.flush() == nil {
-		_ = p.rc.SetWriteDeadline(time.Time{})
-	}
-}
+// end flushes the answer's tail under the bound. The deadline stays, to
+// bound what net/http writes after the handler (withRequest).
+func (p *pieceWriter) end() { _ = p.flush() }
 
 // jsonList writes the elements of one JSON array as they come, each
 // marshalled alone: the bytes are those of the whole array marshalled at

@@ -37,10 +37,12 @@ type statusWriter struct {
 // reads slowly but reads is not cut for an answer's size.
 const writePiece = 64 << 10
 
+// newStatusWriter arms the deadline at once: one the connection's last
+// answer left must not cut this one, and what net/http writes of this one
+// by itself (a 100 Continue) is bounded too.
 func newStatusWriter(w http.ResponseWriter, wait time.Duration) *statusWriter {
 	sw := &statusWriter{ResponseWriter: w, rc: http.NewResponseController(w), wait: wait}
-	// A deadline the connection's last answer left must not cut this one.
-	_ = sw.rc.SetWriteDeadline(time.Time{})
+	sw.deadline()
 	return sw
 }
 
@@ -153,6 +155,11 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 			}
 		}()
 		next.ServeHTTP(w, r)
+		// What net/http writes once the handler returns (the buffered
+		// tail, a chunked body's terminator, an answer of headers only)
+		// is bounded as every write of the handler's: lifted, a client that
+		// stopped reading just before it held the connection for good.
+		sw.deadline()
 	})
 }
 

@@ -128,13 +128,10 @@ func (s *stream) write(text string) {
 }
 
 // end writes what is queued, all of it within one write timeout from
-// now, and stops the writer; a stream whose writes all went through lifts
-// the deadline, so the connection may serve a next request.
+// now, and stops the writer. The deadline stays: what the server writes
+// after the handler (the chunked terminator) is bounded by it too.
 func (s *stream) end() {
 	s.final.Store(time.Now().Add(s.wait).UnixNano())
 	close(s.q)
 	<-s.done
-	if !s.failed.Load() {
-		_ = s.rc.SetWriteDeadline(time.Time{})
-	}
 }
