@@ -290,7 +290,7 @@ type HTTP struct {
 	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
 	// ReadHeaderTimeout bounds reading a request's headers. Defaults to 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
-	// ReadTimeout bounds reading a JSON request's body. Defaults to 60s.
+	// ReadTimeout bounds reading a request's body, on every route. Defaults to 60s.
 	ReadTimeout Duration `yaml:"read_timeout" json:"read_timeout"`
 	// UploadTimeout bounds reading an upload's body. Defaults to 15m.
 	UploadTimeout Duration `yaml:"upload_timeout" json:"upload_timeout"`

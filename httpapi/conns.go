@@ -164,7 +164,8 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 
 // HTTPServer is the http.Server for s, with the header and idle timeouts of
 // the configuration. It sets no ReadTimeout or WriteTimeout: those would cut
-// long event streams; bodies get their own deadline (limitBody).
+// long event streams; bodies get their own deadline (limitBody, in
+// withRequest).
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s,

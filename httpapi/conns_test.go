@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -117,5 +118,28 @@ func TestSlowAndSilentClientsDoNotLockOthersOut(t *testing.T) {
 	res, err := a.Send(ctx, c.ID, api.SendMessageRequest{Content: "use nap"}, nil)
 	if err != nil || res.Problem != nil || len(res.Messages) != 4 {
 		t.Fatalf("a turn longer than the read timeout: %v %+v, %d messages", err, res.Problem, len(res.Messages))
+	}
+}
+
+// TestABodyThatNeverArrivesIsCutOnEveryRoute: a route that reads no body
+// (health, the catch-all's 404, metrics) still bounds the body its request
+// announces: net/http reads it before the answer, so one that never comes
+// held the connection, and a tenant's place among its
+// http.conns_per_tenant, for as long as the client kept it open.
+func TestABodyThatNeverArrivesIsCutOnEveryRoute(t *testing.T) {
+	fake := newFake(t, toolScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	addr := strings.TrimPrefix(d.Server.URL, "http://")
+	for _, path := range []string{"/healthz", "/openapi.json", "/v1/chats/c1/no-such-route", "/metrics", "/"} {
+		t.Run(path, func(t *testing.T) {
+			c := openRaw(t, addr, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\nContent-Length: 1000\r\n\r\nthe start")
+			// Thirty seconds guard against a hang, far over the 100 ms bound.
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.Copy(io.Discard, c); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the server still holds a connection whose request body never arrived")
+			}
+		})
 	}
 }

@@ -100,7 +100,6 @@ func (s *Server) importChat(w http.ResponseWriter, r *http.Request, tenant strin
 	if !bodyFits(w, r, s.cfg.Limits.MaxImportBytes, writeError) {
 		return
 	}
-	limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxImportBytes)
 	var exp api.ChatExport
 	if !decode(w, r, &exp, importLists(s.cfg.Limits.MaxHistoryMessages)) {

@@ -130,6 +130,9 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path),
 				attribute.String("agentd.request_id", id)))
 		sw := newStatusWriter(w, s.cfg.HTTP.WriteTimeout.Duration)
+		// Every body is bounded, a route's that reads none too: net/http
+		// reads what is left of it before the answer.
+		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 		defer func() {
 			// The mux named the route on r by now.
 			if r.Pattern != "" {

@@ -268,7 +268,8 @@ func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 	return tenant
 }
 
-// authed authenticates, rate-limits and bounds the body in size and time.
+// authed authenticates, rate-limits and bounds the body in size (in time,
+// withRequest bounds every body).
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool) http.Handler {
 	return s.authedAs(h, tokenInQuery, writeError, s.cfg.Limits.MaxBodyBytes)
 }
@@ -284,7 +285,6 @@ func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), to
 		if !bodyFits(w, r, maxBody, writeError) {
 			return
 		}
-		limitBody(w, r, s.cfg.HTTP.ReadTimeout.Duration)
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		h(w, r, tenant)
 	}, tokenInQuery, writeError)
