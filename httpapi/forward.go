@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -34,13 +37,18 @@ func newForwarder(headerWait time.Duration) *forwarder {
 // forward serves r from the node at owner (its base URL): the body, the
 // query, the Host and the client's Authorization go as they came (the
 // owner authenticates and checks again), the answer streams back, each SSE event flushed at
-// once. An owner that does not answer is 503 with Retry-After; nothing is
-// stored for the request on this node.
+// once. An owner that does not answer is 503 with Retry-After; a body
+// the client sent too large or too slowly is refused as one node refuses
+// it (413, 408); nothing is stored for the request on this node.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, owner string, writeError errorWriter) {
 	target, err := url.Parse(owner)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", fmt.Sprintf("the chat's node has a bad address %q: %v", owner, err))
 		return
+	}
+	body := &readBody{ReadCloser: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
 	}
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -54,11 +62,42 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, owner string
 		Transport:     f.transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// Reading the body ends the request's context when it times
+			// out: the proxy's own error says only that.
+			if refuseBody(w, body.failed(), writeError) {
+				return
+			}
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("the node that holds this chat (%s) did not answer: %v; nothing was stored, send it again", owner, err))
 		},
 	}
 	p.ServeHTTP(w, r)
+}
+
+// readBody remembers the first error reading a body, for the proxy's
+// error handler, which the transport's read of it may race.
+type readBody struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+func (b *readBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *readBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // chatRouted serves a chat-scoped route on the node that owns the chat:

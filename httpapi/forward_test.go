@@ -1,11 +1,16 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -114,4 +119,51 @@ func TestAForwardedRequestIsNeverForwardedAgain(t *testing.T) {
 func isStatus(err error, status int, kind string) bool {
 	e, ok := err.(*api.Error)
 	return ok && e.Status == status && e.Kind == kind
+}
+
+// TestAForwardedBodyIsRefusedAsOnOneNode: a body that arrives too slowly,
+// or runs past max_body_bytes without announcing its length, is refused by
+// the node it arrived at as one node refuses it (408, 413), not as an
+// owner that did not answer (503, "send it again"); nothing is stored.
+func TestAForwardedBodyIsRefusedAsOnOneNode(t *testing.T) {
+	d, c := forwardFixture(t)
+	cfg := d.Cfg
+	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
+	cfg.Limits.MaxBodyBytes = 1 << 10
+	owner := d.Server.URL
+	srv := httptest.NewServer(httpapi.New(ownerAt{d.Hub, &owner}, cfg, d.Tokens, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)))
+	t.Cleanup(srv.Close)
+	head := "POST /v1/chats/" + c.ID + "/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\n"
+	big := `{"content":"` + strings.Repeat("x", 2<<10) + `"}`
+	for _, tc := range []struct {
+		name, request string
+		status        int
+	}{
+		{"slow", head + "Content-Length: 1000\r\n\r\n" + `{"content":"`, http.StatusRequestTimeout},
+		{"too large", head + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big), http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tc.status {
+				t.Fatalf("got %d %s; want %d", res.StatusCode, body, tc.status)
+			}
+		})
+	}
+	msgs, err := (&api.Client{BaseURL: d.Server.URL, Token: "tok"}).Transcript(context.Background(), c.ID)
+	if err != nil || len(msgs) != 0 {
+		t.Fatalf("a refused body was stored: %d messages, %v", len(msgs), err)
+	}
 }

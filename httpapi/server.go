@@ -359,18 +359,13 @@ func decode(w http.ResponseWriter, r *http.Request, v any, opts ...jsonv2.Option
 		// refused; the body is one value.
 		err = jsonv2.Unmarshal(body, v, append(opts, jsonv2.RejectUnknownMembers(true))...)
 	}
-	var tooBig *http.MaxBytesError
 	var tooLong *listTooLongError
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
+	case refuseBody(w, err, writeError):
 	case errors.As(err, &tooLong):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", tooLong.Error())
-	case bodyTimedOut(err):
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive within http.read_timeout")
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, "bad_request", "request body is empty; send a JSON object")
 	default:
@@ -432,6 +427,23 @@ type listTooLongError struct {
 
 func (e *listTooLongError) Error() string {
 	return fmt.Sprintf("more than %d %s in all; the limit is %d (%s)", e.most, e.what, e.most, e.setting)
+}
+
+// refuseBody answers a body read that failed for the client's fault, too
+// large (413) or too slow (408, and the connection closes), with
+// writeError, and reports whether it did.
+func refuseBody(w http.ResponseWriter, err error, writeError errorWriter) bool {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
+	case bodyTimedOut(err):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive within http.read_timeout")
+	default:
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
