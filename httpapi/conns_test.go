@@ -143,3 +143,22 @@ func TestABodyThatNeverArrivesIsCutOnEveryRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestASlowBodyIs408OnTheOpenAIRoutes: a body that does not arrive within
+// http.read_timeout is 408 on the OpenAI-compatible routes as on the
+// native ones, which OpenAI's SDKs retry (a 400 they do not).
+func TestASlowBodyIs408OnTheOpenAIRoutes(t *testing.T) {
+	fake := newFake(t, toolScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	addr := strings.TrimPrefix(d.Server.URL, "http://")
+	for _, path := range []string{"/v1/responses", "/v1/chat/completions", "/v1/conversations"} {
+		t.Run(path, func(t *testing.T) {
+			c := openRaw(t, addr, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"+`{"model":"`)
+			if line := ended(t, c); !strings.Contains(line, " 408 ") {
+				t.Fatalf("a slow body got %q; want 408", line)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -96,6 +97,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any, checks ...func(body [
 		return false
 	case errors.As(err, &tooBig):
 		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("request body over the limit of %d bytes (limits.max_body_bytes; Chat Completions: limits.max_history_bytes)", tooBig.Limit))
+		return false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// As the native routes: a 408, which OpenAI's SDKs retry.
+		w.Header().Set("Connection", "close")
+		WriteError(w, http.StatusRequestTimeout, "timeout", "", "the request body did not arrive within http.read_timeout")
 		return false
 	case err != nil:
 		w.Header().Set("Connection", "close")
