@@ -121,17 +121,25 @@ func TestSlowAndSilentClientsDoNotLockOthersOut(t *testing.T) {
 	}
 }
 
+// quickReads starts a daemon (token tok-a, tenant a) whose bodies must
+// arrive within 100 ms and returns its address.
+func quickReads(t *testing.T) string {
+	t.Helper()
+	fake := newFake(t, toolScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	addr := strings.TrimPrefix(d.Server.URL, "http://")
+	return addr
+}
+
 // TestABodyThatNeverArrivesIsCutOnEveryRoute: a route that reads no body
 // (health, the catch-all's 404, metrics) still bounds the body its request
 // announces: net/http reads it before the answer, so one that never comes
 // held the connection, and a tenant's place among its
 // http.conns_per_tenant, for as long as the client kept it open.
 func TestABodyThatNeverArrivesIsCutOnEveryRoute(t *testing.T) {
-	fake := newFake(t, toolScript)
-	cfg := baseConfig(t, fake.URL())
-	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
-	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
-	addr := strings.TrimPrefix(d.Server.URL, "http://")
+	addr := quickReads(t)
 	for _, path := range []string{"/healthz", "/openapi.json", "/v1/chats/c1/no-such-route", "/metrics", "/"} {
 		t.Run(path, func(t *testing.T) {
 			c := openRaw(t, addr, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\nContent-Length: 1000\r\n\r\nthe start")
@@ -148,11 +156,7 @@ func TestABodyThatNeverArrivesIsCutOnEveryRoute(t *testing.T) {
 // http.read_timeout is 408 on the OpenAI-compatible routes as on the
 // native ones, which OpenAI's SDKs retry (a 400 they do not).
 func TestASlowBodyIs408OnTheOpenAIRoutes(t *testing.T) {
-	fake := newFake(t, toolScript)
-	cfg := baseConfig(t, fake.URL())
-	cfg.HTTP.ReadTimeout.Duration = 100 * time.Millisecond
-	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
-	addr := strings.TrimPrefix(d.Server.URL, "http://")
+	addr := quickReads(t)
 	for _, path := range []string{"/v1/responses", "/v1/chat/completions", "/v1/conversations"} {
 		t.Run(path, func(t *testing.T) {
 			c := openRaw(t, addr, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"+`{"model":"`)
