@@ -79,17 +79,21 @@ func aliceAndBob(t *testing.T, h *Hub, n int) (alice []string, bob string) {
 
 // heldHoldsNoOtherTenant runs act on each of alice's chats ids (more than
 // the sessions' dispatcher has workers), whose work is held until open is
-// called: once every act waits, in a mailbox on a worker of the sessions'
-// each or on a worker of its own, bob's chat still answers and no act has
-// ended; once let go, every act ends well.
-func heldHoldsNoOtherTenant(t *testing.T, h *Hub, ids []string, bob string, act func(id string) error, open func()) {
+// called: once every act waits (waited, or else: in a mailbox on a worker
+// of the sessions' each or on a worker of its own), bob's chat still
+// answers and no act has ended; once let go, every act ends well.
+func heldHoldsNoOtherTenant(t *testing.T, h *Hub, ids []string, bob string, act func(id string) error, open func(), waited ...func() bool) {
 	t.Helper()
 	done := make(chan error, len(ids))
 	for _, id := range ids {
 		go func() { done <- act(id) }()
 	}
+	allWait := func() bool { return h.sessions.Workers() >= sessionWorkers || h.workers.Workers() >= len(ids) }
+	if len(waited) > 0 {
+		allWait = waited[0]
+	}
 	deadline := time.Now().Add(time.Minute) // a liveness bound, not a speed check
-	for h.sessions.Workers() < sessionWorkers && h.workers.Workers() < len(ids) {
+	for !allWait() {
 		if time.Now().After(deadline) {
 			t.Fatal("alice's held work never all waited")
 		}

@@ -2,26 +2,33 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/openaifake"
 )
 
-// heldWrites holds, once armed, every message append and chat record
-// update of the chats in held until release is closed.
+// heldWrites holds, once armed, every message append, snapshot save,
+// synced activity item and chat record update of the chats in held until
+// release is closed.
 type heldWrites struct {
 	Store
 	held    map[string]bool // filled before armed, read-only after
 	armed   atomic.Bool
+	waiting atomic.Int64 // writes held now or before
 	release chan struct{}
 }
 
 func (s *heldWrites) hold(chatID string) {
 	if s.armed.Load() && s.held[chatID] {
+		s.waiting.Add(1)
 		<-s.release
 	}
 }
@@ -29,6 +36,16 @@ func (s *heldWrites) hold(chatID string) {
 func (s *heldWrites) Append(ctx context.Context, chatID string, msgs ...chat.Message) ([]chat.Message, error) {
 	s.hold(chatID)
 	return s.Store.Append(ctx, chatID, msgs...)
+}
+
+func (s *heldWrites) SaveSnapshot(ctx context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error {
+	s.hold(chatID)
+	return s.Store.SaveSnapshot(ctx, chatID, snap, acts...)
+}
+
+func (s *heldWrites) AppendActivity(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error) {
+	s.hold(chatID)
+	return s.Store.AppendActivity(ctx, chatID, a)
 }
 
 func (s *heldWrites) UpdateChat(ctx context.Context, c persistence.Chat) error {
@@ -80,6 +97,76 @@ func TestAChatsWritesHoldNoOtherTenant(t *testing.T) {
 					t.Fatalf("chat %s after its write: title %q, %d messages", id, c.Title, len(msgs))
 				}
 			}
+		})
+	}
+}
+
+// TestAPausesAndAProblemsWritesHoldNoOtherTenant: the synced writes that
+// end a turn's step outside its answer's write — the snapshot of a turn
+// paused for the application's tools, the snapshot and problem item of a
+// turn that ends with a problem and no answer — hold (here, until let go)
+// none of the sessions' shared workers: another tenant's chat answers
+// while more of them wait than there are workers. They ran in the
+// mailbox, each parking a worker until its write ended. Nobody hears of
+// the pause or of the turn's end before its write is stored.
+func TestAPausesAndAProblemsWritesHoldNoOtherTenant(t *testing.T) {
+	tool := []api.Tool{{Name: "crm_find", Description: "Find a customer.", Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}}}`)}}
+	for name, c := range map[string]struct {
+		tools []api.Tool
+		until string
+	}{
+		"pause":   {tools: tool, until: chat.EventTurnRequiresAction},
+		"problem": {until: chat.EventTurnCompleted},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fake := openaifake.New(openaifake.Options{Script: func(r testkit.Received) testkit.Reply {
+				if len(r.Tools) > 0 && r.Messages[len(r.Messages)-1].Role == chat.RoleUser {
+					return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "crm_find", Arguments: `{"name":"Ada"}`}}}
+				}
+				return testkit.Reply{Text: "ok"}
+			}})
+			t.Cleanup(fake.Close)
+			url := fake.URL()
+			if c.tools == nil {
+				url = "http://127.0.0.1:1" // the model is unreachable: the turn ends with a problem
+			}
+			var held *heldWrites
+			h := hubOn(t, testkit.Config(t.TempDir(), url, 32768), func(db Store) Store {
+				held = &heldWrites{Store: db, held: map[string]bool{}, release: make(chan struct{})}
+				return held
+			})
+			open := releaser(t, held.release)
+			ids, bob := aliceAndBob(t, h, sessionWorkers+16)
+			for _, id := range ids {
+				if c.tools != nil {
+					if err := h.Patch(context.Background(), "alice", id, api.PatchChatRequest{Tools: &c.tools}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				held.held[id] = true
+			}
+			held.armed.Store(true)
+			heldHoldsNoOtherTenant(t, h, ids, bob, func(id string) error {
+				sub := h.Bus().Subscribe(id, 64, c.until)
+				defer sub.Close()
+				if _, err := h.Submit(context.Background(), "alice", id, api.SendMessageRequest{Content: "find Ada"}); err != nil {
+					return err
+				}
+				select {
+				case ev := <-sub.C:
+					if ev.Type == chat.EventTurnCompleted && ev.Data.(api.TurnResult).Problem == nil {
+						return fmt.Errorf("turn of %s completed with no problem", id)
+					}
+					return nil
+				case <-time.After(time.Minute): // a liveness bound, not a speed check
+					return fmt.Errorf("no %s on chat %s", c.until, id)
+				}
+			}, open, func() bool {
+				// The model calls' workers come and go: count the held
+				// writes. In the mailboxes, no more than the sessions'
+				// workers would be held.
+				return held.waiting.Load() >= sessionWorkers
+			})
 		})
 	}
 }

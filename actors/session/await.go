@@ -1,6 +1,8 @@
 package session
 
 import (
+	"context"
+
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -63,6 +65,18 @@ func await[R any](s *session, ctx actor.Context, start func(done func(R)), then 
 // onWorker is await's start for work that blocks: f runs on a worker of s.
 func onWorker[R any](s *session, f func() R) func(done func(R)) {
 	return func(done func(R)) { s.work.GoOn(s.deps.Workers, func() { done(f()) }) }
+}
+
+// written is a write's outcome, for await: a struct, so never nil.
+type written struct{ err error }
+
+// writeThen runs write on a worker of s, the mailbox held (await), and
+// then then with its error: a synced write of the chat's that no turn's
+// write carries (a pause's snapshot, a turn's problem, a patch) parks no
+// worker of the sessions' dispatcher, and still nobody hears of what it
+// stores before it is stored.
+func (s *session) writeThen(ctx actor.Context, write func(ctx context.Context) error, then func(ctx actor.Context, err error)) {
+	await(s, ctx, onWorker(s, func() written { return written{write(context.Background())} }), func(ctx actor.Context, w written) { then(ctx, w.err) })
 }
 
 // settle waits for the write the mailbox is held for, if any, runs its

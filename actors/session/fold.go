@@ -217,11 +217,12 @@ func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
 	return view
 }
 
-// tellFolds stores and tells the folds t met, for a write that is not
-// its answer's to cover: a pause's snapshot, a problem's.
+// tellFolds stores and tells the folds t met, for the write of a fold
+// while t is paused to cover.
 func (s *session) tellFolds(t *turn) {
 	for _, f := range t.folds {
-		s.publishWith(s.deps.Store.AppendActivityUnsynced, chat.EventCompacted, t.id, f)
+		s.record(chat.EventCompacted, t.id, f)
+		s.publish(chat.EventCompacted, t.id, f)
 	}
 	t.folds = nil
 }

@@ -417,8 +417,15 @@ func (s *session) checkIdle(ctx actor.Context) {
 	s.armIdle(ctx)
 }
 
+// publish tells the chat's watchers of ev. An activity event is stored
+// before (publishInTurn, or the awaited write that carries it).
 func (s *session) publish(ev string, turnID string, data any) {
-	s.publishWith(s.deps.Store.AppendActivity, ev, turnID, data)
+	e := s.event(ev, turnID, data)
+	if ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting {
+		s.deps.Bus.Publish(e)
+		return
+	}
+	s.deps.Bus.PublishMust(e)
 }
 
 // publishInTurn is publish for an event of the running turn before its end:
@@ -426,23 +433,10 @@ func (s *session) publish(ev string, turnID string, data any) {
 // the turn's path, and the synced write that ends the turn (the answer with
 // the snapshot, a pause, a problem's snapshot) covers it.
 func (s *session) publishInTurn(ev string, data any) {
-	s.publishWith(s.deps.Store.AppendActivityUnsynced, ev, s.turn.id, data)
-}
-
-// appendActivity is how publishWith stores an activity event: durably
-// (Store.AppendActivity) or for the next sync to cover.
-type appendActivity func(ctx context.Context, chatID string, a persistence.Activity) (persistence.Activity, error)
-
-func (s *session) publishWith(record appendActivity, ev string, turnID string, data any) {
-	e := s.event(ev, turnID, data)
-	switch {
-	case ev == chat.EventMessageDelta || ev == chat.EventThinkingDelta || ev == chat.EventFoldWaiting:
-		s.deps.Bus.Publish(e)
-		return
-	case chat.Activity(ev):
-		s.record(record, ev, turnID, data)
+	if chat.Activity(ev) {
+		s.record(ev, s.turn.id, data)
 	}
-	s.deps.Bus.PublishMust(e)
+	s.publish(ev, s.turn.id, data)
 }
 
 // event is the chat's event ev, placed after its last message.
@@ -451,12 +445,12 @@ func (s *session) event(ev string, turnID string, data any) eventbus.Event {
 }
 
 // record stores an event a person may need later in the chat's activity
-// log, before anyone hears of it. A failure is logged: the event itself
-// still goes out, and the turn goes on.
-func (s *session) record(store appendActivity, ev, turnID string, data any) {
+// log, before anyone hears of it, for the next synced write to cover. A
+// failure is logged: the event itself still goes out, and the turn goes on.
+func (s *session) record(ev, turnID string, data any) {
 	a, err := activity(ev, turnID, data)
 	if err == nil {
-		_, err = store(context.Background(), s.id, a)
+		_, err = s.deps.Store.AppendActivityUnsynced(context.Background(), s.id, a)
 	}
 	if err != nil {
 		s.log.Error().Err(err).Str("event", ev).Msg("store activity")
@@ -592,16 +586,14 @@ func (s *session) patch(ctx actor.Context, m *Patch) {
 			s.respondTo(ctx, sender, &Rejected{Err: err})
 			return
 		}
-		type written struct{ err error } // a result, never nil: a future takes no nil message
-		await(s, ctx, onWorker(s, func() written {
-			bg := context.Background()
+		s.writeThen(ctx, func(bg context.Context) error {
 			if err := store.UpdateChat(bg, meta); err != nil {
-				return written{err}
+				return err
 			}
-			return written{store.SaveSnapshot(bg, id, snap)}
-		}), func(ctx actor.Context, w written) {
-			if w.err != nil {
-				s.respondTo(ctx, sender, &Rejected{Err: w.err})
+			return store.SaveSnapshot(bg, id, snap)
+		}, func(ctx actor.Context, err error) {
+			if err != nil {
+				s.respondTo(ctx, sender, &Rejected{Err: err})
 				return
 			}
 			snap.Stored()
@@ -739,8 +731,6 @@ func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.M
 		s.respondTo(ctx, sender, &Added{Messages: r.stored})
 	})
 }
-
-func (s *session) saveSnapshot() error { return s.saveSnapshotWith(s.deps.Store.SaveSnapshot) }
 
 // saveSnapshot is how saveSnapshotWith stores the snapshot: durably
 // (Store.SaveSnapshot) or for the next sync to cover.

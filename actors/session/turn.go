@@ -768,18 +768,48 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 			s.snap = snap
 			s.foldsStored(t)
 			s.announceTurnMsgs(a.stored)
-			s.closeTurn(ctx, problem)
+			if problem == nil {
+				s.closeTurn(ctx, problem)
+				return
+			}
+			// The problem is stored after the answer, which it follows.
+			s.writeThen(ctx, func(bg context.Context) error {
+				pa, err := activity(chat.EventTurnProblem, t.id, problem)
+				if err == nil {
+					_, err = store.AppendActivity(bg, chatID, pa)
+				}
+				return err
+			}, func(ctx actor.Context, err error) {
+				if err != nil {
+					s.logger().Error().Err(err).Msg("store the turn's problem")
+				}
+				s.closeTurn(ctx, problem)
+			})
 		})
 		return
 	}
-	s.tellFolds(t)
 	s.snap.LastSeqSent = s.lastSeq
-	if !s.moved { // else another node writes the chat now
-		if err := s.saveSnapshot(); err != nil {
-			s.logger().Error().Err(err).Msg("save snapshot")
-		}
+	if s.moved { // another node writes the chat now
+		s.foldsStored(t)
+		s.closeTurn(ctx, problem)
+		return
 	}
-	s.closeTurn(ctx, problem)
+	// The snapshot, the folds the turn met and its problem are one write,
+	// off the mailbox (writeThen).
+	snap, acts, store, chatID := s.snap, s.foldsMet(t), s.deps.Store, s.id
+	if pa, err := activity(chat.EventTurnProblem, t.id, problem); problem != nil && err == nil {
+		acts = append(acts, pa)
+	}
+	s.writeThen(ctx, func(bg context.Context) error { return store.SaveSnapshot(bg, chatID, snap, acts...) }, func(ctx actor.Context, err error) {
+		if err != nil {
+			s.logger().Error().Err(err).Msg("save snapshot")
+		} else {
+			snap.Stored()
+			s.snap = snap
+		}
+		s.foldsStored(t)
+		s.closeTurn(ctx, problem)
+	})
 }
 
 // answerStored is the outcome of a turn's last write: its answer with the
@@ -804,8 +834,8 @@ func movedProblem() *chat.Problem {
 	return &chat.Problem{Kind: chat.ProblemMoved, Message: "this chat moved to another agentd node while it answered; the answer was not stored (ask again)"}
 }
 
-// closeTurn stops what the turn still runs and announces its end; its state
-// is already stored.
+// closeTurn stops what the turn still runs and announces its end; its state,
+// and its problem, are already stored.
 func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	t := s.turn
 	// Gone before anyone hears of its end: a panic from here on (a
