@@ -217,22 +217,25 @@ func (s *session) toolResults(ctx actor.Context, m *SubmitToolResults) {
 	}
 	// The messages after the results are stored with them, in one write:
 	// the resumed turn answers them.
-	if !s.storeTurnMsgs(ctx, append(msgs, m.Then...)...) {
-		ctx.Respond(&Rejected{Err: fmt.Errorf("store the tool results: the turn ended")})
-		return
-	}
-	ctx.Respond(&TurnAccepted{TurnID: t.id, UserSeq: t.userSeq})
-	t.awaiting = rest
-	if len(rest) > 0 {
-		s.pause(ctx)
-		return
-	}
-	t.timer.Stop()
-	s.snap.Paused = nil
-	// The turn's clock starts again: the pause is the application's time.
-	t.cancel()
-	t.ctx, t.cancel = context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-	s.prepare(ctx)
+	sender := ctx.Sender()
+	s.storeTurnMsgs(ctx, append(msgs, m.Then...), func(ctx actor.Context, stored bool) {
+		if !stored {
+			s.respondTo(ctx, sender, &Rejected{Err: fmt.Errorf("store the tool results: the turn ended")})
+			return
+		}
+		s.respondTo(ctx, sender, &TurnAccepted{TurnID: t.id, UserSeq: t.userSeq})
+		t.awaiting = rest
+		if len(rest) > 0 {
+			s.pause(ctx)
+			return
+		}
+		t.timer.Stop()
+		s.snap.Paused = nil
+		// The turn's clock starts again: the pause is the application's time.
+		t.cancel()
+		t.ctx, t.cancel = context.WithTimeout(context.Background(), s.deps.TurnTimeout)
+		s.prepare(ctx)
+	})
 }
 
 // answer pairs results with the calls awaiting them; it refuses a result
@@ -281,9 +284,10 @@ func (s *session) overduePause(ctx actor.Context, m *pauseOverdue) {
 		msgs[i] = chat.Message{Role: chat.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
 			Content: fmt.Sprintf("No result: the application did not send one within %s.", wait)}
 	}
-	if !s.storeTurnMsgs(ctx, msgs...) {
-		return
-	}
-	s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemToolResults, Message: fmt.Sprintf(
-		"the application sent no results for %s within %s; the turn ended, and the next message goes on from here", callIDs(t.awaiting), wait)})
+	s.storeTurnMsgs(ctx, msgs, func(ctx actor.Context, stored bool) {
+		if stored {
+			s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemToolResults, Message: fmt.Sprintf(
+				"the application sent no results for %s within %s; the turn ended, and the next message goes on from here", callIDs(t.awaiting), wait)})
+		}
+	})
 }

@@ -601,10 +601,25 @@ func (s *session) contextFull(t *turn, u chat.Usage) bool {
 	return used >= t.info.Window-contextFullSlack
 }
 
-// storeTurnMsgs makes messages of the running turn durable, then announces
-// them. It ends the turn and reports false when the store fails.
-func (s *session) storeTurnMsgs(ctx actor.Context, msgs ...chat.Message) bool {
-	return s.storeWith(ctx, s.deps.Store.Append, msgs)
+// storeTurnMsgs makes messages of the running turn durable off the
+// mailbox, held meanwhile (await: the application's tool results, or the
+// error results of a pause left too long), announces them and runs then
+// with stored; a failed write ends the turn first (stored false).
+func (s *session) storeTurnMsgs(ctx actor.Context, msgs []chat.Message, then func(ctx actor.Context, stored bool)) {
+	store, chatID := s.deps.Store, s.id
+	await(s, ctx, func(done func(storedMsg)) {
+		store.AppendThen(context.Background(), chatID, msgs, func(stored []chat.Message, err error) {
+			done(storedMsg{stored: stored, err: err})
+		})
+	}, func(ctx actor.Context, w storedMsg) {
+		if w.err != nil {
+			s.endTurn(ctx, s.storeProblem(ctx, w.err))
+			then(ctx, false)
+			return
+		}
+		s.announceTurnMsgs(w.stored)
+		then(ctx, true)
+	})
 }
 
 // storeUnsynced stores messages of the running turn that a later synced
