@@ -262,6 +262,7 @@ func (c *Client) streamTurn(ctx context.Context, path string, body any, header h
 	defer resp.Body.Close()
 	var res TurnResult
 	var dropped StreamDropped
+	var refused *StreamError
 	err = ReadSSE(resp.Body, func(ev Event) bool {
 		if onEvent != nil {
 			onEvent(ev)
@@ -273,12 +274,18 @@ func (c *Client) streamTurn(ctx context.Context, path string, body any, header h
 		case EventStreamDropped:
 			_ = json.Unmarshal(ev.Data, &dropped)
 			return false
+		case EventError:
+			refused = &StreamError{}
+			_ = json.Unmarshal(ev.Data, refused)
+			return false
 		}
 		return true
 	})
 	switch {
 	case err != nil:
 		return res, err
+	case refused != nil:
+		return res, &Error{Message: refused.Message, Kind: refused.Kind, Status: refused.Status}
 	case dropped.Reason != "":
 		return res, fmt.Errorf("the stream was dropped (%s); the turn goes on: read the transcript after seq %d", dropped.Reason, dropped.LastSeq)
 	case res.TurnID == "" && !res.Replayed:

@@ -376,6 +376,13 @@ const (
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"
+	// EventTurnQueued starts the stream of a message that waits behind the
+	// chat's running turn (data: TurnQueued); keepalives follow until its
+	// own turn starts (turn.started) or it is refused (error).
+	EventTurnQueued = "turn.queued"
+	// EventError ends the stream of a queued message refused before its
+	// turn started (data: StreamError): the answer it would have had.
+	EventError = "error"
 	// EventFoldWaiting comes at least once a second while a turn waits (a
 	// fold, a slow first word, a long tool); data: Waiting. Lossy.
 	EventFoldWaiting = "fold.waiting"
@@ -447,6 +454,20 @@ type ActivityPage struct {
 type StreamDropped struct {
 	Reason  string `json:"reason"`
 	LastSeq int64  `json:"last_seq"`
+}
+
+// TurnQueued says a message waits behind the chat's running turn; Paused:
+// that turn waits for the application's tool results.
+type TurnQueued struct {
+	Paused bool `json:"paused"`
+}
+
+// StreamError is a refusal sent as a stream's last event: the error and
+// kind of the one JSON error shape, and the HTTP status it would have had.
+type StreamError struct {
+	Message string `json:"error"`
+	Kind    string `json:"kind"`
+	Status  int    `json:"status"`
 }
 
 // Event is one Server-Sent Event of a chat, as a client reads it.

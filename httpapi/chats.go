@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,11 +326,18 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	// while that turn waits behind another.
 	turnID := hub.NewID()
 	key := r.Header.Get(IdempotencyKeyHeader)
-	s.runTurn(w, r, tenant, id, turnID, func(sub *eventbus.Sub) (string, error) {
+	queued := make(chan bool, 1)
+	s.runTurn(w, r, tenant, id, turnID, queued, func(sub *eventbus.Sub) (string, error) {
 		// A message sent again while its turn runs joins that turn: its
 		// events are this request's from the next one on.
 		joined := func(turnID string) { sub.OfTurn(turnID, api.EventCompacted) }
-		return s.hub.SubmitKeyed(r.Context(), tenant, id, turnID, key, req, joined)
+		queue := func(paused bool) {
+			select {
+			case queued <- paused:
+			default:
+			}
+		}
+		return s.hub.SubmitKeyed(r.Context(), tenant, id, turnID, key, req, joined, queue)
 	})
 }
 
@@ -341,10 +349,11 @@ const IdempotencyKeyHeader = oai.IdempotencyKeyHeader
 // runTurn starts a turn with start and answers with it: SSE when the
 // client accepts text/event-stream, else JSON once the turn completes or
 // pauses. turnID, when known before start ("" if not), narrows the
-// subscription, which start is given, to that turn's events. A message
-// whose turn ended before (*hub.AnsweredError) is answered from the
-// transcript (replay).
-func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID, turnID string, start func(*eventbus.Sub) (turnID string, err error)) {
+// subscription, which start is given, to that turn's events. queued, when
+// not nil, hears that the message waits behind another turn: a stream
+// starts then (whileQueued). A message whose turn ended before
+// (*hub.AnsweredError) is answered from the transcript (replay).
+func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID, turnID string, queued <-chan bool, start func(*eventbus.Sub) (turnID string, err error)) {
 	s.turns.Add(1)
 	defer s.turns.Done()
 	sse := wantsSSE(r)
@@ -358,20 +367,102 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 	if turnID != "" {
 		sub.OfTurn(turnID, api.EventCompacted)
 	}
-	turnID, err := start(sub)
+	var out *sseWriter
+	var err error
+	if sse && queued != nil {
+		var res started
+		var written bool
+		if res, out, written = s.whileQueued(w, r, chatID, turnID, queued, func() (string, error) { return start(sub) }); written {
+			return
+		}
+		turnID, err = res.turnID, res.err
+	} else {
+		turnID, err = start(sub)
+	}
 	var done *hub.AnsweredError
-	if errors.As(err, &done) {
-		s.replay(w, r, tenant, chatID, done.UserSeq, sse)
-		return
-	}
-	if err != nil {
+	switch {
+	case errors.As(err, &done):
+		s.replay(w, r, tenant, chatID, done.UserSeq, out, sse)
+	case err != nil && out != nil:
+		out.refuse(r, chatID, turnID, err)
+	case err != nil:
 		writeHubError(w, r, err)
-		return
+	case sse:
+		s.streamTurn(w, r, sub, turnID, out)
+	default:
+		s.waitJSON(w, r, sub, turnID)
 	}
-	if sse {
-		s.streamTurn(w, r, sub, turnID)
-		return
+}
+
+// keepaliveEvery is how often a quiet stream sends a comment, so that
+// proxies and clients do not take it for dead.
+const keepaliveEvery = 15 * time.Second
+
+// whileQueued runs start and, once queued says the message waits behind
+// the chat's running turn, starts the stream with turn.queued and keeps it
+// alive until start answers: behind a turn paused for the application's
+// tool results the wait lasts up to toolsets.results_wait, and a stream
+// silent that long was cut by proxies and clients, whose retry without an
+// idempotency key stored the message twice. It returns start's answer and
+// the stream, if it started one; written: it could not, and answered so.
+func (s *Server) whileQueued(w http.ResponseWriter, r *http.Request, chatID, turnID string, queued <-chan bool, start func() (string, error)) (started, *sseWriter, bool) {
+	done := make(chan started, 1)
+	go func() { // ends with start, which the request's context bounds
+		id, err := start()
+		done <- started{id, err}
+	}()
+	var out *sseWriter
+	var keepalive <-chan time.Time
+	for {
+		select {
+		case res := <-done:
+			return res, out, out == nil && keepalive != nil
+		case paused := <-queued:
+			queued = nil
+			tick := time.NewTicker(keepaliveEvery)
+			defer tick.Stop()
+			keepalive = tick.C
+			var ok bool
+			if out, ok = startSSE(w, s.cfg.HTTP.WriteTimeout.Duration); ok {
+				_ = out.send(&eventbus.Event{Type: api.EventTurnQueued, ChatID: chatID, TurnID: turnID, Data: api.TurnQueued{Paused: paused}})
+			}
+		case <-keepalive:
+			if out != nil {
+				_ = out.comment("keepalive") // a client gone ends start too: its context
+			}
+		}
 	}
+}
+
+// started is what a turn's start answered.
+type started struct {
+	turnID string
+	err    error
+}
+
+// refuse ends a stream started for a queued message with the error event
+// of err: the status, kind and message it would have been answered with.
+func (s *sseWriter) refuse(r *http.Request, chatID, turnID string, err error) {
+	rec := &errorRecorder{header: http.Header{}}
+	writeHubError(rec, r, err)
+	var e api.Error
+	_ = json.Unmarshal(rec.body.Bytes(), &e)
+	_ = s.send(&eventbus.Event{Type: api.EventError, ChatID: chatID, TurnID: turnID, Data: api.StreamError{Message: e.Message, Kind: e.Kind, Status: rec.status}})
+}
+
+// errorRecorder takes the answer writeHubError writes, for refuse.
+type errorRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (e *errorRecorder) Header() http.Header         { return e.header }
+func (e *errorRecorder) Write(b []byte) (int, error) { return e.body.Write(b) }
+func (e *errorRecorder) WriteHeader(status int)      { e.status = status }
+
+// waitJSON answers with the turn's end as JSON once it completes or pauses.
+func (s *Server) waitJSON(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
 	res, ok := waitTurn(r.Context(), sub, turnID)
 	if !ok {
 		why := "the turn did not finish while the request was open"
@@ -388,8 +479,12 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 // turn ended, stored as userSeq: the turn's end, with what the chat stored
 // from it up to the person's next message, turn_id empty and replayed
 // set; as SSE, turn.started, each of those messages, then turn.completed.
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID string, userSeq int64, sse bool) {
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID string, userSeq int64, out *sseWriter, sse bool) {
 	msgs, err := s.hub.AnsweredTurn(r.Context(), tenant, chatID, userSeq)
+	if err != nil && out != nil {
+		out.refuse(r, chatID, "", err)
+		return
+	}
 	if err != nil {
 		writeHubError(w, r, err)
 		return
@@ -399,9 +494,11 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, tenant, chatID s
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	out, ok := startSSE(w, s.cfg.HTTP.WriteTimeout.Duration)
-	if !ok {
-		return
+	if out == nil {
+		var ok bool
+		if out, ok = startSSE(w, s.cfg.HTTP.WriteTimeout.Duration); !ok {
+			return
+		}
 	}
 	defer out.end()
 	events := []*eventbus.Event{{Type: api.EventTurnStarted, ChatID: chatID, Data: map[string]int64{"user_seq": userSeq}}}
@@ -529,8 +626,8 @@ func (s *sseWriter) comment(text string) error {
 // goes; the turn goes on without the client, into the transcript. A client
 // too slow for the turn's events is dropped like any watcher: the turn is
 // never slowed for it (docs/design.md).
-func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
-	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, turnID, func(ev *eventbus.Event) (send, last bool) {
+func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, out *sseWriter) {
+	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, out, turnID, func(ev *eventbus.Event) (send, last bool) {
 		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
@@ -545,20 +642,22 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
+	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, nil, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
-// pump writes a subscription's events as SSE, with keepalives, choosing
-// with pick which to send and after which to stop. When the bus drops the
-// subscription the stream ends with stream.dropped (of turnID, if any).
-// Each write is bounded by wait.
-func pump(w http.ResponseWriter, r *http.Request, wait time.Duration, sub *eventbus.Sub, turnID string, pick func(*eventbus.Event) (send, last bool)) {
-	sse, ok := startSSE(w, wait)
-	if !ok {
-		return
+// pump writes a subscription's events as SSE on sse (started here when
+// nil), with keepalives, choosing with pick which to send and after which
+// to stop. When the bus drops the subscription the stream ends with
+// stream.dropped (of turnID, if any). Each write is bounded by wait.
+func pump(w http.ResponseWriter, r *http.Request, wait time.Duration, sub *eventbus.Sub, sse *sseWriter, turnID string, pick func(*eventbus.Event) (send, last bool)) {
+	if sse == nil {
+		var ok bool
+		if sse, ok = startSSE(w, wait); !ok {
+			return
+		}
 	}
 	defer sse.end()
-	keepalive := time.NewTicker(15 * time.Second)
+	keepalive := time.NewTicker(keepaliveEvery)
 	defer keepalive.Stop()
 	for {
 		select {

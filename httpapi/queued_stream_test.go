@@ -3,11 +3,14 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -95,9 +98,10 @@ func queuedStream(d *daemontest.Daemon, chatID, path, body string) (events, data
 }
 
 // TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents: a message sent
-// with SSE while another turn of its chat runs waits its turn; the running
-// turn's events, which that stream never sends, do not fill its buffer, so
-// it streams its own turn whole instead of starting with stream.dropped.
+// with SSE while another turn of its chat runs waits its turn (its stream
+// says so at once: turn.queued); the running turn's events, which that
+// stream never sends, do not fill its buffer, so it streams its own turn
+// whole instead of starting with stream.dropped.
 func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 	d, chatID, release := busyChat(t)
 	type answer struct {
@@ -115,8 +119,8 @@ func TestAStreamQueuedBehindABusyTurnIsNotDroppedForItsEvents(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	if n := len(got.types); n == 0 || got.types[0] != api.EventTurnStarted || got.types[n-1] != api.EventTurnCompleted {
-		t.Fatalf("the queued stream's events: %v; want its own turn, turn.started to turn.completed", got.types)
+	if n := len(got.types); n < 2 || got.types[0] != api.EventTurnQueued || got.types[1] != api.EventTurnStarted || got.types[n-1] != api.EventTurnCompleted {
+		t.Fatalf("the queued stream's events: %v; want turn.queued, then its own turn, turn.started to turn.completed", got.types)
 	}
 }
 
@@ -169,5 +173,76 @@ func TestAnOpenAIStreamQueuedBehindABusyTurnAnswersWhole(t *testing.T) {
 				t.Fatalf("the queued stream of %s: events %v, data %q; want its own answer to its end", tc.path, got.events, got.data)
 			}
 		})
+	}
+}
+
+// TestAStreamQueuedBehindAPausedTurnStartsAtOnce: a message sent as SSE
+// while the chat's turn waits for the application's tool results starts
+// its stream at once with turn.queued (paused), keepalives following, and
+// streams its own turn once the results come. It got no byte, not even
+// its status, until the pause ended (up to toolsets.results_wait), so
+// proxies and clients cut it, and their retry stored the message twice.
+// Refused while it waits (here, its chat deleted), the stream ends with
+// the error it would have been answered with.
+func TestAStreamQueuedBehindAPausedTurnStartsAtOnce(t *testing.T) {
+	d, _, c := startCRM(t, nil)
+	ctx := context.Background()
+	pause := func() api.TurnResult {
+		t.Helper()
+		res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "How is Ada doing?"}, nil)
+		if err != nil || res.Status != "requires_action" {
+			t.Fatalf("pause: %v %+v", err, res)
+		}
+		return res
+	}
+	type answer struct {
+		res api.TurnResult
+		err error
+	}
+	// queue sends a message behind the paused turn and returns once its
+	// stream said it is queued.
+	queue := func() (events chan api.Event, done chan answer) {
+		t.Helper()
+		events, done = make(chan api.Event, 64), make(chan answer, 1)
+		go func() {
+			res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "and a note"}, func(ev api.Event) { events <- ev })
+			done <- answer{res, err}
+		}()
+		select {
+		case ev := <-events:
+			var q api.TurnQueued
+			if ev.Type != api.EventTurnQueued || json.Unmarshal(ev.Data, &q) != nil || !q.Paused {
+				t.Fatalf("the queued stream's first event: %s %s; want turn.queued, paused", ev.Type, ev.Data)
+			}
+		case a := <-done:
+			t.Fatalf("the queued message was answered while the turn is paused: %v %+v", a.err, a.res)
+		case <-time.After(time.Minute): // a liveness bound, not a speed check
+			t.Fatal("the queued message's stream sent nothing while the turn before it is paused")
+		}
+		return events, done
+	}
+
+	paused := pause()
+	events, done := queue()
+	results := api.ToolResultsRequest{Results: []api.ToolResult{{CallID: paused.ToolCalls[0].ID, Output: "fine"}}}
+	if _, err := d.Client.SendToolResults(ctx, c.ID, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil || a.res.Status != "completed" || a.res.Messages[len(a.res.Messages)-1].Content != "noted: and a note" {
+		t.Fatalf("the queued message once the pause ended: %v %+v", a.err, a.res)
+	}
+	if ev := <-events; ev.Type != api.EventTurnStarted {
+		t.Fatalf("after turn.queued: %s, want turn.started", ev.Type)
+	}
+
+	pause()
+	_, done = queue()
+	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	var refused *api.Error
+	if a := <-done; !errors.As(a.err, &refused) || refused.Status != http.StatusNotFound || refused.Kind != "not_found" {
+		t.Fatalf("the queued message of a deleted chat: %v, want a 404 not_found", a.err)
 	}
 }

@@ -69,5 +69,5 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request, tenant stri
 		}
 	}
 	id := r.PathValue("id")
-	s.runTurn(w, r, tenant, id, "", func(*eventbus.Sub) (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
+	s.runTurn(w, r, tenant, id, "", nil, func(*eventbus.Sub) (string, error) { return s.hub.SubmitToolResults(r.Context(), tenant, id, req) })
 }

@@ -720,12 +720,14 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 // event, and it is returned. A key whose message's turn has ended is
 // *AnsweredError; one waiting its turn, or whose turn waits for tool
 // results, ErrKeyInProgress. A message the log ends with, unanswered, has
-// its turn answer it as stored.
-func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
+// its turn answer it as stored. queued, when set, hears (without
+// blocking) that the message waits behind the chat's running turn, and
+// whether that turn is paused for the application's tool results.
+func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool)) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined})
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined, Queued: queued})
 }
 
 // SubmitUnpaused is SubmitKeyed for a surface whose clients must answer a

@@ -98,6 +98,10 @@ type SubmitTurn struct {
 	// not block. (A key found in the log answered is *Answered; waiting,
 	// ErrKeyInProgress.)
 	Joined func(turnID string)
+	// Queued, when set, is called in the session's mailbox when the
+	// message waits behind the chat's running turn; paused says that turn
+	// waits for the application's tool results. It must not block.
+	Queued func(paused bool)
 }
 
 // Answered replies to a SubmitTurn whose Message's IdempotencyKey is that

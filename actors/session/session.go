@@ -519,8 +519,11 @@ func (s *session) admit(ctx actor.Context, p pending) {
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(1)
 	}
-	if s.turn == nil {
+	switch {
+	case s.turn == nil:
 		s.startNext(ctx)
+	case m.Queued != nil:
+		m.Queued(s.turn.phase == phasePaused)
 	}
 }
 

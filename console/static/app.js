@@ -763,11 +763,15 @@ class ChatView {
       const resp = await api('POST', `/v1/chats/${esc(this.id)}/messages`, { content: text }, { accept: 'text/event-stream', raw: true, signal: this.abort.signal });
       let done = false;
       let dropped = null;
+      let refused = null;
       await readSSE(resp, (ev) => {
         done = done || ev.type === 'turn.completed';
         if (ev.type === 'stream.dropped') dropped = ev.data || {};
+        else if (ev.type === 'error') refused = ev.data || {};
         else this.handle(ev, 'post');
       });
+      // Refused while it waited behind another turn: nothing was stored.
+      if (refused) throw new Error(refused.error || 'refused');
       // The stream broke (or was dropped for falling behind) before the
       // turn ended: the turn goes on in the daemon, so hand it to the watch
       // and read what was stored so far.
