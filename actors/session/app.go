@@ -151,17 +151,8 @@ func (s *session) pause(ctx actor.Context) {
 		s.snap.Paused = &persistence.PausedTurn{TurnID: t.id, UserSeq: t.userSeq, Since: time.Now()}
 	}
 	s.snap.Paused.Calls = t.awaiting
-	// The snapshot and the folds the turn met are one write, off the
-	// mailbox (writeThen); the application hears of the pause once stored.
-	snap, acts, store, id := s.snap, s.foldsMet(t), s.deps.Store, s.id
-	s.writeThen(ctx, func(bg context.Context) error { return store.SaveSnapshot(bg, id, snap, acts...) }, func(ctx actor.Context, err error) {
-		if err != nil {
-			s.logger().Error().Err(err).Msg("save the paused turn")
-		} else {
-			snap.Stored()
-			s.snap = snap
-		}
-		s.foldsStored(t)
+	// The application hears of the pause once it is stored.
+	s.saveTurnSnapshot(ctx, t, "save the paused turn", func(ctx actor.Context) {
 		s.armPause(ctx, time.Until(s.snap.Paused.Since.Add(s.deps.ToolResultsWait)))
 		s.refuseUnpaused(ctx, t.awaiting)
 		s.publish(chat.EventTurnRequiresAction, t.id, chat.TurnResult{TurnID: t.id, Status: chat.StatusRequiresAction,

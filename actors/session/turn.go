@@ -809,21 +809,28 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 		s.closeTurn(ctx, problem)
 		return
 	}
-	// The snapshot, the folds the turn met and its problem are one write,
-	// off the mailbox (writeThen).
-	snap, acts, store, chatID := s.snap, s.foldsMet(t), s.deps.Store, s.id
+	var acts []persistence.Activity
 	if pa, err := activity(chat.EventTurnProblem, t.id, problem); problem != nil && err == nil {
 		acts = append(acts, pa)
 	}
-	s.writeThen(ctx, func(bg context.Context) error { return store.SaveSnapshot(bg, chatID, snap, acts...) }, func(ctx actor.Context, err error) {
+	s.saveTurnSnapshot(ctx, t, "save snapshot", func(ctx actor.Context) { s.closeTurn(ctx, problem) }, acts...)
+}
+
+// saveTurnSnapshot saves the snapshot, the folds t met and acts in one
+// write, off the mailbox (writeThen), tells the folds once it is stored
+// and runs then. A failed write is logged as what; the turn goes on.
+func (s *session) saveTurnSnapshot(ctx actor.Context, t *turn, what string, then func(ctx actor.Context), acts ...persistence.Activity) {
+	snap, store, id := s.snap, s.deps.Store, s.id
+	acts = append(s.foldsMet(t), acts...)
+	s.writeThen(ctx, func(bg context.Context) error { return store.SaveSnapshot(bg, id, snap, acts...) }, func(ctx actor.Context, err error) {
 		if err != nil {
-			s.logger().Error().Err(err).Msg("save snapshot")
+			s.logger().Error().Err(err).Msg(what)
 		} else {
 			snap.Stored()
 			s.snap = snap
 		}
 		s.foldsStored(t)
-		s.closeTurn(ctx, problem)
+		then(ctx)
 	})
 }
 
