@@ -638,11 +638,12 @@ func (a *answer) message() HistoryMessage {
 	return m
 }
 
-// stored is what the assistant said in the turn's stored messages (a late
-// request's text). What it cost is then the turn's whole (zero when read
-// back from the transcript: nothing was spent again), not the part that
-// came after the request joined.
-func (a *answer) stored() string {
+// settleLate settles a late request's answer from its turn's end: what it
+// cost is the turn's whole (zero when read back from the transcript:
+// nothing was spent again), not the part after the request joined, and
+// its text, returned, is what the assistant said in the turn's stored
+// messages.
+func (a *answer) settleLate() string {
 	a.spent = a.res.Usage
 	var b strings.Builder
 	for _, m := range a.res.Messages {
@@ -754,7 +755,7 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 	}
 	if a.late {
 		a.text.Reset()
-		a.text.WriteString(a.stored())
+		a.text.WriteString(a.settleLate())
 	}
 	a.kept(a)
 	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
@@ -860,7 +861,7 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		return
 	}
 	if a.late {
-		say(a.stored())
+		say(a.settleLate())
 	}
 	a.kept(a)
 	if calls := a.toolCalls(true); len(calls) > 0 {
