@@ -44,6 +44,10 @@ type chatRequest struct {
 	} `json:"response_format"`
 	Modalities []string `json:"modalities"`
 	Logprobs   bool     `json:"logprobs"`
+	// Functions and FunctionCall are OpenAI's deprecated forms of tools
+	// and tool_choice, refused rather than dropped unseen.
+	Functions    []json.RawMessage `json:"functions"`
+	FunctionCall json.RawMessage   `json:"function_call"`
 }
 
 type streamOptions struct {
@@ -129,11 +133,15 @@ func (req *chatRequest) parse() (parsed, error) {
 	case req.N != nil && *req.N != 1:
 		return p, refuse("n", "n is %d; agentd answers one choice", *req.N)
 	case req.ResponseFormat != nil && req.ResponseFormat.Type != "text":
-		return p, refuse("response_format", "response_format %q is not honoured: agentd does not constrain the model's output", req.ResponseFormat.Type)
+		return p, unconstrained("response_format", req.ResponseFormat.Type)
 	case slices.ContainsFunc(req.Modalities, func(m string) bool { return m != "text" }):
 		return p, refuse("modalities", "agentd answers in text only")
 	case req.Logprobs:
 		return p, refuse("logprobs", "logprobs are not available through agentd")
+	case len(req.Functions) > 0:
+		return p, refuse("functions", "functions (deprecated by OpenAI) is not read by agentd: send them as tools of type function")
+	case given(req.FunctionCall):
+		return p, refuse("function_call", "function_call (deprecated by OpenAI) is not read by agentd: use tool_choice")
 	}
 	noTools, err := toolChoice(req.ToolChoice)
 	if err != nil {

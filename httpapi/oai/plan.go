@@ -102,6 +102,12 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 	if req.Background {
 		return nil, refuse("background", "background responses are not supported by agentd: stream instead, or wait for the answer")
 	}
+	if f := req.Text; f != nil && f.Format != nil && f.Format.Type != "" && f.Format.Type != "text" {
+		return nil, unconstrained("text.format.type", f.Format.Type)
+	}
+	if given(req.Prompt) {
+		return nil, refuse("prompt", "prompt templates are kept on OpenAI's platform and agentd has none: send instructions and input instead")
+	}
 	tools, err := functionTools(req.Tools)
 	if err != nil {
 		return nil, err

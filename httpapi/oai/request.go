@@ -35,7 +35,13 @@ type createRequest struct {
 	Metadata           map[string]string `json:"metadata"`
 	Stream             bool              `json:"stream"`
 	Background         bool              `json:"background"`
-	ContextManagement  []struct {
+	Text               *struct {
+		Format *struct {
+			Type string `json:"type"`
+		} `json:"format"`
+	} `json:"text"`
+	Prompt            json.RawMessage `json:"prompt"`
+	ContextManagement []struct {
 		Type             string `json:"type"`
 		CompactThreshold *int   `json:"compact_threshold"`
 	} `json:"context_management"`
@@ -225,6 +231,18 @@ func toolChoice(raw json.RawMessage) (none bool, err error) {
 		return s == "none", nil
 	}
 	return false, refuse("tool_choice", "tool_choice %s is not supported by agentd: use \"auto\" or \"none\" (it cannot force every provider's model to call a tool)", clip(string(raw), 100))
+}
+
+// unconstrained refuses a structured output format asked for in param:
+// agentd asks every provider's model for plain text and checks no answer
+// against a schema, so an SDK's parse helper would fail on the answer.
+func unconstrained(param, format string) error {
+	return refuse(param, "%s %q is not honoured: agentd does not constrain the model's output (it asks for plain text and checks no answer against a schema)", param, format)
+}
+
+// given reports whether an optional JSON field was sent with a value.
+func given(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }
 
 // conversationOf reads conversation: an id or {"id": ...}.
