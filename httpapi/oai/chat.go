@@ -701,10 +701,12 @@ func (a *answer) usage() chatUsage {
 	return u
 }
 
-// failure is the error a turn that ended faulted answers.
-func (a *answer) failure() (int, string, string) {
+// failure is the error a turn that ended faulted answers: its status,
+// code, param (messages for a history too long, as OpenAI names it) and
+// message.
+func (a *answer) failure() (status int, code, param, msg string) {
 	p := a.res.Problem
-	msg := p.Message
+	msg = p.Message
 	if p.NextStep != nil {
 		if b, err := json.Marshal(p.NextStep); err == nil {
 			msg += " (agentd's next step: " + string(b) + ")"
@@ -712,23 +714,23 @@ func (a *answer) failure() (int, string, string) {
 	}
 	switch p.Kind {
 	case api.ProblemTooLong:
-		return http.StatusBadRequest, "context_length_exceeded", msg
+		return http.StatusBadRequest, "context_length_exceeded", "messages", msg
 	case api.ProblemTimeout, api.ProblemToolResults:
-		return http.StatusGatewayTimeout, "timeout", msg
+		return http.StatusGatewayTimeout, "timeout", "", msg
 	case api.ProblemShutdown:
-		return http.StatusServiceUnavailable, "unavailable", msg
+		return http.StatusServiceUnavailable, "unavailable", "", msg
 	case api.ProblemMoved:
 		// Another node holds the chat now: the client's retry reaches it.
-		return http.StatusServiceUnavailable, "moved", msg
+		return http.StatusServiceUnavailable, "moved", "", msg
 	case api.ProblemDeleted:
 		// The chat was deleted mid-turn: a retry starts a new one from the
 		// client's history.
-		return http.StatusConflict, "deleted", msg
+		return http.StatusConflict, "deleted", "", msg
 	case api.ProblemInternal:
-		return http.StatusInternalServerError, "server_error", msg
+		return http.StatusInternalServerError, "server_error", "", msg
 	}
 	// The provider failed, or could not be reached.
-	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), msg
+	return http.StatusBadGateway, strings.ReplaceAll(p.Kind, "-", "_"), "", msg
 }
 
 // wholeEvents are the events whole reads: the turn's messages, what its
@@ -757,8 +759,8 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 	}
 	if !a.answered() {
 		a.failed()
-		status, code, msg := a.failure()
-		WriteError(w, status, code, "", msg)
+		status, code, param, msg := a.failure()
+		WriteError(w, status, code, param, msg)
 		return
 	}
 	if a.late {
@@ -860,12 +862,12 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 	}
 	if !a.answered() {
 		a.failed()
-		status, code, msg := a.failure()
+		status, code, param, msg := a.failure()
 		typ := typeInvalidRequest
 		if status >= 500 {
 			typ = typeServer
 		}
-		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Code: nullable(code)}})
+		out.data(map[string]any{"error": apiError{Message: msg, Type: typ, Param: nullable(param), Code: nullable(code)}})
 		return
 	}
 	if a.late {

@@ -23,7 +23,7 @@ func TestAFailedTurnsStatusNamesItsCause(t *testing.T) {
 		api.ProblemToolResults: http.StatusGatewayTimeout,
 	} {
 		a := &answer{res: &api.TurnResult{Problem: &api.Problem{Kind: kind, Message: "why"}}}
-		if got, code, msg := a.failure(); got != want || code == "" || msg != "why" {
+		if got, code, _, msg := a.failure(); got != want || code == "" || msg != "why" {
 			t.Errorf("%s: %d %q %q, want %d", kind, got, code, msg, want)
 		}
 	}

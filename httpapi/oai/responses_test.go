@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentd/agentd/actors/learner"
@@ -294,13 +295,10 @@ func openAITooLong(window, input int) string {
 	return fmt.Sprintf(`{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, window, input)
 }
 
-// TestResponsesTooLongFailsWithContextLengthExceeded: a provider that
-// refuses every turn request as too long, however agentd fits it, ends
-// the response failed, with context_length_exceeded naming agentd's next
-// step: as response.failed when streaming, as the response otherwise.
-func TestResponsesTooLongFailsWithContextLengthExceeded(t *testing.T) {
-	const trigger = "Please go through everything above once more."
-	script := func(r testkit.Received) testkit.Reply {
+// tooLongOn is a provider that refuses as OpenAI does, however agentd fits
+// it, every turn request that holds trigger.
+func tooLongOn(trigger string) testkit.Script {
+	return func(r testkit.Received) testkit.Reply {
 		switch r.System {
 		case summarizer.Instructions:
 			return testkit.Reply{Text: "The person asked for echoes."}
@@ -314,7 +312,53 @@ func TestResponsesTooLongFailsWithContextLengthExceeded(t *testing.T) {
 		}
 		return testkit.Reply{Text: "Noted."}
 	}
-	_, _, sdk := start(t, 32000, script)
+}
+
+// TestChatCompletionsTooLongIsContextLengthExceeded: the same provider on
+// Chat Completions answers 400 in the body OpenAI sends for it (the
+// code context_length_exceeded on param messages, which clients such as
+// LangChain and LiteLLM read to trim their history), naming agentd's next
+// step; streamed, the SDK raises the same error object.
+func TestChatCompletionsTooLongIsContextLengthExceeded(t *testing.T) {
+	const trigger = "Please go through everything above once more."
+	_, _, sdk := start(t, 32000, tooLongOn(trigger))
+	ctx := context.Background()
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("a note ", 300))}
+	first, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs})
+	if err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	msgs = append(msgs, first.Choices[0].Message.ToParam(), openai.UserMessage(trigger))
+	params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: msgs}
+	var aerr *openai.Error
+	if _, err := sdk.Chat.Completions.New(ctx, params); !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadRequest ||
+		aerr.Type != "invalid_request_error" || aerr.Code != "context_length_exceeded" || aerr.Param != "messages" || !strings.Contains(aerr.Message, "next step") {
+		t.Fatalf("whole: %v; want 400 context_length_exceeded on param messages", aerr.RawJSON())
+	}
+	stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+	for stream.Next() {
+	}
+	var serr *ssestream.StreamError
+	var body struct {
+		Error struct {
+			Type  string  `json:"type"`
+			Code  string  `json:"code"`
+			Param *string `json:"param"`
+		} `json:"error"`
+	}
+	if err := stream.Err(); !errors.As(err, &serr) || json.Unmarshal(serr.Event.Data, &body) != nil ||
+		body.Error.Code != "context_length_exceeded" || body.Error.Type != "invalid_request_error" || body.Error.Param == nil || *body.Error.Param != "messages" {
+		t.Fatalf("streamed: %v; want the error object of the whole answer", err)
+	}
+}
+
+// TestResponsesTooLongFailsWithContextLengthExceeded: a provider that
+// refuses every turn request as too long, however agentd fits it, ends
+// the response failed, with context_length_exceeded naming agentd's next
+// step: as response.failed when streaming, as the response otherwise.
+func TestResponsesTooLongFailsWithContextLengthExceeded(t *testing.T) {
+	const trigger = "Please go through everything above once more."
+	_, _, sdk := start(t, 32000, tooLongOn(trigger))
 	ctx := context.Background()
 	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(strings.Repeat("a note ", 300))}})
 	if err != nil || first.Status != "completed" {
