@@ -874,8 +874,11 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 		say(a.settleLate())
 	}
 	a.kept(a)
-	if calls := a.toolCalls(true); len(calls) > 0 {
-		out.data(chunk(map[string]any{"tool_calls": calls}, nil))
+	// A chunk per call, as OpenAI streams parallel calls: the SDKs'
+	// accumulators (openai-go's JustFinishedToolCall) tell a call finished
+	// when a chunk of another call follows it.
+	for _, c := range a.toolCalls(true) {
+		out.data(chunk(map[string]any{"tool_calls": []chatToolCall{c}}, nil))
 	}
 	out.data(chunk(map[string]any{}, a.finish()))
 	if withUsage {

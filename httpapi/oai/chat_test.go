@@ -412,3 +412,39 @@ func accumulated(t testing.TB, stream *ssestream.Stream[openai.ChatCompletionChu
 	}
 	return acc
 }
+
+// TestChatCompletionsStreamsEachToolCallInItsOwnChunk: an answer of two
+// calls streams as OpenAI streams parallel calls, each call starting in a
+// chunk of its own, so openai-go's accumulator tells each one finished
+// (JustFinishedToolCall, the SDK's streamed tool-calling pattern): two calls
+// in one chunk told only the first, and a client that ran what it was told
+// then sent a history missing the second call's result.
+func TestChatCompletionsStreamsEachToolCallInItsOwnChunk(t *testing.T) {
+	_, _, sdk := start(t, 32000, func(r testkit.Received) testkit.Reply {
+		if !isTurn(r) || len(r.Tools) == 0 {
+			return talker(r)
+		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_oslo", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			{ID: "call_paris", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+	})
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name: "get_weather", Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+	})}
+	stream := sdk.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "fake/m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("The weather in Oslo and Paris?")}, Tools: tools})
+	var acc openai.ChatCompletionAccumulator
+	var finished []string
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		if c, ok := acc.JustFinishedToolCall(); ok {
+			finished = append(finished, c.ID+" "+c.Name+" "+c.Arguments)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`call_oslo get_weather {"city":"Oslo"}`, `call_paris get_weather {"city":"Paris"}`}
+	if fmt.Sprint(finished) != fmt.Sprint(want) || len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "tool_calls" || len(acc.Choices[0].Message.ToolCalls) != 2 {
+		t.Fatalf("the SDK told finished calls %q, want %q; accumulated %+v", finished, want, acc.Choices)
+	}
+}
