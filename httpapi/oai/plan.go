@@ -60,6 +60,9 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 				}
 				g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: "user", Content: &ps})
 			case "system", "developer":
+				if err := textOnly(ps, param+".content", "a "+it.Role+" message is the chat's instructions, which are text"); err != nil {
+					return g, err
+				}
 				for _, p := range ps {
 					g.system = append(g.system, p.Text)
 				}

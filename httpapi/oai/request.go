@@ -173,6 +173,17 @@ func parts(raw json.RawMessage, param string) ([]part, error) {
 	return ps, nil
 }
 
+// textOnly refuses an image among ps, where agentd keeps only text and
+// would drop it unseen; why says where it goes instead.
+func textOnly(ps []part, param, why string) error {
+	for i, p := range ps {
+		if p.Type == "input_image" {
+			return refuse(fmt.Sprintf("%s[%d].type", param, i), "an input_image is not taken here: %s", why)
+		}
+	}
+	return nil
+}
+
 // dataImage decodes a base64 data URL.
 func dataImage(u string) (mediaType string, data []byte, err error) {
 	rest, _ := strings.CutPrefix(u, "data:")
@@ -192,6 +203,9 @@ func callOutput(raw json.RawMessage, param string) (string, error) {
 		return s, nil
 	}
 	ps, err := parts(raw, param)
+	if err == nil {
+		err = textOnly(ps, param, "agentd's tool results are text; send the image in a user message after this response")
+	}
 	if err != nil {
 		return "", err
 	}

@@ -10,13 +10,18 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
+// pixel is a one-pixel PNG as a data URL.
+const pixel = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
 // TestUnhonouredFieldsAreRefused: a field whose promise agentd cannot keep
 // is a 400 naming it, as Chat Completions' response_format is, not a 200
 // that quietly breaks it: structured output asked through the Responses
 // API's text.format (whose SDK helpers then fail to parse plain text as
 // JSON), a stored prompt template OpenAI keeps (the answer would ignore
 // it), the deprecated functions and function_call of Chat Completions (the
-// model would never see the functions). Plain text asked for is answered,
+// model would never see the functions), and an image where agentd keeps
+// text only (a function_call_output's, a developer message's), which it
+// would drop unseen. Plain text asked for is answered,
 // and nothing is left behind for a refusal: no chat is made.
 func TestUnhonouredFieldsAreRefused(t *testing.T) {
 	d, _, sdk := start(t, 32000, talker)
@@ -52,6 +57,22 @@ func TestUnhonouredFieldsAreRefused(t *testing.T) {
 		{"response prompt", respond(func(p *responses.ResponseNewParams) {
 			p.Prompt = responses.ResponsePromptParam{ID: "pmpt_123"}
 		}), "prompt"},
+		{"function_call_output image", respond(func(p *responses.ResponseNewParams) {
+			p.PreviousResponseID = openai.String("resp_x")
+			p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+				responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: openai.String("call_1"),
+					Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfResponseFunctionCallOutputItemArray: responses.ResponseFunctionCallOutputItemListParam{
+						{OfInputText: &responses.ResponseInputTextContentParam{Text: "the chart:"}},
+						{OfInputImage: &responses.ResponseInputImageContentParam{ImageURL: openai.String(pixel)}},
+					}}}}}}
+		}), "input[0].output[1].type"},
+		{"developer message image", respond(func(p *responses.ResponseNewParams) {
+			p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+				responses.ResponseInputItemParamOfMessage(responses.ResponseInputMessageContentListParam{
+					responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto)}, responses.EasyInputMessageRoleDeveloper),
+				responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleUser)}}
+			p.Input.OfInputItemList[0].OfMessage.Content.OfInputItemContentList[0].OfInputImage.ImageURL = openai.String(pixel)
+		}), "input[0].content[0].type"},
 		{"chat functions", complete(func(p *openai.ChatCompletionNewParams) {
 			p.Functions = []openai.ChatCompletionNewParamsFunction{{Name: "get_weather", Parameters: shared.FunctionParameters{"type": "object"}}}
 		}), "functions"},
