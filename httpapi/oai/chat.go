@@ -59,6 +59,9 @@ type chatMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  []chatToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// Refusal is what an assistant said in refusing (OpenAI's answers
+	// carry it instead of content; the SDKs send it back so).
+	Refusal string `json:"refusal,omitempty"`
 }
 
 type chatToolCall struct {
@@ -83,12 +86,16 @@ type chatTool struct {
 	} `json:"function"`
 }
 
-// text reads a message's content: a string, or text parts. Pictures and
-// other parts are refused: Chat Completions carries them inline, and agentd
-// takes files as attachments (docs/openai.md).
+// text reads a message's content: a string, or text parts; an assistant's
+// refusal (its refusal field or parts) is what it said. Pictures and other
+// parts are refused: Chat Completions carries them inline, and agentd takes
+// files as attachments (docs/openai.md).
 func (m chatMessage) text(i int) (string, error) {
 	raw := bytes.TrimSpace(m.Content)
 	if len(raw) == 0 || string(raw) == "null" {
+		if m.Role == "assistant" {
+			return m.Refusal, nil
+		}
 		return "", nil
 	}
 	var s string
@@ -97,14 +104,19 @@ func (m chatMessage) text(i int) (string, error) {
 		return s, err
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", refuse(fmt.Sprintf("messages[%d].content", i), "messages[%d].content is neither a string nor an array of parts", i)
 	}
 	var b strings.Builder
 	for j, p := range parts {
+		if p.Type == "refusal" && m.Role == "assistant" {
+			b.WriteString(p.Refusal)
+			continue
+		}
 		if p.Type != "text" {
 			return "", refuse(fmt.Sprintf("messages[%d].content[%d].type", i, j), "messages[%d].content[%d] is a %q part; agentd reads text parts here (send files as attachments through agentd's own API)", i, j, p.Type)
 		}

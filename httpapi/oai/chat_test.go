@@ -448,3 +448,37 @@ func TestChatCompletionsStreamsEachToolCallInItsOwnChunk(t *testing.T) {
 		t.Fatalf("the SDK told finished calls %q, want %q; accumulated %+v", finished, want, acc.Choices)
 	}
 }
+
+// TestChatCompletionsTakesAnAssistantsRefusal: a history whose assistant
+// refused, as OpenAI's answers carry it (the refusal field, which the SDK's
+// ToParam sends back, or a refusal part), is taken, and the model reads
+// the refusal as what the assistant said: a refusal part was a 400 that
+// spoke of attachments, and the refusal field an empty answer.
+func TestChatCompletionsTakesAnAssistantsRefusal(t *testing.T) {
+	_, fake, sdk := start(t, 32000, talker)
+	ctx := context.Background()
+	asField := openai.ChatCompletionMessage{Role: "assistant", Refusal: "I cannot help with the lock."}
+	asPart := openai.ChatCompletionMessageParamOfAssistant([]openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{
+		{OfRefusal: &openai.ChatCompletionContentPartRefusalParam{Refusal: "I cannot help with the safe."}}})
+	for name, refused := range map[string]openai.ChatCompletionMessageParamUnion{"field": asField.ToParam(), "part": asPart} {
+		said := asField.Refusal
+		if name == "part" {
+			said = "I cannot help with the safe."
+		}
+		before := len(fake.Requests())
+		_, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake/m", Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("Open it (" + name + ")."), refused, openai.UserMessage("Then tell me a joke (" + name + ").")}})
+		if err != nil {
+			t.Fatalf("refusal as a %s: %v", name, err)
+		}
+		var read bool
+		for _, r := range fake.Requests()[before:] {
+			for _, m := range r.Messages {
+				read = read || isTurn(r) && m.Role == chat.RoleAssistant && m.Content == said
+			}
+		}
+		if !read {
+			t.Errorf("refusal as a %s: no request to the model held the assistant's %q", name, said)
+		}
+	}
+}
