@@ -74,6 +74,7 @@ func TestUnhonouredFieldsAreRefused(t *testing.T) {
 			p.Input.OfInputItemList[0].OfMessage.Content.OfInputItemContentList[0].OfInputImage.ImageURL = openai.String(pixel)
 		}), "input[0].content[0].type"},
 		{"chat functions", complete(func(p *openai.ChatCompletionNewParams) {
+			//lint:ignore SA1019 the deprecated field is what this case sends
 			p.Functions = []openai.ChatCompletionNewParamsFunction{{Name: "get_weather", Parameters: shared.FunctionParameters{"type": "object"}}}
 		}), "functions"},
 		{"chat function_call", complete(func(p *openai.ChatCompletionNewParams) {
