@@ -106,7 +106,7 @@ func (r *fairRig) reached(n int) {
 	s := r.a.slots["p"]
 	for {
 		s.mu.Lock()
-		got := s.share.held + len(s.ready)
+		got := s.share.Held() + len(s.ready)
 		s.mu.Unlock()
 		if got == n {
 			return
