@@ -266,13 +266,14 @@ func (h *Hub) startActors(opts Options) {
 	h.workers = actors.NewDispatcher(0, 0, 0)
 	root := h.system.Root
 	sumCfg := summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}
+	learnCfg := learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
+		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}
 	if soleTenant(h.cfg.Auth) {
 		// No other tenant to keep a slot free for: the cap would only idle one.
-		sumCfg.PerTenant = math.MaxInt
+		sumCfg.PerTenant, learnCfg.PerTenant = math.MaxInt, math.MaxInt
 	}
 	h.summarize = root.Spawn(summarizer.Props(sumCfg))
-	h.learner = root.Spawn(learner.Props(learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
-		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}))
+	h.learner = root.Spawn(learner.Props(learnCfg))
 	// The index loads the registry when it starts, and again after a restart.
 	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
 	// Prompts read the last map built; sessions have it built off their mailboxes (session.Deps.Maps).

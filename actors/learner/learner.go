@@ -14,7 +14,11 @@
 // No double reading: each chat has a read-until mark in memory.Store; a run
 // reads only words past it and raises it when it is done. One run per chat
 // at a time (a second Learn for a busy chat is merged into one queued
-// entry), at most Config.MaxRuns runs at once. Without a model, or with an
+// entry), at most Config.MaxRuns runs at once, shared fairly between tenants
+// (actors.FairShare): a tenant holds at most Config.PerTenant of them, and a
+// run that ends goes to the waiting tenant holding fewest, so one tenant's
+// many chats, or its provider hanging on them, hold no other tenant's
+// learning for longer than one run. Without a model, or with an
 // answer it cannot read, a run stores nothing and marks nothing read, so the
 // next sweep tries those words again.
 package learner
@@ -70,6 +74,11 @@ type Config struct {
 	// Defaults to 2: learning is background work and must not crowd out
 	// turns at the provider.
 	MaxRuns int
+	// PerTenant bounds one tenant's runs in flight, so another tenant's
+	// fold finds a run free or next to free. Optional. Defaults to
+	// MaxRuns-1 (at least 1); at most MaxRuns (what the hub sets where the
+	// daemon serves one tenant).
+	PerTenant int
 	// CallTimeout bounds one extraction request. Optional. Defaults to 2m.
 	CallTimeout time.Duration
 	// PieceBytes bounds the words sent in one extraction request, besides
@@ -122,6 +131,9 @@ func Props(cfg Config) *actor.Props {
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = 2
 	}
+	if cfg.PerTenant <= 0 {
+		cfg.PerTenant = max(cfg.MaxRuns-1, 1)
+	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
@@ -134,8 +146,8 @@ func Props(cfg Config) *actor.Props {
 	cfg.Log = cfg.Log.With().Str("component", "learner").Logger()
 	return actors.Props(cfg.Log, func() actor.Actor {
 		ctx, cancel := context.WithCancel(context.Background())
-		return &learnerActor{cfg: cfg, ctx: ctx, cancel: cancel,
-			running: map[string]bool{}, pending: map[string]*Learn{}}
+		return &learnerActor{cfg: cfg, ctx: ctx, cancel: cancel, runs: actors.NewFairShare(cfg.MaxRuns, cfg.PerTenant),
+			running: map[string]string{}, pending: map[string]*Learn{}, waiting: map[uint64]string{}}
 	})
 }
 
@@ -145,9 +157,10 @@ type learnerActor struct {
 	cancel context.CancelFunc
 	work   actors.Group // runs and sweeps in flight
 
-	running  map[string]bool   // chat → a run is in flight
+	runs     *actors.FairShare // the runs in flight, by tenant
+	running  map[string]string // chat → its tenant, while a run is in flight
 	pending  map[string]*Learn // chat → the merged Learn waiting to run
-	queue    []string          // chats with a pending Learn, oldest first
+	waiting  map[uint64]string // a ticket waiting for a run → its chat
 	sweeping bool
 	stopTick scheduler.CancelFunc
 }
@@ -167,7 +180,7 @@ func (a *learnerActor) Receive(ctx actor.Context) {
 	case *sweepDone:
 		a.sweeping = false
 	case *Status:
-		ctx.Respond(&StatusReply{Running: len(a.running), Queued: len(a.queue), Sweeping: a.sweeping})
+		ctx.Respond(&StatusReply{Running: len(a.running), Queued: len(a.pending), Sweeping: a.sweeping})
 	case *actor.Started:
 		a.startTimer(ctx)
 	case *actor.Stopping, *actor.Restarting:
@@ -228,11 +241,13 @@ func (a *learnerActor) handleLearn(ctx actor.Context, m *Learn) {
 		return
 	}
 	a.pending[l.ChatID] = l
-	a.queue = append(a.queue, l.ChatID)
-	a.startNext(ctx)
+	if _, ok := a.running[l.ChatID]; !ok {
+		a.ask(ctx, l)
+	}
 }
 
 func (a *learnerActor) handleDone(ctx actor.Context, m *learnDone) {
+	tenant := a.running[m.out.ChatID]
 	delete(a.running, m.out.ChatID)
 	o := m.out
 	ev := a.cfg.Log.Debug()
@@ -244,24 +259,34 @@ func (a *learnerActor) handleDone(ctx actor.Context, m *learnDone) {
 	if a.cfg.Observe != nil {
 		a.cfg.Observe(o)
 	}
-	a.startNext(ctx)
+	for _, g := range a.runs.Release(tenant) {
+		a.start(ctx, a.waiting[g.Ticket])
+		delete(a.waiting, g.Ticket)
+	}
+	// A Learn that came while the chat's run was in flight asks now: one
+	// run per chat.
+	if l, ok := a.pending[o.ChatID]; ok {
+		a.ask(ctx, l)
+	}
 }
 
-// startNext starts queued runs while there is room, skipping chats that
-// already have a run in flight (their entry waits for it to finish).
-func (a *learnerActor) startNext(ctx actor.Context) {
-	for i := 0; i < len(a.queue) && len(a.running) < a.cfg.MaxRuns; {
-		id := a.queue[i]
-		if a.running[id] {
-			i++
-			continue
-		}
-		a.queue = slices.Delete(a.queue, i, i+1)
-		l := a.pending[id]
-		delete(a.pending, id)
-		a.running[id] = true
-		a.launch(ctx, l)
+// ask starts l's run if its tenant may have one now, else queues it for
+// the run that frees next.
+func (a *learnerActor) ask(ctx actor.Context, l *Learn) {
+	ticket, ok := a.runs.Ask(l.Tenant)
+	if !ok {
+		a.waiting[ticket] = l.ChatID
+		return
 	}
+	a.start(ctx, l.ChatID)
+}
+
+// start runs the chat's pending Learn, whose tenant holds a run for it.
+func (a *learnerActor) start(ctx actor.Context, chatID string) {
+	l := a.pending[chatID]
+	delete(a.pending, chatID)
+	a.running[chatID] = l.Tenant
+	a.launch(ctx, l)
 }
 
 func (a *learnerActor) launch(ctx actor.Context, l *Learn) {

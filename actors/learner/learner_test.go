@@ -553,7 +553,7 @@ func TestPartialPiecesMarkOnlyWhatWasRead(t *testing.T) {
 }
 
 func TestOneRunPerChatAndBoundedAcrossChats(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxRuns = 2 })
+	e := newEnv(t, func(c *Config) { c.MaxRuns, c.PerTenant = 2, 2 }) // one tenant may take every run
 	gate := make(chan struct{})
 	e.model.mu.Lock()
 	e.model.gate = gate
@@ -801,5 +801,35 @@ func TestCutToKeepsAPrefixThatFitsAndItsEstimate(t *testing.T) {
 				t.Errorf("a line that fits was cut to %d of %d bytes", len(got), len(tc.line))
 			}
 		})
+	}
+}
+
+// TestATenantsRunsHoldNoOtherTenantsLearning: a tenant whose learning calls
+// hang (its provider never answers) holds at most its share of the runs, so
+// another tenant's fold is learned meanwhile instead of queueing behind all
+// of the first tenant's chats.
+func TestATenantsRunsHoldNoOtherTenantsLearning(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxRuns = 2 })
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) }) // before the actor stops (cleanups run last first)
+	e.model.setAnswer(func(_ int, prompt string) (providers.Response, error) {
+		if strings.Contains(prompt, "tenant a") {
+			<-hang
+		}
+		return reply(`["Likes tea."]`), nil
+	})
+	learn := func(tenant, chatID string) {
+		e.sys.Root.Send(e.pid, &Learn{ChatID: chatID, Tenant: tenant, Model: "fake/big", ThroughSeq: 1,
+			Words: []chat.Message{{Role: chat.RoleUser, Seq: 1, Content: "I am tenant " + tenant + "."}}})
+	}
+	for i := range 5 {
+		learn("a", fmt.Sprintf("a%d", i))
+	}
+	learn("b", "b0")
+	if o := e.next(t); o.ChatID != "b0" || o.Err != nil || len(o.Added) != 1 {
+		t.Fatalf("outcome %+v, want b0's run, one memory", o)
+	}
+	if st := e.status(t); st.Running != 1 || st.Queued != 4 {
+		t.Fatalf("status %+v, want a's one run hanging and its 4 other chats queued", st)
 	}
 }
