@@ -299,7 +299,7 @@ func (h *Hub) indexToolset(tenant, name string, ts []tools.Tool) {
 }
 
 func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
-	return &toolindex.Register{Scope: toolindex.ToolsetScope(tenant, name), Replace: true, Tools: indexTools(ts)}
+	return toolindex.ReplaceScope(toolindex.ToolsetScope(tenant, name), indexTools(ts))
 }
 
 // indexSource is everything the tool index holds: the daemon's tools and

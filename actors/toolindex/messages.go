@@ -26,6 +26,19 @@ type Register struct {
 	Scope   string
 	Replace bool
 	Tools   []Tool
+	// indexed is the scope ReplaceScope built; the actor installs it as
+	// it is.
+	indexed *indexed
+}
+
+// ReplaceScope is a Register that replaces scope's tools with tools,
+// indexed now, on the caller's goroutine, so that the actor only installs
+// the scope: a tenant's large toolset, put again and again, holds no other
+// tenant's search behind its indexing in the actor's one mailbox. Send it
+// once.
+func ReplaceScope(scope string, tools []Tool) *Register {
+	sc := newScoped(len(tools))
+	return &Register{Scope: scope, Replace: true, indexed: sc.add(tools)}
 }
 
 // ToolsetScope names the scope of a tenant's toolset.

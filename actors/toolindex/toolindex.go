@@ -8,7 +8,9 @@
 // outside actors, ctx.Request between actors); each answer carries the
 // request's ReqID. The actor owns its index: callers never see it, so no
 // locking is needed. A Register is indexed when it arrives, at the cost of
-// its own tools (toolsearch does not rebuild an index to add to it).
+// its own tools (toolsearch does not rebuild an index to add to it); one
+// made by ReplaceScope was indexed by its sender, and the actor only
+// installs it, so one tenant's large toolset holds no other's searches.
 package toolindex
 
 import (
@@ -98,43 +100,80 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *indexActor) scope(name string) *scoped {
+// scope returns the named scope, made empty (room for n tools) if new.
+func (a *indexActor) scope(name string, n int) *scoped {
 	sc, ok := a.scopes[name]
 	if !ok {
-		sc = &scoped{ix: toolsearch.NewIndex(nil), tools: map[string]Tool{}}
+		sc = newScoped(n)
 		a.scopes[name] = sc
 	}
 	return sc
 }
 
+// newScoped is an empty scope whose map has room for n tools, so a large
+// Register fills it without rehashing.
+func newScoped(n int) *scoped {
+	return &scoped{ix: toolsearch.NewIndex(nil), tools: make(map[string]Tool, n)}
+}
+
 func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
-	res := &Registered{ReqID: m.ReqID}
-	if m.Replace {
-		delete(a.scopes, m.Scope)
+	added := m.indexed
+	if added == nil {
+		if m.Replace {
+			delete(a.scopes, m.Scope)
+		}
+		added = a.scope(m.Scope, len(m.Tools)).add(m.Tools)
+	} else {
+		a.scopes[m.Scope] = added.sc // built by ReplaceScope
 	}
-	sc := a.scope(m.Scope)
-	if len(sc.tools) == 0 {
-		sc.tools = make(map[string]Tool, len(m.Tools)) // no rehashing as a large Register fills it
+	for _, u := range added.unparsed {
+		a.log.Warn().Err(u.err).Str("tool", u.name).Msg("tool indexed without its parameters")
 	}
-	docs := make([]toolsearch.Doc, 0, len(m.Tools))
-	parsed := paramsOf(m.Tools)
+	sc := a.scopes[m.Scope]
+	a.log.Debug().Str("scope", m.Scope).Int("added", added.count).Int("total", sc.ix.Len()).Msg("tools indexed")
+	a.respond(ctx, &Registered{ReqID: m.ReqID, Count: added.count, Total: len(sc.tools), Invalid: added.invalid})
+}
+
+// testHookIndexing runs as tools start being indexed; tests hold it.
+var testHookIndexing = func() {}
+
+// indexed is what adding a Register's tools to a scope did.
+type indexed struct {
+	sc       *scoped
+	count    int      // tools added
+	invalid  []string // Registered.Invalid
+	unparsed []unparsed
+}
+
+// unparsed is a tool indexed without its parameters, and why.
+type unparsed struct {
+	name string
+	err  error
+}
+
+// add indexes tools into sc, replacing any of the same name.
+func (sc *scoped) add(tools []Tool) *indexed {
+	testHookIndexing()
+	res := &indexed{sc: sc}
+	docs := make([]toolsearch.Doc, 0, len(tools))
+	parsed := paramsOf(tools)
 	// The schemas are copied (the sender may reuse its buffers) into one
 	// buffer, which lives while any of its tools does: one allocation, not
 	// one per tool.
 	size := 0
-	for _, t := range m.Tools {
+	for _, t := range tools {
 		size += len(t.Parameters)
 	}
 	schemas := make([]byte, 0, size)
-	for i, t := range m.Tools {
+	for i, t := range tools {
 		if t.Name == "" {
-			res.Invalid = append(res.Invalid, "")
+			res.invalid = append(res.invalid, "")
 			continue
 		}
 		ps, err := parsed[i].params, parsed[i].err
 		if err != nil {
-			a.log.Warn().Err(err).Str("tool", t.Name).Msg("tool indexed without its parameters")
-			res.Invalid = append(res.Invalid, t.Name)
+			res.unparsed = append(res.unparsed, unparsed{name: t.Name, err: err})
+			res.invalid = append(res.invalid, t.Name)
 		}
 		if len(t.Parameters) > 0 {
 			start := len(schemas)
@@ -145,16 +184,14 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 		}
 		sc.tools[t.Name] = t
 		docs = append(docs, toolsearch.Doc{Name: t.Name, Description: t.Description, Params: ps})
-		res.Count++
+		res.count++
 	}
 	sc.ix.Add(docs...)
-	a.log.Debug().Str("scope", m.Scope).Int("added", len(docs)).Int("total", sc.ix.Len()).Msg("tools indexed")
-	res.Total = len(sc.tools)
-	a.respond(ctx, res)
+	return res
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
-	sc := a.scope(m.Scope)
+	sc := a.scope(m.Scope, 0)
 	var gone []string
 	for _, n := range m.Names {
 		if _, ok := sc.tools[n]; ok {

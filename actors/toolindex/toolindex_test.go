@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -351,4 +352,35 @@ func TestParamsDecodeAsEncodingJSON(t *testing.T) {
 			t.Fatalf("params(%s) = %+v, %v; encoding/json gives %+v, %v", raw, got, err, want, wantErr)
 		}
 	})
+}
+
+// TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch: a tenant's
+// toolset is indexed by the goroutine that puts it, not in the actor's one
+// mailbox, so another tenant's find_tools is answered while it is (in the
+// mailbox, a tenant putting 10,000 tools again and again queued every
+// other tenant's search behind each indexing).
+func TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch(t *testing.T) {
+	sys, pid := spawn(t)
+	crm := ToolsetScope("b", "crm")
+	ask[*Registered](t, sys, pid, ReplaceScope(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}))
+	indexing, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	testHookIndexing = func() { close(indexing); <-release }
+	t.Cleanup(func() { free(); testHookIndexing = func() {} }) // before the actor stops
+	warehouse := ToolsetScope("a", "warehouse")
+	put := make(chan struct{})
+	go func() {
+		defer close(put)
+		sys.Root.Send(pid, ReplaceScope(warehouse, []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}))
+	}()
+	<-indexing // tenant a's toolset is being indexed, and stays so
+	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "b", Query: "invoice", K: 3, Scopes: []string{crm}})
+	free()
+	<-put
+	if len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+		t.Fatalf("tenant b's hits %v, want crm_lookup_invoice", sr.Hits)
+	}
+	if sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "a", Query: "pallet", K: 3, Scopes: []string{warehouse}}); len(sr.Hits) == 0 || sr.Hits[0].Name != "move_pallet" {
+		t.Fatalf("tenant a's hits %v once indexed, want move_pallet", sr.Hits)
+	}
 }
