@@ -22,8 +22,13 @@ import (
 // agentd's sessions: its WAL is flushed) and the caller may acknowledge it. Safe for
 // concurrent use.
 type Postgres struct {
-	pool *pgxpool.Pool
-	w    *committer[*pgTxn]
+	pool *pgxpool.Pool // the readers' connections
+	// wpool is the committer's one connection, apart from the readers':
+	// every tenant's writes wait on the committer, and with its batches
+	// taking connections from pool, one tenant's slow or many reads
+	// holding all of them stalled every tenant's writes while they went on.
+	wpool *pgxpool.Pool
+	w     *committer[*pgTxn]
 
 	mu sync.Mutex
 	// epochs are the owner epochs this store claimed, by chat (Claim).
@@ -98,13 +103,22 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if o.BatchTimeout <= 0 {
 		o.BatchTimeout = time.Minute
 	}
-	return &Postgres{pool: pool, w: newCommitter(pgTxns{pool: pool, timeout: o.BatchTimeout}, o.ObserveDurable), epochs: map[string]int64{}}, applied, nil
+	wcfg := cfg.Copy()
+	wcfg.MaxConns, wcfg.MinConns = 1, 0 // the committer runs one batch at a time
+	wpool, err := pgxpool.NewWithConfig(ctx, wcfg)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
+	}
+	return &Postgres{pool: pool, wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout}, o.ObserveDurable),
+		epochs: map[string]int64{}}, applied, nil
 }
 
 // Close commits the writes already submitted, then closes the connections;
 // later writes fail with ErrClosed.
 func (p *Postgres) Close() error {
 	p.w.close()
+	p.wpool.Close()
 	p.pool.Close()
 	return nil
 }

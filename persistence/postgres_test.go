@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
 )
 
@@ -90,5 +93,38 @@ func TestMigrationNamesMustCarryAVersion(t *testing.T) {
 	ms, err := loadMigrations(migrations)
 	if err != nil || len(ms) == 0 {
 		t.Fatalf("the shipped migrations: %v, %v", ms, err)
+	}
+}
+
+// TestReadsHoldingEveryConnectionHoldNoWrite: the committer, which every
+// tenant's writes wait on, has a connection of its own. It took its
+// batches' connections from the readers' pool, so one tenant's slow or many
+// reads holding every connection of it stalled every tenant's writes, each
+// failing at the batch's timeout, for as long as the reads went on.
+func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
+	ctx := context.Background()
+	s, _, err := OpenPostgres(ctx, pgtest.DSN(t), PostgresOptions{BatchTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var held []*pgxpool.Conn
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range s.pool.Config().MaxConns {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	if err := s.CreateChat(ctx, Chat{ID: "b1", Tenant: "b", CreatedAt: time.Now()}); err != nil {
+		t.Fatalf("tenant b's write while every reading connection is held: %v", err)
+	}
+	if _, err := s.Append(ctx, "b1", chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
+		t.Fatalf("tenant b's append while every reading connection is held: %v", err)
 	}
 }
