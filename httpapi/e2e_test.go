@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -210,6 +211,38 @@ func TestBadInputGetsAClearErrorAndChangesNothing(t *testing.T) {
 	if _, err := d.Client.Transcript(ctx, "nope"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("unknown chat transcript: %v", err)
 	}
+}
+
+// TestAChatIDOfOddBytesIsNotFoundOnEitherStore: a chat route whose id
+// holds bytes Postgres's text refuses (%00, %FF, a lone surrogate's
+// %ED%A0%80) is the 404 of an unknown chat on both stores, not a 500.
+func TestAChatIDOfOddBytesIsNotFoundOnEitherStore(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000})
+	defer fake.Close()
+	daemontest.EachStore(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), func(t *testing.T, cfg configs.Config) {
+		cfg.DataDir = t.TempDir()
+		d := daemontest.Start(t, cfg, nil)
+		for _, id := range []string{"x%00", "x%FF", "x%ED%A0%80"} {
+			for _, route := range []struct{ method, path, body string }{
+				{http.MethodGet, "/v1/chats/" + id, ""},
+				{http.MethodGet, "/v1/chats/" + id + "/transcript", ""},
+				{http.MethodPost, "/v1/chats/" + id + "/messages", `{"content":"hi"}`},
+				{http.MethodDelete, "/v1/chats/" + id, ""},
+			} {
+				req, _ := http.NewRequest(route.method, d.Server.URL+route.path, strings.NewReader(route.body))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var e api.Error
+				_ = json.NewDecoder(resp.Body).Decode(&e)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNotFound || e.Kind != "not_found" {
+					t.Errorf("%s %s: %d %q (%s), want 404 not_found", route.method, route.path, resp.StatusCode, e.Kind, e.Message)
+				}
+			}
+		}
+	})
 }
 
 func TestProviderDownSaysSo(t *testing.T) {

@@ -68,6 +68,9 @@ func (s *Store) KeyedMessage(ctx context.Context, chatID, key string) (m chat.Me
 // the value: json's operators refuse a value holding \u0000, which a
 // message may.)
 func (p *Postgres) KeyedMessage(ctx context.Context, chatID, key string) (m chat.Message, ok bool, err error) {
+	if !holdable(chatID) || !holdable(key) {
+		return chat.Message{}, false, nil
+	}
 	var seq int64
 	var b []byte
 	err = p.pool.QueryRow(ctx, `SELECT seq, data FROM messages

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -198,6 +199,15 @@ func (p *Postgres) get(ctx context.Context, v any, sql string, args ...any) erro
 	return decode(b, v)
 }
 
+// holdable reports whether Postgres's text can hold s: UTF-8 without a
+// NUL. Badger holds any bytes, and every id agentd makes is such text, so
+// an id of other bytes (a request's path, %00 or %FF in it) names nothing
+// stored: a read of it finds nothing, as on Badger, where the server would
+// refuse the statement.
+func holdable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
 // CreateChat stores a new chat; it fails if the id exists.
 func (p *Postgres) CreateChat(ctx context.Context, c Chat) error {
 	val, err := encode(c)
@@ -228,6 +238,9 @@ func (p *Postgres) UpdateChat(ctx context.Context, c Chat) error {
 
 // ChatTenant reads only the tenant of a chat (see Store.ChatTenant).
 func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
+	if !holdable(id) {
+		return "", fmt.Errorf("chat %s: %w", id, ErrNotFound)
+	}
 	var tenant string
 	err := p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -241,6 +254,9 @@ func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
 
 // Chat reads one chat's metadata.
 func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
+	if !holdable(id) {
+		return Chat{}, fmt.Errorf("chat %s: %w", id, ErrNotFound)
+	}
 	out, err := p.chats(ctx, `c.id = $1`, id)
 	if err == nil && len(out) == 0 {
 		err = ErrNotFound
@@ -307,6 +323,9 @@ func (p *Postgres) chats(ctx context.Context, where string, args ...any) ([]Chat
 // the given records of other packages, in one transaction. ErrNotFound if
 // there is no such chat.
 func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordKey) error {
+	if !holdable(id) {
+		return fmt.Errorf("delete chat %s: %w", id, ErrNotFound)
+	}
 	err := p.update(ctx, func(t *pgTxn) error {
 		tag, err := t.tx.Exec(t.ctx, `DELETE FROM chats WHERE id = $1`, id)
 		if err != nil {
@@ -795,11 +814,17 @@ func (p *Postgres) PutRecords(ctx context.Context, recs ...RecordPut) error {
 
 // DeleteRecord removes a generic record; a missing one is no error.
 func (p *Postgres) DeleteRecord(ctx context.Context, kind, id string) error {
+	if !holdable(kind) || !holdable(id) {
+		return nil
+	}
 	return p.exec(ctx, `DELETE FROM records WHERE kind = $1 AND id = $2`, kind, id)
 }
 
 // Record reads one generic record into v.
 func (p *Postgres) Record(ctx context.Context, kind, id string, v any) error {
+	if !holdable(kind) || !holdable(id) {
+		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
+	}
 	if err := p.get(ctx, v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
@@ -817,6 +842,9 @@ func (p *Postgres) Records(ctx context.Context, kind string, fn func(id string, 
 // are "<tenant>/…"). id is COLLATE "C", so "id >= prefix" is byte order,
 // where the primary key's index starts the scan; left() is the exact test.
 func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error {
+	if !holdable(kind) || !holdable(prefix) {
+		return nil
+	}
 	rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
 		WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 	var ids []string

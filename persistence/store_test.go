@@ -801,3 +801,44 @@ func TestAPageOfMessagesStopsAtItsBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestAnIDPostgresCannotHoldNamesNothing: an id of bytes Postgres's text
+// refuses (a NUL, bytes that are not UTF-8, a lone surrogate's) — a
+// request's path may carry any — reads as not found on both backends, as
+// an unknown id does, never as the server's error.
+func TestAnIDPostgresCannotHoldNamesNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		s := open(t)
+		defer s.Close()
+		ctx := context.Background()
+		if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"c\x00", "c\xff", "\xed\xa0\x80"} {
+			if _, err := s.ChatTenant(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("ChatTenant(%q): %v, want not found", id, err)
+			}
+			if _, err := s.Chat(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Chat(%q): %v, want not found", id, err)
+			}
+			if err := s.DeleteChat(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("DeleteChat(%q): %v, want not found", id, err)
+			}
+			if err := s.Record(ctx, "memory", "t/"+id, new(int)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Record(%q): %v, want not found", id, err)
+			}
+			if err := s.DeleteRecord(ctx, "memory", "t/"+id); err != nil {
+				t.Errorf("DeleteRecord(%q): %v, want nothing to delete", id, err)
+			}
+			if err := s.RecordsPrefix(ctx, "memory", "t/"+id, func(string, func(any) error) error {
+				t.Errorf("RecordsPrefix(%q) found a record", id)
+				return nil
+			}); err != nil {
+				t.Errorf("RecordsPrefix(%q): %v", id, err)
+			}
+			if _, ok, err := s.KeyedMessage(ctx, "c", id); ok || err != nil {
+				t.Errorf("KeyedMessage(%q): %v, %v; want none", id, ok, err)
+			}
+		}
+	})
+}
