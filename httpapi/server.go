@@ -503,6 +503,10 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hub.ErrFailed):
 		// The bare sentence: the panic is the operator's, in the log.
 		say(w, http.StatusInternalServerError, "internal", hub.ErrFailed.Error())
+	case hub.StoreUnavailable(err):
+		oai.LogStoreUnavailable(r, err)
+		w.Header().Set("Retry-After", "1")
+		say(w, http.StatusServiceUnavailable, "unavailable", hub.ErrStoreUnavailable.Error())
 	default:
 		logInternal(r, err)
 		writeInternal(w, w.Header().Get(RequestIDHeader))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentd/agentd/chat"
@@ -206,6 +208,25 @@ func (p *Postgres) get(ctx context.Context, v any, sql string, args ...any) erro
 // refuse the statement.
 func holdable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// Unavailable reports whether err is Postgres out of reach for a moment
+// rather than a fault of the request or of agentd: a connection lost or
+// refused, the server shutting down, starting or out of connections, a
+// transaction it aborted to end a deadlock or a serialization conflict.
+// What failed so is worth sending again shortly; the pool replaces the
+// dead connections.
+func Unavailable(err error) bool {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300", "40001", "40P01":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection exception
+	}
+	_, connect := errors.AsType[*pgconn.ConnectError](err)
+	_, netErr := errors.AsType[net.Error](err)
+	return connect || netErr
 }
 
 // CreateChat stores a new chat; it fails if the id exists.

@@ -65,7 +65,18 @@ var (
 	// ErrStorageFull: a file would pass attachments.max_bytes or the
 	// tenant's attachments.max_bytes_per_tenant (with ErrInvalid).
 	ErrStorageFull = attachments.ErrStorageFull
+	// ErrStoreUnavailable is what an API says for an error StoreUnavailable
+	// names; the store's own error (its host, SQL state) is the operator's.
+	ErrStoreUnavailable = errors.New("the store is unavailable for a moment (its server restarting, a connection lost): " +
+		"send the request again shortly; a message sent again under its Idempotency-Key is stored once")
 )
+
+// StoreUnavailable reports whether err is the store (Postgres) out of reach
+// for a moment: a connection lost, the server restarting
+// (persistence.Unavailable). The request was not acknowledged; sending it
+// again shortly is the cure, so an API answers 503 with Retry-After, not an
+// internal error.
+func StoreUnavailable(err error) bool { return persistence.Unavailable(err) }
 
 // SettingError is a chat setting refused (with ErrInvalid): its Field
 // names the setting, so an API can name its own request's field.

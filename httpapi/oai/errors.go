@@ -116,10 +116,20 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusGatewayTimeout, "timeout", "", err.Error())
 	case errors.Is(err, hub.ErrFailed):
 		WriteError(w, http.StatusInternalServerError, "internal", "", hub.ErrFailed.Error()) // the panic is in the log
+	case hub.StoreUnavailable(err):
+		LogStoreUnavailable(r, err)
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", hub.ErrStoreUnavailable.Error())
 	default:
 		zerolog.Ctx(r.Context()).Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("internal error answered 500")
 		WriteError(w, http.StatusInternalServerError, "internal", "", "internal error; the operator's log has it under request id "+w.Header().Get("X-Request-Id"))
 	}
+}
+
+// LogStoreUnavailable logs the store's error that a request answered as
+// hub.ErrStoreUnavailable: the cause is the operator's.
+func LogStoreUnavailable(r *http.Request, err error) {
+	zerolog.Ctx(r.Context()).Warn().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("store unavailable answered 503")
 }
 
 // settingParam is the request field that carries a chat setting: the

@@ -1,0 +1,120 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/httpapi"
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/pgtest"
+)
+
+// TestACutStoreConnectionIsA503AndLosesNothingAcknowledged: Postgres
+// ending agentd's connections (what a restart does to them) fails the
+// requests that meet a dead connection with 503 unavailable and
+// Retry-After, never a 500; each message acknowledged is in its chat once,
+// and one sent again under its Idempotency-Key until acknowledged is in
+// it once too.
+func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
+	t.Setenv("AGENTD_PG_DSN", pgtest.DSN(t))
+	admin, err := pgx.Connect(context.Background(), os.Getenv(pgtest.Env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	fake := newFake(t, echoScript)
+	cfg := baseConfig(t, fake.URL())
+	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	var chats []string
+	for range 3 {
+		c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chats = append(chats, c.ID)
+	}
+	send := func(chatID, words string) (int, api.Error, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.Server.URL+"/v1/chats/"+chatID+"/messages", strings.NewReader(`{"content":"`+words+`"}`))
+		req.Header.Set(httpapi.IdempotencyKeyHeader, words)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e api.Error
+		if resp.StatusCode != http.StatusOK {
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+		}
+		return resp.StatusCode, e, resp.Header.Get("Retry-After")
+	}
+	failed := 0
+	for round := range 5 {
+		cutAgentdConnections(t, admin)
+		for _, id := range chats {
+			words := fmt.Sprintf("round-%d", round)
+			for try := 0; ; try++ {
+				status, e, retry := send(id, words)
+				if status == http.StatusOK {
+					break
+				}
+				failed++
+				if status != http.StatusServiceUnavailable || e.Kind != "unavailable" || retry == "" || try > 20 {
+					t.Fatalf("chat %s, %s, try %d: %d %q (%s), Retry-After %q; want 503 unavailable with Retry-After", id, words, try, status, e.Kind, e.Message, retry)
+				}
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no request met a cut connection: the test proves nothing")
+	}
+	for _, id := range chats {
+		msgs, err := d.Client.Transcript(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range msgs {
+			if m.Role == "user" {
+				got = append(got, m.Content)
+			}
+		}
+		if want := "round-0 round-1 round-2 round-3 round-4"; strings.Join(got, " ") != want {
+			t.Fatalf("chat %s holds the person's messages %q, want each acknowledged one once: %q", id, got, want)
+		}
+	}
+}
+
+// cutAgentdConnections ends every other connection to the test server's
+// database, as a restart of Postgres does, and waits until they are gone.
+func cutAgentdConnections(t *testing.T, admin *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	const others = `FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) `+others).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open a minute after their end", n)
+		}
+	}
+}
