@@ -79,6 +79,32 @@ func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
 	if failed == 0 {
 		t.Fatal("no request met a cut connection: the test proves nothing")
 	}
+	// The OpenAI surface says so in its own shape.
+	failed = 0
+	for round := range 3 {
+		cutAgentdConnections(t, admin)
+		for try := 0; ; try++ {
+			resp, err := http.Post(d.Server.URL+"/v1/conversations", "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			failed++
+			if resp.StatusCode != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || resp.Header.Get("Retry-After") == "" || try > 20 {
+				t.Fatalf("a conversation, round %d, try %d: %d %q, Retry-After %q; want 503 unavailable with Retry-After", round, try, resp.StatusCode, e.Error.Code, resp.Header.Get("Retry-After"))
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no conversation met a cut connection: the test proves nothing of the OpenAI surface")
+	}
 	for _, id := range chats {
 		msgs, err := d.Client.Transcript(ctx, id)
 		if err != nil {
