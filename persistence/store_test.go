@@ -842,3 +842,61 @@ func TestAnIDPostgresCannotHoldNamesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestTextPostgresRefusesElsewhereRoundTrips: what a tenant may send that
+// Postgres's text and jsonb refuse — a NUL, a JSON lone surrogate's escape
+// in a tool schema — and long text, in a message, a tool call and result,
+// an attachment's name, a tool schema, a summary and a record, read back
+// from both backends as written.
+func TestTextPostgresRefusesElsewhereRoundTrips(t *testing.T) {
+	const odd = "a\x00b \u2028 é 日本 \x7f"
+	long := strings.Repeat("long text, ", 100_000)
+	schema := json.RawMessage(`{"type":"object","description":"\u0000 \ud800 \udc00 \ud83d\ude00"}`)
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		s := open(t)
+		defer s.Close()
+		ctx := context.Background()
+		c := Chat{ID: "c", Tenant: "t", Title: odd, Tools: []chat.ToolSpec{{Name: "f", Description: odd, Parameters: schema}}}
+		if err := s.CreateChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		msgs := []chat.Message{
+			{Role: chat.RoleUser, Content: odd + long, Attachments: []chat.Attachment{{ID: "h", Name: odd, Note: odd}}},
+			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call", Name: "f", Arguments: `{"x":"` + odd + `"}`}}},
+			{Role: chat.RoleTool, ToolCallID: "call", ToolName: "f", Content: odd},
+		}
+		if _, err := s.Append(ctx, "c", msgs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveSnapshot(ctx, "c", Snapshot{Summary: odd + long, FirstKeptSeq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRecord(ctx, "memory", "t/m", map[string]string{"text": odd}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s = open(t)
+		got, err := s.Chat(ctx, "c")
+		if err != nil || got.Title != odd || got.Tools[0].Description != odd || string(got.Tools[0].Parameters) != string(schema) {
+			t.Fatalf("chat = %q %q %s, %v; want %q and the schema %s as written", got.Title, got.Tools[0].Description, got.Tools[0].Parameters, err, odd, schema)
+		}
+		back, err := s.Messages(ctx, "c", 1, 0)
+		if err != nil || len(back) != 3 {
+			t.Fatalf("log = %d messages, %v", len(back), err)
+		}
+		for i := range back {
+			back[i].Seq, back[i].CreatedAt = 0, msgs[i].CreatedAt
+		}
+		if !reflect.DeepEqual(back, msgs) {
+			t.Fatalf("log reads back otherwise than written")
+		}
+		snap, ok, err := s.LoadSnapshot(ctx, "c")
+		if err != nil || !ok || snap.Summary != odd+long {
+			t.Fatalf("snapshot's summary: %d bytes, %v, %v; want %d bytes as written", len(snap.Summary), ok, err, len(odd+long))
+		}
+		var rec map[string]string
+		if err := s.Record(ctx, "memory", "t/m", &rec); err != nil || rec["text"] != odd {
+			t.Fatalf("record = %q, %v; want %q", rec["text"], err, odd)
+		}
+	})
+}
