@@ -17,15 +17,22 @@ import (
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
 )
 
 // TestConversationWithItems: a conversation made with items is a chat
 // whose transcript holds them; items added later and a response in the
 // conversation follow them, and the provider sees them all in order.
-// Another tenant cannot reach it; deleting it deletes the chat.
+// Another tenant cannot reach it; deleting it deletes the chat. On both
+// stores.
 func TestConversationWithItems(t *testing.T) {
-	d, fake, sdk := start(t, 32000, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: "noted"} })
+	daemontest.EachStore(t, configs.Config{}, func(t *testing.T, cfg configs.Config) { conversationWithItems(t, cfg.Store) })
+}
+
+func conversationWithItems(t *testing.T, store configs.Store) {
+	d, fake, sdk := startOn(t, store, 32000, func(r testkit.Received) testkit.Reply { return testkit.Reply{Text: "noted"} })
 	ctx := context.Background()
 	user := func(text string) responses.ResponseInputItemUnionParam {
 		return responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser)

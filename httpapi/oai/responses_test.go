@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/actors/learner"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -28,9 +29,19 @@ import (
 // returns it with an SDK client of tenant a.
 func start(t *testing.T, window int, script testkit.Script) (*daemontest.Daemon, *openaifake.Server, openai.Client) {
 	t.Helper()
+	return startOn(t, configs.Store{}, window, script)
+}
+
+// startOn is start on the given store (the zero one: Badger).
+func startOn(t *testing.T, store configs.Store, window int, script testkit.Script) (*daemontest.Daemon, *openaifake.Server, openai.Client) {
+	t.Helper()
 	fake := openaifake.New(openaifake.Options{Window: window, Script: script})
 	t.Cleanup(fake.Close)
-	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), window), map[string]string{"tok-a": "a", "tok-b": "b"})
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), window)
+	if store.Kind != "" {
+		cfg.Store = store
+	}
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a", "tok-b": "b"})
 	return d, fake, sdkFor(d, "tok-a")
 }
 
