@@ -245,6 +245,15 @@ func (c *committer[T]) commit(batch []write[T]) {
 	}
 }
 
+// batchError is the failure of a whole batch (its begin, commit or sync),
+// which every write it carried hears: the same value, so a store can tell
+// the writes of one failed batch (Postgres asks the server once whether
+// their chats moved, not once a write).
+type batchError struct{ err error }
+
+func (e *batchError) Error() string { return e.err.Error() }
+func (e *batchError) Unwrap() error { return e.err }
+
 // fill runs the writes of batch in one transaction until one fails or the
 // transaction is full, and commits the n before it, then syncs (covering
 // what was committed unsynced before) when any of them needs it,
@@ -255,7 +264,7 @@ func (c *committer[T]) commit(batch []write[T]) {
 func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	txn, err := c.db.begin()
 	if err != nil {
-		return len(batch), false, fmt.Errorf("begin a transaction: %w", err)
+		return len(batch), false, &batchError{fmt.Errorf("begin a transaction: %w", err)}
 	}
 	defer func() { c.db.discard(txn) }()
 	for n < len(batch) {
@@ -265,7 +274,7 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 			// writes before it alone.
 			c.db.discard(txn)
 			if txn, err = c.db.begin(); err != nil {
-				return n, false, fmt.Errorf("begin a transaction: %w", err)
+				return n, false, &batchError{fmt.Errorf("begin a transaction: %w", err)}
 			}
 			for _, w := range batch[:n] {
 				if err := w.fn(txn); err != nil {
@@ -282,7 +291,7 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
 	start := time.Now()
 	if err := c.db.commit(txn, durable); err != nil {
-		return n, false, fmt.Errorf("commit %d writes: %w", n, err)
+		return n, false, &batchError{fmt.Errorf("commit %d writes: %w", n, err)}
 	}
 	c.unsynced = true
 	for i := range batch[:n] {
@@ -290,7 +299,7 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 	}
 	if durable {
 		if err := c.sync(); err != nil {
-			return n, false, fmt.Errorf("sync %d writes: %w", n, err)
+			return n, false, &batchError{fmt.Errorf("sync %d writes: %w", n, err)}
 		}
 		if c.observe != nil {
 			c.observe(time.Since(start))

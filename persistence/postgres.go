@@ -36,6 +36,9 @@ type Postgres struct {
 	mu sync.Mutex
 	// epochs are the owner epochs this store claimed, by chat (Claim).
 	epochs map[string]int64
+	// unreached is the last failed batch whose chats' epochs could not be
+	// read again (movedOr): its other writes do not ask again.
+	unreached *batchError
 }
 
 // PostgresOptions tune OpenPostgres.
@@ -226,7 +229,7 @@ func Unavailable(err error) bool {
 	}
 	_, connect := errors.AsType[*pgconn.ConnectError](err)
 	_, netErr := errors.AsType[net.Error](err)
-	return connect || netErr
+	return connect || netErr || errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // CreateChat stores a new chat; it fails if the id exists.
@@ -412,15 +415,31 @@ func (p *Postgres) fence(t *pgTxn, chatID string) error {
 // the node was paused mid-transaction, the server's idle-in-transaction
 // timeout ending it so another node could claim) is told apart by reading
 // the epoch again. FOR SHARE waits for a claim in flight, so a claim that
-// the cut let through is seen.
+// the cut let through is seen. It runs on the committer's goroutine, so a
+// failed batch asks at most once when the server cannot be reached: a
+// server that does not answer held every write behind a batch of n for n
+// connect timeouts.
 func (p *Postgres) movedOr(chatID string, err error) error {
 	if errors.Is(err, ErrChatMoved) {
 		return err
 	}
+	batch, wide := errors.AsType[*batchError](err)
+	p.mu.Lock()
+	asked := wide && batch == p.unreached
+	p.mu.Unlock()
+	if asked {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	if moved := p.checkEpoch(ctx, p.pool, chatID); errors.Is(moved, ErrChatMoved) {
+	moved := p.checkEpoch(ctx, p.pool, chatID)
+	if errors.Is(moved, ErrChatMoved) {
 		return fmt.Errorf("%w; the write failed: %v", moved, err)
+	}
+	if moved != nil && wide {
+		p.mu.Lock()
+		p.unreached = batch
+		p.mu.Unlock()
 	}
 	return err
 }
