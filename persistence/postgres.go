@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -227,9 +228,16 @@ func Unavailable(err error) bool {
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection exception
 	}
-	_, connect := errors.AsType[*pgconn.ConnectError](err)
+	if _, connect := errors.AsType[*pgconn.ConnectError](err); connect || errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	// A connection's read or write that failed: pgconn's own error (the
+	// one kind that says whether a retry is safe) around the network's. A
+	// network error of anything else (a provider, an MCP server) is not
+	// the store's.
+	var pg interface{ SafeToRetry() bool }
 	_, netErr := errors.AsType[net.Error](err)
-	return connect || netErr || errors.Is(err, pgconn.ErrConnClosed)
+	return errors.As(err, &pg) && (netErr || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // CreateChat stores a new chat; it fails if the id exists.

@@ -2,6 +2,10 @@ package persistence
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
@@ -126,5 +131,32 @@ func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
 	}
 	if _, err := s.Append(ctx, "b1", chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
 		t.Fatalf("tenant b's append while every reading connection is held: %v", err)
+	}
+}
+
+// TestUnavailableNamesOnlyTheStoresConnection: Postgres out of reach is
+// Unavailable; a network error of anything else (a provider, an MCP
+// server, wrapped as the hub wraps it) or a server's refusal of the
+// request is not.
+func TestUnavailableNamesOnlyTheStoresConnection(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	for err, want := range map[error]bool{
+		fmt.Errorf("append: %w", &pgconn.PgError{Code: "57P01"}):                         true,
+		&pgconn.PgError{Code: "08006"}:                                                   true,
+		&pgconn.PgError{Code: "40P01"}:                                                   true,
+		fmt.Errorf("begin: %w", pgconn.ErrConnClosed):                                    true,
+		&pgconn.PgError{Code: "22021"}:                                                   false,
+		&pgconn.PgError{Code: "23505"}:                                                   false,
+		fmt.Errorf("list models: %w", &url.Error{Op: "Get", URL: "http://x", Err: dial}): false,
+		dial:                    false,
+		errors.New("not found"): false,
+	} {
+		if got := Unavailable(err); got != want {
+			t.Errorf("Unavailable(%v) = %v, want %v", err, got, want)
+		}
+	}
+	dsn, _ := pgtest.Unreachable(t)
+	if _, _, err := OpenPostgres(context.Background(), dsn, PostgresOptions{}); !Unavailable(err) {
+		t.Errorf("Unavailable(%v) = false for a server nobody listens for", err)
 	}
 }
