@@ -217,13 +217,15 @@ func holdable(s string) bool {
 // Unavailable reports whether err is Postgres out of reach for a moment
 // rather than a fault of the request or of agentd: a connection lost or
 // refused, the server shutting down, starting or out of connections, a
-// transaction it aborted to end a deadlock or a serialization conflict.
+// transaction it aborted to end a deadlock or a serialization conflict, a
+// statement it cancelled past a statement_timeout or lock_timeout the DSN
+// set.
 // What failed so is worth sending again shortly; the pool replaces the
 // dead connections.
 func Unavailable(err error) bool {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "53300", "40001", "40P01":
+		case "57P01", "57P02", "57P03", "53300", "40001", "40P01", "57014", "55P03":
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08") // connection exception
