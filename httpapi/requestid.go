@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,6 +32,8 @@ type statusWriter struct {
 	rc   *http.ResponseController
 	wait time.Duration
 	code int
+	// by, once set (unix nanoseconds), bounds every later write (WriteBy).
+	by atomic.Int64
 }
 
 // writePiece is the most bytes one write deadline covers: a client that
@@ -50,9 +53,19 @@ func newStatusWriter(w http.ResponseWriter, wait time.Duration) *statusWriter {
 // recorder) is written to unbounded.
 func (w *statusWriter) deadline() {
 	if w.wait > 0 {
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.wait))
+		at := time.Now().Add(w.wait)
+		if by := w.by.Load(); by != 0 && by < at.UnixNano() {
+			at = time.Unix(0, by)
+		}
+		_ = w.rc.SetWriteDeadline(at)
 	}
 }
+
+// WriteBy bounds every later write of the answer by at, what net/http
+// writes after the handler included: a stream's last events (oai) are
+// written by then however slowly its client reads, where each write's own
+// bound would give every one of them a fresh http.write_timeout.
+func (w *statusWriter) WriteBy(at time.Time) { w.by.Store(at.UnixNano()) }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.code == 0 {

@@ -99,14 +99,21 @@ var responseIDPattern = regexp.MustCompile(`"id":"(resp_[0-9a-zA-Z]+)"`)
 // a channel closed once the handler returned, and the response's id.
 func stalledResponse(t *testing.T, d *daemontest.Daemon) (*stallingClient, <-chan struct{}, string) {
 	t.Helper()
+	c := newStallingClient("response.in_progress")
+	served, id := stallResponse(t, d, c, c)
+	return c, served, id
+}
+
+// stallResponse is stalledResponse written to w, whose writes c takes.
+func stallResponse(t *testing.T, d *daemontest.Daemon, c *stallingClient, w http.ResponseWriter) (<-chan struct{}, string) {
+	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/responses",
 		strings.NewReader(`{"model":"fake/m","input":"go round","stream":true}`))
 	r.RemoteAddr = "127.0.0.1:40000"
 	r.Header.Set("Authorization", "Bearer tok-a")
 	r.Header.Set("Content-Type", "application/json")
-	c := newStallingClient("response.in_progress")
 	served := make(chan struct{})
-	go func() { defer close(served); d.Server.Config.Handler.ServeHTTP(c, r) }()
+	go func() { defer close(served); d.Server.Config.Handler.ServeHTTP(w, r) }()
 	select {
 	case <-c.stalled:
 	case <-time.After(30 * time.Second):
@@ -116,7 +123,7 @@ func stalledResponse(t *testing.T, d *daemontest.Daemon) (*stallingClient, <-cha
 	if m == nil {
 		t.Fatalf("no response id in %q", c.text())
 	}
-	return c, served, m[1]
+	return served, m[1]
 }
 
 // TestAStalledResponseStreamIsStillStored: a client that reads
@@ -183,5 +190,66 @@ func TestAResponseStreamFarBehindIsToldSo(t *testing.T) {
 	// The event it stalled on, the 256 queued behind it, then the error.
 	if n := len(events); n != 258 || !strings.Contains(events[n-1], `"code":"stream_dropped"`) || !strings.HasPrefix(events[n-1], "event: error\n") {
 		t.Fatalf("after it stalled the client read %d events, the last %q; want 257 then an error of code stream_dropped", n, events[len(events)-1])
+	}
+}
+
+// deadlinedClient is a stallingClient on a connection that takes write
+// deadlines: it keeps the one in force at each write it takes once it
+// stalled, and the last one set.
+type deadlinedClient struct {
+	*stallingClient
+	mu   sync.Mutex
+	at   time.Time   // the deadline in force
+	late []time.Time // in force at each write from the stall on
+}
+
+func (c *deadlinedClient) SetWriteDeadline(at time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = at
+	return nil
+}
+
+func (c *deadlinedClient) Write(b []byte) (int, error) {
+	select {
+	case <-c.stalled:
+		c.mu.Lock()
+		c.late = append(c.late, c.at)
+		c.mu.Unlock()
+	default:
+	}
+	return c.stallingClient.Write(b)
+}
+
+// TestAStreamsLastWritesShareOneDeadline: once its turn ended, what a
+// stream still has queued for its client must be written within one
+// http.write_timeout (docs/api.md, "A slow reader"), what net/http writes
+// after the handler included. Each write's own bound gave every queued
+// event a fresh write timeout: a client reading one event every 29 s held
+// a stream of 256 queued events for about two hours. The writes after the
+// stream's end carry the one deadline the server keeps after the handler.
+func TestAStreamsLastWritesShareOneDeadline(t *testing.T) {
+	d, _, sdk := start(t, 128000, roundsScript(20))
+	c := &deadlinedClient{stallingClient: newStallingClient("response.in_progress")}
+	served, id := stallResponse(t, d, c.stallingClient, c)
+	// The turn ends and the response is stored while the client takes
+	// nothing: the stream has its last events queued, then ends.
+	var got *responses.Response
+	for deadline := time.Now().Add(60 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got, _ = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+	}
+	if got == nil || got.Status != "completed" {
+		t.Fatalf("the response of a stalled stream: %+v", got)
+	}
+	close(c.resume)
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.late); n < 2 || !c.late[n-1].Equal(c.at) || !c.late[n-2].Equal(c.at) {
+		t.Fatalf("the stream's last writes were bounded by %v, what net/http writes after the handler by %v: want one deadline, the stream's end's", c.late[max(0, n-2):], c.at)
 	}
 }

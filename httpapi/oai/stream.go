@@ -127,11 +127,20 @@ func (s *stream) write(text string) {
 	s.q <- text
 }
 
+// writeBy is the writer httpapi gives a handler: WriteBy bounds every
+// later write by at, where each write's own bound (http.write_timeout from
+// its start) would be later.
+type writeBy interface{ WriteBy(at time.Time) }
+
 // end writes what is queued, all of it within one write timeout from
 // now, and stops the writer. The deadline stays: what the server writes
 // after the handler (the chunked terminator) is bounded by it too.
 func (s *stream) end() {
-	s.final.Store(time.Now().Add(s.wait).UnixNano())
+	final := time.Now().Add(s.wait)
+	s.final.Store(final.UnixNano())
+	if by, ok := s.w.(writeBy); ok {
+		by.WriteBy(final)
+	}
 	close(s.q)
 	<-s.done
 }
