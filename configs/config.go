@@ -301,6 +301,11 @@ type HTTP struct {
 	WriteTimeout Duration `yaml:"write_timeout" json:"write_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Defaults to 2m.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// Keepalive is how often a stream with nothing to say (a message
+	// waiting behind its chat's running turn, a turn between events) sends
+	// an SSE comment, so that clients' and proxies' read timeouts do not
+	// take it for dead. Defaults to 15s.
+	Keepalive Duration `yaml:"keepalive" json:"keepalive"`
 	// MaxUnauthenticated is how many connections may be open at once on
 	// which no request has yet authenticated; a new one beyond it closes the
 	// oldest such once that one has had a second to send a request (at
@@ -550,6 +555,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&h.UploadTimeout, 15*time.Minute)
 	setDur(&h.WriteTimeout, 30*time.Second)
 	setDur(&h.IdleTimeout, 2*time.Minute)
+	setDur(&h.Keepalive, 15*time.Second)
 	setInt(&h.MaxUnauthenticated, 256)
 	setInt(&h.ConnsPerTenant, 256)
 	if host, port, err := net.SplitHostPort(c.Metrics.Listen); err == nil && host == "" {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/httpapi/oai"
 )
@@ -394,10 +395,6 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 	}
 }
 
-// keepaliveEvery is how often a quiet stream sends a comment, so that
-// proxies and clients do not take it for dead.
-const keepaliveEvery = 15 * time.Second
-
 // whileQueued runs start and, once queued says the message waits behind
 // the chat's running turn, starts the stream with turn.queued and keeps it
 // alive until start answers: behind a turn paused for the application's
@@ -419,7 +416,7 @@ func (s *Server) whileQueued(w http.ResponseWriter, r *http.Request, chatID, tur
 			return res, out, out == nil && keepalive != nil
 		case paused := <-queued:
 			queued = nil
-			tick := time.NewTicker(keepaliveEvery)
+			tick := time.NewTicker(s.cfg.HTTP.Keepalive.Duration)
 			defer tick.Stop()
 			keepalive = tick.C
 			var ok bool
@@ -627,7 +624,7 @@ func (s *sseWriter) comment(text string) error {
 // too slow for the turn's events is dropped like any watcher: the turn is
 // never slowed for it (docs/design.md).
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, out *sseWriter) {
-	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, out, turnID, func(ev *eventbus.Event) (send, last bool) {
+	pump(w, r, s.cfg.HTTP, sub, out, turnID, func(ev *eventbus.Event) (send, last bool) {
 		return ev.TurnID == turnID || ev.Type == api.EventCompacted, turnEnds(ev, turnID)
 	})
 }
@@ -642,22 +639,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant string) {
 	}
 	sub := s.hub.Subscribe(id, streamBuffer)
 	defer sub.Close()
-	pump(w, r, s.cfg.HTTP.WriteTimeout.Duration, sub, nil, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
+	pump(w, r, s.cfg.HTTP, sub, nil, "", func(ev *eventbus.Event) (bool, bool) { return true, ev.Type == api.EventChatDeleted })
 }
 
 // pump writes a subscription's events as SSE on sse (started here when
-// nil), with keepalives, choosing with pick which to send and after which
-// to stop. When the bus drops the subscription the stream ends with
-// stream.dropped (of turnID, if any). Each write is bounded by wait.
-func pump(w http.ResponseWriter, r *http.Request, wait time.Duration, sub *eventbus.Sub, sse *sseWriter, turnID string, pick func(*eventbus.Event) (send, last bool)) {
+// nil), with a keepalive comment every http.keepalive, choosing with pick
+// which to send and after which to stop. When the bus drops the
+// subscription the stream ends with stream.dropped (of turnID, if any).
+// Each write is bounded by http.write_timeout.
+func pump(w http.ResponseWriter, r *http.Request, bounds configs.HTTP, sub *eventbus.Sub, sse *sseWriter, turnID string, pick func(*eventbus.Event) (send, last bool)) {
 	if sse == nil {
 		var ok bool
-		if sse, ok = startSSE(w, wait); !ok {
+		if sse, ok = startSSE(w, bounds.WriteTimeout.Duration); !ok {
 			return
 		}
 	}
 	defer sse.end()
-	keepalive := time.NewTicker(keepaliveEvery)
+	keepalive := time.NewTicker(bounds.Keepalive.Duration)
 	defer keepalive.Stop()
 	for {
 		select {

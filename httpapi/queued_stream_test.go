@@ -6,14 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -28,7 +35,8 @@ import (
 // release is called: each call is a tool.call and a tool.result event a
 // stream queued behind that turn would have to hold in its buffer (256).
 // It returns when that turn has called the model.
-func busyChat(t *testing.T) (d *daemontest.Daemon, chatID string, release func()) {
+// tune, when given, changes the daemon's configuration.
+func busyChat(t *testing.T, tune ...func(*configs.Config)) (d *daemontest.Daemon, chatID string, release func()) {
 	t.Helper()
 	gate := make(chan struct{})
 	open := sync.OnceFunc(func() { close(gate) })
@@ -49,7 +57,11 @@ func busyChat(t *testing.T) (d *daemontest.Daemon, chatID string, release func()
 	}})
 	t.Cleanup(fake.Close)
 	t.Cleanup(open) // a test that fails before release lets the fake go
-	d = daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	for _, f := range tune {
+		f(&cfg)
+	}
+	d = daemontest.Start(t, cfg, nil)
 	ctx := context.Background()
 	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
 	if err != nil {
@@ -244,5 +256,203 @@ func TestAStreamQueuedBehindAPausedTurnStartsAtOnce(t *testing.T) {
 	var refused *api.Error
 	if a := <-done; !errors.As(a.err, &refused) || refused.Status != http.StatusNotFound || refused.Kind != "not_found" {
 		t.Fatalf("the queued message of a deleted chat: %v, want a 404 not_found", a.err)
+	}
+}
+
+// quickKeepalives has a quiet stream send its comment every millisecond,
+// so that a test sees several while a turn is held, without waiting.
+func quickKeepalives(c *configs.Config) { c.HTTP.Keepalive.Duration = time.Millisecond }
+
+// openAIQueued are the OpenAI-compatible streamed requests to a chat
+// (%s), and the line that ends each one's answer.
+var openAIQueued = []struct{ path, body, last string }{
+	{"/v1/chat/completions", `{"model":"fake/m","stream":true,"messages":[{"role":"user","content":"queued"}]}`, "data: [DONE]"},
+	{"/v1/responses", `{"model":"fake/m","stream":true,"input":"queued","conversation":"conv_%s"}`, "event: response.completed"},
+}
+
+// openQueued posts body (its %s the chat's id) to path while the chat's
+// other turn runs and returns the stream once it has read three keepalive
+// comments and nothing else: the message still waits.
+func openQueued(t *testing.T, d *daemontest.Daemon, chatID, path, body string) *bufio.Scanner {
+	t.Helper()
+	if strings.Contains(body, "%s") {
+		body = fmt.Sprintf(body, chatID)
+	}
+	req, _ := http.NewRequest(http.MethodPost, d.Server.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(oai.ChatHeader, chatID)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		answered <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(time.Minute): // a liveness bound, not a speed check
+		t.Fatalf("%s: no status while the message waits behind the running turn", path)
+	}
+	if a.err != nil || a.resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %v %v", path, a.err, a.resp)
+	}
+	t.Cleanup(func() { a.resp.Body.Close() })
+	sc := bufio.NewScanner(a.resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for comments := 0; comments < 3; {
+		if !sc.Scan() {
+			t.Fatalf("%s: the stream ended while its message waits: %v", path, sc.Err())
+		}
+		if sc.Text() == ": keepalive" {
+			comments++
+		} else if sc.Text() != "" {
+			t.Fatalf("%s: %q before its turn started; want keepalive comments alone", path, sc.Text())
+		}
+	}
+	if n := turnsWaiting(t, d.Hub); n != 1 {
+		t.Fatalf("%d turns waiting; want the queued message's", int(n))
+	}
+	return sc
+}
+
+// rest is what a stream says after where sc is, but its comments.
+func rest(sc *bufio.Scanner) []string {
+	var lines []string
+	for sc.Scan() {
+		if sc.Text() != "" && sc.Text() != ": keepalive" {
+			lines = append(lines, sc.Text())
+		}
+	}
+	return lines
+}
+
+// TestAnOpenAIStreamQueuedBehindABusyTurnIsKeptAlive: a chat completion or
+// a response streamed to a chat whose other turn runs is answered at once
+// (200, its headers) and sends an SSE comment every http.keepalive until
+// its turn starts, then its own answer. It got no byte, not even its
+// status, until its turn started: clients' and proxies' read timeouts
+// gave up on it, and the SDKs sent it again.
+func TestAnOpenAIStreamQueuedBehindABusyTurnIsKeptAlive(t *testing.T) {
+	for _, tc := range openAIQueued {
+		t.Run(strings.TrimPrefix(tc.path, "/v1/"), func(t *testing.T) {
+			d, chatID, release := busyChat(t, quickKeepalives)
+			sc := openQueued(t, d, chatID, tc.path, tc.body)
+			release()
+			if lines := rest(sc); len(lines) < 2 || !slices.Contains(lines, tc.last) {
+				t.Fatalf("%s: the queued stream went on with %q; want its own answer to its end (%s)", tc.path, lines, tc.last)
+			}
+		})
+	}
+}
+
+// TestAnOpenAIStreamRefusedWhileQueuedEndsWithAnError: a queued stream
+// whose message is refused before its turn starts (here, its chat
+// deleted) ends with the error it would have been answered with, in the
+// surface's stream shape, which the SDKs raise.
+func TestAnOpenAIStreamRefusedWhileQueuedEndsWithAnError(t *testing.T) {
+	for _, tc := range openAIQueued {
+		t.Run(strings.TrimPrefix(tc.path, "/v1/"), func(t *testing.T) {
+			d, chatID, _ := busyChat(t, quickKeepalives)
+			sc := openQueued(t, d, chatID, tc.path, tc.body)
+			if err := d.Client.DeleteChat(context.Background(), chatID); err != nil {
+				t.Fatal(err)
+			}
+			// Chat Completions: a data line {"error": …}; Responses: an error event.
+			want := map[string]string{"/v1/chat/completions": `data: {"error":{"message":"chat ` + chatID + `: not found"`,
+				"/v1/responses": `data: {"code":null,"message":"chat ` + chatID + `: not found"`}[tc.path]
+			if lines := rest(sc); len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], want) || slices.Contains(lines, tc.last) {
+				t.Fatalf("%s: a queued stream whose chat was deleted ended with %q; want the error %s…", tc.path, lines, want)
+			}
+		})
+	}
+}
+
+// countingTransport counts the requests an SDK makes, its retries
+// included, and tells comments when the SDK reads three keepalive
+// comments of a body.
+type countingTransport struct {
+	base     http.RoundTripper
+	requests atomic.Int32
+	comments chan struct{} // closed at the third comment read
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.requests.Add(1)
+	resp, err := c.base.RoundTrip(r)
+	if err == nil {
+		resp.Body = &commentCounter{ReadCloser: resp.Body, seen: c.comments}
+	}
+	return resp, err
+}
+
+// commentCounter closes seen once what was read of its body holds three
+// keepalive comments.
+type commentCounter struct {
+	io.ReadCloser
+	seen chan struct{}
+	n    int
+	once sync.Once
+}
+
+func (c *commentCounter) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if c.n += strings.Count(string(p[:n]), ": keepalive\n"); c.n >= 3 {
+		c.once.Do(func() { close(c.seen) })
+	}
+	return n, err
+}
+
+// TestTheOpenAISDKsQueuedStreamNeitherTimesOutNorRetries: openai-go,
+// with its retries (two, the default) and a client that gives up on a
+// request whose headers take 5 s, streams a chat completion to a chat
+// whose other turn runs: its stream opens at once, its decoder reads the
+// keepalive comments while the message waits and skips them, and once
+// the turn before it ends the SDK gets the message's own answer, from the
+// one request it made. The stream sent nothing while queued: the client
+// gave up on it and the SDK sent it again, each time queued anew.
+func TestTheOpenAISDKsQueuedStreamNeitherTimesOutNorRetries(t *testing.T) {
+	d, chatID, release := busyChat(t, quickKeepalives)
+	tr := &countingTransport{base: &http.Transport{ResponseHeaderTimeout: 5 * time.Second}, comments: make(chan struct{})}
+	sdk := openai.NewClient(option.WithBaseURL(d.Server.URL+"/v1"), option.WithAPIKey("none"),
+		option.WithHTTPClient(&http.Client{Transport: tr}), option.WithHeader(oai.ChatHeader, chatID))
+	type answer struct {
+		text string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		stream := sdk.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: "fake/m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("queued")}})
+		defer stream.Close()
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		text := ""
+		if len(acc.Choices) > 0 {
+			text = acc.Choices[0].Message.Content
+		}
+		done <- answer{text, stream.Err()}
+	}()
+	select {
+	case <-tr.comments:
+	case a := <-done:
+		t.Fatalf("the SDK's queued stream ended before its turn started, after %d requests: %v", tr.requests.Load(), a.err)
+	case <-time.After(time.Minute): // a liveness bound, not a speed check
+		t.Fatalf("the SDK read no keepalive of its queued stream, after %d requests", tr.requests.Load())
+	}
+	if n := turnsWaiting(t, d.Hub); n != 1 {
+		t.Fatalf("%d turns waiting; want the SDK's message's", int(n))
+	}
+	release()
+	a := <-done
+	if a.err != nil || a.text != "answer to queued" {
+		t.Fatalf("the SDK's queued stream: %q, %v; want the message's own answer", a.text, a.err)
+	}
+	if n := tr.requests.Load(); n != 1 {
+		t.Fatalf("the SDK made %d requests; want one, neither timed out nor retried", n)
 	}
 }

@@ -750,13 +750,15 @@ func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key strin
 // unanswered, when its turn starts is answered as stored, not stored
 // twice (session.SubmitTurn.Retry). key, when set, is the message's
 // idempotency key, as SubmitKeyed takes it (joined likewise), or agentd's
-// own, stored and not looked for when Unsought.
-func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, key Key, req api.SendMessageRequest, joined func(turnID string)) (string, error) {
+// own, stored and not looked for when Unsought. queued, when set, hears
+// (without blocking) that the message waits behind the chat's running
+// turn, as SubmitKeyed's.
+func (h *Hub) SubmitUnpaused(ctx context.Context, tenant, chatID, turnID string, key Key, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool)) (string, error) {
 	if err := checkKey(key.Value); err != nil {
 		return "", err
 	}
 	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key.Value},
-		KeyUnsought: key.Unsought, Joined: joined, Unpaused: true, Retry: true})
+		KeyUnsought: key.Unsought, Joined: joined, Queued: queued, Unpaused: true, Retry: true})
 }
 
 // submitAs submits m with req's message (its attachments resolved inside

@@ -136,7 +136,7 @@ func (h *Handler) respondJoined(w http.ResponseWriter, r *http.Request, tenant s
 	followCtx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()),
 		h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
 	defer cancel()
-	res, ok := (&builder{resp: p.response()}).follow(followCtx, sub, turnID)
+	res, ok := (&builder{resp: p.response()}).follow(followCtx, sub, turnID, out, h.cfg.HTTP.Keepalive.Duration)
 	if !ok {
 		why := "the response did not end while agentd followed it; it goes on in its chat"
 		if out != nil {

@@ -325,10 +325,20 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	}
 	var late bool
 	ownID := turnID
-	turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, func(id string) {
+	joined := func(id string) {
 		late = true
 		sub.OfTurn(id)
-	})
+	}
+	// A stream starts at once when its message waits behind another turn.
+	var out *stream
+	if req.Stream {
+		queued, tell := queuedBox()
+		out, turnID, err = h.whileQueued(w, queued, func() (string, error) {
+			return h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, joined, tell)
+		})
+	} else {
+		turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, joined, nil)
+	}
 	if err != nil && created {
 		err = h.dropNew(ctx, tenant, chatID, err)
 	}
@@ -347,6 +357,11 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	if errors.As(err, &paused) {
 		err = refuse("messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s (agentd: a turn of chat %s waits for their results; send them as role \"tool\" messages, or it ends without them after toolsets.results_wait, %s)",
 			strings.Join(paused.Calls, ", "), chatID, h.cfg.Toolsets.ResultsWait.Duration)
+	}
+	if err != nil && out != nil {
+		out.refuse(func(w http.ResponseWriter) { writePlanError(w, r, err) })
+		out.end()
+		return
 	}
 	if err != nil {
 		writePlanError(w, r, err)
@@ -382,7 +397,13 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		}
 	}}
 	if req.Stream {
-		a.stream(w, r, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, h.cfg.HTTP.WriteTimeout.Duration)
+		if out == nil {
+			if out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
+				return
+			}
+		}
+		defer out.end()
+		a.stream(r, out, sub, turnID, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, h.cfg.HTTP.Keepalive.Duration)
 	} else {
 		a.whole(w, r, sub, turnID)
 	}
@@ -508,12 +529,13 @@ func wireHistory(hist []HistoryMessage) []api.Message {
 // wait behind it. A history the chat holds whole, ending with the person's
 // message, is the retry of one whose turn failed (an open tip): its turn
 // answers that message as stored. key, when set, is the last message's,
-// which is then all that is new (joined as SubmitUnpaused takes it).
-func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, history []HistoryMessage, known int, resumes bool, key hub.Key, joined func(turnID string)) (string, error) {
+// which is then all that is new (joined and queued as SubmitUnpaused
+// takes them).
+func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, history []HistoryMessage, known int, resumes bool, key hub.Key, joined func(turnID string), queued func(paused bool)) (string, error) {
 	fresh := history[known:]
 	if len(fresh) == 0 {
 		if n := len(history); n > 0 && history[n-1].Role == "user" {
-			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: history[n-1].Content}, joined)
+			return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: history[n-1].Content}, joined, queued)
 		}
 		return "", refuse("messages", "the history ends with an answer agentd gave and holds nothing new: end it with a user message or tool results")
 	}
@@ -549,7 +571,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 			return "", err
 		}
 	}
-	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: last.Content}, joined)
+	return h.hub.SubmitUnpaused(ctx, tenant, chatID, turnID, key, api.SendMessageRequest{Content: last.Content}, joined, queued)
 }
 
 // submitResults hands the client's tool results, and the person's
@@ -811,12 +833,7 @@ func (a *answer) take(ev *eventbus.Event, turnID string) {
 // reason, the usage chunk when asked, then [DONE]. A turn that faulted ends
 // with an error event and no [DONE]: the SDKs raise the error, and a client
 // that reads [DONE] as "complete" is not told so.
-func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string, withUsage bool, wait time.Duration) {
-	out, err := startStream(w, wait)
-	if err != nil {
-		return
-	}
-	defer out.end()
+func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID string, withUsage bool, every time.Duration) {
 	behind := func() string {
 		b, _ := json.Marshal(map[string]any{"error": apiError{Message: "this stream fell behind its turn's events; the turn goes on: read it from the chat's transcript (" + ChatHeader + ")", Type: typeServer, Code: nullable("stream_dropped")}})
 		return "data: " + string(b) + "\n\n"
@@ -836,8 +853,8 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 			out.data(chunk(map[string]any{"content": s}, nil))
 		}
 	}
-	keepalive := time.NewTicker(15 * time.Second)
-	defer keepalive.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for a.res == nil && !out.gone() {
 		select {
 		case ev, ok := <-sub.C:
@@ -863,8 +880,8 @@ func (a *answer) stream(w http.ResponseWriter, r *http.Request, sub *eventbus.Su
 			default:
 				a.take(ev, turnID)
 			}
-		case <-keepalive.C:
-			out.write(": keepalive\n\n")
+		case <-tick.C:
+			out.write(keepalive)
 		case <-r.Context().Done():
 			return
 		}
@@ -907,4 +924,13 @@ func (s *stream) data(v any) {
 		return
 	}
 	s.write("data: " + string(b) + "\n\n")
+}
+
+// refuse ends a stream started while its message waited (whileQueued)
+// with the error write would have answered, as a failed turn's: a data
+// line {"error": …}, which the SDKs raise. A client gone is told nothing.
+func (s *stream) refuse(write func(w http.ResponseWriter)) {
+	if status, e := refusal(write); status != StatusClientGone {
+		s.data(map[string]any{"error": e})
+	}
 }

@@ -47,8 +47,10 @@ type Hub interface {
 	// message's idempotency key: a message the chat has under it joins
 	// its running turn (joined, then that turn's id is returned), or is
 	// *hub.AnsweredError, hub.ErrKeyInProgress or hub.ErrKeyReused; an
-	// Unsought key is stored with the message, not looked for.
-	SubmitUnpaused(ctx context.Context, tenant, id, turnID string, key hub.Key, req api.SendMessageRequest, joined func(turnID string)) (string, error)
+	// Unsought key is stored with the message, not looked for. queued,
+	// when set, hears (without blocking) that the message waits behind
+	// the chat's running turn.
+	SubmitUnpaused(ctx context.Context, tenant, id, turnID string, key hub.Key, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool)) (string, error)
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)
 	// SubmitToolResultsThen stores user messages after the results, in the
 	// resumed turn, which answers them.

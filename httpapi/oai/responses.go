@@ -56,6 +56,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	var turnID string
 	var err error
 	var joined atomic.Bool
+	var out *stream
 	if p.results != nil {
 		turnID, err = h.submitResults(ctx, tenant, p.chatID, hub.NewID(), p.results, nil)
 	} else {
@@ -65,28 +66,42 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		// turn's.
 		turnID = hub.NewID()
 		sub.OfTurn(turnID)
-		turnID, err = h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, key, *p.message, func(id string) {
+		join := func(id string) {
 			joined.Store(true)
 			sub.OfTurn(id)
-		})
+		}
+		submit := func(queued func(bool)) (string, error) {
+			return h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, key, *p.message, join, queued)
+		}
+		if p.req.Stream {
+			// Started at once when the message waits behind another turn.
+			queued, tell := queuedBox()
+			out, turnID, err = h.whileQueued(w, queued, func() (string, error) { return submit(tell) })
+		} else {
+			turnID, err = submit(nil)
+		}
 		if err != nil && p.created {
 			err = h.dropNew(ctx, tenant, p.chatID, err)
 		}
+	}
+	if err != nil && out != nil {
+		// Refused while it waited: its chat deleted, agentd stopping, the
+		// turn before it paused on calls.
+		status, e := refusal(func(w http.ResponseWriter) { h.writeSubmitError(w, r, err) })
+		if status != StatusClientGone {
+			text, _ := out.event("error", map[string]any{"code": e.Code, "message": e.Message, "param": e.Param})
+			out.write(text)
+		}
+		out.end()
+		return
 	}
 	var done *hub.AnsweredError
 	if key.Value != "" && (errors.As(err, &done) || errors.Is(err, hub.ErrKeyInProgress)) {
 		h.respondAgain(w, r, tenant, p, key.Value, done, err)
 		return
 	}
-	var paused *hub.PausedError
-	if errors.As(err, &paused) {
-		// The chat's turn waits for its calls (a conversation's, or a chain
-		// continued from an older response): say so, as OpenAI does.
-		WriteError(w, http.StatusBadRequest, "invalid_value", "input", fmt.Sprintf("No tool output found for function call %s.", strings.Join(paused.Calls, ", ")))
-		return
-	}
 	if err != nil {
-		WriteHubError(w, r, err)
+		h.writeSubmitError(w, r, err)
 		return
 	}
 	b := &builder{resp: p.response()}
@@ -100,9 +115,11 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		return
 	}
 	if p.req.Stream {
-		if b.out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
-			WriteError(w, http.StatusInternalServerError, "internal", "", err.Error())
-			return
+		if b.out = out; out == nil {
+			if b.out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
+				WriteError(w, http.StatusInternalServerError, "internal", "", err.Error())
+				return
+			}
 		}
 		defer b.out.end()
 		// A client cut for falling behind is told where its response is:
@@ -123,7 +140,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	followCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
 		h.cfg.Limits.TurnTimeout.Duration*time.Duration(h.cfg.Limits.TurnsPerChat+1))
 	defer cancel()
-	res, ok := b.follow(followCtx, sub, turnID)
+	res, ok := b.follow(followCtx, sub, turnID, b.out, h.cfg.HTTP.Keepalive.Duration)
 	if !ok {
 		why := "the response did not end while agentd followed it; it goes on in its chat"
 		if d := sub.Dropped(); d != nil {
@@ -154,6 +171,18 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	}
 	// response.completed, response.incomplete or response.failed.
 	b.emit("response."+b.resp.Status, map[string]any{"response": b.resp})
+}
+
+// writeSubmitError answers the error a response's message was refused
+// with: a turn of its chat waiting for its calls (a conversation's, or a
+// chain continued from an older response) is said as OpenAI says it.
+func (h *Handler) writeSubmitError(w http.ResponseWriter, r *http.Request, err error) {
+	var paused *hub.PausedError
+	if errors.As(err, &paused) {
+		WriteError(w, http.StatusBadRequest, "invalid_value", "input", fmt.Sprintf("No tool output found for function call %s.", strings.Join(paused.Calls, ", ")))
+		return
+	}
+	WriteHubError(w, r, err)
 }
 
 // response is the plan's response as it starts: in progress, no output.
@@ -328,10 +357,17 @@ type builder struct {
 }
 
 // follow reads the turn's events until it completes or pauses for the
-// client's function calls.
-func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string) (api.TurnResult, bool) {
+// client's function calls, writing a comment to alive (when not nil)
+// every every: a stream stays quiet while a tool runs or a model thinks.
+func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string, alive *stream, every time.Duration) (api.TurnResult, bool) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if alive != nil {
+				alive.write(keepalive)
+			}
 		case ev, ok := <-sub.C:
 			if !ok {
 				return api.TurnResult{}, false

@@ -1,6 +1,7 @@
 package oai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -144,3 +145,81 @@ func (s *stream) end() {
 	close(s.q)
 	<-s.done
 }
+
+// keepalive is the comment a quiet stream writes every http.keepalive:
+// the SDKs' decoders (openai-node's SSEDecoder, openai-go's ssestream)
+// skip a line that starts with ':'.
+const keepalive = ": keepalive\n\n"
+
+// queuedBox is the Queued callback of a message's turn and the channel it
+// tells, which whileQueued reads.
+func queuedBox() (chan bool, func(paused bool)) {
+	queued := make(chan bool, 1)
+	return queued, func(paused bool) {
+		select {
+		case queued <- paused:
+		default:
+		}
+	}
+}
+
+// whileQueued runs submit and, once queued says the message waits behind
+// another turn of its chat, starts the stream (200) and writes a comment
+// every http.keepalive until submit answers: a stream silent until its
+// turn started (behind a turn paused on the application's calls, up to
+// toolsets.results_wait) was given up by its client's or a proxy's read
+// timeout, and the SDKs then sent the request again. It returns the
+// stream, if it started one, and submit's answer.
+func (h *Handler) whileQueued(w http.ResponseWriter, queued <-chan bool, submit func() (string, error)) (*stream, string, error) {
+	type answer struct {
+		turnID string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() { // ends with submit, which the request's context bounds
+		id, err := submit()
+		done <- answer{id, err}
+	}()
+	var out *stream
+	var tick <-chan time.Time
+	for {
+		select {
+		case a := <-done:
+			return out, a.turnID, a.err
+		case <-queued:
+			queued = nil
+			var err error
+			if out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
+				continue // answered by the caller's own start, which fails alike
+			}
+			t := time.NewTicker(h.cfg.HTTP.Keepalive.Duration)
+			defer t.Stop()
+			tick = t.C
+		case <-tick:
+			out.write(keepalive) // a client gone ends submit too: its context
+		}
+	}
+}
+
+// refusal is the error write answers with, as its status and OpenAI's
+// error object, for a stream that started before the error was known.
+func refusal(write func(w http.ResponseWriter)) (int, apiError) {
+	rec := &errorRecorder{header: http.Header{}}
+	write(rec)
+	var body struct {
+		Error apiError `json:"error"`
+	}
+	_ = json.Unmarshal(rec.body.Bytes(), &body)
+	return rec.status, body.Error
+}
+
+// errorRecorder takes what an error's writer answers, for refusal.
+type errorRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (e *errorRecorder) Header() http.Header         { return e.header }
+func (e *errorRecorder) Write(b []byte) (int, error) { return e.body.Write(b) }
+func (e *errorRecorder) WriteHeader(status int)      { e.status = status }
