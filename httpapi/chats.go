@@ -338,7 +338,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 			default:
 			}
 		}
-		return s.hub.SubmitKeyed(r.Context(), tenant, id, turnID, key, req, joined, queue)
+		// A JSON answer can say nothing while its message waits: behind a
+		// turn paused on the application's calls (up to
+		// toolsets.results_wait) it is refused at once instead (409 paused).
+		return s.hub.SubmitKeyed(r.Context(), tenant, id, turnID, key, req, joined, queue, !wantsSSE(r))
 	})
 }
 

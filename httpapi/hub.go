@@ -42,7 +42,9 @@ type Hub interface {
 	// the message is durable; a message with key (its idempotency key, if
 	// any) the chat has seen joins its running turn (joined, then that
 	// turn's id), or is *hub.AnsweredError or hub.ErrKeyInProgress.
-	SubmitKeyed(ctx context.Context, tenant, id, turnID, key string, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool)) (string, error)
+	// unpaused refuses it with *hub.PausedError where it would wait behind
+	// a turn paused on the application's calls.
+	SubmitKeyed(ctx context.Context, tenant, id, turnID, key string, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool), unpaused bool) (string, error)
 	// SubmitToolResults answers a paused turn's calls; it returns the
 	// turn's id once they are durable.
 	SubmitToolResults(ctx context.Context, tenant, id string, req api.ToolResultsRequest) (string, error)

@@ -456,3 +456,55 @@ func TestTheOpenAISDKsQueuedStreamNeitherTimesOutNorRetries(t *testing.T) {
 		t.Fatalf("the SDK made %d requests; want one, neither timed out nor retried", n)
 	}
 }
+
+// TestAJSONMessageBehindAPausedTurnIsRefusedAtOnce: a message sent for a
+// JSON answer while the chat's turn waits for the application's tool
+// results is refused at once, 409 paused, naming the calls and what to do
+// (post the results first, or send it as SSE to wait its turn); nothing
+// is stored or queued, and the paused turn is untouched. It got nothing,
+// not even its status, until the results came, up to
+// toolsets.results_wait (10 minutes): clients and proxies gave up on it.
+func TestAJSONMessageBehindAPausedTurnIsRefusedAtOnce(t *testing.T) {
+	d, _, c := startCRM(t, nil)
+	ctx := context.Background()
+	paused, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "How is Ada doing?"}, nil)
+	if err != nil || paused.Status != "requires_action" {
+		t.Fatalf("pause: %v %+v", err, paused)
+	}
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, d.Server.URL+"/v1/chats/"+c.ID+"/messages", strings.NewReader(`{"content":"and a note"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		done <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(time.Minute): // a liveness bound, not a speed check
+		t.Fatal("a JSON message behind a paused turn got no answer while the turn waits for its tool results")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.resp.Body.Close()
+	var refused api.Error
+	_ = json.NewDecoder(a.resp.Body).Decode(&refused)
+	if a.resp.StatusCode != http.StatusConflict || refused.Kind != "paused" ||
+		!strings.Contains(refused.Message, paused.ToolCalls[0].ID) || !strings.Contains(refused.Message, "tool-results") {
+		t.Fatalf("a JSON message behind a paused turn: %s %+v; want 409 paused naming the call and the way on", a.resp.Status, refused)
+	}
+	if n := turnsWaiting(t, d.Hub); n != 0 {
+		t.Fatalf("%d turns waiting; want none: the refused message is not queued", int(n))
+	}
+	// The paused turn goes on with its results.
+	results := api.ToolResultsRequest{Results: []api.ToolResult{{CallID: paused.ToolCalls[0].ID, Output: "fine"}}}
+	if res, err := d.Client.SendToolResults(ctx, c.ID, results, nil); err != nil || res.Status != "completed" {
+		t.Fatalf("the paused turn's results: %v %+v", err, res)
+	}
+}

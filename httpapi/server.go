@@ -466,7 +466,11 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	var limited *hub.RateLimitedError
+	var paused *hub.PausedError
 	switch {
+	case errors.As(err, &paused):
+		say(w, http.StatusConflict, "paused", fmt.Sprintf("a turn of chat %s waits for the results of calls %s: post them first (POST /v1/chats/%s/tool-results), or send this message as SSE (Accept: text/event-stream) to wait its turn, kept alive, for up to toolsets.results_wait",
+			r.PathValue("id"), strings.Join(paused.Calls, ", "), r.PathValue("id")))
 	case bodyTimedOut(err):
 		w.Header().Set("Connection", "close")
 		say(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time (http.read_timeout; uploads: http.upload_timeout)")

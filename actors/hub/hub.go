@@ -735,11 +735,16 @@ func (h *Hub) Submit(ctx context.Context, tenant, chatID string, req api.SendMes
 // its turn answer it as stored. queued, when set, hears (without
 // blocking) that the message waits behind the chat's running turn, and
 // whether that turn is paused for the application's tool results.
-func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool)) (string, error) {
+// unpaused refuses the message with *PausedError, at once, where it would
+// wait behind a turn paused on the application's calls (now or once the
+// turn before it pauses): a caller that can tell its client nothing while
+// it waits (a JSON answer) says so rather than wait up to
+// toolsets.results_wait.
+func (h *Hub) SubmitKeyed(ctx context.Context, tenant, chatID, turnID, key string, req api.SendMessageRequest, joined func(turnID string), queued func(paused bool), unpaused bool) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined, Queued: queued})
+	return h.submitAs(ctx, tenant, chatID, req, &session.SubmitTurn{TurnID: turnID, Message: chat.Message{IdempotencyKey: key}, Joined: joined, Queued: queued, Unpaused: unpaused})
 }
 
 // SubmitUnpaused is SubmitKeyed for a surface whose clients must answer a

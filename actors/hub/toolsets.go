@@ -58,8 +58,8 @@ var ErrNotPaused = session.ErrNotPaused
 // answer.
 var ErrNothingToAnswer = session.ErrNothingToAnswer
 
-// PausedError refuses SubmitUnpaused's message: a turn of the chat waits
-// for the results of its Calls.
+// PausedError refuses SubmitUnpaused's message, or SubmitKeyed's marked
+// unpaused: a turn of the chat waits for the results of its Calls.
 type PausedError = session.PausedError
 
 // env reads a variable a tenant's toolset names, if the operator allows
