@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -406,32 +405,20 @@ func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID,
 // idempotency key stored the message twice. It returns start's answer and
 // the stream, if it started one; written: it could not, and answered so.
 func (s *Server) whileQueued(w http.ResponseWriter, r *http.Request, chatID, turnID string, queued <-chan bool, start func() (string, error)) (started, *sseWriter, bool) {
-	done := make(chan started, 1)
-	go func() { // ends with start, which the request's context bounds
-		id, err := start()
-		done <- started{id, err}
-	}()
 	var out *sseWriter
-	var keepalive <-chan time.Time
-	for {
-		select {
-		case res := <-done:
-			return res, out, out == nil && keepalive != nil
-		case paused := <-queued:
-			queued = nil
-			tick := time.NewTicker(s.cfg.HTTP.Keepalive.Duration)
-			defer tick.Stop()
-			keepalive = tick.C
-			var ok bool
-			if out, ok = startSSE(w, s.cfg.HTTP.WriteTimeout.Duration); ok {
-				_ = out.send(&eventbus.Event{Type: api.EventTurnQueued, ChatID: chatID, TurnID: turnID, Data: api.TurnQueued{Paused: paused}})
-			}
-		case <-keepalive:
-			if out != nil {
-				_ = out.comment("keepalive") // a client gone ends start too: its context
-			}
+	began := false
+	id, err := oai.WhileQueued(queued, s.cfg.HTTP.Keepalive.Duration, start, func(paused bool) {
+		began = true
+		var ok bool
+		if out, ok = startSSE(w, s.cfg.HTTP.WriteTimeout.Duration); ok {
+			_ = out.send(&eventbus.Event{Type: api.EventTurnQueued, ChatID: chatID, TurnID: turnID, Data: api.TurnQueued{Paused: paused}})
 		}
-	}
+	}, func() {
+		if out != nil {
+			_ = out.comment("keepalive") // a client gone ends start too: its context
+		}
+	})
+	return started{id, err}, out, out == nil && began
 }
 
 // started is what a turn's start answered.
@@ -443,23 +430,11 @@ type started struct {
 // refuse ends a stream started for a queued message with the error event
 // of err: the status, kind and message it would have been answered with.
 func (s *sseWriter) refuse(r *http.Request, chatID, turnID string, err error) {
-	rec := &errorRecorder{header: http.Header{}}
-	writeHubError(rec, r, err)
+	status, body := oai.Recorded(func(w http.ResponseWriter) { writeHubError(w, r, err) })
 	var e api.Error
-	_ = json.Unmarshal(rec.body.Bytes(), &e)
-	_ = s.send(&eventbus.Event{Type: api.EventError, ChatID: chatID, TurnID: turnID, Data: api.StreamError{Message: e.Message, Kind: e.Kind, Status: rec.status}})
+	_ = json.Unmarshal(body, &e)
+	_ = s.send(&eventbus.Event{Type: api.EventError, ChatID: chatID, TurnID: turnID, Data: api.StreamError{Message: e.Message, Kind: e.Kind, Status: status}})
 }
-
-// errorRecorder takes the answer writeHubError writes, for refuse.
-type errorRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (e *errorRecorder) Header() http.Header         { return e.header }
-func (e *errorRecorder) Write(b []byte) (int, error) { return e.body.Write(b) }
-func (e *errorRecorder) WriteHeader(status int)      { e.status = status }
 
 // waitJSON answers with the turn's end as JSON once it completes or pauses.
 func (s *Server) waitJSON(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {

@@ -281,26 +281,11 @@ func openQueued(t *testing.T, d *daemontest.Daemon, chatID, path, body string) *
 	req, _ := http.NewRequest(http.MethodPost, d.Server.URL+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(oai.ChatHeader, chatID)
-	type answer struct {
-		resp *http.Response
-		err  error
+	resp := answerOf(t, req, path+": no status while the message waits behind the running turn")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", path, resp.Status)
 	}
-	answered := make(chan answer, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		answered <- answer{resp, err}
-	}()
-	var a answer
-	select {
-	case a = <-answered:
-	case <-time.After(time.Minute): // a liveness bound, not a speed check
-		t.Fatalf("%s: no status while the message waits behind the running turn", path)
-	}
-	if a.err != nil || a.resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %v %v", path, a.err, a.resp)
-	}
-	t.Cleanup(func() { a.resp.Body.Close() })
-	sc := bufio.NewScanner(a.resp.Body)
+	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for comments := 0; comments < 3; {
 		if !sc.Scan() {
@@ -471,33 +456,15 @@ func TestAJSONMessageBehindAPausedTurnIsRefusedAtOnce(t *testing.T) {
 	if err != nil || paused.Status != "requires_action" {
 		t.Fatalf("pause: %v %+v", err, paused)
 	}
-	type answer struct {
-		resp *http.Response
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, d.Server.URL+"/v1/chats/"+c.ID+"/messages", strings.NewReader(`{"content":"and a note"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		done <- answer{resp, err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-time.After(time.Minute): // a liveness bound, not a speed check
-		t.Fatal("a JSON message behind a paused turn got no answer while the turn waits for its tool results")
-	}
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
-	defer a.resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPost, d.Server.URL+"/v1/chats/"+c.ID+"/messages", strings.NewReader(`{"content":"and a note"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp := answerOf(t, req, "a JSON message behind a paused turn got no answer while the turn waits for its tool results")
 	var refused api.Error
-	_ = json.NewDecoder(a.resp.Body).Decode(&refused)
-	if a.resp.StatusCode != http.StatusConflict || refused.Kind != "paused" ||
+	_ = json.NewDecoder(resp.Body).Decode(&refused)
+	if resp.StatusCode != http.StatusConflict || refused.Kind != "paused" ||
 		!strings.Contains(refused.Message, paused.ToolCalls[0].ID) || !strings.Contains(refused.Message, "tool-results") {
-		t.Fatalf("a JSON message behind a paused turn: %s %+v; want 409 paused naming the call and the way on", a.resp.Status, refused)
+		t.Fatalf("a JSON message behind a paused turn: %s %+v; want 409 paused naming the call and the way on", resp.Status, refused)
 	}
 	if n := turnsWaiting(t, d.Hub); n != 0 {
 		t.Fatalf("%d turns waiting; want none: the refused message is not queued", int(n))
@@ -507,4 +474,31 @@ func TestAJSONMessageBehindAPausedTurnIsRefusedAtOnce(t *testing.T) {
 	if res, err := d.Client.SendToolResults(ctx, c.ID, results, nil); err != nil || res.Status != "completed" {
 		t.Fatalf("the paused turn's results: %v %+v", err, res)
 	}
+}
+
+// answerOf sends req and returns its answer (its body closed when the test
+// ends) once its status came; none within a minute fails the test, saying
+// none.
+func answerOf(t *testing.T, req *http.Request, none string) *http.Response {
+	t.Helper()
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		answered <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(time.Minute): // a liveness bound, not a speed check
+		t.Fatal(none)
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	t.Cleanup(func() { a.resp.Body.Close() })
+	return a.resp
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentd/agentd/api"
@@ -170,18 +171,8 @@ func TestAStalledResponseStreamIsStillStored(t *testing.T) {
 func TestAResponseStreamFarBehindIsToldSo(t *testing.T) {
 	d, _, sdk := start(t, 128000, roundsScript(80))
 	c, served, id := stalledResponse(t, d)
-	var got *responses.Response
-	for deadline := time.Now().Add(60 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		got, _ = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
-	}
-	if got == nil || got.Status != "completed" || len(got.Output) != 81 {
+	if got := resumeOnceStored(t, sdk, id, c, served); len(got.Output) != 81 {
 		t.Fatalf("the response of a stalled stream: %+v", got)
-	}
-	close(c.resume)
-	select {
-	case <-served:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the handler did not return")
 	}
 	c.mu.Lock()
 	late := c.late.String()
@@ -234,6 +225,19 @@ func TestAStreamsLastWritesShareOneDeadline(t *testing.T) {
 	served, id := stallResponse(t, d, c.stallingClient, c)
 	// The turn ends and the response is stored while the client takes
 	// nothing: the stream has its last events queued, then ends.
+	resumeOnceStored(t, sdk, id, c.stallingClient, served)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.late); n < 2 || !c.late[n-1].Equal(c.at) || !c.late[n-2].Equal(c.at) {
+		t.Fatalf("the stream's last writes were bounded by %v, what net/http writes after the handler by %v: want one deadline, the stream's end's", c.late[max(0, n-2):], c.at)
+	}
+}
+
+// resumeOnceStored waits until response id, whose stream's client c
+// stalled, is stored completed, then has c read again and waits for the
+// handler to return (served); it returns the stored response.
+func resumeOnceStored(t *testing.T, sdk openai.Client, id string, c *stallingClient, served <-chan struct{}) *responses.Response {
+	t.Helper()
 	var got *responses.Response
 	for deadline := time.Now().Add(60 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		got, _ = sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
@@ -247,9 +251,5 @@ func TestAStreamsLastWritesShareOneDeadline(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler did not return")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := len(c.late); n < 2 || !c.late[n-1].Equal(c.at) || !c.late[n-2].Equal(c.at) {
-		t.Fatalf("the stream's last writes were bounded by %v, what net/http writes after the handler by %v: want one deadline, the stream's end's", c.late[max(0, n-2):], c.at)
-	}
+	return got
 }

@@ -171,32 +171,46 @@ func queuedBox() (chan bool, func(paused bool)) {
 // timeout, and the SDKs then sent the request again. It returns the
 // stream, if it started one, and submit's answer.
 func (h *Handler) whileQueued(w http.ResponseWriter, queued <-chan bool, submit func() (string, error)) (*stream, string, error) {
+	var out *stream
+	turnID, err := WhileQueued(queued, h.cfg.HTTP.Keepalive.Duration, submit, func(bool) {
+		out, _ = startStream(w, h.cfg.HTTP.WriteTimeout.Duration) // nil: the caller's own start fails alike
+	}, func() {
+		if out != nil {
+			out.write(keepalive) // a client gone ends submit too: its context
+		}
+	})
+	return out, turnID, err
+}
+
+// WhileQueued runs submit, which starts a message's turn, in a goroutine
+// of its own that ends with it (the request's context bounds it) and,
+// once queued says the message waits behind another turn of its chat,
+// calls start (paused: that turn waits for the application's tool
+// results), then alive every every, until submit answers, which it
+// returns. Both surfaces start a queued message's stream so.
+func WhileQueued(queued <-chan bool, every time.Duration, submit func() (string, error), start func(paused bool), alive func()) (string, error) {
 	type answer struct {
 		turnID string
 		err    error
 	}
 	done := make(chan answer, 1)
-	go func() { // ends with submit, which the request's context bounds
+	go func() {
 		id, err := submit()
 		done <- answer{id, err}
 	}()
-	var out *stream
 	var tick <-chan time.Time
 	for {
 		select {
 		case a := <-done:
-			return out, a.turnID, a.err
-		case <-queued:
+			return a.turnID, a.err
+		case paused := <-queued:
 			queued = nil
-			var err error
-			if out, err = startStream(w, h.cfg.HTTP.WriteTimeout.Duration); err != nil {
-				continue // answered by the caller's own start, which fails alike
-			}
-			t := time.NewTicker(h.cfg.HTTP.Keepalive.Duration)
+			t := time.NewTicker(every)
 			defer t.Stop()
 			tick = t.C
+			start(paused)
 		case <-tick:
-			out.write(keepalive) // a client gone ends submit too: its context
+			alive()
 		}
 	}
 }
@@ -204,16 +218,23 @@ func (h *Handler) whileQueued(w http.ResponseWriter, queued <-chan bool, submit 
 // refusal is the error write answers with, as its status and OpenAI's
 // error object, for a stream that started before the error was known.
 func refusal(write func(w http.ResponseWriter)) (int, apiError) {
-	rec := &errorRecorder{header: http.Header{}}
-	write(rec)
+	status, b := Recorded(write)
 	var body struct {
 		Error apiError `json:"error"`
 	}
-	_ = json.Unmarshal(rec.body.Bytes(), &body)
-	return rec.status, body.Error
+	_ = json.Unmarshal(b, &body)
+	return status, body.Error
 }
 
-// errorRecorder takes what an error's writer answers, for refusal.
+// Recorded is the status and body write answers with, for a stream that
+// started before its error was known to tell it as an event.
+func Recorded(write func(w http.ResponseWriter)) (status int, body []byte) {
+	rec := &errorRecorder{header: http.Header{}}
+	write(rec)
+	return rec.status, rec.body.Bytes()
+}
+
+// errorRecorder takes what an error's writer answers, for Recorded.
 type errorRecorder struct {
 	header http.Header
 	status int
