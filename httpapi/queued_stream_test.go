@@ -259,9 +259,11 @@ func TestAStreamQueuedBehindAPausedTurnStartsAtOnce(t *testing.T) {
 	}
 }
 
-// quickKeepalives has a quiet stream send its comment every millisecond,
-// so that a test sees several while a turn is held, without waiting.
-func quickKeepalives(c *configs.Config) { c.HTTP.Keepalive.Duration = time.Millisecond }
+// quickKeepalives has a quiet stream send its comment every 10 ms, so
+// that a test sees several while a turn is held without waiting long, and
+// the busy turn's own stream, which sends its comments too, still keeps up
+// with that turn's 400 events.
+func quickKeepalives(c *configs.Config) { c.HTTP.Keepalive.Duration = 10 * time.Millisecond }
 
 // openAIQueued are the OpenAI-compatible streamed requests to a chat
 // (%s), and the line that ends each one's answer.
