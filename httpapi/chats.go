@@ -326,17 +326,11 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, tenant stri
 	// while that turn waits behind another.
 	turnID := hub.NewID()
 	key := r.Header.Get(IdempotencyKeyHeader)
-	queued := make(chan bool, 1)
+	queued, queue := oai.QueuedBox()
 	s.runTurn(w, r, tenant, id, turnID, queued, func(sub *eventbus.Sub) (string, error) {
 		// A message sent again while its turn runs joins that turn: its
 		// events are this request's from the next one on.
 		joined := func(turnID string) { sub.OfTurn(turnID, api.EventCompacted) }
-		queue := func(paused bool) {
-			select {
-			case queued <- paused:
-			default:
-			}
-		}
 		// A JSON answer can say nothing while its message waits: behind a
 		// turn paused on the application's calls (up to
 		// toolsets.results_wait) it is refused at once instead (409 paused).

@@ -332,7 +332,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	// A stream starts at once when its message waits behind another turn.
 	var out *stream
 	if req.Stream {
-		queued, tell := queuedBox()
+		queued, tell := QueuedBox()
 		out, turnID, err = h.whileQueued(w, queued, func() (string, error) {
 			return h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, joined, tell)
 		})

@@ -75,7 +75,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		}
 		if p.req.Stream {
 			// Started at once when the message waits behind another turn.
-			queued, tell := queuedBox()
+			queued, tell := QueuedBox()
 			out, turnID, err = h.whileQueued(w, queued, func() (string, error) { return submit(tell) })
 		} else {
 			turnID, err = submit(nil)

@@ -151,9 +151,9 @@ func (s *stream) end() {
 // skip a line that starts with ':'.
 const keepalive = ": keepalive\n\n"
 
-// queuedBox is the Queued callback of a message's turn and the channel it
-// tells, which whileQueued reads.
-func queuedBox() (chan bool, func(paused bool)) {
+// QueuedBox is the Queued callback of a message's turn and the channel it
+// tells, which WhileQueued reads; both surfaces make it so.
+func QueuedBox() (<-chan bool, func(paused bool)) {
 	queued := make(chan bool, 1)
 	return queued, func(paused bool) {
 		select {
