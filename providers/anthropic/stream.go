@@ -192,9 +192,12 @@ func (a *assembler) stopBlock(i int64) error {
 	if args == "" {
 		args = "{}"
 	}
-	if !json.Valid([]byte(args)) {
-		return badStream("tool_use %s: input is not JSON: %.80q", p.id, args)
-	}
+	// Input that is not JSON is kept as it came, as the other adapters keep
+	// it: a max_tokens stop can end the input mid-value, and fine-grained
+	// tool streaming sends it unvalidated
+	// (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/fine-grained-tool-streaming).
+	// The turn then sees a call cut by the answer room, and the tool tells
+	// the model its arguments were unusable; failing the stream lost both.
 	call := chat.ToolCall{ID: p.id, Name: p.name, Arguments: args}
 	a.calls = append(a.calls, call)
 	a.emit(providers.Event{Kind: providers.EventToolCall, ToolCall: &call})
