@@ -61,17 +61,23 @@ func (c *Client) list(ctx context.Context) (map[string]int, map[string]bool, err
 		// Azure lists base models, not the deployments requests name.
 		return nil, nil, nil
 	}
-	path := "models"
-	if c.co.listPath != "" {
-		path = c.co.listPath
+	var body []byte
+	for _, path := range c.co.listPaths {
+		// A server without this list says so with an error status, or, as
+		// LM Studio does for a path it does not serve, with 200 and
+		// {"error":"Unexpected endpoint or method. (GET …)"}
+		// (lmstudio-ai/lmstudio-bug-tracker#618): either way the next
+		// list is asked.
+		if b, err := c.get(ctx, path); err == nil && isModelList(b) {
+			body = b
+			break
+		}
 	}
-	body, err := c.get(ctx, path)
-	if err != nil && c.co.listPath != "" {
-		// An older LM Studio has only the OpenAI-compatible list.
-		body, err = c.get(ctx, "models")
-	}
-	if err != nil {
-		return nil, nil, err
+	if body == nil {
+		var err error
+		if body, err = c.get(ctx, "models"); err != nil {
+			return nil, nil, err
+		}
 	}
 	listed := map[string]int{}
 	var loaded map[string]bool
@@ -172,21 +178,50 @@ func listedIDs(body []byte) []string {
 	return ids
 }
 
+// isModelList reports a body that holds a list of models, as data[] or
+// models[], and not an error object.
+func isModelList(body []byte) bool {
+	var l struct {
+		Data   []json.RawMessage `json:"data"`
+		Models []json.RawMessage `json:"models"`
+	}
+	return json.Unmarshal(body, &l) == nil && (l.Data != nil || l.Models != nil)
+}
+
 // lmStudioLoaded reads which models LM Studio has in memory: its native list
-// gives each model's loaded_instances (https://lmstudio.ai/docs/developer/rest/list).
+// gives each model's loaded_instances (https://lmstudio.ai/docs/developer/rest/list),
+// the older /api/v0 list each model's state, "loaded" or "not-loaded"
+// (https://lmstudio.ai/docs/developer/rest/endpoints). nil: the body says
+// neither (the OpenAI-compatible list).
 func lmStudioLoaded(body []byte) map[string]bool {
 	var l struct {
 		Models []struct {
 			Key             string            `json:"key"`
 			LoadedInstances []json.RawMessage `json:"loaded_instances"`
 		} `json:"models"`
+		Data []struct {
+			ID    string  `json:"id"`
+			State *string `json:"state"`
+		} `json:"data"`
 	}
-	if json.Unmarshal(body, &l) != nil || l.Models == nil {
+	if json.Unmarshal(body, &l) != nil {
 		return nil
 	}
-	out := map[string]bool{}
+	var out map[string]bool
 	for _, m := range l.Models {
+		if out == nil {
+			out = map[string]bool{}
+		}
 		out[m.Key] = len(m.LoadedInstances) > 0
+	}
+	for _, m := range l.Data {
+		if m.State == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[m.ID] = *m.State == "loaded"
 	}
 	return out
 }

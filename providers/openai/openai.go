@@ -86,8 +86,9 @@ type company struct {
 	replayField         string
 	replayToolTurnsOnly bool
 	azure               bool
-	// listPath is the model-list path relative to the base URL.
-	listPath string
+	// listPaths are model-list paths relative to the base URL, tried in
+	// order before the OpenAI-compatible "models".
+	listPaths []string
 	// propsPath, when set, is fetched after the list for the window the
 	// server was started with (llama.cpp's n_ctx) and its slot count.
 	propsPath string
@@ -108,7 +109,9 @@ type company struct {
 // (https://openrouter.ai/docs/use-cases/reasoning-tokens); Mistral validates
 // its body strictly and sends usage on its final chunk
 // (https://docs.mistral.ai/api/); LM Studio's native list says the window a
-// model is loaded with (https://lmstudio.ai/docs/developer/rest/list);
+// model is loaded with (https://lmstudio.ai/docs/developer/rest/list; before
+// 0.4 only its beta /api/v0/models did,
+// https://lmstudio.ai/docs/developer/rest/endpoints);
 // llama.cpp's /props carries n_ctx and total_slots, and its completion
 // takes cache_prompt and id_slot
 // (https://github.com/ggml-org/llama.cpp/tree/master/tools/server); OpenAI
@@ -123,7 +126,7 @@ var quirks = map[string]company{
 	"moonshot":   {replayField: "reasoning_content", replayToolTurnsOnly: true},
 	"mistral":    {noStreamOptions: true},
 	"llamacpp":   {propsPath: "../props", llamaCache: true},
-	"lmstudio":   {listPath: "../api/v1/models"},
+	"lmstudio":   {listPaths: []string{"../api/v1/models", "../api/v0/models"}},
 }
 
 // resolve picks the company row: the configured name, else a guess from the
