@@ -120,9 +120,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	lc := *hc
 	lc.Transport = listTransport{base: hc.Transport}
+	cc := *hc
+	cc.Transport = statusTransport{base: hc.Transport}
 	return &Client{
 		name:       name,
-		api:        api.NewClient(u, hc),
+		api:        api.NewClient(u, &cc),
 		lists:      api.NewClient(u, &lc),
 		models:     append([]string(nil), cfg.Models...),
 		fixed:      fixed,
@@ -151,7 +153,8 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 		return providers.Response{}, &providers.Error{Provider: c.name, Err: err}
 	}
 	acc := newAccumulator(req, emit)
-	if err := c.api.Chat(ctx, creq, acc.add); err != nil {
+	status := 0
+	if err := c.api.Chat(context.WithValue(ctx, statusKey{}, &status), creq, acc.add); err != nil {
 		if acc.budget.Over() {
 			resp := acc.response()
 			resp.Message.Partial = true
@@ -167,6 +170,12 @@ func (c *Client) Stream(ctx context.Context, req providers.Request, emit func(pr
 		// missing final chunk tells a cut stream from a finished one.
 		if ctx.Err() != nil {
 			return acc.response(), c.wrap(ctx, "chat", ctx.Err())
+		}
+		if status >= http.StatusBadRequest {
+			// An error status with an empty body (a proxy in front: Caddy
+			// answers 502 when Ollama is down, 401 for a missing login),
+			// which the api client passes over in silence.
+			return acc.response(), c.classified(status, "", fmt.Errorf("chat %s: %d %s with an empty body", req.Model, status, http.StatusText(status)))
 		}
 		return acc.response(), &providers.Error{Provider: c.name, Status: http.StatusOK, Retryable: true, Err: fmt.Errorf("chat %s: %w", req.Model, ErrIncompleteStream)}
 	}
@@ -305,6 +314,27 @@ func (c *Client) classified(status int, body string, err error) *providers.Error
 		pe.Err = err
 	}
 	return pe
+}
+
+// statusKey is the context key of the *int statusTransport records a chat
+// answer's HTTP status in.
+type statusKey struct{}
+
+// statusTransport records the status of each answer base (nil: the default
+// transport) gives, for a request whose context carries a statusKey. It runs
+// on the goroutine of the call that reads the status after it.
+type statusTransport struct{ base http.RoundTripper }
+
+func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	res, err := base.RoundTrip(req)
+	if p, ok := req.Context().Value(statusKey{}).(*int); ok && err == nil {
+		*p = res.StatusCode
+	}
+	return res, err
 }
 
 // listTransport bounds the body of every answer base (nil: the default

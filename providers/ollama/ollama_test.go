@@ -372,6 +372,28 @@ func TestStreamFailures(t *testing.T) {
 				}
 			},
 		},
+		// A proxy in front of Ollama answers with a bare status: Caddy's
+		// reverse_proxy says 502 with no body when Ollama is down, its
+		// basic_auth 401. The status is the failure, not a cut stream.
+		"proxy 502 with no body": {
+			reply:     testkit.Reply{Status: 502},
+			retryable: true,
+			check: func(t *testing.T, err error) {
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Status != 502 || errors.Is(err, ErrIncompleteStream) || !strings.Contains(err.Error(), "502 Bad Gateway") {
+					t.Errorf("err = %v, want status 502 named", err)
+				}
+			},
+		},
+		"proxy 401 with no body": {
+			reply: testkit.Reply{Status: 401},
+			check: func(t *testing.T, err error) {
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Status != 401 || errors.Is(err, ErrIncompleteStream) || !strings.Contains(err.Error(), "401 Unauthorized") {
+					t.Errorf("err = %v, want status 401 named", err)
+				}
+			},
+		},
 		"server fault": {
 			reply:     testkit.Reply{Status: 500, Body: `{"error":"llama runner process has terminated: exit status 2"}`},
 			retryable: true,
