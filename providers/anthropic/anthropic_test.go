@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -456,6 +457,26 @@ func TestModels(t *testing.T) {
 			if got[i].Window != w.window || got[i].WindowSource != w.source {
 				t.Errorf("%s: window %d from %s, want %d from %s", got[i].ID, got[i].Window, got[i].WindowSource, w.window, w.source)
 			}
+		}
+	})
+
+	// The list shows dated ids; an alias, as the company table and most
+	// configs name a model, is resolved by GET /v1/models/{model_id}
+	// (https://docs.anthropic.com/en/api/models).
+	t.Run("configured alias takes the figures of the model it names", func(t *testing.T) {
+		haiku := anthropicfake.ModelEntry{ID: "claude-haiku-4-5-20251001", Aliases: []string{"claude-haiku-4-5"}, MaxInputTokens: 200_000, MaxTokens: 64_000, Vision: true}
+		aliased := fake(t, anthropicfake.Options{Models: append(slices.Clone(entries), haiku)})
+		c := newClient(t, aliased.URL(), func(cfg *Config) { cfg.Models = []string{"claude-haiku-4-5", "claude-unknown"} })
+		got, err := c.Models(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []providers.ModelInfo{
+			{Provider: "anthropic", ID: "claude-haiku-4-5", Window: 200_000, WindowSource: providers.SourceList, MaxOutput: 64_000, Vision: true, Loaded: true},
+			{Provider: "anthropic", ID: "claude-unknown", Window: providers.DefaultRemoteWindow, WindowSource: providers.SourceDefault, Loaded: true},
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("got  %+v\nwant %+v", got, want)
 		}
 	})
 

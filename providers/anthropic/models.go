@@ -27,21 +27,31 @@ type listed struct {
 // read by the shared providers.WindowsFromModelList
 // (https://docs.anthropic.com/en/api/models-list).
 type page struct {
-	Data []struct {
-		ID           string `json:"id"`
-		MaxTokens    int    `json:"max_tokens"`
-		Capabilities struct {
-			ImageInput struct {
-				Supported bool `json:"supported"`
-			} `json:"image_input"`
-		} `json:"capabilities"`
-	} `json:"data"`
-	HasMore bool   `json:"has_more"`
-	LastID  string `json:"last_id"`
+	Data    []entry `json:"data"`
+	HasMore bool    `json:"has_more"`
+	LastID  string  `json:"last_id"`
+}
+
+// entry is one model as the list and GET /v1/models/{model_id} show it.
+type entry struct {
+	ID           string `json:"id"`
+	MaxTokens    int    `json:"max_tokens"`
+	Capabilities struct {
+		ImageInput struct {
+			Supported bool `json:"supported"`
+		} `json:"image_input"`
+	} `json:"capabilities"`
+}
+
+// listed is what the provider says of the entry; window is read apart, by
+// the shared reader.
+func (e entry) listed(window int) listed {
+	return listed{window: window, maxOutput: e.MaxTokens, vision: e.Capabilities.ImageInput.Supported}
 }
 
 // Models lists the models with their input windows: from the provider's
-// list (max_input_tokens), else Config.Windows, else
+// list (max_input_tokens) or, for a configured name the list does not show
+// (an alias), from the model it resolves to; else Config.Windows, else
 // providers.DefaultRemoteWindow. When the endpoint has no model list (404
 // or 405, as some proxies answer) and Config.Models is set, those models
 // are returned from configuration alone.
@@ -57,6 +67,22 @@ func (c *Client) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 	}
 	if len(c.cfg.Models) > 0 {
 		order = c.cfg.Models
+		if found != nil {
+			for _, id := range order {
+				if _, ok := found[id]; ok {
+					continue
+				}
+				// Not listed under this name: an alias ("claude-haiku-4-5"),
+				// which only the model's own endpoint resolves.
+				l, ok, err := c.model(ctx, id)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					found[id] = l
+				}
+			}
+		}
 	}
 	out := make([]providers.ModelInfo, 0, len(order))
 	for _, id := range order {
@@ -87,6 +113,27 @@ func limitList(req *http.Request, next option.MiddlewareNext) (*http.Response, e
 	return res, nil
 }
 
+// model asks GET /v1/models/{model_id} for one model, which resolves an
+// alias to the model it names
+// (https://docs.anthropic.com/en/api/models). ok is false when the
+// provider does not know the name (or has no such endpoint); err is set
+// only when ctx ended.
+func (c *Client) model(ctx context.Context, id string) (listed, bool, error) {
+	var raw []byte
+	if err := c.sdk.Get(ctx, "v1/models/"+url.PathEscape(id), nil, &raw, option.WithMiddleware(limitList)); err != nil {
+		if ctx.Err() != nil {
+			return listed{}, false, c.wrap(ctx, "models", err)
+		}
+		return listed{}, false, nil
+	}
+	var m entry
+	if json.Unmarshal(raw, &m) != nil || m.ID == "" {
+		return listed{}, false, nil
+	}
+	windows, _ := providers.WindowsFromModelList(detector, raw)
+	return m.listed(windows[m.ID]), true, nil
+}
+
 // list walks GET /v1/models page by page.
 func (c *Client) list(ctx context.Context) (map[string]listed, []string, error) {
 	found := map[string]listed{}
@@ -115,7 +162,7 @@ func (c *Client) list(ctx context.Context) (map[string]listed, []string, error) 
 			if _, dup := found[m.ID]; !dup {
 				order = append(order, m.ID)
 			}
-			found[m.ID] = listed{window: windows[m.ID], maxOutput: m.MaxTokens, vision: m.Capabilities.ImageInput.Supported}
+			found[m.ID] = m.listed(windows[m.ID])
 		}
 		if !pg.HasMore || pg.LastID == "" || pg.LastID == after {
 			return found, order, nil

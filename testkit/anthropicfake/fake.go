@@ -7,7 +7,8 @@
 //
 // Wire format: https://docs.anthropic.com/en/docs/build-with-claude/streaming
 // and https://docs.anthropic.com/en/api/messages; models list:
-// https://docs.anthropic.com/en/api/models-list; error shapes:
+// https://docs.anthropic.com/en/api/models-list, one model or alias:
+// https://docs.anthropic.com/en/api/models; error shapes:
 // https://docs.anthropic.com/en/api/errors. Where a body is copied from a
 // real answer, SOURCES.md names the issue it came from.
 //
@@ -37,6 +38,10 @@ type ModelEntry struct {
 	MaxTokens int
 	// Vision sets capabilities.image_input.supported.
 	Vision bool
+	// Aliases are other names GET /v1/models/{model_id} resolves to this
+	// model ("claude-haiku-4-5" for "claude-haiku-4-5-20251001"); the list
+	// never shows them.
+	Aliases []string
 }
 
 // Options configures a Server. The zero value is a fake with no window
@@ -83,6 +88,7 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.handleMessages)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/models/{model_id}", s.handleModel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "Not Found")
 	})

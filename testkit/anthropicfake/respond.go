@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -238,14 +239,7 @@ func writeRaw(w http.ResponseWriter, status int, body string) {
 // handleModels serves GET /v1/models with its documented paging: limit
 // (default 20, at most 1000) and after_id; has_more, first_id, last_id.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	models := s.opts.Models
-	if models == nil {
-		win := s.opts.Window
-		if win <= 0 {
-			win = 200_000
-		}
-		models = []ModelEntry{{ID: DefaultModel, DisplayName: "Claude Fake 1", MaxInputTokens: win, MaxTokens: 64_000, Vision: true}}
-	}
+	models := s.models()
 	limit := 20
 	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v > 0 {
 		limit = min(v, 1000)
@@ -265,15 +259,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	page := models[start:end]
 	data := make([]any, 0, len(page))
 	for _, m := range page {
-		data = append(data, map[string]any{
-			"type":             "model",
-			"id":               m.ID,
-			"display_name":     m.DisplayName,
-			"created_at":       "2025-10-01T00:00:00Z",
-			"max_input_tokens": m.MaxInputTokens,
-			"max_tokens":       m.MaxTokens,
-			"capabilities":     map[string]any{"image_input": map[string]any{"supported": m.Vision}},
-		})
+		data = append(data, modelInfo(m))
 	}
 	body := map[string]any{"data": data, "has_more": end < len(models), "first_id": nil, "last_id": nil}
 	if len(page) > 0 {
@@ -281,4 +267,44 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		body["last_id"] = page[len(page)-1].ID
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// handleModel serves GET /v1/models/{model_id}, which takes a model's id or
+// one of its aliases and answers the model under its own id
+// (https://docs.anthropic.com/en/api/models: "resolve a model alias to a
+// model ID").
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	want := r.PathValue("model_id")
+	for _, m := range s.models() {
+		if m.ID == want || slices.Contains(m.Aliases, want) {
+			writeJSON(w, http.StatusOK, modelInfo(m))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "not_found_error", "model: "+want)
+}
+
+// models is Options.Models, or the one default model.
+func (s *Server) models() []ModelEntry {
+	if s.opts.Models != nil {
+		return s.opts.Models
+	}
+	win := s.opts.Window
+	if win <= 0 {
+		win = 200_000
+	}
+	return []ModelEntry{{ID: DefaultModel, DisplayName: "Claude Fake 1", MaxInputTokens: win, MaxTokens: 64_000, Vision: true}}
+}
+
+// modelInfo is one model as the list and GET /v1/models/{model_id} show it.
+func modelInfo(m ModelEntry) map[string]any {
+	return map[string]any{
+		"type":             "model",
+		"id":               m.ID,
+		"display_name":     m.DisplayName,
+		"created_at":       "2025-10-01T00:00:00Z",
+		"max_input_tokens": m.MaxInputTokens,
+		"max_tokens":       m.MaxTokens,
+		"capabilities":     map[string]any{"image_input": map[string]any{"supported": m.Vision}},
+	}
 }
