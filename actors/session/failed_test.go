@@ -1,7 +1,9 @@
 package session
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/testkit"
 )
 
@@ -126,5 +129,55 @@ func TestATurnWhoseEndPanicsLeavesTheChatAnswering(t *testing.T) {
 		if m.Partial {
 			t.Errorf("the log holds a cut mark %q for an answered turn", m.Content)
 		}
+	}
+}
+
+// refusing fails every call with err.
+type refusing struct {
+	calls atomic.Int32
+	err   error
+}
+
+func (r *refusing) Stream(context.Context, providers.Request, func(providers.Event)) (providers.Response, error) {
+	r.calls.Add(1)
+	return providers.Response{}, r.err
+}
+
+func (r *refusing) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+// TestAProviderGivenUpOnSaysWhy: a failure worth another try (429, 529,
+// 5xx) that is not tried again says why in the turn's problem: the tries
+// are spent, or the wait the provider asked for ends past the turn's
+// deadline. The bare body read as if agentd had never retried.
+func TestAProviderGivenUpOnSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   *providers.Error
+		calls int32
+		want  string
+	}{
+		{name: "tries spent", calls: maxRetries + 1, want: fmt.Sprintf("given up after %d tries", maxRetries+1),
+			err: &providers.Error{Provider: "fake", Status: 529, Retryable: true, RetryAfter: time.Millisecond,
+				Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}},
+		{name: "asked to wait past the deadline", calls: 1, want: "1h0m0s, ends past the turn's deadline",
+			err: &providers.Error{Provider: "fake", Status: 429, Retryable: true, RetryAfter: time.Hour,
+				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &refusing{err: tc.err}
+			h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) {
+				d.Catalog = oneModel{client: model, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: 128_000}}
+			})
+			res, _ := h.turn("hello")
+			if res.Problem == nil || res.Problem.Kind != chat.ProblemProvider || !strings.Contains(res.Problem.Message, tc.want) {
+				t.Fatalf("problem %+v, want a provider problem saying %q", res.Problem, tc.want)
+			}
+			if !strings.Contains(res.Problem.Message, tc.err.Body) {
+				t.Errorf("problem %q leaves out the provider's body", res.Problem.Message)
+			}
+			if n := model.calls.Load(); n != tc.calls {
+				t.Errorf("the model was asked %d times, want %d", n, tc.calls)
+			}
+		})
 	}
 }

@@ -661,26 +661,34 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	t := s.turn
 	var pe *providers.Error
 	isPE := errors.As(m.err, &pe)
-	switch {
 	// A refusal before any word heals; so does a server that cut the
 	// prompt silently and answered (Ollama: status 200), whatever it said.
-	case isPE && pe.TooLong && (!m.textSeen || pe.Status == 200):
+	if isPE && pe.TooLong && (!m.textSeen || pe.Status == 200) {
 		s.tooLong(ctx, pe)
 		return
-	case isPE && pe.Retryable && !m.textSeen && t.retries < maxRetries:
+	}
+	// Why a failure worth another try was not tried again, for the problem.
+	gaveUp := ""
+	if isPE && pe.Retryable && !m.textSeen {
 		delay := min(retryBase<<t.retries, retryCap)
 		if pe.RetryAfter > 0 {
 			delay = pe.RetryAfter
 		}
-		if dl, ok := t.ctx.Deadline(); !ok || time.Until(dl) > delay {
+		dl, ok := t.ctx.Deadline()
+		switch {
+		case t.retries >= maxRetries:
+			gaveUp = fmt.Sprintf(" (given up after %d tries)", t.retries+1)
+		case !ok || time.Until(dl) > delay:
 			t.retries++
 			t.enter(phaseBackoff)
 			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
 			t.timer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
 			return
+		default:
+			gaveUp = fmt.Sprintf(" (not tried again: the wait before the next try, %s, ends past the turn's deadline, limits.turn_timeout)", delay)
 		}
 	}
-	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error()}
+	problem := &chat.Problem{Kind: chat.ProblemProvider, Message: m.err.Error() + gaveUp}
 	switch {
 	case errors.Is(m.err, providers.ErrAnswerTooLarge):
 		problem.Kind = chat.ProblemAnswerTooLarge
