@@ -286,7 +286,8 @@ func TestErrors(t *testing.T) {
 			opts: anthropicfake.Options{Script: testkit.Always(testkit.Reply{Status: 429,
 				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later."}}`})},
 			check: func(t *testing.T, e *providers.Error, sent testkit.Received) {
-				if !e.Retryable || e.TooLong {
+				// The wait the API asks for is passed on, for the retry to honour.
+				if !e.Retryable || e.TooLong || e.RetryAfter != anthropicfake.RateLimitWaitSeconds*time.Second {
 					t.Errorf("%+v", e)
 				}
 			},

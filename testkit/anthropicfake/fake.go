@@ -69,6 +69,9 @@ type Options struct {
 // DefaultText is the answer when Options.Script is nil.
 const DefaultText = "Hello from the Anthropic fake."
 
+// RateLimitWaitSeconds is the retry-after a 429 answer carries.
+const RateLimitWaitSeconds = 1
+
 // DefaultModel is the model listed when Options.Models is nil.
 const DefaultModel = "claude-fake-1"
 

@@ -224,13 +224,18 @@ func marshal(v any) ([]byte, error) {
 }
 
 // writeRaw sends body verbatim. Retryable statuses carry the header the
-// real API sends with them (x-should-retry, anthropics/anthropic-sdk-typescript#616).
+// real API sends with them (x-should-retry, anthropics/anthropic-sdk-typescript#616),
+// and a 429 the seconds to wait before trying again, retry-after
+// (https://docs.anthropic.com/en/api/rate-limits).
 func writeRaw(w http.ResponseWriter, status int, body string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("request-id", "req_fake")
 	if status == http.StatusTooManyRequests || status >= 500 {
 		h.Set("x-should-retry", "true")
+	}
+	if status == http.StatusTooManyRequests {
+		h.Set("retry-after", strconv.Itoa(RateLimitWaitSeconds))
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))
