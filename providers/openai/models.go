@@ -81,7 +81,8 @@ func (c *Client) list(ctx context.Context) (map[string]int, map[string]bool, err
 	}
 	listed := map[string]int{}
 	var loaded map[string]bool
-	for _, id := range listedIDs(body) {
+	ids, notChat := listedIDs(body)
+	for _, id := range ids {
 		listed[id] = 0
 	}
 	if c.co.name == "lmstudio" {
@@ -92,6 +93,9 @@ func (c *Client) list(ctx context.Context) (map[string]int, map[string]bool, err
 		return listed, loaded, fmt.Errorf("read windows: %w", err)
 	}
 	for id, w := range windows {
+		if notChat[id] {
+			continue
+		}
 		if loaded != nil && !loaded[id] {
 			// An LM Studio model not in memory will be loaded with a window
 			// we cannot know: it counts as small (issue 3, point 2).
@@ -149,12 +153,14 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// listedIDs reads the ids of an OpenAI-style list ({"data":[{"id":…}]}) or
-// LM Studio's native one ({"models":[{"key":…}]}).
-func listedIDs(body []byte) []string {
+// listedIDs reads the chat models' ids of an OpenAI-style list
+// ({"data":[{"id":…}]}) or LM Studio's native one ({"models":[{"key":…}]}),
+// and the ids of the models it lists that are no chat models.
+func listedIDs(body []byte) (ids []string, notChat map[string]bool) {
 	var l struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID   string `json:"id"`
+			Type string `json:"type"`
 		} `json:"data"`
 		Models []struct {
 			Key  string `json:"key"`
@@ -162,20 +168,28 @@ func listedIDs(body []byte) []string {
 		} `json:"models"`
 	}
 	if json.Unmarshal(body, &l) != nil {
-		return nil
+		return nil, nil
 	}
-	var ids []string
+	notChat = map[string]bool{}
 	for _, m := range l.Data {
-		if m.ID != "" {
+		// A list that types its entries names embedding models too (LM
+		// Studio's /api/v0 "embeddings", Together's "embedding").
+		if m.Type == "embeddings" || m.Type == "embedding" {
+			notChat[m.ID] = true
+		} else if m.ID != "" {
 			ids = append(ids, m.ID)
 		}
 	}
 	for _, m := range l.Models {
-		if m.Key != "" && (m.Type == "" || m.Type == "llm" || m.Type == "vlm") {
-			ids = append(ids, m.Key)
+		if m.Type == "" || m.Type == "llm" || m.Type == "vlm" {
+			if m.Key != "" {
+				ids = append(ids, m.Key)
+			}
+		} else {
+			notChat[m.Key] = true
 		}
 	}
-	return ids
+	return ids, notChat
 }
 
 // isModelList reports a body that holds a list of models, as data[] or

@@ -66,8 +66,9 @@ func TestModelsLocalServers(t *testing.T) {
 // answers a path it does not serve with 200 and an error object
 // (lmstudio-ai/lmstudio-bug-tracker#618). Its /api/v0/models then says which
 // model is loaded and with what window
-// (https://lmstudio.ai/docs/developer/rest/endpoints); with neither native
-// list the OpenAI-compatible one still names the models.
+// (https://lmstudio.ai/docs/developer/rest/endpoints), its embedding model
+// no chat model; with neither native list the OpenAI-compatible one still
+// names the models.
 func TestModelsOlderLMStudio(t *testing.T) {
 	unknown := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -75,7 +76,8 @@ func TestModelsOlderLMStudio(t *testing.T) {
 	}
 	v0 := `{"object":"list","data":[
 		{"id":"qwen2-vl-7b-instruct","object":"model","type":"vlm","publisher":"mlx-community","arch":"qwen2_vl","compatibility_type":"mlx","quantization":"4bit","state":"loaded","max_context_length":32768,"loaded_context_length":16384},
-		{"id":"meta-llama-3.1-8b-instruct","object":"model","type":"llm","publisher":"lmstudio-community","arch":"llama","compatibility_type":"gguf","quantization":"Q4_K_M","state":"not-loaded","max_context_length":131072}]}`
+		{"id":"meta-llama-3.1-8b-instruct","object":"model","type":"llm","publisher":"lmstudio-community","arch":"llama","compatibility_type":"gguf","quantization":"Q4_K_M","state":"not-loaded","max_context_length":131072},
+		{"id":"text-embedding-nomic-embed-text-v1.5","object":"model","type":"embeddings","publisher":"nomic-ai","arch":"nomic-bert","compatibility_type":"gguf","quantization":"Q4_0","state":"loaded","max_context_length":2048,"loaded_context_length":2048}]}`
 	openAIList := `{"object":"list","data":[{"id":"qwen2-vl-7b-instruct","object":"model","owned_by":"organization_owner"},{"id":"meta-llama-3.1-8b-instruct","object":"model","owned_by":"organization_owner"}]}`
 	qwen := providers.ModelInfo{Provider: "p", ID: "qwen2-vl-7b-instruct", Local: true}
 	llama := providers.ModelInfo{Provider: "p", ID: "meta-llama-3.1-8b-instruct", Window: providers.DefaultLocalWindow, WindowSource: providers.SourceDefault, Local: true}
