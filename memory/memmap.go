@@ -100,6 +100,12 @@ func (s *Store) cacheMap(tenant string, m dayMap) {
 
 // dropMap forgets the tenant's map of the day, so the next call rebuilds it.
 func (s *Store) dropMap(ctx context.Context, tenant string) error {
+	return s.dropMapThen(ctx, tenant, nil)
+}
+
+// dropMapThen is dropMap, then then (when set) before any build reads the
+// memories again.
+func (s *Store) dropMapThen(ctx context.Context, tenant string, then func() error) error {
 	build := &s.locks(tenant).build
 	build.Lock()
 	defer build.Unlock()
@@ -108,6 +114,9 @@ func (s *Store) dropMap(ctx context.Context, tenant string) error {
 	s.mapMu.Unlock()
 	if err := s.rec.PutRecord(ctx, mapKind, url.PathEscape(tenant), dayMap{}); err != nil {
 		return fmt.Errorf("drop memory map of %s: %w", tenant, err)
+	}
+	if then != nil {
+		return then()
 	}
 	return nil
 }

@@ -337,10 +337,16 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 	if _, err := s.Get(ctx, tenant, id); err != nil {
 		return err
 	}
-	if err := s.rec.DeleteRecord(ctx, memKind(tenant), id); err != nil {
-		return fmt.Errorf("delete memory %s: %w", id, err)
-	}
-	return s.dropMap(ctx, tenant)
+	// The map is dropped first, and not built again until the memory is
+	// gone: a crash between the two writes leaves the memory, which the
+	// client's retry deletes. The other way round it left a stored map of
+	// the day naming a deleted memory, and a retry found nothing to delete.
+	return s.dropMapThen(ctx, tenant, func() error {
+		if err := s.rec.DeleteRecord(ctx, memKind(tenant), id); err != nil {
+			return fmt.Errorf("delete memory %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // GetRun returns one learning run of the tenant.
