@@ -178,15 +178,26 @@ func (s *session) resumePaused(ctx actor.Context) {
 	// No caller counts this turn any more: its slot went with the restart.
 	t := &turn{id: p.TurnID, userSeq: p.UserSeq, ctx: tctx, cancel: cancel, started: p.Since, setup: s.currentSetup(), ended: func() {},
 		log: s.log.With().Str("turn_id", p.TurnID).Logger()}
-	t.awaiting = slices.Clone(p.Calls)
 	t.enter(phasePaused)
 	for _, m := range s.msgs {
 		if m.Seq >= p.UserSeq {
 			t.stored = append(t.stored, m)
 		}
 	}
+	// The snapshot is written after the results it follows: a crash
+	// between the two leaves calls listed whose results the log holds,
+	// acknowledged to the application. They wait no more (a result sent
+	// again would be a second one for its call).
+	t.awaiting = slices.DeleteFunc(slices.Clone(p.Calls), func(c chat.ToolCall) bool {
+		return slices.ContainsFunc(t.stored, func(m chat.Message) bool { return m.Role == chat.RoleTool && m.ToolCallID == c.ID })
+	})
+	p.Calls = slices.Clone(t.awaiting)
 	s.turn = t
 	s.armProgress(ctx)
+	if len(t.awaiting) == 0 {
+		s.resume(ctx, t)
+		return
+	}
 	s.armPause(ctx, time.Until(p.Since.Add(s.deps.ToolResultsWait)))
 }
 
@@ -220,13 +231,21 @@ func (s *session) toolResults(ctx actor.Context, m *SubmitToolResults) {
 			s.pause(ctx)
 			return
 		}
-		t.timer.Stop()
-		s.snap.Paused = nil
-		// The turn's clock starts again: the pause is the application's time.
-		t.cancel()
-		t.ctx, t.cancel = context.WithTimeout(context.Background(), s.deps.TurnTimeout)
-		s.prepare(ctx)
+		s.resume(ctx, t)
 	})
+}
+
+// resume goes on with the paused turn t once every call it awaited has its
+// result in the log.
+func (s *session) resume(ctx actor.Context, t *turn) {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	s.snap.Paused = nil
+	// The turn's clock starts again: the pause is the application's time.
+	t.cancel()
+	t.ctx, t.cancel = context.WithTimeout(context.Background(), s.deps.TurnTimeout)
+	s.prepare(ctx)
 }
 
 // answer pairs results with the calls awaiting them; it refuses a result
