@@ -133,6 +133,7 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 			s.snap.Summary, s.snap.SummaryModel, s.snap.Digest = m.Summary, m.Model, ""
 			s.saveAndAnnounce(f)
 		}
+		s.compactAfterFold(ctx)
 		return
 	}
 	if m.OK {
@@ -155,6 +156,7 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 	}
 	s.moveBoundary(ctx, f)
 	s.resumeAfterFold(ctx)
+	s.compactAfterFold(ctx)
 }
 
 // moveBoundary makes f.to the first kept seq, durably, announces it, and
@@ -280,14 +282,32 @@ func (s *session) maybeBackgroundFold(ctx actor.Context) {
 	}
 }
 
+// waitingCompact is a /compact waiting for the fold in flight.
+type waitingCompact struct {
+	focus   string
+	replyTo *actor.PID
+}
+
 // compact folds all but the newest turn now (POST /compact).
 func (s *session) compact(ctx actor.Context, m *Compact) {
 	if s.loadErr != nil {
 		s.respond(ctx, nil)
 		return
 	}
+	s.compactNow(ctx, m.Focus, ctx.Sender())
+}
+
+// compactNow folds all but the newest turn for replyTo. A fold in flight
+// (one a turn left running in the background, mostly: long chats are
+// the ones people compact) is waited for, then this one folds what it
+// left: one /compact waits at a time.
+func (s *session) compactNow(ctx actor.Context, focus string, replyTo *actor.PID) {
 	if s.fold != nil {
-		ctx.Respond(&Rejected{Err: fmt.Errorf("%w: a fold is already running", ErrBusy)})
+		if s.compactWaiting != nil {
+			ctx.Send(replyTo, &Rejected{Err: fmt.Errorf("%w: the start of this chat is being summarised, and another /compact waits for it; ask again once it is done", ErrBusy)})
+			return
+		}
+		s.compactWaiting = &waitingCompact{focus: focus, replyTo: replyTo}
 		return
 	}
 	var newest int64
@@ -297,8 +317,17 @@ func (s *session) compact(ctx actor.Context, m *Compact) {
 		}
 	}
 	if newest <= s.snap.FirstKeptSeq {
-		ctx.Respond(&Compacted{View: chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}})
+		ctx.Send(replyTo, &Compacted{View: chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}})
 		return
 	}
-	s.startFold(ctx, newest, m.Focus, ctx.Sender())
+	s.startFold(ctx, newest, focus, replyTo)
+}
+
+// compactAfterFold runs the /compact that waited for the fold just landed
+// (which may have started another: it then waits again).
+func (s *session) compactAfterFold(ctx actor.Context) {
+	if w := s.compactWaiting; w != nil && s.fold == nil {
+		s.compactWaiting = nil
+		s.compactNow(ctx, w.focus, w.replyTo)
+	}
 }

@@ -217,3 +217,80 @@ func TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone(t *testing.T) {
 		t.Fatalf("activity %+v, want the two folds", acts)
 	}
 }
+
+// TestACompactDuringABackgroundFoldWaitsForItAndFolds: /compact asked
+// while the fold a turn left running is still being written waits for
+// that fold, then folds all but the newest turn, instead of being refused
+// as busy (a person asks to compact just when a long chat's background
+// fold runs). A second /compact while one waits is refused, saying why.
+func TestACompactDuringABackgroundFoldWaitsForItAndFolds(t *testing.T) {
+	type asked struct {
+		f    *summarizer.Fold
+		from *actor.PID
+	}
+	folds := make(chan asked, 2)
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if f, ok := c.Message().(*summarizer.Fold); ok {
+				folds <- asked{f, c.Sender()}
+			}
+		}))
+	}, reply("ok"), reply("fine"))
+	for i := range 9 { // past the soft threshold after the turn, not before it
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
+	}
+	if res, _ := h.turn("and now?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	if res, _ := h.turn("and then?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	bg := <-folds // the background fold, held
+	var newest int64
+	h.store.mu.Lock()
+	for _, m := range h.store.msgs["c1"] {
+		if m.Role == chat.RoleUser {
+			newest = m.Seq
+		}
+	}
+	h.store.mu.Unlock()
+	if foldTo(bg.f) >= newest {
+		t.Fatalf("the background fold covers up to %d; the test needs it to leave turns before %d", foldTo(bg.f), newest)
+	}
+	compact := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &Compact{Focus: "the questions"}}, time.Minute)
+	second, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &Compact{}}, time.Minute).Result()
+	if err != nil {
+		t.Fatalf("second compact: %v", err)
+	}
+	if r, ok := second.(*Rejected); !ok || !errors.Is(r.Err, ErrBusy) || !strings.Contains(r.Err.Error(), "summarise") {
+		t.Fatalf("a second compact while one waits got %#v; want it refused as busy, saying a summary is being written", second)
+	}
+	h.system.Root.Send(bg.from, &summarizer.Folded{ReqID: bg.f.ReqID, ChatID: bg.f.ChatID, OK: true, Summary: "the person asked questions"})
+	var a asked
+	select {
+	case a = <-folds:
+	case <-time.After(time.Minute):
+		t.Fatal("no fold was asked for the waiting compact")
+	}
+	if a.f.Focus != "the questions" || foldTo(a.f) != newest {
+		t.Fatalf("the compact's fold has focus %q and ends at %d; want the focus and the newest turn %d", a.f.Focus, foldTo(a.f), newest)
+	}
+	h.system.Root.Send(a.from, &summarizer.Folded{ReqID: a.f.ReqID, ChatID: a.f.ChatID, OK: true, Summary: "the person asked questions, then more"})
+	res, err := compact.Result()
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	c, ok := res.(*Compacted)
+	if !ok || c.View.FirstKeptSeq != newest || c.View.Summary != "the person asked questions, then more" {
+		t.Fatalf("compact answered %#v; want everything before seq %d folded, with its summary", res, newest)
+	}
+}
+
+// foldTo is the first seq a fold leaves kept, read off its request id.
+func foldTo(f *summarizer.Fold) int64 {
+	var to int64
+	_, _ = fmt.Sscanf(f.ReqID[strings.LastIndexByte(f.ReqID, '-')+1:], "%d", &to)
+	return to
+}

@@ -53,6 +53,9 @@ type session struct {
 	queue []pending
 	turn  *turn
 	fold  *foldState
+	// compactWaiting is a /compact asked while another fold ran; it folds
+	// once that fold lands.
+	compactWaiting *waitingCompact
 	// awaiting is the write the mailbox is held for (await.go).
 	awaiting *awaiting
 
@@ -363,8 +366,8 @@ func (s *session) waitWork() {
 	}
 }
 
-// refuseWaiting refuses the queued turns, and a /compact waiting for the
-// fold in flight, with refuse.
+// refuseWaiting refuses the queued turns, and the /compacts waiting for
+// the fold in flight, with refuse.
 func (s *session) refuseWaiting(ctx actor.Context, refuse error) {
 	for _, p := range s.queue {
 		p.refuse(ctx, refuse)
@@ -374,6 +377,10 @@ func (s *session) refuseWaiting(ctx actor.Context, refuse error) {
 		// answer will find no session to land in.
 		ctx.Send(f.replyTo, &Rejected{Err: refuse})
 		f.replyTo = nil
+	}
+	if w := s.compactWaiting; w != nil {
+		ctx.Send(w.replyTo, &Rejected{Err: refuse})
+		s.compactWaiting = nil
 	}
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-len(s.queue))
@@ -395,6 +402,10 @@ func (s *session) movedAway(ctx actor.Context, err error) bool {
 		s.logger().Warn().Err(err).Msg("the chat moved to another node; this session stops")
 		for _, p := range s.queue {
 			p.refuse(ctx, ErrMoved)
+		}
+		if w := s.compactWaiting; w != nil {
+			ctx.Send(w.replyTo, &Rejected{Err: ErrMoved})
+			s.compactWaiting = nil
 		}
 		if s.deps.Metrics != nil {
 			s.deps.Metrics.TurnsWaiting(-len(s.queue))
