@@ -25,6 +25,7 @@ type Log interface {
 const (
 	maxReadMessages = 50
 	maxReadBytes    = 48 << 10
+	minReadBytes    = 1 << 10
 	maxHits         = 20
 	snippetChars    = 240
 )
@@ -33,6 +34,7 @@ const (
 type ReadArgs struct {
 	FromSeq int64 `json:"from_seq" jsonschema:"description=first message seq to read (inclusive),minimum=1"`
 	ToSeq   int64 `json:"to_seq,omitempty" jsonschema:"description=last message seq to read (inclusive); default from_seq"`
+	Offset  int   `json:"offset,omitempty" jsonschema:"description=byte of from_seq's text to start at, to read on in a message longer than one answer,minimum=0"`
 }
 
 // SearchArgs are conversation_search's arguments.
@@ -44,7 +46,8 @@ type SearchArgs struct {
 // Register adds conversation_read and conversation_search to r.
 func Register(r *tools.Registry, log Log) error {
 	if err := tools.Register(r, "conversation_read",
-		"Read earlier messages of this chat word for word by seq range, including ones summarised or stubbed away.",
+		"Read earlier messages of this chat word for word by seq range, including ones summarised or stubbed away. "+
+			"A message longer than one answer comes in pieces, each naming the call that reads on.",
 		func(ctx context.Context, a ReadArgs) (tools.Result, error) { return read(ctx, log, a) }); err != nil {
 		return err
 	}
@@ -56,6 +59,16 @@ func Register(r *tools.Registry, log Log) error {
 func callChat(ctx context.Context) (string, bool) {
 	ci, ok := tools.CallInfoFrom(ctx)
 	return ci.ChatID, ok && ci.ChatID != ""
+}
+
+// answerBytes is the most one read answers: maxReadBytes, or less where the
+// model is sent less of a result whole, so a piece is never cut again on
+// its way (its middle would be lost behind a pointer to the read itself).
+func answerBytes(ctx context.Context) int {
+	if ci, _ := tools.CallInfoFrom(ctx); ci.SentBytes > 0 {
+		return max(min(maxReadBytes, ci.SentBytes), minReadBytes)
+	}
+	return maxReadBytes
 }
 
 func read(ctx context.Context, log Log, a ReadArgs) (tools.Result, error) {
@@ -78,29 +91,80 @@ func read(ctx context.Context, log Log, a ReadArgs) (tools.Result, error) {
 	if len(msgs) == 0 {
 		return tools.Result{Text: fmt.Sprintf("no messages between seq %d and %d", a.FromSeq, to)}, nil
 	}
+	limit := answerBytes(ctx)
 	var b strings.Builder
-	for _, m := range msgs {
-		line := render(m)
-		if b.Len()+len(line) > maxReadBytes {
+	for i, m := range msgs {
+		from := 0
+		if i == 0 && m.Seq == a.FromSeq {
+			if a.Offset < 0 || a.Offset > len(m.Content) {
+				return tools.Result{IsError: true, Text: fmt.Sprintf("offset %d is outside seq %d's text of %d bytes", a.Offset, m.Seq, len(m.Content))}, nil
+			}
+			from = a.Offset
+		}
+		line := render(m, from, limit)
+		if b.Len()+len(line) <= limit {
+			b.WriteString(line)
+			continue
+		}
+		if b.Len() > 0 {
 			fmt.Fprintf(&b, "[stopped at seq %d to keep this answer small; read on with from_seq %d]\n", m.Seq, m.Seq)
 			break
 		}
-		b.WriteString(line)
+		// One message longer than a whole answer (a big tool result, which
+		// its stub and its head and tail point here for): a piece of it,
+		// and the call that reads on.
+		b.WriteString(piece(m, from, limit))
+		break
 	}
 	return tools.Result{Text: b.String()}, nil
 }
 
-func render(m chat.Message) string {
-	who := string(m.Role)
-	if m.Role == chat.RoleTool {
-		who = "tool " + m.ToolName
-	}
+// render is m as read back, its text from byte from on.
+func render(m chat.Message, from, limit int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[seq %d, %s] %s\n", m.Seq, who, m.Content)
+	b.WriteString(header(m, from, limit))
+	b.WriteString(m.Content[from:])
+	b.WriteByte('\n')
 	for _, c := range m.ToolCalls {
 		fmt.Fprintf(&b, "  called %s %s\n", c.Name, c.Arguments)
 	}
 	return b.String()
+}
+
+func header(m chat.Message, from, limit int) string {
+	who := string(m.Role)
+	if m.Role == chat.RoleTool {
+		who = "tool " + m.ToolName
+	}
+	if from > 0 {
+		return fmt.Sprintf("[seq %d, %s] (from byte %d of %d)\n", m.Seq, who, from, len(m.Content))
+	}
+	if len(m.Content)+64 > limit {
+		return fmt.Sprintf("[seq %d, %s] (%d bytes)\n", m.Seq, who, len(m.Content))
+	}
+	return fmt.Sprintf("[seq %d, %s] ", m.Seq, who)
+}
+
+// piece is as much of m's text from byte from as one answer of limit
+// bytes holds, cut on a rune boundary, and the call that reads on.
+func piece(m chat.Message, from, limit int) string {
+	h := header(m, from, limit)
+	end := from + limit - len(h) - 128 // room for the read-on line
+	for end > from && end < len(m.Content) && !isRuneStart(m.Content[end]) {
+		end--
+	}
+	if end <= from || end >= len(m.Content) {
+		// Only its tool calls overflow (arguments refused for their size
+		// are stored whole): the text whole, the calls cut.
+		text := h + m.Content[from:] + "\n"
+		var calls strings.Builder
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(&calls, "  called %s %s\n", c.Name, c.Arguments)
+		}
+		return text + tools.HeadTail(calls.String(), max(limit-len(text), 0), "")
+	}
+	return fmt.Sprintf("%s%s\n[seq %d continues; read on with %s {\"from_seq\":%d,\"offset\":%d}]\n",
+		h, m.Content[from:end], m.Seq, tools.ConversationReadTool, m.Seq, end)
 }
 
 func search(ctx context.Context, log Log, a SearchArgs) (tools.Result, error) {

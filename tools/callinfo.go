@@ -14,6 +14,10 @@ type CallInfo struct {
 	// WaitForOK: the chat read untrusted text, or remembering automatically
 	// is off, so anything a tool would remember waits for the person's OK.
 	WaitForOK bool
+	// SentBytes is the most of a result the model is sent whole
+	// (limits.tool_result_bytes; 0: no bound): a tool that reads back in
+	// pieces sizes them under it.
+	SentBytes int
 }
 
 type callInfoKey struct{}

@@ -29,7 +29,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
 	lim := s.toolLimits()
-	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember}
+	info := tools.CallInfo{Tenant: s.meta.Tenant, ChatID: s.id, Seq: s.lastSeq, WaitForOK: s.snap.Untrusted || s.meta.NoAutoRemember, SentBytes: s.deps.ToolResultBytes}
 	turnCtx, turnID, log, tracer := t.ctx, t.id, t.log, telemetry.Tracer(s.deps.Traces)
 	findRoom := int(findToolsShare * float64(t.info.Window))
 	t.enter(phaseTools)
