@@ -292,6 +292,9 @@ type Compacted struct {
 	Summary      string `json:"summary"`
 	Model        string `json:"model"`
 	Digest       string `json:"digest,omitempty"`
+	// Usage is what the fold's summarising requests cost (a fold a turn
+	// waited for is in its summary_usage too).
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // CompactionApplied reports an in-turn compaction of a live turn.

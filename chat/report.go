@@ -142,6 +142,10 @@ type Compacted struct {
 	Summary      string `json:"summary"`
 	Model        string `json:"model"` // the model that will read it
 	Digest       string `json:"digest,omitempty"`
+	// Usage is what the fold's summarising requests cost. A fold a turn
+	// waited for is counted in that turn's summary_usage too; one in the
+	// background, or a /compact, only here.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // CompactionApplied reports an in-turn compaction of a live turn.

@@ -888,7 +888,7 @@ func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Co
 	if !ok {
 		return api.Compacted{}, fmt.Errorf("compact: unexpected reply %T", res)
 	}
-	return api.Compacted(c.View), nil
+	return wireCompacted(c.View), nil
 }
 
 // Models lists what the catalog knows, and which providers did not answer.

@@ -28,9 +28,9 @@ func wireEvent(d any) any {
 	case *chat.Problem:
 		return wireProblem(v)
 	case chat.Compacted:
-		return api.Compacted(v)
+		return wireCompacted(v)
 	case *chat.Compacted:
-		return api.Compacted(*v)
+		return wireCompacted(*v)
 	case chat.CompactionApplied:
 		return api.CompactionApplied(v)
 	case chat.Healed:
@@ -179,4 +179,8 @@ func wireErrors(errs map[string]error) map[string]string {
 		out[p] = err.Error()
 	}
 	return out
+}
+
+func wireCompacted(c chat.Compacted) api.Compacted {
+	return api.Compacted{FirstKeptSeq: c.FirstKeptSeq, Summary: c.Summary, Model: c.Model, Digest: c.Digest, Usage: api.Usage(c.Usage)}
 }

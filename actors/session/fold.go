@@ -32,6 +32,8 @@ type foldState struct {
 	// summary is still to come.
 	applied bool
 	timer   *time.Timer
+	// usage is what the summariser's answer cost, told with the fold.
+	usage chat.Usage
 }
 
 // foldOverdue fires when a turn has waited Deps.FoldWait for its fold.
@@ -127,6 +129,7 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
+	f.usage = m.Usage
 	if f.applied {
 		// The boundary moved already; only a summary is still news.
 		if m.OK {
@@ -191,7 +194,7 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 // crash before then loses is a boundary the log rebuilds by folding
 // again.
 func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
-	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest}
+	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
 	t := s.turn
 	if t != nil && t.phase != phasePaused && f.replyTo == nil {
 		t.folds = append(t.folds, view)

@@ -294,3 +294,57 @@ func foldTo(f *summarizer.Fold) int64 {
 	_, _ = fmt.Sscanf(f.ReqID[strings.LastIndexByte(f.ReqID, '-')+1:], "%d", &to)
 	return to
 }
+
+// TestAFoldSaysWhatItsSummaryCost: a fold no turn waits for (the one a
+// turn leaves running in the background, a /compact) tells what its
+// summarising requests cost, in its compacted event, its stored activity
+// and /compact's answer: no turn's summary_usage carries it.
+func TestAFoldSaysWhatItsSummaryCost(t *testing.T) {
+	type asked struct {
+		f    *summarizer.Fold
+		from *actor.PID
+	}
+	folds := make(chan asked, 2)
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if f, ok := c.Message().(*summarizer.Fold); ok {
+				folds <- asked{f, c.Sender()}
+			}
+		}))
+	}, reply("ok"), reply("fine"))
+	for i := range 9 { // past the soft threshold after the turn, not before it
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
+	}
+	if res, _ := h.turn("and now?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	bg := <-folds
+	sub := h.bus.Subscribe("c1", 16)
+	defer sub.Close()
+	cost := chat.Usage{InputTokens: 1200, OutputTokens: 150, CachedTokens: 1000}
+	h.system.Root.Send(bg.from, &summarizer.Folded{ReqID: bg.f.ReqID, ChatID: bg.f.ChatID, OK: true, Summary: "the person asked questions", Usage: cost})
+	ev := <-sub.C
+	if c, ok := ev.Data.(chat.Compacted); ev.Type != chat.EventCompacted || !ok || c.Usage != cost {
+		t.Fatalf("event %s %+v; want compacted with usage %+v", ev.Type, ev.Data, cost)
+	}
+	h.store.mu.Lock()
+	acts := slices.Clone(h.store.acts["c1"])
+	h.store.mu.Unlock()
+	if len(acts) != 1 || !strings.Contains(string(acts[0].Data), `"usage":{"input_tokens":1200,"output_tokens":150,"cached_tokens":1000}`) {
+		t.Fatalf("activity %+v; want the fold with its usage", acts)
+	}
+
+	if res, _ := h.turn("and then?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	compact := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: &Compact{}}, time.Minute)
+	a := <-folds
+	more := chat.Usage{InputTokens: 300, OutputTokens: 40}
+	h.system.Root.Send(a.from, &summarizer.Folded{ReqID: a.f.ReqID, ChatID: a.f.ChatID, OK: true, Summary: "and then more", Usage: more})
+	res, err := compact.Result()
+	if c, ok := res.(*Compacted); err != nil || !ok || c.View.Usage != more {
+		t.Fatalf("compact answered %#v, %v; want its fold's usage %+v", res, err, more)
+	}
+}
