@@ -578,3 +578,28 @@ func TestStaleToolResultIsStubbedAndConversationReadReturnsIt(t *testing.T) {
 		t.Fatalf("conversation_read returned %.200q…; want the original report", got.Content)
 	}
 }
+
+// TestACompactFocusTooLongIsRefusedAndChangesNothing: a focus longer than
+// hub.MaxFocusRunes is a clear 400 and folds nothing (it is asked with
+// every piece the summariser reads; past a small window's room the fold
+// ended with no summary, silently); a short one folds.
+func TestACompactFocusTooLongIsRefusedAndChangesNothing(t *testing.T) {
+	script, _ := summaryScript()
+	fake := openaifake.New(openaifake.Options{Script: script})
+	defer fake.Close()
+	d := daemontest.Start(t, twoModelConfig(t.TempDir(), fake.URL()), nil)
+	c := newChat(t, d, "fake/big")
+	send(t, d, c.ID, "First note: the ledger lists shipments.")
+	send(t, d, c.ID, "Second note: the totals are in euros.")
+	var e api.Error
+	if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/compact", api.CompactRequest{Focus: strings.Repeat("keep the totals ", 200)}, &e); st != http.StatusBadRequest || !strings.Contains(e.Message, "focus") {
+		t.Fatalf("a %d-character focus: status %d %+v; want 400 naming the focus", len(strings.Repeat("keep the totals ", 200)), st, e)
+	}
+	if v := chatContext(t, d, c.ID); v.FirstKeptSeq > 1 || v.Summary != "" {
+		t.Fatalf("the refused compact folded: first kept %d, summary %q", v.FirstKeptSeq, v.Summary)
+	}
+	var folded api.Compacted
+	if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/compact", api.CompactRequest{Focus: "the totals"}, &folded); st != http.StatusOK || folded.FirstKeptSeq <= 1 {
+		t.Fatalf("a short focus: status %d, %+v", st, folded)
+	}
+}

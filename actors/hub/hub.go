@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -875,10 +876,18 @@ func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchCha
 	return err
 }
 
+// MaxFocusRunes bounds /compact's focus: it is asked with every piece the
+// summariser reads, so a long one crowds the chat out of a small window's
+// pieces, and one past the window ended the fold with no summary, silently.
+const MaxFocusRunes = 2000
+
 // Compact folds all but the newest turn of a chat now.
 func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Compacted, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return api.Compacted{}, err
+	}
+	if n := utf8.RuneCountInString(focus); n > MaxFocusRunes {
+		return api.Compacted{}, fmt.Errorf("%w: focus is %d characters, at most %d: say in a few words what to keep", ErrInvalid, n, MaxFocusRunes)
 	}
 	res, err := h.ask(ctx, chatID, &session.Compact{Focus: focus}, 5*time.Minute)
 	if err != nil {
