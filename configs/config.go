@@ -442,7 +442,7 @@ func Load(path string) (Config, error) {
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return c, fmt.Errorf("parse config %s: %w", path, err)
+			return c, fmt.Errorf("parse config %s: %w", path, nameKeys(b, err))
 		}
 	}
 	if err := c.applyEnv(os.Getenv); err != nil {
@@ -450,6 +450,66 @@ func Load(path string) (Config, error) {
 	}
 	c.ApplyDefaults()
 	return c, nil
+}
+
+// nameKeys adds to each "line N: …" of a yaml type error the key whose
+// value is on that line ("line 3: limits.turns_per_chat: cannot unmarshal
+// !!str `abc` into int"): the line alone sent the operator counting lines.
+// Other errors are returned as they are.
+func nameKeys(src []byte, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(src, &root) != nil {
+		return err
+	}
+	// One line may start several values (a list item's map and its first
+	// key's value): the failing one is the innermost of the kind the
+	// error names (!!seq, !!map, else a scalar) that starts on its line.
+	innermost := map[yaml.Kind]map[int]string{yaml.ScalarNode: {}, yaml.SequenceNode: {}, yaml.MappingNode: {}}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		if path != "" && innermost[n.Kind] != nil {
+			innermost[n.Kind][n.Line] = path
+		}
+		for i := 0; i < len(n.Content); i++ {
+			switch n.Kind {
+			case yaml.DocumentNode:
+				walk(n.Content[i], path)
+			case yaml.SequenceNode:
+				walk(n.Content[i], fmt.Sprintf("%s[%d]", path, i))
+			case yaml.MappingNode:
+				if i++; i < len(n.Content) {
+					k := n.Content[i-1].Value
+					if path != "" {
+						k = path + "." + k
+					}
+					walk(n.Content[i], k)
+				}
+			}
+		}
+	}
+	walk(&root, "")
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		var line int
+		if _, serr := fmt.Sscanf(m, "line %d:", &line); serr != nil {
+			continue
+		}
+		kind := yaml.ScalarNode
+		if strings.Contains(m, "!!seq") {
+			kind = yaml.SequenceNode
+		} else if strings.Contains(m, "!!map") {
+			kind = yaml.MappingNode
+		}
+		if key := innermost[kind][line]; key != "" {
+			msgs[i] = strings.Replace(m, ":", ": "+key+":", 1)
+		}
+	}
+	return &yaml.TypeError{Errors: msgs}
 }
 
 // applyEnv applies the AGENTD_* variables that are set. A value that does

@@ -263,3 +263,31 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestAValueOfTheWrongTypeNamesItsKey: yaml's type errors said the line
+// and a Go type ("line 2: cannot unmarshal !!str `abc` into int"); each
+// now names the key, a list's item and a map or list given in place of
+// the other too.
+func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {
+	cases := map[string]struct{ yaml, key string }{
+		"a scalar":            {"limits:\n  turns_per_chat: abc\n", "line 2: limits.turns_per_chat: cannot unmarshal"},
+		"a list's item's key": {"providers:\n  - name: x\n    kind: ollama\n    models: qwen\n", "line 4: providers[0].models: cannot unmarshal"},
+		"a map for a list":    {"providers:\n  name: x\n", "line 2: providers: cannot unmarshal !!map"},
+		"a bool":              {"cluster:\n  enabled: yes please\n", "line 2: cluster.enabled: cannot unmarshal"},
+		"an unknown key":      {"limits:\n  max_body: 5\n", "line 2: limits.max_body: field max_body not found"},
+		"a list for a map":    {"tenants:\n  - a\n", "line 2: tenants: cannot unmarshal !!seq"},
+		"a second list item":  {"auth:\n  tokens:\n    - tenant: a\n      token_env: A\n    - tenant: [b]\n", "line 5: auth.tokens[1].tenant: cannot unmarshal !!seq"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agentd.yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("error %v; want %q in it", err, c.key)
+			}
+		})
+	}
+}
