@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +17,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
+	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -32,6 +36,8 @@ type statusWriter struct {
 	rc   *http.ResponseController
 	wait time.Duration
 	code int
+	// refusal keeps the head of a 4xx answer (its error), for the log.
+	refusal []byte
 	// by, once set (unix nanoseconds), bounds every later write (WriteBy).
 	by atomic.Int64
 }
@@ -77,6 +83,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
+	}
+	if w.code >= 400 && w.code < 500 && len(w.refusal) < refusalLogBytes {
+		w.refusal = append(w.refusal, b[:min(len(b), refusalLogBytes-len(w.refusal))]...)
 	}
 	n := 0
 	for {
@@ -170,7 +179,10 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				errorWriterFor(r.URL.Path)(w, http.StatusInternalServerError, "internal", internalMessage(id))
 			}
 		}()
+		note := &requestNote{}
+		r = r.WithContext(context.WithValue(r.Context(), requestNoteKey{}, note))
 		next.ServeHTTP(w, r)
+		s.logRefusal(r, sw, id, note.tenant)
 		// What net/http writes once the handler returns (the buffered
 		// tail, a chunked body's terminator, an answer of headers only)
 		// is bounded as every write of the handler's: lifted, a client that
@@ -192,4 +204,48 @@ func internalMessage(id string) string {
 // logInternal logs err once, with the request's id, for a 500.
 func logInternal(r *http.Request, err error) {
 	zerolog.Ctx(r.Context()).Error().Str("error", clipEchoes(r, err.Error())).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Msg("internal error answered 500")
+}
+
+// refusalLogBytes is how much of a refusal's answer its log line keeps:
+// the error's message and kind, an echoed id clipped before it.
+const refusalLogBytes = 400
+
+// requestNote is what the handlers learn of a request that its log line
+// wants: the tenant its token names.
+type requestNote struct{ tenant string }
+
+type requestNoteKey struct{}
+
+// noteTenant records the request's tenant for its refusal's log line.
+func noteTenant(r *http.Request, tenant string) {
+	if n, ok := r.Context().Value(requestNoteKey{}).(*requestNote); ok {
+		n.tenant = tenant
+	}
+}
+
+// refusalLogs holds one sampler per 4xx status: each is logged at most
+// once per refusalLogEvery, so a flood of refusals costs one line each
+// 10 s (docs/security.md).
+type refusalLogs [100]rate.Sometimes
+
+// logRefusal logs a 4xx answer with what the client was told. The web
+// guard logs its own (403, 421), and a client that went away (499) is
+// no refusal.
+func (s *Server) logRefusal(r *http.Request, sw *statusWriter, id, tenant string) {
+	code := sw.status()
+	if code < 400 || code > 499 || code == http.StatusForbidden || code == http.StatusMisdirectedRequest || code == oai.StatusClientGone {
+		return
+	}
+	s.refusals[code-400].Do(func() {
+		ev := s.log.Info()
+		if code == http.StatusUnauthorized {
+			ev = s.log.Warn()
+		}
+		if tenant != "" {
+			ev = ev.Str("tenant", tenant)
+		}
+		ev.Str("request_id", id).Int("status", code).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).
+			Str("remote", r.RemoteAddr).Str("answer", strings.TrimSpace(string(sw.refusal))).
+			Msgf("refused a request (%d); further %d refusals are logged at most every 10s", code, code)
+	})
 }

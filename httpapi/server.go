@@ -54,6 +54,8 @@ type Server struct {
 	forwarder *forwarder
 	// turns counts handlers of turns still answering their clients.
 	turns sync.WaitGroup
+	// refusals samples the log lines of 4xx answers (logRefusal).
+	refusals refusalLogs
 }
 
 // Drain waits until every turn's handler has written its last event, or
@@ -85,6 +87,9 @@ func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger
 		tracer: telemetry.Tracer(nil), forwarder: newForwarder(cfg.Limits.TurnTimeout.Duration * time.Duration(cfg.Limits.TurnsPerChat+1))}
 	for _, o := range opts {
 		o(s)
+	}
+	for i := range s.refusals {
+		s.refusals[i].Interval = refusalLogEvery
 	}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.withRequest(s.guard.wrap(s.mux))
@@ -296,6 +301,7 @@ func (s *Server) authedAs(h func(http.ResponseWriter, *http.Request, string), to
 func (s *Server) authedRaw(h func(http.ResponseWriter, *http.Request, string), tokenInQuery bool, writeError errorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := s.tenantOf(r, tokenInQuery)
+		noteTenant(r, tenant)
 		if tenant == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentd"`)
 			w.Header().Set("Connection", "close")
