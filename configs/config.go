@@ -734,6 +734,11 @@ func (c *Config) Validate() error {
 	if e := c.Tracing.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return fmt.Errorf("tracing.endpoint %q: want the collector's http:// or https:// URL (OTLP/HTTP)", e)
 	}
+	// Before the loopback rule, which would call "8420" an address that is
+	// not loopback and ask for tokens.
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen %q: want host:port, such as 127.0.0.1:8420: %w", c.Listen, err)
+	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
 			return fmt.Errorf("metrics.listen %q: want host:port: %w", c.Metrics.Listen, err)

@@ -66,6 +66,8 @@ func TestValidateRejects(t *testing.T) {
 		"bad kind":               {"providers: [{name: x, kind: gemini}]", "kind must be"},
 		"duplicate name":         {"providers: [{name: x, kind: openai}, {name: x, kind: ollama}]", "used twice"},
 		"unauthenticated public": {"listen: 0.0.0.0:8420", "refusing to serve without authentication"},
+		"listen a bare port":     {"listen: 8420", "listen \"8420\": want host:port, such as 127.0.0.1:8420"},
+		"listen no port, tokens": {"listen: localhost\nauth: {tokens: [{tenant: a, token_env: T}]}", "listen \"localhost\": want host:port"},
 		"default model form":     {"default_model: gpt", "provider/model"},
 		"token without env":      {"auth: {tokens: [{tenant: a}]}", "token_env"},
 		"tenant with a slash":    {"auth: {tokens: [{tenant: a/b, token_env: T}]}", "must not contain"},
