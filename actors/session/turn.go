@@ -880,7 +880,11 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	// Free the tenant's slot before anyone hears the turn is over.
 	t.ended()
 	s.publish(chat.EventTurnCompleted, t.id, res)
-	ev := t.log.Debug().Int("rounds", t.rounds).Int("input_tokens", t.usage.InputTokens).Int("output_tokens", t.usage.OutputTokens).
+	ev := t.log.Debug()
+	if failed(problem) {
+		ev = t.log.Warn().Str("error", problem.Message)
+	}
+	ev = ev.Int("rounds", t.rounds).Int("input_tokens", t.usage.InputTokens).Int("output_tokens", t.usage.OutputTokens).
 		Dur("took", time.Since(t.started))
 	if problem != nil {
 		ev = ev.Str("problem", problem.Kind)
@@ -898,6 +902,21 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	}
 	s.maybeBackgroundFold(ctx)
 	s.startNext(ctx)
+}
+
+// failed reports whether a turn ending with problem failed, as its
+// client sees it, for a reason the operator's log must say at the default
+// level (a provider refusing or out of reach, a timeout, a store error):
+// not a stop, a deletion or a move, which are no failure of the turn.
+func failed(problem *chat.Problem) bool {
+	if problem == nil {
+		return false
+	}
+	switch problem.Kind {
+	case chat.ProblemShutdown, chat.ProblemDeleted, chat.ProblemMoved:
+		return false
+	}
+	return true
 }
 
 // halt stops what the turn still runs: its call, its timers, its work.
