@@ -21,8 +21,9 @@ import (
 )
 
 // shutdownGrace is how long in-flight turns get to finish on SIGTERM before
-// they are marked as cut short.
-const shutdownGrace = 20 * time.Second
+// they are marked as cut short; a second signal cuts it short. A variable
+// for the tests.
+var shutdownGrace = 20 * time.Second
 
 func init() {
 	var (
@@ -43,7 +44,10 @@ With no provider configured it tries Ollama at 127.0.0.1:11434.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg)
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			return serve(cmd.Context(), cfg, sigs)
 		},
 	}
 	f := cmd.Flags()
@@ -76,14 +80,23 @@ func newLogger(level string) zerolog.Logger {
 	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
 }
 
-func serve(ctx context.Context, cfg configs.Config) error {
+// serve runs the daemon until ctx ends or a signal arrives on sigs; a
+// second signal ends the shutdown's grace at once.
+func serve(ctx context.Context, cfg configs.Config, sigs <-chan os.Signal) error {
 	log := newLogger(cfg.LogLevel)
 	tokens, err := cfg.Tokens(os.Getenv)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data folder: %w", err)
 	}
@@ -134,6 +147,14 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down: finishing in-flight turns")
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		go func() {
+			select {
+			case <-sigs:
+				log.Warn().Msg("second signal: cutting in-flight turns short now (each is marked and its client told)")
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
 		err = srv.Shutdown(sctx)
 		cancel()
 	}
@@ -143,7 +164,7 @@ func serve(ctx context.Context, cfg configs.Config) error {
 	for ; servers > 0; servers-- {
 		<-served
 	}
-	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	// Turns still running are marked as cut and their clients told, then
