@@ -103,11 +103,23 @@ func (c *Client) RefreshModels(ctx context.Context) (Models, error) {
 	return out, err
 }
 
-// Health reads GET /healthz.
+// Health reads GET /healthz; a failing daemon's answer (503) is its
+// Health too, not an error.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var out Health
-	err := c.getJSON(ctx, http.MethodGet, "/healthz", nil, &out)
-	return out, err
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/healthz", nil)
+	if err != nil {
+		return out, err
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return out, &Error{Status: resp.StatusCode, Message: "GET /healthz: " + resp.Status}
+	}
+	return out, json.NewDecoder(resp.Body).Decode(&out)
 }
 
 // DeleteChat deletes a chat and everything stored under it.

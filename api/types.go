@@ -539,6 +539,13 @@ type MemoryRun struct {
 	Undone bool      `json:"undone,omitempty"`
 }
 
+// Health statuses: GET /healthz answers 503 with HealthFailing, else 200.
+const (
+	HealthOK       = "ok"
+	HealthDegraded = "degraded" // no provider answers
+	HealthFailing  = "failing"  // the store refuses every write until agentd restarts
+)
+
 // Health is the answer of GET /healthz.
 type Health struct {
 	Status          string            `json:"status"` // "ok", "degraded" (no provider answers) or "failing" (the store refuses writes)

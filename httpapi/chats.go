@@ -658,5 +658,12 @@ func pump(w http.ResponseWriter, r *http.Request, bounds configs.HTTP, sub *even
 
 // health reports whether the daemon works and what it has done.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.hub.Health())
+	h := s.hub.Health()
+	// A store that refuses every write until a restart is what a liveness
+	// probe (or curl -f) must see; degraded providers no restart mends.
+	status := http.StatusOK
+	if h.Status == api.HealthFailing {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
 }

@@ -914,14 +914,14 @@ func (h *Hub) Models() api.Models {
 func (h *Hub) Health() api.Health {
 	errs := wireErrors(h.catalog.ProviderErrors())
 	lsm, vlog := h.badgerSizes()
-	status, storeErr := "ok", ""
+	status, storeErr := api.HealthOK, ""
 	if len(errs) > 0 && len(errs) == len(h.cfg.Providers) {
-		status = "degraded"
+		status = api.HealthDegraded
 	}
 	if b, ok := h.store.(*persistence.Store); ok && b.Failure() != nil {
 		// The cause (paths, errno) is in the failed writes' errors and the
 		// log; /healthz answers without a token.
-		status, storeErr = "failing", "a sync of the store failed: it refuses writes until agentd restarts"
+		status, storeErr = api.HealthFailing, "a sync of the store failed: it refuses writes until agentd restarts"
 	}
 	return api.Health{Status: status, StoreError: storeErr, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
 		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
