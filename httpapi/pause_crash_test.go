@@ -47,6 +47,24 @@ func onStore(t *testing.T, cfg configs.Config, f func(st snapshotStore)) {
 	f(st)
 }
 
+// pausedOnCRM sends content to a new chat with the application's crm
+// toolset, which pauses its turn on calls calls of the application's.
+func pausedOnCRM(t *testing.T, d *daemontest.Daemon, content string, calls int) (api.Chat, api.TurnResult) {
+	t.Helper()
+	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
+		t.Fatalf("PUT toolset: %d", st)
+	}
+	c, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"crm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused api.TurnResult
+	if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/messages", api.SendMessageRequest{Content: content}, &paused); st != 200 || len(paused.ToolCalls) != calls {
+		t.Fatalf("send: %d %+v, want a pause on %d calls", st, paused, calls)
+	}
+	return c, paused
+}
+
 // TestAResultStoredBeforeACrashIsNotAwaitedAgain: a paused turn's results
 // are stored, acknowledged, and only then its snapshot names the calls
 // still awaited; a crash between the two writes left the snapshot naming
@@ -71,17 +89,7 @@ func TestAResultStoredBeforeACrashIsNotAwaitedAgain(t *testing.T) {
 	daemontest.EachStore(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), func(t *testing.T, cfg configs.Config) {
 		ctx := context.Background()
 		d := daemontest.Start(t, cfg, nil)
-		if st := askJSON(t, d, "", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
-			t.Fatalf("PUT toolset: %d", st)
-		}
-		c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"crm"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var paused api.TurnResult
-		if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/messages", api.SendMessageRequest{Content: "How are Ada and Bob?"}, &paused); st != 200 || len(paused.ToolCalls) != 2 {
-			t.Fatalf("send: %d %+v", st, paused)
-		}
+		c, paused := pausedOnCRM(t, d, "How are Ada and Bob?", 2)
 		d.Close()
 		var both persistence.Snapshot // the pause's snapshot, naming both calls
 		onStore(t, cfg, func(st snapshotStore) {
@@ -143,17 +151,7 @@ func TestAllResultsStoredBeforeACrashResumeTheTurn(t *testing.T) {
 	daemontest.EachStore(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), func(t *testing.T, cfg configs.Config) {
 		ctx := context.Background()
 		d := daemontest.Start(t, cfg, nil)
-		if st := askJSON(t, d, "", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
-			t.Fatalf("PUT toolset: %d", st)
-		}
-		c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"crm"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var paused api.TurnResult
-		if st := askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/messages", api.SendMessageRequest{Content: "How is Ada doing?"}, &paused); st != 200 || len(paused.ToolCalls) != 1 {
-			t.Fatalf("send: %d %+v", st, paused)
-		}
+		c, paused := pausedOnCRM(t, d, "How is Ada doing?", 1)
 		d.Close()
 		// The crash: the application's result is stored (the write its
 		// acknowledgement waits for), the turn's answer and snapshot are

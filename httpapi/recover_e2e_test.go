@@ -15,21 +15,6 @@ import (
 	"github.com/agentd/agentd/testkit/openaifake"
 )
 
-// freeAddr returns an address nobody listens at yet, and the listener a
-// fake takes it with later.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // lateFake starts the OpenAI-style fake at addr, serving model "m".
 func lateFake(t *testing.T, addr string) *openaifake.Server {
 	t.Helper()
@@ -46,7 +31,7 @@ func lateFake(t *testing.T, addr string) *openaifake.Server {
 // daemon re-reads it by itself, health and the model list say the present,
 // and a turn that found it down said so plainly.
 func TestProviderStartedLateBecomesHealthy(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cfg := testkit.Config(t.TempDir(), "http://"+addr+"/v1", 32_000)
 	d := daemontest.Start(t, cfg, nil, hub.Options{InMemory: true, RefreshEvery: 20 * time.Millisecond})
 	ctx := context.Background()
@@ -104,7 +89,7 @@ func TestProviderStartedLateBecomesHealthy(t *testing.T) {
 
 // POST /v1/models/refresh reads the lists now and answers the present.
 func TestRefreshModelsNow(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cfg := testkit.Config(t.TempDir(), "http://"+addr+"/v1", 32_000)
 	d := daemontest.Start(t, cfg, nil, hub.Options{InMemory: true})
 	ctx := context.Background()
@@ -164,7 +149,7 @@ func TestUnknownModelRefused(t *testing.T) {
 
 // A provider that cannot list its models (down) does not block a name.
 func TestUnlistedProviderAcceptsAnyModel(t *testing.T) {
-	cfg := testkit.Config(t.TempDir(), "http://"+freeAddr(t)+"/v1", 32_000)
+	cfg := testkit.Config(t.TempDir(), "http://"+testkit.FreeAddr(t)+"/v1", 32_000)
 	d := daemontest.Start(t, cfg, nil, hub.Options{InMemory: true})
 	if _, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Model: "fake/anything"}); err != nil {
 		t.Fatalf("create on a provider that cannot list: %v", err)

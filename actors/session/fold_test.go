@@ -77,23 +77,7 @@ func foldAfterTwoTurns(t *testing.T, lines bool) (*summarizer.Fold, providers.Re
 // write with no sync of its own (two would each wait for the writer's
 // cycle, on the mailbox), and is told once stored.
 func TestAFoldBetweenTurnsIsOneUnsyncedWrite(t *testing.T) {
-	type asked struct {
-		f    *summarizer.Fold
-		from *actor.PID
-	}
-	folds := make(chan asked, 1)
-	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
-		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			if f, ok := c.Message().(*summarizer.Fold); ok {
-				folds <- asked{f, c.Sender()}
-			}
-		}))
-	}, reply("ok"))
-	for i := range 9 { // past the soft threshold after the turn, not before it
-		_, _ = h.store.Append(context.Background(), "c1",
-			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
-			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
-	}
+	h, folds := heldFolds(t)
 	if res, _ := h.turn("and now?"); res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)
 	}
@@ -224,23 +208,7 @@ func TestAFoldATurnMeetsRidesOnItsAnswerButACompactIsSyncedAlone(t *testing.T) {
 // as busy (a person asks to compact just when a long chat's background
 // fold runs). A second /compact while one waits is refused, saying why.
 func TestACompactDuringABackgroundFoldWaitsForItAndFolds(t *testing.T) {
-	type asked struct {
-		f    *summarizer.Fold
-		from *actor.PID
-	}
-	folds := make(chan asked, 2)
-	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
-		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			if f, ok := c.Message().(*summarizer.Fold); ok {
-				folds <- asked{f, c.Sender()}
-			}
-		}))
-	}, reply("ok"), reply("fine"))
-	for i := range 9 { // past the soft threshold after the turn, not before it
-		_, _ = h.store.Append(context.Background(), "c1",
-			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
-			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
-	}
+	h, folds := heldFolds(t)
 	if res, _ := h.turn("and now?"); res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)
 	}
@@ -268,7 +236,7 @@ func TestACompactDuringABackgroundFoldWaitsForItAndFolds(t *testing.T) {
 		t.Fatalf("a second compact while one waits got %#v; want it refused as busy, saying a summary is being written", second)
 	}
 	h.system.Root.Send(bg.from, &summarizer.Folded{ReqID: bg.f.ReqID, ChatID: bg.f.ChatID, OK: true, Summary: "the person asked questions"})
-	var a asked
+	var a askedFold
 	select {
 	case a = <-folds:
 	case <-time.After(time.Minute):
@@ -288,6 +256,33 @@ func TestACompactDuringABackgroundFoldWaitsForItAndFolds(t *testing.T) {
 	}
 }
 
+// askedFold is a fold the session asked for, and who to answer.
+type askedFold struct {
+	f    *summarizer.Fold
+	from *actor.PID
+}
+
+// heldFolds is a 4K chat whose summariser holds every fold it is asked
+// for (on folds, for the test to answer), with nine long exchanges stored:
+// past the soft threshold after its next turn, not before it.
+func heldFolds(t *testing.T) (*harness, <-chan askedFold) {
+	t.Helper()
+	folds := make(chan askedFold, 2)
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if f, ok := c.Message().(*summarizer.Fold); ok {
+				folds <- askedFold{f, c.Sender()}
+			}
+		}))
+	}, reply("ok"), reply("fine"))
+	for i := range 9 {
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
+	}
+	return h, folds
+}
+
 // foldTo is the first seq a fold leaves kept, read off its request id.
 func foldTo(f *summarizer.Fold) int64 {
 	var to int64
@@ -300,23 +295,7 @@ func foldTo(f *summarizer.Fold) int64 {
 // summarising requests cost, in its compacted event, its stored activity
 // and /compact's answer: no turn's summary_usage carries it.
 func TestAFoldSaysWhatItsSummaryCost(t *testing.T) {
-	type asked struct {
-		f    *summarizer.Fold
-		from *actor.PID
-	}
-	folds := make(chan asked, 2)
-	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
-		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			if f, ok := c.Message().(*summarizer.Fold); ok {
-				folds <- asked{f, c.Sender()}
-			}
-		}))
-	}, reply("ok"), reply("fine"))
-	for i := range 9 { // past the soft threshold after the turn, not before it
-		_, _ = h.store.Append(context.Background(), "c1",
-			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
-			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
-	}
+	h, folds := heldFolds(t)
 	if res, _ := h.turn("and now?"); res.Problem != nil {
 		t.Fatalf("problem: %+v", res.Problem)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"syscall"
@@ -14,18 +13,6 @@ import (
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
-
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestASecondSignalEndsTheShutdownGraceAtOnce: a person who presses
 // Ctrl-C twice, or an operator who sends SIGTERM again, while a turn hangs
@@ -39,7 +26,7 @@ func TestASecondSignalEndsTheShutdownGraceAtOnce(t *testing.T) {
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Hang: true} }})
 	defer fake.Close()
 	cfg := testkit.Config(t.TempDir(), fake.URL(), 32000)
-	cfg.Listen = freeAddr(t)
+	cfg.Listen = testkit.FreeAddr(t)
 	sigs := make(chan os.Signal, 2)
 	served := make(chan error, 1)
 	go func() { served <- serve(context.Background(), cfg, sigs) }()

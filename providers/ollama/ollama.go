@@ -326,15 +326,19 @@ type statusKey struct{}
 type statusTransport struct{ base http.RoundTripper }
 
 func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	res, err := base.RoundTrip(req)
+	res, err := orDefault(t.base).RoundTrip(req)
 	if p, ok := req.Context().Value(statusKey{}).(*int); ok && err == nil {
 		*p = res.StatusCode
 	}
 	return res, err
+}
+
+// orDefault is base, or http.DefaultTransport when base is nil.
+func orDefault(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		return http.DefaultTransport
+	}
+	return base
 }
 
 // listTransport bounds the body of every answer base (nil: the default
@@ -342,11 +346,7 @@ func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type listTransport struct{ base http.RoundTripper }
 
 func (t listTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	res, err := base.RoundTrip(req)
+	res, err := orDefault(t.base).RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
