@@ -26,7 +26,8 @@ import (
 // and one sent again under its Idempotency-Key until acknowledged is in
 // it once too.
 func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
-	t.Setenv("AGENTD_PG_DSN", pgtest.DSN(t))
+	dsn := pgtest.DSN(t)
+	t.Setenv("AGENTD_PG_DSN", dsn)
 	admin, err := pgx.Connect(context.Background(), os.Getenv(pgtest.Env))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
 	}
 	failed := 0
 	for round := range 5 {
-		cutAgentdConnections(t, admin)
+		cutAgentdConnections(t, admin, dsn)
 		for _, id := range chats {
 			words := fmt.Sprintf("round-%d", round)
 			for try := 0; ; try++ {
@@ -82,7 +83,7 @@ func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
 	// The OpenAI surface says so in its own shape.
 	failed = 0
 	for round := range 3 {
-		cutAgentdConnections(t, admin)
+		cutAgentdConnections(t, admin, dsn)
 		for try := 0; ; try++ {
 			resp, err := http.Post(d.Server.URL+"/v1/conversations", "application/json", strings.NewReader(`{}`))
 			if err != nil {
@@ -122,18 +123,28 @@ func TestACutStoreConnectionIsA503AndLosesNothingAcknowledged(t *testing.T) {
 	}
 }
 
-// cutAgentdConnections ends every other connection to the test server's
-// database, as a restart of Postgres does, and waits until they are gone.
-func cutAgentdConnections(t *testing.T, admin *pgx.Conn) {
+// cutAgentdConnections ends every connection the daemon opened on dsn, as
+// a restart of Postgres does, and waits until they are gone. Only those:
+// other packages' tests share the server (pgtest names each test's
+// connections after its schema).
+func cutAgentdConnections(t *testing.T, admin *pgx.Conn, dsn string) {
 	t.Helper()
 	ctx := context.Background()
-	const others = `FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`
-	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others); err != nil {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := cfg.RuntimeParams["application_name"]
+	if app == "" {
+		t.Fatal("the test's DSN names no application_name: cutting by it would cut every test's connections")
+	}
+	const others = `FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND application_name = $1 AND backend_type = 'client backend'`
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) `+others, app); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 		var n int
-		if err := admin.QueryRow(ctx, `SELECT count(*) `+others).Scan(&n); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) `+others, app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {

@@ -874,12 +874,9 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	t.halt()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
 	res.MaxOutputReached = len(t.stored) > 0 && t.stored[len(t.stored)-1].MaxOutputReached
-	if problem != nil {
-		s.publish(chat.EventTurnProblem, t.id, problem)
-	}
-	// Free the tenant's slot before anyone hears the turn is over.
-	t.ended()
-	s.publish(chat.EventTurnCompleted, t.id, res)
+	// Logged before anyone hears the turn is over, so whoever reads the
+	// log after the end finds its line; counted after, so a panic in the
+	// counter cannot keep the end from its caller.
 	ev := t.log.Debug()
 	if failed(problem) {
 		ev = t.log.Warn().Str("error", problem.Message)
@@ -890,6 +887,12 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 		ev = ev.Str("problem", problem.Kind)
 	}
 	ev.Msg("turn ended")
+	if problem != nil {
+		s.publish(chat.EventTurnProblem, t.id, problem)
+	}
+	// Free the tenant's slot before anyone hears the turn is over.
+	t.ended()
+	s.publish(chat.EventTurnCompleted, t.id, res)
 	if s.deps.Metrics != nil {
 		kind := ""
 		if problem != nil {

@@ -38,7 +38,9 @@ const Env = "AGENTD_TEST_PG_DSN"
 // DSN creates a fresh schema for t and returns a DSN whose search_path is
 // that schema, so each test starts on an empty database of its own; the
 // schema is dropped when t ends (after the cleanups t registers later,
-// such as closing the store).
+// such as closing the store). Its connections carry the schema's name as
+// their application_name, so a test that cuts connections cuts its own
+// alone, not those of tests running beside it in other packages.
 func DSN(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(Env)
@@ -50,15 +52,15 @@ func DSN(t testing.TB) string {
 	schema := "test_" + hex.EncodeToString(b[:])
 	exec(t, base, "CREATE SCHEMA "+schema)
 	t.Cleanup(func() { exec(t, base, "DROP SCHEMA "+schema+" CASCADE") })
-	return WithSearchPath(t, base, schema)
+	return inSchema(t, base, schema)
 }
 
-// WithSearchPath returns dsn with its search_path set to schema, in the
-// DSN's own form (URL or key=value).
-func WithSearchPath(t testing.TB, dsn, schema string) string {
+// inSchema returns dsn with its search_path and application_name set to
+// schema, in the DSN's own form (URL or key=value).
+func inSchema(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return dsn + " search_path=" + schema
+		return dsn + " search_path=" + schema + " application_name=" + schema
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -66,6 +68,7 @@ func WithSearchPath(t testing.TB, dsn, schema string) string {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
