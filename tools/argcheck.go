@@ -20,8 +20,8 @@ import (
 // further (no pause, no POST). The schema is compiled once, when the tool
 // is declared, with google/jsonschema-go: draft 2020-12, or draft-07 when
 // "$schema" names draft-07 (or draft-04 or -06, which it is closest to);
-// any other "$schema" is read as 2020-12. MCP tools are not checked here:
-// their servers check their own.
+// any other "$schema" is read as 2020-12. MCP tools are held to their
+// inputSchema the same way (mcpTool).
 
 // argSchema is a tool's parameters schema compiled to check calls.
 type argSchema struct {

@@ -287,7 +287,7 @@ func connectMCPTargets(ctx context.Context, targets []mcpTarget, r *Registry, lo
 		conns = append(conns, res.conn)
 		n := 0
 		for _, mt := range res.tools {
-			tool := mcpTool(t.server, res.conn, mt)
+			tool := mcpTool(t.server, res.conn, mt, slog)
 			if err := r.Add(tool); err != nil {
 				slog.Warn().Err(err).Str("mcp_tool", mt.Name).Msg("mcp tool skipped")
 				continue
@@ -373,12 +373,22 @@ func sanitizeName(s string) string {
 	}, s)
 }
 
-func mcpTool(s MCPServer, conn *mcpConn, mt *mcp.Tool) Tool {
+// mcpTool is the registry's tool for the server's tool mt. Its calls are
+// held to mt's inputSchema, as an application's tools are to theirs
+// (argcheck.go): a call the schema does not take is answered with the
+// same error result and never reaches the server. A schema agentd cannot
+// compile (not of "type": "object", a reference that loops) is logged
+// and its calls go to the server unchecked, which checks its own.
+func mcpTool(s MCPServer, conn *mcpConn, mt *mcp.Tool, log zerolog.Logger) Tool {
 	params := json.RawMessage(`{"type":"object","properties":{}}`)
 	if mt.InputSchema != nil {
 		if b, err := json.Marshal(mt.InputSchema); err == nil && len(b) > 0 && b[0] == '{' {
 			params = b
 		}
+	}
+	args, err := compileArgs(params)
+	if err != nil {
+		log.Warn().Err(err).Str("mcp_tool", mt.Name).Msg("mcp tool's input schema cannot be checked: its calls go to the server unchecked")
 	}
 	desc := mt.Description
 	if desc == "" {
@@ -392,6 +402,7 @@ func mcpTool(s MCPServer, conn *mcpConn, mt *mcp.Tool) Tool {
 		Description: desc,
 		Parameters:  params,
 		Source:      "mcp:" + s.Name,
+		args:        args,
 		Run: func(ctx context.Context, args json.RawMessage) (Result, error) {
 			res, err := conn.call(ctx, &mcp.CallToolParams{Name: remote, Arguments: args})
 			if err != nil {

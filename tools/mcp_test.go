@@ -126,10 +126,12 @@ func checkMCPTools(t *testing.T, r *Registry, prefix, greeting string, trusted b
 		want       string
 		wantError  bool
 		wantImages int
+		// ours: agentd's own answer, not the server's, so not untrusted.
+		ours bool
 	}{
 		{name: "text result", tool: "echo", args: `{"text":"hi"}`, want: "echo: hi"},
 		{name: "tool error is model-visible", tool: "fail", args: `{}`, want: "the widget is jammed", wantError: true},
-		{name: "bad arguments refused by the server", tool: "echo", args: `{"text":5}`, wantError: true},
+		{name: "bad arguments refused by their schema", tool: "echo", args: `{"text":5}`, want: `"text" must be a string, not an integer`, wantError: true, ours: true},
 		{name: "image passed on", tool: "picture", args: `{}`, want: "a red dot", wantImages: 1},
 		{name: "sanitised name calls the original", tool: "greeting_env", args: `{}`, want: greeting},
 	}
@@ -147,7 +149,7 @@ func checkMCPTools(t *testing.T, r *Registry, prefix, greeting string, trusted b
 			if len(res.Images) != tc.wantImages {
 				t.Errorf("%d images, want %d", len(res.Images), tc.wantImages)
 			}
-			if res.Untrusted == trusted {
+			if res.Untrusted == (trusted || tc.ours) {
 				t.Errorf("Untrusted = %v for a server with Trusted = %v", res.Untrusted, trusted)
 			}
 		})
@@ -384,5 +386,53 @@ func TestAnMCPToolsetPastMaxToolBytesIsRefused(t *testing.T) {
 	}
 	if got := pages.Load(); got > 3 {
 		t.Fatalf("%d pages of tools asked for, want at most 3: the third tool is past the bound", got)
+	}
+}
+
+// TestAnMCPCallItsInputSchemaRefusesNeverReachesTheServer: arguments an
+// MCP tool's inputSchema does not take are answered with the error result
+// an application's tool gets, naming the field, and the server is not
+// called (its tool here checks nothing, as a server's own may not); a
+// call the schema takes goes through.
+func TestAnMCPCallItsInputSchemaRefusesNeverReachesTheServer(t *testing.T) {
+	ctx := context.Background()
+	s := mcp.NewServer(&mcp.Implementation{Name: "lax", Version: "1"}, nil)
+	var calls atomic.Int32
+	s.AddTool(&mcp.Tool{Name: "count", Description: "Counts", InputSchema: json.RawMessage(
+		`{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"],"additionalProperties":false}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "got " + string(req.Params.Arguments)}}}, nil
+		})
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	r := NewRegistry()
+	log, _ := testLogger(t)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "lax"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
+	t.Cleanup(func() { _ = closeAll() })
+
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ args, want string }{
+		{`{"n":"five"}`, `Invalid arguments for lax__count: "n" must be an integer, not a string`},
+		{`{}`, `Invalid arguments for lax__count: "n" is required`},
+		{`{"n":0}`, `"n" must be at least 1`},
+		{`{"n":2,"m":1}`, `has no field "m"`},
+	} {
+		res := r.Run(ctx, chat.ToolCall{Name: "lax__count", Arguments: tc.args}, Limits{Timeout: 5 * time.Second})
+		if !res.IsError || !strings.Contains(res.Text, tc.want) {
+			t.Errorf("%s: %+v; want an error result saying %q", tc.args, res, tc.want)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the server got %d calls its schema refuses, want none", n)
+	}
+	res := r.Run(ctx, chat.ToolCall{Name: "lax__count", Arguments: `{"n":2}`}, Limits{Timeout: 5 * time.Second})
+	if res.IsError || res.Text != `got {"n":2}` || calls.Load() != 1 {
+		t.Fatalf("a call the schema takes: %+v, %d calls; want it answered by the server", res, calls.Load())
 	}
 }

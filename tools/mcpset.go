@@ -29,7 +29,7 @@ func ConnectMCPToolset(ctx context.Context, s MCPServer, allowPrivate bool, log 
 	}
 	out := make([]Tool, len(list))
 	for i, mt := range list {
-		out[i] = mcpTool(s, conn, mt)
+		out[i] = mcpTool(s, conn, mt, log)
 	}
 	return out, conn.close, nil
 }
