@@ -384,6 +384,11 @@ type Attachments struct {
 	// file it holds at its full size, even one another tenant stored too),
 	// so no tenant fills max_bytes for the others. Optional. 0: none.
 	MaxBytesPerTenant int64 `yaml:"max_bytes_per_tenant" json:"max_bytes_per_tenant"`
+	// UnsentTTL is how long a tenant keeps an upload it sends to no chat,
+	// from its last upload of the file: past it the hourly sweep drops the
+	// hold, and the file goes once no tenant holds it. An upload sent to a
+	// chat is kept as long as such a chat is. Optional. Defaults to 168h.
+	UnsentTTL Duration `yaml:"unsent_ttl" json:"unsent_ttl"`
 }
 
 // Learner configures learning.
@@ -622,6 +627,7 @@ func (c *Config) ApplyDefaults() {
 		c.Metrics.Listen = net.JoinHostPort("127.0.0.1", port)
 	}
 	setDur(&c.Learner.SweepEvery, 24*time.Hour)
+	setDur(&c.Attachments.UnsentTTL, 7*24*time.Hour)
 	setDur(&c.Toolsets.ResultsWait, 10*time.Minute)
 	setInt(&c.Toolsets.MaxPerTenant, 100)
 	setInt(&c.Toolsets.MaxToolsPerTenant, 20000)

@@ -585,8 +585,8 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	records = append(records, surface...)
-	err = h.dropHolds(ctx, tenant, dropped, func() error {
-		return h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
+	err = h.dropHolds(ctx, tenant, func() (int64, error) {
+		return dropped, h.store.DeleteChat(ctx, id, append(records, memory.ChatRecords(id)...)...)
 	})
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("chat %s: %w", id, ErrNotFound)

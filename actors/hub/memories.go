@@ -135,7 +135,9 @@ func attachmentUse(tenant string) string { return "attachment-use/" + url.PathEs
 
 // attach resolves a message's attachments into reference notes: uploaded
 // ids the tenant owns, and paths under the allowed directories; each is
-// linked to the chat.
+// linked to the chat. Each hold is read again and linked under the
+// tenant's lock, so the expiry of unsent uploads (expireUnsent) drops
+// none between.
 func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Message, req api.SendMessageRequest) error {
 	for _, id := range req.AttachmentIDs {
 		a, err := h.attachment(ctx, tenant, id)
@@ -151,6 +153,13 @@ func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Messa
 		}
 		msg.Attachments = append(msg.Attachments, a)
 	}
+	unlock := h.totals.locks.lock(tenant)
+	defer unlock()
+	for _, a := range msg.Attachments {
+		if _, err := h.attachment(ctx, tenant, a.ID); err != nil {
+			return err
+		}
+	}
 	for _, a := range msg.Attachments {
 		if err := h.store.PutRecord(ctx, attachmentUse(tenant), a.ID+"/"+chatID, true); err != nil {
 			return fmt.Errorf("link attachment %s to chat %s: %w", a.ID, chatID, err)
@@ -165,6 +174,8 @@ func (h *Hub) attach(ctx context.Context, tenant, chatID string, msg *chat.Messa
 // tenant does not hold stays unlinked: importing a transcript never grants
 // a file. It returns an undo for when the import is not stored after all.
 func (h *Hub) linkImported(ctx context.Context, tenant, chatID string, msgs []chat.Message) (undo func(), err error) {
+	unlock := h.totals.locks.lock(tenant) // as attach's
+	defer unlock()
 	var recs []persistence.RecordPut
 	seen := map[string]bool{}
 	for _, m := range msgs {

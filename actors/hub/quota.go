@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/attachments"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/persistence"
 )
 
 // tenantLocks gives each tenant a mutex of its own, so that a check of one
@@ -217,7 +218,7 @@ func (h *Hub) recordHold(ctx context.Context, tenant string, a chat.Attachment) 
 	if err != nil {
 		return 0, err
 	}
-	if err := h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, a); err != nil {
+	if err := h.store.PutRecord(ctx, attachmentOwner, tenant+"/"+a.ID, heldFile{Attachment: a, Since: time.Now()}); err != nil {
 		return 0, fmt.Errorf("record attachment %s of %s: %w", a.ID, tenant, err)
 	}
 	if had {
@@ -262,14 +263,14 @@ func (h *Hub) loadAttachTotals(ctx context.Context) error {
 	return nil
 }
 
-// dropHolds deletes with del the records of tenant's holds, which come to
-// n bytes, and counts them dropped; when del fails, some of them may be
-// gone all the same, so the tenant's holds are summed again from its
-// records.
-func (h *Hub) dropHolds(ctx context.Context, tenant string, n int64, del func() error) error {
+// dropHolds deletes with del, under the tenant's lock, the records of
+// tenant's holds, and counts the n bytes del says they come to dropped;
+// when del fails, some of them may be gone all the same, so the tenant's
+// holds are summed again from its records.
+func (h *Hub) dropHolds(ctx context.Context, tenant string, del func() (n int64, err error)) error {
 	unlock := h.totals.locks.lock(tenant)
 	defer unlock()
-	err := del()
+	n, err := del()
 	if err == nil {
 		h.totals.settle(tenant, 0, -n)
 		return nil
@@ -302,6 +303,96 @@ func (h *Hub) heldBytes(ctx context.Context, prefix string) (map[string]int64, e
 	return held, nil
 }
 
+// heldFile is a tenant's hold on an attachment as its ownership record
+// keeps it: the attachment, and when the tenant last uploaded it, from
+// which an upload sent to no chat expires (attachments.unsent_ttl). A
+// record written before Since was kept has none. Readers that want the
+// attachment alone decode the record into a chat.Attachment.
+type heldFile struct {
+	chat.Attachment
+	Since time.Time `json:"since,omitzero"`
+}
+
+// expired says whether f, a hold on an upload sent to no chat, is past
+// ttl at now; a hold without Since counts from start (the sweeps' first).
+func (f heldFile) expired(ttl time.Duration, now, start time.Time) bool {
+	since := f.Since
+	if since.IsZero() {
+		since = start
+	}
+	return now.Sub(since) > ttl
+}
+
+// expireUnsent drops every tenant's holds on the uploads it sent to no
+// chat and last uploaded more than attachments.unsent_ttl before now, as
+// deleting the last chat one was sent to would (the sweep deletes the file
+// once no tenant holds it): else a tenant that uploads and never sends
+// keeps every file for good, with no share set. The holds are read first;
+// each tenant's links to chats are read, and its expired holds dropped,
+// under its lock, which attach takes to link a file, so a message never
+// gets a file whose hold went, and an upload again meanwhile keeps it.
+func (h *Hub) expireUnsent(ctx context.Context, now, start time.Time) error {
+	ttl := h.cfg.Attachments.UnsentTTL.Duration
+	old := map[string][]string{}
+	err := h.store.RecordsPrefix(ctx, attachmentOwner, "", func(key string, decode func(any) error) error {
+		var f heldFile
+		if err := decode(&f); err != nil {
+			return err
+		}
+		if f.expired(ttl, now, start) {
+			tenant, id, _ := strings.Cut(key, "/")
+			old[tenant] = append(old[tenant], id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("attachments held: %w", err)
+	}
+	var errs []error
+	for tenant, ids := range old {
+		errs = append(errs, h.dropHolds(ctx, tenant, func() (int64, error) {
+			return h.dropUnsent(ctx, tenant, ids, ttl, now, start)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// dropUnsent deletes tenant's holds on those of ids it sent to no chat and
+// that are still expired, and returns the bytes they came to. The caller
+// holds the tenant's lock.
+func (h *Hub) dropUnsent(ctx context.Context, tenant string, ids []string, ttl time.Duration, now, start time.Time) (int64, error) {
+	sent := map[string]bool{}
+	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
+		att, _, _ := strings.Cut(id, "/")
+		sent[att] = true
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("attachments %s sent: %w", tenant, err)
+	}
+	var n int64
+	for _, id := range ids {
+		if sent[id] {
+			continue
+		}
+		var f heldFile
+		err := h.store.Record(ctx, attachmentOwner, tenant+"/"+id, &f)
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
+			continue
+		case err != nil:
+			return n, fmt.Errorf("attachment %s of %s: %w", id, tenant, err)
+		case !f.expired(ttl, now, start):
+			continue // uploaded again since it was read
+		}
+		if err := h.store.DeleteRecord(ctx, attachmentOwner, tenant+"/"+id); err != nil {
+			return n, fmt.Errorf("drop unsent attachment %s of %s: %w", id, tenant, err)
+		}
+		n += f.Size
+	}
+	return n, nil
+}
+
 // attachmentSweepEvery is how often the files no tenant holds are
 // deleted; a file is deleted at the first sweep that finds it unheld and
 // stored before the sweep before it began, so within two of these after
@@ -313,6 +404,7 @@ const attachmentSweepEvery = time.Hour
 func (h *Hub) sweepFiles() {
 	h.work.Go(func() {
 		cutoff := time.Now() // a Put before this recorded its hold, or failed
+		start := cutoff
 		tick := time.NewTicker(attachmentSweepEvery)
 		defer tick.Stop()
 		for {
@@ -322,6 +414,9 @@ func (h *Hub) sweepFiles() {
 			case <-tick.C:
 			}
 			begun := time.Now()
+			if err := h.expireUnsent(h.ctx, begun, start); err != nil {
+				h.log.Warn().Err(err).Msg("expire unsent attachments")
+			}
 			if err := h.sweepAttachments(h.ctx, cutoff); err != nil {
 				h.log.Warn().Err(err).Msg("sweep attachments")
 			}

@@ -194,3 +194,67 @@ func TestWhatFitsAfterTheSweepsTellsNothingOfOtherTenants(t *testing.T) {
 		t.Errorf("60 bytes more fit when bob holds alice's dropped file: %v; when he holds another: %v; want the same", fits[true], fits[false])
 	}
 }
+
+// TestAnUploadSentToNoChatExpires: past attachments.unsent_ttl from its
+// last upload, a tenant's hold on an upload it sent to no chat is dropped
+// (it no longer counts against the tenant's share, and sending it is
+// refused), and the sweep then deletes the file; an upload sent to a
+// chat, and one uploaded within the ttl, stay held. On Badger and on
+// Postgres.
+func TestAnUploadSentToNoChatExpires(t *testing.T) {
+	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768)
+	cfg.Attachments.UnsentTTL = configs.Duration{Duration: time.Hour}
+	pgtest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+		ctx, h := context.Background(), sweepHub(t, cfg)
+		upload := func(content string) api.Attachment {
+			a, err := h.Attach(ctx, "alice", strings.NewReader(content), "f.csv", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		unsent, sent := upload("unsent,1\n"), upload("sent,2\n")
+		c, err := h.CreateChat(ctx, "alice", api.CreateChatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.attach(ctx, "alice", c.ID, &chat.Message{}, api.SendMessageRequest{AttachmentIDs: []string{sent.ID}}); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if err := h.expireUnsent(ctx, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.attachment(ctx, "alice", unsent.ID); err != nil {
+			t.Fatalf("an upload within the ttl: %v; want it held", err)
+		}
+
+		later := now.Add(2 * time.Hour)
+		if err := h.expireUnsent(ctx, later, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.attachment(ctx, "alice", unsent.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the upload sent to no chat past the ttl: %v; want its hold dropped", err)
+		}
+		if _, err := h.attachment(ctx, "alice", sent.ID); err != nil {
+			t.Errorf("the upload sent to a chat: %v; want it held", err)
+		}
+		if got := h.totals.heldBy("alice"); got != sent.Size {
+			t.Errorf("alice holds %d bytes, want %d (the sent file's)", got, sent.Size)
+		}
+		if err := h.attach(ctx, "alice", c.ID, &chat.Message{}, api.SendMessageRequest{AttachmentIDs: []string{unsent.ID}}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("sending the expired upload: %v; want ErrNotFound", err)
+		}
+		if err := h.sweepAttachments(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.files.Open(unsent.ID); !errors.Is(err, attachments.ErrNotFound) {
+			t.Errorf("the expired upload's file: %v; want it deleted", err)
+		}
+		f, err := h.files.Open(sent.ID)
+		if err != nil {
+			t.Fatalf("the sent file: %v; want it kept", err)
+		}
+		f.Close()
+	})
+}
