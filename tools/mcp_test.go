@@ -436,3 +436,35 @@ func TestAnMCPCallItsInputSchemaRefusesNeverReachesTheServer(t *testing.T) {
 		t.Fatalf("a call the schema takes: %+v, %d calls; want it answered by the server", res, calls.Load())
 	}
 }
+
+// TestAnMCPToolWhoseSchemaCannotBeCheckedIsCalledUnchecked: a server's
+// inputSchema agentd refuses to compile (one whose $ref leads back to
+// itself for the same value) is logged, and its tool's calls go to the
+// server as before there was a check, rather than the tool going.
+func TestAnMCPToolWhoseSchemaCannotBeCheckedIsCalledUnchecked(t *testing.T) {
+	ctx := context.Background()
+	s := mcp.NewServer(&mcp.Implementation{Name: "loops", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "self", Description: "Refers to itself", InputSchema: json.RawMessage(`{"type":"object","$ref":"#"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "got " + string(req.Params.Arguments)}}}, nil
+		})
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	r := NewRegistry()
+	log, buf := testLogger(t)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "loops"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
+	t.Cleanup(func() { _ = closeAll() })
+	if !strings.Contains(buf.String(), "input schema cannot be checked") {
+		t.Errorf("log %q does not say the schema goes unchecked", buf.String())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res := r.Run(ctx, chat.ToolCall{Name: "loops__self", Arguments: `{"a":1}`}, Limits{Timeout: 5 * time.Second})
+	if res.IsError || res.Text != `got {"a":1}` {
+		t.Fatalf("%+v; want the call answered by the server", res)
+	}
+}
