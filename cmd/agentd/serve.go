@@ -97,8 +97,8 @@ func serve(ctx context.Context, cfg configs.Config, sigs <-chan os.Signal) error
 		case <-ctx.Done():
 		}
 	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data folder: %w", err)
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return err
 	}
 	tp, flush, err := telemetry.NewTracerProvider(ctx, cfg.Tracing)
 	if err != nil {
@@ -248,4 +248,23 @@ func logConfig(log zerolog.Logger, cfg configs.Config, tokens int, get func(stri
 	for _, w := range cfg.Warnings(get) {
 		log.Warn().Msg(w)
 	}
+}
+
+// prepareDataDir creates the data folder and checks that agentd may write
+// in it, so a data_dir that is a file or read-only is refused at start
+// under its key and path, not later as a Badger or attachments error that
+// names neither.
+func prepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data_dir %q: cannot create the folder: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".agentd-write-check-*")
+	if err != nil {
+		return fmt.Errorf("data_dir %q: agentd cannot write in it: %w", dir, err)
+	}
+	_ = f.Close()
+	if err := os.Remove(f.Name()); err != nil {
+		return fmt.Errorf("data_dir %q: %w", dir, err)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -83,5 +85,33 @@ func TestASecondSignalEndsTheShutdownGraceAtOnce(t *testing.T) {
 	res := <-ended
 	if res.Problem == nil || res.Problem.Kind != chat.ProblemShutdown {
 		t.Fatalf("the hung turn ended with %+v; want problem %q", res.Problem, chat.ProblemShutdown)
+	}
+}
+
+// TestADataDirThatIsNoFolderIsRefusedByItsKey: a data_dir naming a file,
+// or a folder agentd may not write in, failed the start with "create data
+// folder: mkdir …: not a directory" or a Badger error, naming neither the
+// config key nor, for the second, the path an operator has to fix.
+func TestADataDirThatIsNoFolderIsRefusedByItsKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(readOnly, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"a file": file, "a read-only folder": readOnly} {
+		t.Run(name, func(t *testing.T) {
+			if dir == readOnly && os.Geteuid() == 0 {
+				t.Skip("root writes in a read-only folder")
+			}
+			cfg := testkit.Config(dir, "http://127.0.0.1:1", 4096)
+			cfg.Listen = testkit.FreeAddr(t)
+			err := serve(context.Background(), cfg, make(chan os.Signal))
+			if err == nil || !strings.Contains(err.Error(), "data_dir") || !strings.Contains(err.Error(), dir) {
+				t.Fatalf("serve with data_dir %s: %v; want an error naming data_dir and %s", name, err, dir)
+			}
+		})
 	}
 }
