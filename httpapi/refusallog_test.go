@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/configs"
 )
@@ -43,5 +45,56 @@ func TestRefusalsAreLoggedSayingWhyAtMostEvery10s(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "wrong-secret-token") || strings.Contains(logs.String(), "tok-acme") {
 		t.Fatalf("a token is in the log: %s", logs)
+	}
+}
+
+// TestOneTenantsRefusalsHideNoOthersLine: the refusals' lines were sampled
+// per status across every tenant, so one tenant's flood of 400s (or 429s)
+// left another tenant's refusal of the same status unlogged for 10 s. Now
+// each tenant's first is logged, and the same tenant's again is not.
+func TestOneTenantsRefusalsHideNoOthersLine(t *testing.T) {
+	s, logs := testServer(brokenHub{}, map[string]string{"tok-acme": "acme", "tok-other": "other"}, nil)
+	send := func(token string) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chats", strings.NewReader(`{"bogus": 1}`))
+		r.Header.Set("Authorization", "Bearer "+token)
+		if code := serveOne(s, r).Code; code != http.StatusBadRequest {
+			t.Fatalf("a bad body answered %d, want 400", code)
+		}
+	}
+	for range 5 {
+		send("tok-acme")
+	}
+	send("tok-other")
+	send("tok-other")
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"tenant":"acme"`) || !strings.Contains(lines[1], `"tenant":"other"`) {
+		t.Fatalf("five 400s of acme then two of other: want one line each, acme's then other's; got %d: %s", len(lines), logs)
+	}
+}
+
+// TestRefusalSamplersAreBounded: a count of tenants past maxRefusalKeys
+// does not grow the samplers; the pairs past it share one sampler per
+// status (one line, then none within the interval), and once the
+// remembered pairs' interval is over they are forgotten for new ones.
+func TestRefusalSamplersAreBounded(t *testing.T) {
+	var l refusalLogs
+	now := time.Unix(1_000_000, 0)
+	for i := range maxRefusalKeys {
+		if !l.allow(fmt.Sprint("t", i), 429, now) {
+			t.Fatalf("tenant %d's first 429 was not logged", i)
+		}
+	}
+	logged := 0
+	for i := range 3 * maxRefusalKeys {
+		if l.allow(fmt.Sprint("more", i), 429, now) {
+			logged++
+		}
+	}
+	if len(l.last) > maxRefusalKeys || logged != 1 {
+		t.Fatalf("past the bound: %d pairs remembered (at most %d), %d lines logged (want the shared sampler's one)", len(l.last), maxRefusalKeys, logged)
+	}
+	later := now.Add(refusalLogEvery)
+	if !l.allow("new", 429, later) || len(l.last) != 1 {
+		t.Fatalf("after the interval a new tenant's 429: want it logged and the old pairs forgotten; %d remembered", len(l.last))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -223,10 +224,64 @@ func noteTenant(r *http.Request, tenant string) {
 	}
 }
 
-// refusalLogs holds one sampler per 4xx status: each is logged at most
-// once per refusalLogEvery, so a flood of refusals costs one line each
-// 10 s (docs/security.md).
-type refusalLogs [100]rate.Sometimes
+// refusalLogs samples the refusals' log lines per tenant and status: each
+// pair is logged at most once per refusalLogEvery, so a flood of refusals
+// costs one line each 10 s (docs/security.md), and one tenant's flood of
+// 429s does not hide another tenant's. It remembers at most
+// maxRefusalKeys pairs; past them (pairs all logged within the interval)
+// the rest share one sampler per status, as every tenant did before.
+type refusalLogs struct {
+	mu     sync.Mutex
+	last   map[refusalKey]time.Time
+	swept  time.Time
+	shared [100]rate.Sometimes
+}
+
+type refusalKey struct {
+	tenant string
+	code   int
+}
+
+// maxRefusalKeys bounds the pairs remembered: tenants come from the
+// config's tokens, but a hostile count of them must not grow memory.
+const maxRefusalKeys = 1024
+
+// allow reports whether a refusal of code to tenant at now is logged.
+func (l *refusalLogs) allow(tenant string, code int, now time.Time) bool {
+	k := refusalKey{tenant, code}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[refusalKey]time.Time{}
+	}
+	if t, ok := l.last[k]; ok {
+		if now.Sub(t) < refusalLogEvery {
+			return false
+		}
+		l.last[k] = now
+		return true
+	}
+	// Full: forget the pairs past their interval, at most once a second
+	// so a flood of new pairs does not sweep the map on every request.
+	if len(l.last) >= maxRefusalKeys && now.Sub(l.swept) >= time.Second {
+		l.swept = now
+		for k, t := range l.last {
+			if now.Sub(t) >= refusalLogEvery {
+				delete(l.last, k)
+			}
+		}
+	}
+	if len(l.last) >= maxRefusalKeys {
+		if l.shared[code-400].Interval == 0 {
+			l.shared[code-400].Interval = refusalLogEvery
+		}
+		logged := false
+		l.shared[code-400].Do(func() { logged = true })
+		return logged
+	}
+	l.last[k] = now
+	return true
+}
 
 // logRefusal logs a 4xx answer with what the client was told. The web
 // guard logs its own (403, 421), and a client that went away (499) is
@@ -236,16 +291,17 @@ func (s *Server) logRefusal(r *http.Request, sw *statusWriter, id, tenant string
 	if code < 400 || code > 499 || code == http.StatusForbidden || code == http.StatusMisdirectedRequest || code == oai.StatusClientGone {
 		return
 	}
-	s.refusals[code-400].Do(func() {
-		ev := s.log.Info()
-		if code == http.StatusUnauthorized {
-			ev = s.log.Warn()
-		}
-		if tenant != "" {
-			ev = ev.Str("tenant", tenant)
-		}
-		ev.Str("request_id", id).Int("status", code).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).
-			Str("remote", r.RemoteAddr).Str("answer", strings.TrimSpace(string(sw.refusal))).
-			Msgf("refused a request (%d); further %d refusals are logged at most every 10s", code, code)
-	})
+	if !s.refusals.allow(tenant, code, time.Now()) {
+		return
+	}
+	ev := s.log.Info()
+	if code == http.StatusUnauthorized {
+		ev = s.log.Warn()
+	}
+	if tenant != "" {
+		ev = ev.Str("tenant", tenant)
+	}
+	ev.Str("request_id", id).Int("status", code).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).
+		Str("remote", r.RemoteAddr).Str("answer", strings.TrimSpace(string(sw.refusal))).
+		Msgf("refused a request (%d); further %d refusals of this tenant are logged at most every 10s", code, code)
 }

@@ -88,9 +88,6 @@ func New(h Hub, cfg configs.Config, tokens map[string]string, log zerolog.Logger
 	for _, o := range opts {
 		o(s)
 	}
-	for i := range s.refusals {
-		s.refusals[i].Interval = refusalLogEvery
-	}
 	s.guard = newWebGuard(cfg.HTTP.AllowedHosts, len(tokens) > 0, log)
 	s.handler = s.withRequest(s.guard.wrap(s.mux))
 	s.routes()
