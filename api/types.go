@@ -542,13 +542,13 @@ type MemoryRun struct {
 // Health statuses: GET /healthz answers 503 with HealthFailing, else 200.
 const (
 	HealthOK       = "ok"
-	HealthDegraded = "degraded" // no provider answers
-	HealthFailing  = "failing"  // the store refuses every write until agentd restarts
+	HealthDegraded = "degraded" // no provider answers, or Postgres has not answered for a moment
+	HealthFailing  = "failing"  // the store refuses every write until agentd restarts, or Postgres has not answered for 2 minutes
 )
 
 // Health is the answer of GET /healthz.
 type Health struct {
-	Status          string            `json:"status"` // "ok", "degraded" (no provider answers) or "failing" (the store refuses writes)
+	Status          string            `json:"status"` // "ok", "degraded" (no provider answers, Postgres out of reach a moment) or "failing" (the store refuses writes)
 	StoreError      string            `json:"store_error,omitempty"`
 	ProviderErrors  map[string]string `json:"provider_errors"`
 	Heals           float64           `json:"heals"`

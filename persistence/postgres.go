@@ -40,6 +40,53 @@ type Postgres struct {
 	// unreached is the last failed batch whose chats' epochs could not be
 	// read again (movedOr): its other writes do not ask again.
 	unreached *batchError
+
+	// reach guards pinging, pinged and outSince: Unreached's pings, one
+	// at a time, owned by pings (Close waits for them).
+	reach            sync.Mutex
+	pinging, stopped bool
+	// pinged is when the last ping began; outSince when the pings began
+	// to fail (zero while the server answers).
+	pinged, outSince time.Time
+	pings            sync.WaitGroup
+}
+
+// reachEvery is how often Unreached pings at most: it answers /healthz,
+// which needs no token, so a client polling it costs the server one ping
+// a second, whatever its pace.
+const reachEvery = time.Second
+
+// reachTimeout bounds one ping.
+const reachTimeout = 5 * time.Second
+
+// Unreached reports since when the server has not answered agentd's pings
+// (zero while it answers) and starts a new ping when the last began over a
+// second ago. It does not wait for the ping: a server that swallows
+// packets would hold /healthz past a probe's timeout, and the probe would
+// count a moment's outage as the node's failure. A restart of Postgres
+// shows for its seconds and clears at the first ping after; the caller
+// decides how long is too long.
+func (p *Postgres) Unreached() time.Time {
+	p.reach.Lock()
+	defer p.reach.Unlock()
+	if now := time.Now(); !p.pinging && !p.stopped && now.Sub(p.pinged) >= reachEvery {
+		p.pinging, p.pinged = true, now
+		p.pings.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+			err := p.pool.Ping(ctx)
+			cancel()
+			p.reach.Lock()
+			defer p.reach.Unlock()
+			p.pinging = false
+			switch {
+			case err == nil:
+				p.outSince = time.Time{}
+			case p.outSince.IsZero():
+				p.outSince = now
+			}
+		})
+	}
+	return p.outSince
 }
 
 // PostgresOptions tune OpenPostgres.
@@ -125,6 +172,10 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 // later writes fail with ErrClosed.
 func (p *Postgres) Close() error {
 	p.w.close()
+	p.reach.Lock()
+	p.stopped = true
+	p.reach.Unlock()
+	p.pings.Wait()
 	p.wpool.Close()
 	p.pool.Close()
 	return nil

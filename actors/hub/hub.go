@@ -923,9 +923,27 @@ func (h *Hub) Health() api.Health {
 		// log; /healthz answers without a token.
 		status, storeErr = api.HealthFailing, "a sync of the store failed: it refuses writes until agentd restarts"
 	}
+	if pg, ok := h.store.(*persistence.Postgres); ok {
+		if since := pg.Unreached(); !since.IsZero() {
+			// A Postgres restart or failover ends by itself, and a restart of
+			// every node would not hasten it: degraded (200) for a while, so
+			// the probes keep the nodes; failing (503) once it has lasted
+			// past what a restart of the server takes, so a node whose own
+			// connections or network went bad is restarted.
+			out := time.Since(since).Round(time.Second)
+			status, storeErr = api.HealthDegraded, fmt.Sprintf("postgres has not answered for %s: writes fail until it does", out)
+			if out >= pgFailingAfter {
+				status = api.HealthFailing
+			}
+		}
+	}
 	return api.Health{Status: status, StoreError: storeErr, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
 		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
 }
+
+// pgFailingAfter is how long Postgres may not answer before /healthz says
+// failing (docs/cluster.md, "When something fails"); a variable for tests.
+var pgFailingAfter = 2 * time.Minute
 
 // badgerSizes reports Badger's LSM and value-log sizes; Postgres has
 // neither (its sizes are the database's own to report).
