@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,9 @@ type turn struct {
 	lastWord  atomic.Int64
 	running   []string
 	progress  *time.Timer
+	// words are what the call in flight has streamed, nil once its reply
+	// is taken in: a stop keeps them in the mark it stores.
+	words *streamed
 	// announced, while set, is closed once turn.started and the message
 	// are out: a call sent while the message was written waits for it to
 	// publish a word.
@@ -445,13 +449,14 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
 	publish, tracer, info, lastWord, announced := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord, t.announced
+	words := &streamed{}
+	t.words = words
 	s.work.GoOn(s.deps.Workers, func() {
 		defer cancel(nil)
 		callCtx, span := telemetry.StartModelCall(callCtx, tracer, info.Provider, info.ID)
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
 		defer watchdog.Stop()
-		var partial strings.Builder
 		textSeen := false
 		emit := func(ev providers.Event) {
 			if ev.Kind == providers.EventUsage {
@@ -475,8 +480,7 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 			switch ev.Kind {
 			case providers.EventText:
 				textSeen = true
-				partial.WriteString(ev.Text)
-				publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text})
+				words.say(ev.Text, func() { publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text}) })
 			case providers.EventThinking:
 				publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text})
 			}
@@ -486,8 +490,42 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
 		telemetry.EndModelCall(span, resp.Usage, resp.FinishReason, err)
-		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: partial.String()})
+		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: words.text()})
 	})
+}
+
+// streamed is the text a model call has published, shared by the call's
+// goroutine and a stop of its session. A word goes out and is kept under
+// one lock, so what a stop takes is exactly what the client saw.
+type streamed struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	taken bool
+}
+
+// say keeps text and publishes it, unless a stop took the words already.
+func (w *streamed) say(text string, publish func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.taken {
+		return
+	}
+	w.b.WriteString(text)
+	publish()
+}
+
+// take is the words published so far; no word goes out after it.
+func (w *streamed) take() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.taken = true
+	return w.b.String()
+}
+
+func (w *streamed) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 func (s *session) noModelHelp() string {
@@ -504,7 +542,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	if t == nil || m.turnID != t.id || m.call != t.call {
 		return // a reply to a turn or call that has ended
 	}
-	t.callCancel = nil
+	t.callCancel, t.words = nil, nil // the reply holds its words now
 	if m.err != nil {
 		s.modelFailed(ctx, m)
 		return

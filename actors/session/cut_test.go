@@ -1,0 +1,65 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// halfSaid streams its words, then says nothing more until its call is
+// cancelled.
+type halfSaid struct {
+	providers.Client
+	words []string
+}
+
+func (m halfSaid) Stream(ctx context.Context, _ providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	for _, w := range m.words {
+		emit(providers.Event{Kind: providers.EventText, Text: w})
+	}
+	<-ctx.Done()
+	return providers.Response{}, ctx.Err()
+}
+
+// TestATurnCutByAStopKeepsTheWordsItStreamed: the mark a stop stores for
+// the turn it cuts holds the words of the answer its client already saw,
+// then the mark, so the transcript read back after a restart is what was
+// shown.
+func TestATurnCutByAStopKeepsTheWordsItStreamed(t *testing.T) {
+	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+		one := d.Catalog.(oneModel)
+		one.client = halfSaid{one.client, []string{"The first half ", "of an answer"}}
+		d.Catalog = one
+	})
+	sub := h.bus.Subscribe("c1", 1024)
+	defer sub.Close()
+	submitted := h.resultOf("c1", &SubmitTurn{TurnID: "t-hi", Message: chat.Message{Content: "hi"}})
+	if _, ok := wait(t, "answer to the submit", submitted).(*TurnAccepted); !ok {
+		t.Fatal("the turn was not accepted")
+	}
+	var seen strings.Builder
+	for deltas := 0; deltas < 2; {
+		ev := <-sub.C
+		if ev.Type == chat.EventMessageDelta {
+			seen.WriteString(ev.Data.(map[string]string)["text"])
+			deltas++
+		}
+	}
+	if err := h.system.Root.StopFuture(h.registry).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.store.mu.Lock()
+	log := h.store.msgs["c1"]
+	h.store.mu.Unlock()
+	if len(log) != 2 {
+		t.Fatalf("the log after the stop: %+v", log)
+	}
+	mark := log[1]
+	want := seen.String() + "\n\n[This answer was cut short: " + mark.Problem + "]"
+	if !mark.Partial || mark.Problem == "" || mark.Content != want {
+		t.Fatalf("the cut answer was stored as %q (partial %v); want %q", mark.Content, mark.Partial, want)
+	}
+}
