@@ -60,6 +60,7 @@ type turnState struct {
 	preloaded bool // the person's message was matched against the tool index
 	rounds    int  // model calls this turn
 	continues int  // continuations of answers cut by their room
+	cutCalls  int  // replies with a tool call agentd's answer room cut
 	// awaiting are the calls of the last reply the application runs, not
 	// yet answered.
 	awaiting []chat.ToolCall
@@ -105,10 +106,11 @@ const (
 	stepPause                         // wait for the application's results of its tool calls
 	stepContinue                      // ask for the rest of an answer cut by agentd's room (not the chat's cap)
 	stepTooManyRounds                 // end the turn: the model keeps asking for tools
+	stepCutAgain                      // end the turn: agentd's answer room cut a tool call a second time
 	stepFinish                        // end the turn with the answer
 )
 
-var stepNames = [...]string{"", "fold", "await-fold", "preload", "condense", "call", "run-tools", "pause", "continue", "too-many-rounds", "finish"}
+var stepNames = [...]string{"", "fold", "await-fold", "preload", "condense", "call", "run-tools", "pause", "continue", "too-many-rounds", "cut-again", "finish"}
 
 func (s step) String() string { return stepNames[s] }
 
@@ -145,6 +147,10 @@ func afterReply(ts turnState, f facts) step {
 		// for no more, and a half-written call can be neither run nor
 		// handed to the application.
 		return stepFinish
+	case f.cutCall && ts.cutCalls > 0:
+		// The room a first cut grew did not hold the call either: asking
+		// again the same way would only cut it again, up to maxToolRounds.
+		return stepCutAgain
 	case f.calls > 0 && ts.rounds >= maxToolRounds:
 		return stepTooManyRounds
 	case f.calls > len(ts.awaiting):

@@ -58,6 +58,10 @@ type turn struct {
 	// capped: the last request's answer room was the chat's
 	// settings.max_output_tokens, not agentd's own.
 	capped bool
+	// baseRoom is maxTokens before growRoom grew it for the call after a
+	// cut tool call (0: not grown); the room is back to it once that call
+	// answers.
+	baseRoom int
 
 	turnState
 	setup setup
@@ -562,6 +566,12 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 			Body: fmt.Sprintf("finish_reason length with no answer; %d input tokens on a window of %d", u.InputTokens, t.info.Window)})
 		return
 	}
+	room := t.maxTokens // the room this reply was written in
+	if t.baseRoom > 0 {
+		// The grown room fit this call's input; the turn's later
+		// requests are planned for the base room.
+		t.maxTokens, t.baseRoom = t.baseRoom, 0
+	}
 	if t.heal.pending() {
 		t.heal = t.heal.answered()
 		if s.deps.Metrics != nil {
@@ -587,10 +597,22 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	})
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
 	st := next(t.turnState, f)
+	if f.cutCall && (st == stepRunTools || st == stepPause) {
+		// The call's result tells the model its arguments were cut; the
+		// next call gets the room to write them whole, if the window has it.
+		t.cutCalls++
+		s.growRoom(t, u, room)
+	}
 	reply.MaxOutputReached = st == stepFinish && f.lengthStop && f.capped
 	switch st {
 	case stepTooManyRounds:
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)}, reply)
+		return
+	case stepCutAgain:
+		p := &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model's tool call was cut twice by the room it had to write it in (%d tokens); "+
+			"its arguments do not fit one answer, so the turn stopped. Ask for smaller steps (a file written in parts), or use a model with a bigger window", room)}
+		reply.Partial, reply.Problem = true, p.Message
+		s.endTurn(ctx, p, reply)
 		return
 	case stepRunTools, stepPause, stepContinue:
 		// The turn goes on: a synced write follows (the answer with the
@@ -617,6 +639,23 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		// Cut off by the answer room with room to spare: ask for the rest.
 		t.continues++
 		s.prepare(ctx)
+	}
+}
+
+// growRoom gives the turn's next call twice the answer room a tool call
+// was cut in, or what the window leaves past the reply's input, its cut
+// call and contextFullSlack for the call's result, if that is less. Only
+// that call: the turn's later requests are planned for the base room.
+func (s *session) growRoom(t *turn, u chat.Usage, room int) {
+	input, output := u.InputTokens, u.OutputTokens
+	if input == 0 {
+		input = t.estimate
+	}
+	if output == 0 {
+		output = room
+	}
+	if free := t.info.Window - input - output - contextFullSlack; free > room {
+		t.baseRoom, t.maxTokens = t.maxTokens, min(2*room, free)
 	}
 }
 
@@ -751,7 +790,13 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 // this turn and shorten the turn harder; a second refusal is a problem.
 func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 	t := s.turn
-	if learnt := providers.LearntWindow(pe, t.estimate, t.maxTokens, t.info.Window); learnt > 0 {
+	sent := t.maxTokens
+	if t.baseRoom > 0 {
+		// Refused with the room grown for a cut call: the heal starts
+		// from the base room.
+		t.maxTokens, t.baseRoom = t.baseRoom, 0
+	}
+	if learnt := providers.LearntWindow(pe, t.estimate, sent, t.info.Window); learnt > 0 {
 		if kept, err := s.deps.Catalog.Learn(context.Background(), t.ref, learnt); err != nil {
 			s.logger().Warn().Err(err).Msg("learn window")
 		} else {
@@ -763,8 +808,8 @@ func (s *session) tooLong(ctx actor.Context, pe *providers.Error) {
 		return
 	}
 	t.heal = healingHarder
-	if pe.CountsOutput && pe.Window > 0 && pe.Requested > 0 && t.maxTokens > 0 {
-		input := pe.Requested - t.maxTokens
+	if pe.CountsOutput && pe.Window > 0 && pe.Requested > 0 && sent > 0 {
+		input := pe.Requested - sent
 		if room := pe.Window - input - 64; room >= 256 {
 			t.maxTokens = room
 			t.heal = healingRoom
