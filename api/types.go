@@ -106,6 +106,9 @@ type PatchChatRequest struct {
 	Settings     *Settings `json:"settings,omitempty"`
 	Toolsets     *[]string `json:"toolsets,omitempty"`
 	Tools        *[]Tool   `json:"tools,omitempty"`
+	// NoAutoRemember, set, makes what is learned here from now on wait
+	// for an OK (true) or be kept at once again (false).
+	NoAutoRemember *bool `json:"no_auto_remember,omitempty"`
 }
 
 // ExportFormat names the layout of a ChatExport; an import refuses others.
@@ -121,9 +124,9 @@ type ChatExport struct {
 	Summary      string    `json:"summary,omitempty"`
 	SummaryModel string    `json:"summary_model,omitempty"`
 	FirstKeptSeq int64     `json:"first_kept_seq,omitempty"`
-	// NoAutoRemember and Shared say how the chat learns (as created); a
-	// chat's answers leave them out, its export carries them, so that an
-	// import learns as the original did.
+	// NoAutoRemember and Shared say how the chat learns (as created, or as
+	// a PATCH last set no_auto_remember); a chat's answers leave them out,
+	// its export carries them, so that an import learns as the original did.
 	NoAutoRemember bool      `json:"no_auto_remember,omitempty"`
 	Shared         bool      `json:"shared,omitempty"`
 	Messages       []Message `json:"messages"`

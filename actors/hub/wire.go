@@ -90,7 +90,7 @@ func wireTools(ss []chat.ToolSpec) []api.Tool {
 
 // patchOf is the session's Patch of a PATCH body.
 func patchOf(req api.PatchChatRequest) *session.Patch {
-	p := &session.Patch{Model: req.Model, Title: req.Title, Instructions: req.Instructions, Toolsets: req.Toolsets}
+	p := &session.Patch{Model: req.Model, Title: req.Title, Instructions: req.Instructions, Toolsets: req.Toolsets, NoAutoRemember: req.NoAutoRemember}
 	if req.Settings != nil {
 		st := settingsOf(req.Settings)
 		p.Settings = &st

@@ -172,6 +172,8 @@ type Patch struct {
 	Settings     *chat.Settings
 	Toolsets     *[]string
 	Tools        *[]chat.ToolSpec
+	// NoAutoRemember, set, replaces the chat's no_auto_remember.
+	NoAutoRemember *bool
 }
 
 // SubmitToolResults answers calls a paused turn waits for. The reply,

@@ -641,6 +641,9 @@ func (s *session) patched(m *Patch, meta persistence.Chat) (persistence.Chat, pe
 	if m.Title != nil {
 		meta.Title = *m.Title
 	}
+	if m.NoAutoRemember != nil {
+		meta.NoAutoRemember = *m.NoAutoRemember
+	}
 	if err := s.patchSetup(m, &meta); errors.Is(err, tools.ErrUnknownToolset) {
 		return meta, snap, err
 	} else if err != nil {
