@@ -923,8 +923,8 @@ func (h *Hub) Health() api.Health {
 		// log; /healthz answers without a token.
 		status, storeErr = api.HealthFailing, "a sync of the store failed: it refuses writes until agentd restarts"
 	}
-	if pg, ok := h.store.(*persistence.Postgres); ok {
-		if since := pg.Unreached(); !since.IsZero() {
+	if r, ok := h.store.(unreachable); ok {
+		if since := r.Unreached(); !since.IsZero() {
 			// A Postgres restart or failover ends by itself, and a restart of
 			// every node would not hasten it: degraded (200) for a while, so
 			// the probes keep the nodes; failing (503) once it has lasted
@@ -939,6 +939,12 @@ func (h *Hub) Health() api.Health {
 	}
 	return api.Health{Status: status, StoreError: storeErr, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
 		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
+}
+
+// unreachable is a store on a server that may stop answering (Postgres):
+// Unreached says since when it has not answered, zero while it does.
+type unreachable interface {
+	Unreached() time.Time
 }
 
 // pgFailingAfter is how long Postgres may not answer before /healthz says
