@@ -644,9 +644,9 @@ func titleTx(t *pgTxn, chatID string, last int64, out []chat.Message) error {
 	return err
 }
 
-// ImportChat stores a new chat with its whole log and snapshot in one
-// transaction, renumbered from 1; it fails if the id exists.
-func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error {
+// ImportChat stores a new chat with its whole log, snapshot and recs in
+// one transaction, renumbered from 1; it fails if the id exists.
+func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message, recs ...RecordPut) error {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	c.LastSeq = int64(len(out))
@@ -660,6 +660,10 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 	}
 	snap.held = heldSummary{} // a new chat: the store holds none of it
 	sval, err := encodeSnapshot(snap)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	rvals, err := encodeRecords(recs)
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
@@ -677,6 +681,10 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 		}
 		b.Queue(`INSERT INTO snapshots (chat_id, data, turn) VALUES ($1, $2, $3)`, c.ID, sval.whole, sval.turn)
 		queueRequests(b, c.ID, sval)
+		for i, r := range recs {
+			b.Queue(`INSERT INTO records (kind, id, data) VALUES ($1, $2, $3)
+				ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`, r.Kind, r.ID, rvals[i])
+		}
 		return t.tx.SendBatch(t.ctx, b).Close()
 	})
 	if err != nil {

@@ -379,17 +379,21 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 // ErrTooBig: what was given does not fit in one transaction.
 var ErrTooBig = errors.New("too big for one transaction")
 
-// ImportChat stores a new chat with its whole log and snapshot in one
-// transaction, so an import lands whole or not at all; it returns once
-// synced. Seqs are renumbered from 1. It fails if the id exists, and with
-// ErrTooBig when the chat does not fit in one transaction (a memtable's
-// worth).
-func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error {
+// ImportChat stores a new chat with its whole log, snapshot and recs (its
+// surface records) in one transaction, so an import lands whole or not at
+// all; it returns once synced. Seqs are renumbered from 1. It fails if the
+// id exists, and with ErrTooBig when the chat does not fit in one
+// transaction (a memtable's worth).
+func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message, recs ...RecordPut) error {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
 	c.LastSeq = int64(len(out))
 	snap.held = heldSummary{} // a new chat: the store holds none of it
 	sval, err := encodeSnapshot(snap)
+	if err != nil {
+		return fmt.Errorf("import chat %s: %w", c.ID, err)
+	}
+	rvals, err := encodeRecords(recs)
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
@@ -404,6 +408,11 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 		}
 		if err := putSnapshot(txn, c.ID, sval); err != nil {
 			return err
+		}
+		for i, r := range recs {
+			if err := txn.Set(recordKey(r.Kind, r.ID), rvals[i]); err != nil {
+				return err
+			}
 		}
 		val, err := encode(c)
 		if err != nil {

@@ -57,7 +57,7 @@ type store interface {
 	Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error
 	RecordsPrefix(ctx context.Context, kind, prefix string, fn func(id string, decode func(v any) error) error) error
 	KeyedMessage(ctx context.Context, chatID, key string) (chat.Message, bool, error)
-	ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message) error
+	ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message, recs ...RecordPut) error
 	Close() error
 }
 

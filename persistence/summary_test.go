@@ -162,7 +162,7 @@ func TestTheSummaryIsWrittenByTheFoldAndReadBackWithTheNewestTurn(t *testing.T) 
 		check(s, snap)
 
 		if err := s.(interface {
-			ImportChat(context.Context, Chat, Snapshot, []chat.Message) error
+			ImportChat(context.Context, Chat, Snapshot, []chat.Message, ...RecordPut) error
 		}).ImportChat(ctx, Chat{ID: "b", Tenant: "t"}, snap, nil); err != nil {
 			t.Fatal(err)
 		}

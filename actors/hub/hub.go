@@ -484,9 +484,14 @@ func tenantsOwn(id, owner, tenant string, err error) error {
 
 // CreateChat makes a chat for tenant.
 func (h *Hub) CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error) {
-	c, err := h.createChat(ctx, tenant, persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
-		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)}, h.store.CreateChat)
+	c, err := h.createChat(ctx, tenant, newChat(req), h.store.CreateChat)
 	return wireChat(c, 0), err
+}
+
+// newChat is the chat req asks for, before createChat checks it.
+func newChat(req api.CreateChatRequest) persistence.Chat {
+	return persistence.Chat{Model: req.Model, Title: req.Title, NoAutoRemember: req.NoAutoRemember, Shared: req.Shared,
+		Instructions: req.Instructions, Settings: settingsOf(req.Settings), Toolsets: req.Toolsets, Tools: specsOfWire(req.Tools)}
 }
 
 // createChat checks a new chat against the catalog, the tenant's limit and

@@ -77,17 +77,9 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID, key string, msgs 
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return nil, err
 	}
-	in := make([]chat.Message, len(msgs))
-	for i, m := range msgs {
-		switch m.Role {
-		case api.RoleUser, api.RoleAssistant, api.RoleTool:
-		default:
-			return nil, fmt.Errorf("%w: message %d has role %q; add user, assistant or tool messages", ErrInvalid, i, m.Role)
-		}
-		in[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Origin: m.Origin}
-		for _, c := range m.ToolCalls {
-			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
-		}
+	in, err := addedOf(msgs)
+	if err != nil {
+		return nil, err
 	}
 	size := messageBytes(in...)
 	charge := func() error { return h.ingest.take(tenant, size) }
@@ -105,6 +97,57 @@ func (h *Hub) AddMessages(ctx context.Context, tenant, chatID, key string, msgs 
 		return h.addedBefore(ctx, chatID, res.UserSeq, in)
 	}
 	return nil, fmt.Errorf("add messages: unexpected reply %T", res)
+}
+
+// addedOf converts messages added between turns (AddMessages,
+// CreateChatWith) to stored ones: user, assistant or tool messages only.
+func addedOf(msgs []api.Message) ([]chat.Message, error) {
+	in := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case api.RoleUser, api.RoleAssistant, api.RoleTool:
+		default:
+			return nil, fmt.Errorf("%w: message %d has role %q; add user, assistant or tool messages", ErrInvalid, i, m.Role)
+		}
+		in[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Origin: m.Origin}
+		for _, c := range m.ToolCalls {
+			in[i].ToolCalls = append(in[i].ToolCalls, chat.ToolCall(c))
+		}
+	}
+	return in, nil
+}
+
+// NewRecord is a surface record a chat is created with (CreateChatWith),
+// stored as PutChatRecord stores kind/id.
+type NewRecord struct {
+	Kind, ID string
+	V        any
+}
+
+// CreateChatWith is CreateChat storing, in the same write, the chat's
+// first messages (as AddMessages would, charged alike) and its surface
+// records: a crash leaves the whole chat or none, never an empty one the
+// client was not told of that counts against the tenant's chat limit.
+func (h *Hub) CreateChatWith(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message, recs ...NewRecord) (api.Chat, error) {
+	in, err := addedOf(msgs)
+	if err != nil {
+		return api.Chat{}, err
+	}
+	if err := h.ingest.take(tenant, messageBytes(in...)); err != nil {
+		return api.Chat{}, err
+	}
+	c, err := h.createChat(ctx, tenant, newChat(req),
+		func(ctx context.Context, c persistence.Chat) error {
+			puts := make([]persistence.RecordPut, len(recs))
+			for i, r := range recs {
+				puts[i] = persistence.RecordPut{Kind: chatRecords(c.ID), ID: r.Kind + "/" + r.ID, V: r.V}
+			}
+			return h.store.ImportChat(ctx, c, persistence.Snapshot{Model: c.Model, FirstKeptSeq: 1}, in, puts...)
+		})
+	if errors.Is(err, persistence.ErrTooBig) {
+		return api.Chat{}, fmt.Errorf("%w: %d messages do not fit in one write; create the chat with fewer", ErrLimit, len(in))
+	}
+	return wireChat(c, int64(len(in))), err
 }
 
 // addedBefore answers messages sent again under their idempotency key,

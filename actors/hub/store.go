@@ -25,7 +25,7 @@ type Store interface {
 	memory.Records
 	modelcatalog.WindowStore
 	CreateChat(ctx context.Context, c persistence.Chat) error
-	ImportChat(ctx context.Context, c persistence.Chat, snap persistence.Snapshot, msgs []chat.Message) error
+	ImportChat(ctx context.Context, c persistence.Chat, snap persistence.Snapshot, msgs []chat.Message, recs ...persistence.RecordPut) error
 	ChatTenant(ctx context.Context, id string) (string, error)
 	CountChats(ctx context.Context, tenant string) (int, error)
 	ChatsPage(ctx context.Context, tenant, after string, limit int) ([]persistence.Chat, bool, error)

@@ -99,20 +99,12 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request, ten
 		writePlanError(w, r, err)
 		return
 	}
-	ctx := r.Context()
-	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{})
+	// One write, so a crash leaves no half-made conversation: an empty
+	// chat no client knows of, counted against the tenant's chat limit.
+	rec := conversationRecord{CreatedAt: unix(), Metadata: req.Metadata}
+	c, err := h.hub.CreateChatWith(r.Context(), tenant, api.CreateChatRequest{}, msgs, hub.NewRecord{Kind: kindConversation, ID: conversationMeta, V: rec})
 	if err != nil {
 		WriteHubError(w, r, err)
-		return
-	}
-	rec := conversationRecord{CreatedAt: unix(), Metadata: req.Metadata}
-	err = h.hub.PutChatRecord(ctx, tenant, c.ID, kindConversation, conversationMeta, rec)
-	if err == nil && len(msgs) > 0 {
-		_, err = h.hub.AddMessages(ctx, tenant, c.ID, "", msgs)
-	}
-	if err != nil {
-		// All or nothing: a conversation whose items were not stored goes.
-		WriteHubError(w, r, h.dropNew(ctx, tenant, c.ID, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, wireConversation(c.ID, rec))

@@ -30,6 +30,9 @@ import (
 type Hub interface {
 	Models() api.Models
 	CreateChat(ctx context.Context, tenant string, req api.CreateChatRequest) (api.Chat, error)
+	// CreateChatWith creates a chat with its first messages and surface
+	// records in one write: all of it or nothing is stored.
+	CreateChatWith(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message, recs ...hub.NewRecord) (api.Chat, error)
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
 	DeleteChat(ctx context.Context, tenant, id string) error
