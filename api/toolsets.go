@@ -17,6 +17,10 @@ type Settings struct {
 	// would pass it, below what the model's window allows; agentd's own, never
 	// sent to the model.
 	CompactThreshold *int `json:"compact_threshold,omitempty"`
+	// ParallelToolCalls false asks the model for at most one tool call per
+	// answer; a protocol without the field (Ollama's) is not told, not
+	// refused.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 }
 
 // Tool is one tool an application brings: Name is 1-64 letters, digits,

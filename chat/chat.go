@@ -141,7 +141,15 @@ type Settings struct {
 	// tokens past which the chat folds, below what its window allows
 	// (OpenAI's context_management compact_threshold).
 	CompactThreshold *int `json:"compact_threshold,omitempty"`
+	// ParallelToolCalls false asks the model for at most one tool call per
+	// answer, where its protocol can say so (OpenAI-style, Anthropic; the
+	// Ollama protocol has no such field and is not told).
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 }
+
+// OneToolCall is whether the settings ask for at most one tool call per
+// answer (ParallelToolCalls false).
+func (s Settings) OneToolCall() bool { return s.ParallelToolCalls != nil && !*s.ParallelToolCalls }
 
 // MinCompactThreshold is the smallest compact_threshold a chat may set
 // (OpenAI's own minimum).

@@ -62,7 +62,7 @@ func settingsOf(s *api.Settings) chat.Settings {
 }
 
 func wireSettings(s chat.Settings) *api.Settings {
-	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && len(s.Stop) == 0 && s.ReasoningEffort == "" && s.CompactThreshold == nil {
+	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && len(s.Stop) == 0 && s.ReasoningEffort == "" && s.CompactThreshold == nil && s.ParallelToolCalls == nil {
 		return nil
 	}
 	w := api.Settings(s)

@@ -38,6 +38,7 @@ type chatRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stop                json.RawMessage `json:"stop"`
 	ReasoningEffort     string          `json:"reasoning_effort"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	N                   *int            `json:"n"`
 	ResponseFormat      *struct {
 		Type string `json:"type"`
@@ -230,7 +231,8 @@ func unanswered(msgs []chatMessage) error {
 
 // settings are the request's sampling settings as agentd's chat settings.
 func (req *chatRequest) settings() (*api.Settings, error) {
-	s := api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxCompletionTokens, ReasoningEffort: req.ReasoningEffort}
+	s := api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxCompletionTokens, ReasoningEffort: req.ReasoningEffort,
+		ParallelToolCalls: oneToolCall(req.ParallelToolCalls)}
 	if s.MaxOutputTokens == nil {
 		s.MaxOutputTokens = req.MaxTokens
 	}
@@ -242,7 +244,7 @@ func (req *chatRequest) settings() (*api.Settings, error) {
 			return nil, refuse("stop", "stop is neither a string nor an array of strings")
 		}
 	}
-	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && s.ReasoningEffort == "" && len(s.Stop) == 0 {
+	if s.Temperature == nil && s.TopP == nil && s.MaxOutputTokens == nil && s.ReasoningEffort == "" && len(s.Stop) == 0 && s.ParallelToolCalls == nil {
 		return nil, nil
 	}
 	// Checked here, before a chat is found or made, to name this request's

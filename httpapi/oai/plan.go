@@ -203,14 +203,25 @@ func chatSetup(req createRequest, tools []functionTool, noTools bool, system []s
 	}
 	var settings *api.Settings
 	threshold := compactThreshold(req)
-	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil || threshold != nil {
-		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens, CompactThreshold: threshold}
+	one := oneToolCall(req.ParallelToolCalls)
+	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil || threshold != nil || one != nil {
+		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens, CompactThreshold: threshold, ParallelToolCalls: one}
 	}
 	setup := api.PatchChatRequest{Instructions: &instr, Settings: settings, Tools: &ts}
 	if req.Model != "" {
 		setup.Model = &req.Model
 	}
 	return setup
+}
+
+// oneToolCall is the chat setting of a request's parallel_tool_calls:
+// false alone is kept, true being every provider's default, so a chat
+// asked for true and one asked nothing have the same settings.
+func oneToolCall(parallel *bool) *bool {
+	if parallel == nil || *parallel {
+		return nil
+	}
+	return new(false)
 }
 
 // compactThreshold is the request's context_management compaction

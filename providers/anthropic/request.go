@@ -37,6 +37,9 @@ func (c *Client) params(req providers.Request) (anthropic.MessageNewParams, erro
 		}
 		p.Tools = append(p.Tools, tool)
 	}
+	if req.Settings.OneToolCall() && len(p.Tools) > 0 { // tool_choice needs tools
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{DisableParallelToolUse: anthropic.Bool(true)}}
+	}
 	msgs, err := messages(req.Model, req.Messages)
 	if err != nil {
 		return p, err

@@ -214,6 +214,7 @@ type (
 		PromptCacheKey      string          `json:"prompt_cache_key,omitempty"`
 		CachePrompt         bool            `json:"cache_prompt,omitempty"`
 		IDSlot              *int64          `json:"id_slot,omitempty"`
+		ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	}
 	wireStreamOpts struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -314,6 +315,9 @@ func (c *Client) tail(req providers.Request) wireTail {
 	}
 	s := req.Settings
 	t.Temperature, t.TopP, t.Stop, t.ReasoningEffort = s.Temperature, s.TopP, s.Stop, s.ReasoningEffort
+	if s.OneToolCall() && len(req.Tools) > 0 { // OpenAI refuses it without tools
+		t.ParallelToolCalls = new(false)
+	}
 	c.cacheHints(&t, req.CacheKey)
 	return t
 }
