@@ -163,7 +163,7 @@ func (h *Hub) addedBefore(ctx context.Context, chatID string, seq int64, in []ch
 	}
 	for i, m := range in {
 		st := stored[i]
-		if st.Role != m.Role || st.Content != m.Content || st.ToolCallID != m.ToolCallID || st.Origin != m.Origin || !slices.Equal(st.ToolCalls, m.ToolCalls) {
+		if st.Role != m.Role || st.Content != m.Content || st.ToolCallID != m.ToolCallID || st.ToolName != m.ToolName || st.IsError != m.IsError || st.Origin != m.Origin || !slices.Equal(st.ToolCalls, m.ToolCalls) {
 			return nil, fmt.Errorf("%w: the chat stored other messages under it", ErrKeyReused)
 		}
 	}
