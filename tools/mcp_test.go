@@ -156,18 +156,27 @@ func checkMCPTools(t *testing.T, r *Registry, prefix, greeting string, trusted b
 	}
 }
 
-func TestMCPInMemory(t *testing.T) {
+// connectInMemory connects s, under name, to a new registry through the
+// MCP SDK's in-memory transports; it returns the registry, the log of its
+// connection, and what closes the connection (also closed when t ends).
+func connectInMemory(t *testing.T, s *mcp.Server, name string) (*Registry, *testkit.LogBuffer, func() error) {
+	t.Helper()
 	ctx := context.Background()
 	clientT, serverT := mcp.NewInMemoryTransports()
-	ss, err := newTestMCPServer().Connect(ctx, serverT, nil)
+	ss, err := s.Connect(ctx, serverT, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ss.Close() })
-
 	r := NewRegistry()
-	log, _ := testLogger(t)
-	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "mem"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
+	log, buf := testLogger(t)
+	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: name}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
+	t.Cleanup(func() { _ = closeAll() })
+	return r, buf, closeAll
+}
+
+func TestMCPInMemory(t *testing.T) {
+	r, _, closeAll := connectInMemory(t, newTestMCPServer(), "mem")
 	checkMCPTools(t, r, "mem", "", false)
 
 	if err := closeAll(); err != nil {
@@ -404,16 +413,7 @@ func TestAnMCPCallItsInputSchemaRefusesNeverReachesTheServer(t *testing.T) {
 			calls.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "got " + string(req.Params.Arguments)}}}, nil
 		})
-	clientT, serverT := mcp.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, serverT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	r := NewRegistry()
-	log, _ := testLogger(t)
-	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "lax"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
-	t.Cleanup(func() { _ = closeAll() })
+	r, _, _ := connectInMemory(t, s, "lax")
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -448,16 +448,7 @@ func TestAnMCPToolWhoseSchemaCannotBeCheckedIsCalledUnchecked(t *testing.T) {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "got " + string(req.Params.Arguments)}}}, nil
 		})
-	clientT, serverT := mcp.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, serverT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	r := NewRegistry()
-	log, buf := testLogger(t)
-	closeAll := connectMCPTargets(ctx, []mcpTarget{{server: MCPServer{Name: "loops"}, transport: func() (mcp.Transport, error) { return clientT, nil }}}, r, log)
-	t.Cleanup(func() { _ = closeAll() })
+	r, buf, _ := connectInMemory(t, s, "loops")
 	if !strings.Contains(buf.String(), "input schema cannot be checked") {
 		t.Errorf("log %q does not say the schema goes unchecked", buf.String())
 	}
