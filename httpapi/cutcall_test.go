@@ -30,10 +30,7 @@ func TestAToolCallCutByAgentdsRoomIsAskedOnceMoreWithMoreRoom(t *testing.T) {
 	defer fake.Close()
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
 	ctx := context.Background()
-	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newChat(t, d, "")
 	res, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "read it"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,10 +17,7 @@ func TestAPatchChangesHowAChatLearns(t *testing.T) {
 	defer fake.Close()
 	d := daemontest.Start(t, daemontest.Config(t.TempDir(), fake.URL(), 32000), nil)
 	ctx := context.Background()
-	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newChat(t, d, "")
 	learns := func(step string, want bool) {
 		t.Helper()
 		exp, err := d.Client.Export(ctx, c.ID)
