@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,5 +62,38 @@ func TestATurnCutByAStopKeepsTheWordsItStreamed(t *testing.T) {
 	want := seen.String() + "\n\n[This answer was cut short: " + mark.Problem + "]"
 	if !mark.Partial || mark.Problem == "" || mark.Content != want {
 		t.Fatalf("the cut answer was stored as %q (partial %v); want %q", mark.Content, mark.Partial, want)
+	}
+}
+
+// TestACallCutByTheLengthLimitIsToldSoAndABrokenOneIsNot: a tool call
+// the answer's length limit cut in its arguments gets a result saying it
+// was cut and to send less, not that its JSON is invalid; arguments that
+// are broken in an answer that ended normally still hear they are not
+// valid JSON.
+func TestACallCutByTheLengthLimitIsToldSoAndABrokenOneIsNot(t *testing.T) {
+	for name, c := range map[string]struct {
+		finish     string
+		want, deny string
+	}{
+		"cut by the length limit": {finish: providers.FinishLength, want: "length limit", deny: "not valid JSON"},
+		"broken by the model":     {finish: providers.FinishToolCalls, want: "not valid JSON", deny: "length limit"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := callTool("k1", "echo", `{"text": "a long te`)
+			call.FinishReason = c.finish
+			h := newHarness(t, 128_000, echoTools(t), call, reply("done"))
+			res, _ := h.turn("echo a lot")
+			if res.Problem != nil {
+				t.Fatalf("problem: %+v", res.Problem)
+			}
+			i := slices.IndexFunc(res.Messages, func(m chat.Message) bool { return m.Role == chat.RoleTool })
+			if i < 0 {
+				t.Fatalf("no tool result among %+v", res.Messages)
+			}
+			got := res.Messages[i]
+			if got.ToolCallID != "k1" || !got.IsError || !strings.Contains(got.Content, c.want) || strings.Contains(got.Content, c.deny) {
+				t.Fatalf("the call's result: %+v; want an error naming %q, not %q", got, c.want, c.deny)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,10 +23,24 @@ func (s *session) toolLimits() tools.Limits {
 	return tools.Limits{Timeout: s.deps.ToolTimeout, MaxResultBytes: s.deps.MaxToolResultBytes, MaxArgBytes: s.deps.ToolArgBytes}
 }
 
+// cutCallResult is what a call cut by its answer's length limit gets
+// instead of running: the truth, so the model sends less rather than
+// mending JSON it never got wrong.
+func cutCallResult(name string) tools.Result {
+	return tools.Result{IsError: true, Text: fmt.Sprintf("Your call to %s was cut off: your answer reached its length limit while writing "+
+		"the call's arguments, so they were incomplete and the call did not run. Send shorter arguments, or split the work into several smaller calls.", name)}
+}
+
 // runTools runs a round of calls in parallel, outside the mailbox; the
-// results come back as one toolsDone.
-func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
+// results come back as one toolsDone. cut, if not nil, is the call the
+// answer's length limit cut (cutCall): it is answered cutCallResult.
+func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall, cut *chat.ToolCall) {
 	t := s.turn
+	isCut := func(chat.ToolCall) bool { return false }
+	if cut != nil {
+		cutCopy := *cut
+		isCut = func(c chat.ToolCall) bool { return c == cutCopy }
+	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	view, index, scopes := s.toolsOf(t.setup), s.deps.ToolIndex, indexScopes(t.setup)
 	lim := s.toolLimits()
@@ -46,6 +61,10 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall) {
 				callCtx, span := telemetry.StartTool(turnCtx, tracer, c.Name, c.ID)
 				var err error
 				defer func() { telemetry.EndTool(span, out[i].res.IsError, err) }()
+				if isCut(c) {
+					out[i] = toolOutcome{call: c, res: cutCallResult(c.Name)}
+					return
+				}
 				if res, over := lim.TooLong(c); over {
 					out[i] = toolOutcome{call: c, res: res}
 					return

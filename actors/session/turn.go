@@ -591,10 +591,8 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
 	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, capped: t.capped, contextFull: s.contextFull(t, u)}
-	f.cutCall = f.lengthStop && slices.ContainsFunc(reply.ToolCalls, func(c chat.ToolCall) bool {
-		_, whole := providers.ToolArguments(c.Arguments)
-		return !whole
-	})
+	cut := cutCall(reply.ToolCalls, f.lengthStop)
+	f.cutCall = cut != nil
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
 	st := next(t.turnState, f)
 	if f.cutCall && (st == stepRunTools || st == stepPause) {
@@ -632,7 +630,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 	}
 	switch st {
 	case stepRunTools:
-		s.runTools(ctx, slices.DeleteFunc(slices.Clone(reply.ToolCalls), func(c chat.ToolCall) bool { return slices.Contains(t.awaiting, c) }))
+		s.runTools(ctx, slices.DeleteFunc(slices.Clone(reply.ToolCalls), func(c chat.ToolCall) bool { return slices.Contains(t.awaiting, c) }), cut)
 	case stepPause:
 		s.pause(ctx)
 	case stepContinue:
@@ -657,6 +655,21 @@ func (s *session) growRoom(t *turn, u chat.Usage, room int) {
 	if free := t.info.Window - input - output - contextFullSlack; free > room {
 		t.baseRoom, t.maxTokens = t.maxTokens, min(2*room, free)
 	}
+}
+
+// cutCall is the call of calls the answer's length limit cut inside its
+// arguments, or nil: the last call, when the answer stopped for length
+// before its arguments were whole. An earlier call's broken arguments are
+// the model's own, not the limit's.
+func cutCall(calls []chat.ToolCall, lengthStop bool) *chat.ToolCall {
+	if !lengthStop || len(calls) == 0 {
+		return nil
+	}
+	last := &calls[len(calls)-1]
+	if _, whole := providers.ToolArguments(last.Arguments); whole {
+		return nil
+	}
+	return last
 }
 
 // lengthWithoutAnswer: the answer stopped for length before a word, a
