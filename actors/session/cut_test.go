@@ -14,12 +14,21 @@ import (
 // cancelled.
 type halfSaid struct {
 	providers.Client
-	words []string
+	words   []string
+	thought []string // reasoning streamed before the words
+	// fail, if set, ends the call with it once all is streamed.
+	fail error
 }
 
 func (m halfSaid) Stream(ctx context.Context, _ providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	for _, w := range m.thought {
+		emit(providers.Event{Kind: providers.EventThinking, Text: w})
+	}
 	for _, w := range m.words {
 		emit(providers.Event{Kind: providers.EventText, Text: w})
+	}
+	if m.fail != nil {
+		return providers.Response{}, m.fail
 	}
 	<-ctx.Done()
 	return providers.Response{}, ctx.Err()
@@ -32,7 +41,7 @@ func (m halfSaid) Stream(ctx context.Context, _ providers.Request, emit func(pro
 func TestATurnCutByAStopKeepsTheWordsItStreamed(t *testing.T) {
 	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
 		one := d.Catalog.(oneModel)
-		one.client = halfSaid{one.client, []string{"The first half ", "of an answer"}}
+		one.client = halfSaid{Client: one.client, words: []string{"The first half ", "of an answer"}}
 		d.Catalog = one
 	})
 	sub := h.bus.Subscribe("c1", 1024)
@@ -96,4 +105,51 @@ func TestACallCutByTheLengthLimitIsToldSoAndABrokenOneIsNot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestATurnCutKeepsTheReasoningItStreamed: the reasoning a model streamed
+// before its answer was cut, by a stop or by a failure, is kept in the
+// stored cut message's thinking, as a whole answer keeps it, beside the
+// words streamed.
+func TestATurnCutKeepsTheReasoningItStreamed(t *testing.T) {
+	thought, said := []string{"Let me ", "think."}, []string{"The first half"}
+	t.Run("by a stop", func(t *testing.T) {
+		h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+			one := d.Catalog.(oneModel)
+			one.client = halfSaid{Client: one.client, words: said, thought: thought}
+			d.Catalog = one
+		})
+		sub := h.bus.Subscribe("c1", 1024)
+		defer sub.Close()
+		submitted := h.resultOf("c1", &SubmitTurn{TurnID: "t-hi", Message: chat.Message{Content: "hi"}})
+		if _, ok := wait(t, "answer to the submit", submitted).(*TurnAccepted); !ok {
+			t.Fatal("the turn was not accepted")
+		}
+		for ev := range sub.C {
+			if ev.Type == chat.EventMessageDelta { // the reasoning went out before it
+				break
+			}
+		}
+		if err := h.system.Root.StopFuture(h.registry).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		h.store.mu.Lock()
+		log := slices.Clone(h.store.msgs["c1"])
+		h.store.mu.Unlock()
+		if len(log) != 2 || log[1].Thinking != "Let me think." || !strings.HasPrefix(log[1].Content, "The first half\n\n[This answer was cut short: ") {
+			t.Fatalf("the log after the stop: %+v; want the cut answer with its reasoning", log)
+		}
+	})
+	t.Run("by a failure", func(t *testing.T) {
+		h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+			one := d.Catalog.(oneModel)
+			one.client = halfSaid{Client: one.client, words: said, thought: thought, fail: &providers.Error{Provider: "fake", Status: 400, Body: "bad"}}
+			d.Catalog = one
+		})
+		res, _ := h.turn("hi")
+		last := res.Messages[len(res.Messages)-1]
+		if res.Problem == nil || !last.Partial || last.Content != "The first half" || last.Thinking != "Let me think." {
+			t.Fatalf("the turn ended with %+v and the message %+v; want the cut answer with its reasoning", res.Problem, last)
+		}
+	})
 }

@@ -251,6 +251,7 @@ type (
 		err      error
 		textSeen bool
 		partial  string
+		thought  string // the reasoning streamed, kept with partial by a failure
 	}
 	toolsDone struct {
 		turnID  string

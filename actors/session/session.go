@@ -306,16 +306,18 @@ func (s *session) stop(ctx actor.Context, e ending) {
 	}
 	if s.turn != nil {
 		// Mark the cut in the log, after the words of the answer already
-		// streamed, so the person reads back what they saw and the next
+		// streamed and with its reasoning streamed, as a whole answer
+		// keeps it, so the person reads back what they saw and the next
 		// turn sees it (unless the chat moved: it is another node's to
 		// write now).
-		content := "[This answer was cut short: " + why.Message + "]"
+		content, thought := "[This answer was cut short: "+why.Message+"]", ""
 		if w := s.turn.words; w != nil {
-			if said := w.take(); said != "" {
+			var said string
+			if said, thought = w.take(); said != "" {
 				content = said + "\n\n" + content
 			}
 		}
-		mark := chat.Message{Role: chat.RoleAssistant, Model: s.turn.ref, Partial: true, Problem: why.Message, Content: content}
+		mark := chat.Message{Role: chat.RoleAssistant, Model: s.turn.ref, Partial: true, Problem: why.Message, Content: content, Thinking: thought}
 		if !s.moved {
 			if _, err := s.deps.Store.Append(context.Background(), s.id, mark); err != nil {
 				s.logger().Error().Err(err).Msg("mark the cut turn")

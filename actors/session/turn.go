@@ -486,7 +486,7 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 				textSeen = true
 				words.say(ev.Text, func() { publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text}) })
 			case providers.EventThinking:
-				publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text})
+				words.think(ev.Text, func() { publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text}) })
 			}
 		}
 		resp, err := client.Stream(callCtx, req, emit)
@@ -494,42 +494,52 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 			err = fmt.Errorf("%w: %w", errModelIdle, err)
 		}
 		telemetry.EndModelCall(span, resp.Usage, resp.FinishReason, err)
-		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: words.text()})
+		said, thought := words.text()
+		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: said, thought: thought})
 	})
 }
 
-// streamed is the text a model call has published, shared by the call's
-// goroutine and a stop of its session. A word goes out and is kept under
-// one lock, so what a stop takes is exactly what the client saw.
+// streamed is the text and the reasoning a model call has published,
+// shared by the call's goroutine and a stop of its session. A word goes out
+// and is kept under one lock, so what a stop takes is exactly what the
+// client saw. Both are bounded by the answer's budget
+// (providers.AnswerBudget), which the provider spends before it emits.
 type streamed struct {
-	mu    sync.Mutex
-	b     strings.Builder
-	taken bool
+	mu      sync.Mutex
+	said    strings.Builder
+	thought strings.Builder
+	taken   bool
 }
 
 // say keeps text and publishes it, unless a stop took the words already.
-func (w *streamed) say(text string, publish func()) {
+func (w *streamed) say(text string, publish func()) { w.keep(&w.said, text, publish) }
+
+// think is say for the model's reasoning.
+func (w *streamed) think(text string, publish func()) { w.keep(&w.thought, text, publish) }
+
+func (w *streamed) keep(b *strings.Builder, text string, publish func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.taken {
 		return
 	}
-	w.b.WriteString(text)
+	b.WriteString(text)
 	publish()
 }
 
-// take is the words published so far; no word goes out after it.
-func (w *streamed) take() string {
+// take is the words and the reasoning published so far; nothing goes out
+// after it.
+func (w *streamed) take() (said, thought string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.taken = true
-	return w.b.String()
+	return w.said.String(), w.thought.String()
 }
 
-func (w *streamed) text() string {
+func (w *streamed) text() (said, thought string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.b.String()
+	return w.said.String(), w.thought.String()
 }
 
 func (s *session) noModelHelp() string {
@@ -790,8 +800,11 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 		problem.Message = fmt.Sprintf("%s could not be reached (%v). Is its server running? agentd re-reads its providers by itself "+
 			"(and at POST /v1/models/refresh); send the message again once it answers.", t.ref, m.err)
 	}
-	if m.partial != "" {
-		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Model: t.ref, Partial: true, Problem: problem.Message}
+	if m.partial != "" || m.thought != "" {
+		// The reasoning is kept as a whole answer keeps it: unsigned, so
+		// it is shown and stored but never replayed where a signature is
+		// needed (Anthropic).
+		kept := chat.Message{Role: chat.RoleAssistant, Content: m.partial, Thinking: m.thought, Model: t.ref, Partial: true, Problem: problem.Message}
 		s.endTurn(ctx, problem, kept)
 		return
 	}
