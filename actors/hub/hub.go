@@ -277,9 +277,13 @@ func (h *Hub) startActors(opts Options) {
 	h.sessions = actors.NewBoundedDispatcher(sessionWorkers)
 	h.workers = actors.NewDispatcher(0, 0, 0)
 	root := h.system.Root
-	sumCfg := summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider}
+	// What folds and learning cost reaches the metrics by the actors' own
+	// callbacks, as a turn's tokens come by the sessions' Deps.Metrics.
+	sumCfg := summarizer.Config{Catalog: h.catalog, Log: h.log, Traces: opts.TracerProvider,
+		Spent: func(u chat.Usage) { h.metrics.Tokens(PurposeSummary, u) }}
 	learnCfg := learner.Config{Store: h.memory, Catalog: h.catalog, Chats: h.store,
-		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned}
+		Log: h.log, SweepEvery: h.cfg.Learner.SweepEvery.Duration, Learned: h.learned,
+		Observe: func(o learner.Outcome) { h.metrics.Tokens(PurposeLearn, o.Usage) }}
 	if soleTenant(h.cfg.Auth) {
 		// No other tenant to keep a slot free for: the cap would only idle one.
 		sumCfg.PerTenant, learnCfg.PerTenant = math.MaxInt, math.MaxInt

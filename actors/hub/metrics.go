@@ -27,19 +27,41 @@ type Metrics struct {
 	// the sweep deleted, and their bytes.
 	swept, sweptBytes prometheus.Counter
 	// byProblem holds a *turnCounters per problem kind (a small fixed
-	// set), made at its first turn so each series appears when it did.
-	byProblem sync.Map
+	// set), made at its first turn so each series appears when it did;
+	// byPurpose a *tokenCounters per purpose, the same way.
+	byProblem, byPurpose sync.Map
 }
+
+// What provider tokens were spent on: agentd_tokens_total's purpose.
+const (
+	PurposeTurn    = "turn"    // the chats' turns
+	PurposeSummary = "summary" // the summariser's folds and condensed turn states
+	PurposeLearn   = "learn"   // the learner's extractions of memories
+)
 
 // turnCounters are the counters a turn moves, resolved once: looking each
 // up by its label hashed and matched the label on every turn.
-type turnCounters struct{ turns, in, out, cached prometheus.Counter }
+type turnCounters struct {
+	turns  prometheus.Counter
+	tokens *tokenCounters
+}
+
+// tokenCounters are one purpose's token counters, by direction.
+type tokenCounters struct{ in, out, cached prometheus.Counter }
+
+func (c *tokenCounters) add(u chat.Usage) {
+	u = u.Sane() // a counter that went down would panic
+	c.in.Add(float64(u.InputTokens))
+	c.out.Add(float64(u.OutputTokens))
+	c.cached.Add(float64(u.CachedTokens))
+}
 
 func newMetrics() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		turns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_turns_total", Help: "Turns finished, by problem kind (empty: answered)."}, []string{"problem"}),
-		tokens:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tokens_total", Help: "Tokens reported by providers for turns, by direction."}, []string{"direction"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tokens_total",
+			Help: "Tokens reported by providers, by purpose (turn, summary, learn) and direction."}, []string{"purpose", "direction"}),
 		folds:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_folds_total", Help: "Folds applied, by whether a summary came back."}, []string{"summary"}),
 		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
@@ -77,15 +99,30 @@ func durableBuckets() []float64 {
 func (m *Metrics) TurnDone(problem string, u chat.Usage) {
 	v, ok := m.byProblem.Load(problem)
 	if !ok {
-		v, _ = m.byProblem.LoadOrStore(problem, &turnCounters{turns: m.turns.WithLabelValues(problem),
-			in: m.tokens.WithLabelValues("in"), out: m.tokens.WithLabelValues("out"), cached: m.tokens.WithLabelValues("cached")})
+		v, _ = m.byProblem.LoadOrStore(problem, &turnCounters{turns: m.turns.WithLabelValues(problem), tokens: m.tokensOf(PurposeTurn)})
 	}
 	c := v.(*turnCounters)
-	u = u.Sane() // a counter that went down would panic
 	c.turns.Inc()
-	c.in.Add(float64(u.InputTokens))
-	c.out.Add(float64(u.OutputTokens))
-	c.cached.Add(float64(u.CachedTokens))
+	c.tokens.add(u)
+}
+
+// Tokens counts tokens a provider reported for purpose (a Purpose
+// constant) outside a turn: the summariser's and the learner's calls. It
+// is safe for concurrent use.
+func (m *Metrics) Tokens(purpose string, u chat.Usage) {
+	if u == (chat.Usage{}) {
+		return // nothing spent: no series for it
+	}
+	m.tokensOf(purpose).add(u)
+}
+
+func (m *Metrics) tokensOf(purpose string) *tokenCounters {
+	if v, ok := m.byPurpose.Load(purpose); ok {
+		return v.(*tokenCounters)
+	}
+	v, _ := m.byPurpose.LoadOrStore(purpose, &tokenCounters{in: m.tokens.WithLabelValues(purpose, "in"),
+		out: m.tokens.WithLabelValues(purpose, "out"), cached: m.tokens.WithLabelValues(purpose, "cached")})
+	return v.(*tokenCounters)
 }
 
 // Fold counts a fold; ok false means the summariser gave no summary.

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // scrapeTurns is GET /metrics's lines of the turn and token counters.
@@ -64,11 +68,11 @@ func TestTurnDoneSeries(t *testing.T) {
 	}
 	wg.Wait()
 	m.TurnDone(chat.ProblemProvider, chat.Usage{OutputTokens: 1})
-	want := `# HELP agentd_tokens_total Tokens reported by providers for turns, by direction.
+	want := `# HELP agentd_tokens_total Tokens reported by providers, by purpose (turn, summary, learn) and direction.
 # TYPE agentd_tokens_total counter
-agentd_tokens_total{direction="cached"} 800
-agentd_tokens_total{direction="in"} 6800
-agentd_tokens_total{direction="out"} 1201
+agentd_tokens_total{direction="cached",purpose="turn"} 800
+agentd_tokens_total{direction="in",purpose="turn"} 6800
+agentd_tokens_total{direction="out",purpose="turn"} 1201
 # HELP agentd_turns_total Turns finished, by problem kind (empty: answered).
 # TYPE agentd_turns_total counter
 agentd_turns_total{problem=""} 400
@@ -76,6 +80,52 @@ agentd_turns_total{problem="provider"} 1
 agentd_turns_total{problem="too-long"} 400`
 	if got := scrapeTurns(t, m); got != want {
 		t.Fatalf("after the turns:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestAFoldsTokensAreCountedAsSummary: the tokens a fold's model calls
+// cost reach agentd_tokens_total under purpose "summary", apart from the
+// turns' tokens; the learner's run on the folded words under "learn".
+func TestAFoldsTokensAreCountedAsSummary(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply {
+		return testkit.Reply{Text: "The person asked twice about the weather in Paris; it was sunny.", Usage: &chat.Usage{InputTokens: 700, OutputTokens: 30, CachedTokens: 100}}
+	}})
+	defer fake.Close()
+	h := hubOn(t, testkit.Config(t.TempDir(), fake.URL(), 32768), func(s Store) Store { return s })
+	ctx := context.Background()
+	c, err := h.CreateChat(ctx, "alice", api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []api.Message
+	for range 3 {
+		msgs = append(msgs, api.Message{Role: api.RoleUser, Content: "What is the weather in Paris?"}, api.Message{Role: api.RoleAssistant, Content: "Sunny."})
+	}
+	if _, err := h.AddMessages(ctx, "alice", c.ID, "", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Compact(ctx, "alice", c.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := scrape(t, h.metrics, "agentd_tokens_total{")
+	for _, line := range []string{`agentd_tokens_total{direction="in",purpose="summary"} 700`, `agentd_tokens_total{direction="out",purpose="summary"} 30`,
+		`agentd_tokens_total{direction="cached",purpose="summary"} 100`} {
+		if !strings.Contains(got, line) {
+			t.Fatalf("after a fold /metrics has\n%s\nwant the line %s", got, line)
+		}
+	}
+	if strings.Contains(got, `purpose="turn"`) {
+		t.Fatalf("a fold was counted as a turn:\n%s", got)
+	}
+	// The fold hands the person's words to the learner, whose run asks
+	// the model once.
+	learnt := `agentd_tokens_total{direction="in",purpose="learn"} 700`
+	deadline := time.Now().Add(time.Minute) // a liveness bound, not a speed check
+	for got = scrape(t, h.metrics, "agentd_tokens_total{"); !strings.Contains(got, learnt); got = scrape(t, h.metrics, "agentd_tokens_total{") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the learner's run is not counted: /metrics has\n%s\nwant the line %s", got, learnt)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -107,8 +107,10 @@ type Outcome struct {
 	// Added lists the memories stored; Waiting tells they wait for an OK.
 	Added   []string
 	Waiting bool
-	// ModelCalls counts extraction requests made.
+	// ModelCalls counts extraction requests made, and Usage sums what
+	// their providers reported.
 	ModelCalls int
+	Usage      chat.Usage
 	// Mark is the chat's read-until mark afterwards; Marked says this run
 	// raised it.
 	Mark   int64
@@ -395,7 +397,7 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 		out.Err = fmt.Errorf("%w: %s: %w", ErrNoModel, refs[0], err)
 		return out
 	}
-	facts, readTo, err := extractAll(ctx, cfg, client, refs[0], info, l, words, &out.ModelCalls)
+	facts, readTo, err := extractAll(ctx, cfg, client, refs[0], info, l, words, &out)
 	if err != nil {
 		out.Err = fmt.Errorf("learn from chat %s with %s: %w", l.ChatID, refs[0], err)
 	}
@@ -448,9 +450,10 @@ func (o Outcome) raisedTo(to int64) Outcome {
 // model (info) with the chat's estimate corrections, and returns the facts
 // found and the last seq read. A refusal for length heals once: the window
 // it teaches is learned for ref (every chat on that model gains), the piece
-// is cut smaller and asked again. calls counts the requests made.
+// is cut smaller and asked again. The requests made and their usage are
+// counted in out.
 func extractAll(ctx context.Context, cfg Config, client providers.Client, ref string, info providers.ModelInfo,
-	l *Learn, words []chat.Message, calls *int) ([]string, int64, error) {
+	l *Learn, words []chat.Message, out *Outcome) ([]string, int64, error) {
 	cal := window.Calibration{Factor: l.Factor}
 	var facts []string
 	readTo := int64(0)
@@ -459,8 +462,9 @@ func extractAll(ctx context.Context, cfg Config, client providers.Client, ref st
 	ps := pieces(words, cfg.PieceBytes, pieceRoom(info.Window, answer, cal))
 	for len(ps) > 0 {
 		p := ps[0]
-		*calls++
-		got, err := extract(ctx, cfg, client, info, p, answer, cal)
+		got, usage, err := extract(ctx, cfg, client, info, p, answer, cal)
+		out.ModelCalls++
+		out.Usage = out.Usage.Add(usage)
 		var pe *providers.Error
 		if errors.As(err, &pe) && pe.TooLong && !healed {
 			healed = true
@@ -494,8 +498,10 @@ func pieceRoom(windowTokens, answer int, cal window.Calibration) int {
 	return max(window.InputRoom(windowTokens, answer, cal)-fixed, 64)
 }
 
-// extract asks the model for the facts in one piece.
-func extract(ctx context.Context, cfg Config, client providers.Client, info providers.ModelInfo, p piece, answer int, cal window.Calibration) ([]string, error) {
+// extract asks the model for the facts in one piece, and returns them
+// with the usage the provider reported, which a failed request may have
+// too.
+func extract(ctx context.Context, cfg Config, client providers.Client, info providers.ModelInfo, p piece, answer int, cal window.Calibration) ([]string, chat.Usage, error) {
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	prompt := userPrompt(p)
@@ -506,16 +512,16 @@ func extract(ctx context.Context, cfg Config, client providers.Client, info prov
 		EstimatedInput: window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(prompt), cal),
 	}, func(providers.Event) {})
 	if err != nil {
-		return nil, err
+		return nil, resp.Usage, err
 	}
 	if len(resp.Message.ToolCalls) > 0 {
-		return nil, ErrUnreadable
+		return nil, resp.Usage, ErrUnreadable
 	}
 	facts, ok := ParseFacts(resp.Message.Content)
 	if !ok {
-		return nil, ErrUnreadable
+		return nil, resp.Usage, ErrUnreadable
 	}
-	return facts, nil
+	return facts, resp.Usage, nil
 }
 
 // sweep walks every chat that is not shared and queues, through send, the

@@ -34,7 +34,11 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 	models := a.cfg.Catalog.SummaryModels(m.Model)
 	sems := a.lanes(models, m.Tenant)
 	root, runCtx, cfg := ctx.ActorSystem().Root, a.ctx, a.cfg
-	a.work.Go(func() { root.Send(sender, runCondense(runCtx, cfg, m, models, sems)) })
+	a.work.Go(func() {
+		res := runCondense(runCtx, cfg, m, models, sems)
+		cfg.spent(res.Usage)
+		root.Send(sender, res)
+	})
 }
 
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []lane) *Condensed {

@@ -56,6 +56,11 @@ type Config struct {
 	StopWait time.Duration
 	// Traces gives folds and their model calls spans. Optional.
 	Traces trace.TracerProvider
+	// Spent is told the provider usage of every fold and condensed turn
+	// state, whether or not a summary came back or its chat still waits
+	// for it, on the goroutine that ran it (keep it quick; calls may be
+	// concurrent). Optional. For metrics.
+	Spent func(chat.Usage)
 }
 
 type summarizerActor struct {
@@ -117,6 +122,12 @@ func (a *summarizerActor) Receive(ctx actor.Context) {
 	}
 }
 
+func (cfg Config) spent(u chat.Usage) {
+	if cfg.Spent != nil {
+		cfg.Spent(u)
+	}
+}
+
 // lanes are the slots of each model's provider, as tenant asks for them.
 func (a *summarizerActor) lanes(models []string, tenant string) []lane {
 	out := make([]lane, len(models))
@@ -150,6 +161,7 @@ func (a *summarizerActor) fold(ctx actor.Context, m *Fold) {
 		ctx, span := telemetry.Tracer(cfg.Traces).Start(trace.ContextWithSpanContext(runCtx, m.Trace), "fold",
 			trace.WithAttributes(telemetry.ChatIDKey.String(m.ChatID), attribute.Int("agentd.fold.messages", len(m.Turns))))
 		res := run(ctx, cfg, m, models, sems)
+		cfg.spent(res.Usage)
 		span.SetAttributes(attribute.Bool("agentd.fold.summarised", res.OK), attribute.String("agentd.fold.model", res.Model),
 			attribute.Int("agentd.fold.requests", res.Requests))
 		if !res.OK {
