@@ -4,10 +4,14 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
+	"github.com/agentd/agentd/providers/openai"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/openaifake"
 )
 
 // halfSaid streams its words, then says nothing more until its call is
@@ -152,4 +156,50 @@ func TestATurnCutKeepsTheReasoningItStreamed(t *testing.T) {
 			t.Fatalf("the turn ended with %+v and the message %+v; want the cut answer with its reasoning", res.Problem, last)
 		}
 	})
+}
+
+// TestAFaultAfterStreamedReasoningKeepsWhatWasStreamed: a stream cut
+// after the model's reasoning (DeepSeek's reasoning_content, over the wire)
+// ends the turn with that reasoning stored, as a cut after its words does.
+// It was tried again: the watcher got the second reasoning behind the
+// first, and the answer was stored with the second alone.
+func TestAFaultAfterStreamedReasoningKeepsWhatWasStreamed(t *testing.T) {
+	var calls atomic.Int32
+	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply {
+		if calls.Add(1) == 1 {
+			// The role chunk and two pieces of reasoning, then the cut.
+			return testkit.Reply{Thinking: "First I weigh it.", Text: "Never sent.", ChunkRunes: 5, CutAfterChunks: 3}
+		}
+		return testkit.Reply{Thinking: "A second thought.", Text: "The answer."}
+	}})
+	defer fake.Close()
+	client, err := openai.New(openai.Config{Name: "ds", Company: "deepseek", BaseURL: fake.URL(), APIKey: "sk-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+		one := d.Catalog.(oneModel)
+		one.client = client
+		d.Catalog = one
+	})
+	res, evs := h.turn("hi")
+	var thought, said strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case chat.EventThinkingDelta:
+			thought.WriteString(ev.Data.(map[string]string)["text"])
+		case chat.EventMessageDelta:
+			said.WriteString(ev.Data.(map[string]string)["text"])
+		}
+	}
+	if thought.Len() == 0 {
+		t.Fatal("no reasoning was streamed")
+	}
+	last := res.Messages[len(res.Messages)-1]
+	if last.Role != chat.RoleAssistant || last.Thinking != thought.String() || last.Content != said.String() {
+		t.Fatalf("streamed thinking %q and words %q; stored %+v (problem %+v)", thought.String(), said.String(), last, res.Problem)
+	}
+	if res.Problem == nil || !last.Partial {
+		t.Fatalf("the cut answer ended with %+v, stored as %+v; want a problem and a partial answer", res.Problem, last)
+	}
 }

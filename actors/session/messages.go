@@ -245,13 +245,13 @@ type (
 	// idleTick re-checks idleness; its timer is owned by the session.
 	idleTick  struct{}
 	modelDone struct {
-		turnID   string
-		call     int
-		resp     providers.Response
-		err      error
-		textSeen bool
-		partial  string
-		thought  string // the reasoning streamed, kept with partial by a failure
+		turnID  string
+		call    int
+		resp    providers.Response
+		err     error
+		spoke   bool // a word or a thought of the answer was streamed
+		partial string
+		thought string // the reasoning streamed, kept with partial by a failure
 	}
 	toolsDone struct {
 		turnID  string

@@ -461,7 +461,10 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
 		defer watchdog.Stop()
-		textSeen := false
+		// spoke: a word or a thought went out. A watcher has seen it, so a
+		// failure after it is not tried again: the retry's answer would be
+		// stored alone, not what the watcher was streamed.
+		spoke := false
 		emit := func(ev providers.Event) {
 			if ev.Kind == providers.EventUsage {
 				// Counts are not words: a stream of them alone (Anthropic's
@@ -483,9 +486,10 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 			lastWord.Store(time.Now().UnixNano())
 			switch ev.Kind {
 			case providers.EventText:
-				textSeen = true
+				spoke = true
 				words.say(ev.Text, func() { publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text}) })
 			case providers.EventThinking:
+				spoke = true
 				words.think(ev.Text, func() { publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text}) })
 			}
 		}
@@ -495,7 +499,7 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 		}
 		telemetry.EndModelCall(span, resp.Usage, resp.FinishReason, err)
 		said, thought := words.text()
-		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, textSeen: textSeen, partial: said, thought: thought})
+		root.Send(self, &modelDone{turnID: turnID, call: call, resp: resp, err: err, spoke: spoke, partial: said, thought: thought})
 	})
 }
 
@@ -761,15 +765,15 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	t := s.turn
 	var pe *providers.Error
 	isPE := errors.As(m.err, &pe)
-	// A refusal before any word heals; so does a server that cut the
+	// A refusal before any word or thought heals; so does a server that cut the
 	// prompt silently and answered (Ollama: status 200), whatever it said.
-	if isPE && pe.TooLong && (!m.textSeen || pe.Status == 200) {
+	if isPE && pe.TooLong && (!m.spoke || pe.Status == 200) {
 		s.tooLong(ctx, pe)
 		return
 	}
 	// Why a failure worth another try was not tried again, for the problem.
 	gaveUp := ""
-	if isPE && pe.Retryable && !m.textSeen {
+	if isPE && pe.Retryable && !m.spoke {
 		delay := min(retryBase<<t.retries, retryCap)
 		if pe.RetryAfter > 0 {
 			delay = pe.RetryAfter
