@@ -45,6 +45,7 @@ type assembler struct {
 	started  bool
 	finished bool
 	texts    int             // text blocks that produced text, for the separator
+	thoughts int             // thinking blocks that produced text, likewise
 	content  strings.Builder // the text exactly as emitted
 	budget   *providers.AnswerBudget
 }
@@ -158,12 +159,7 @@ func (a *assembler) text(p *part, s string) {
 	if s == "" {
 		return
 	}
-	if p.text.Len() == 0 {
-		a.texts++
-		if a.texts > 1 {
-			s = "\n\n" + s
-		}
-	}
+	s = blockSep(p, &a.texts) + s
 	if s, _ = a.budget.Take(s); s == "" {
 		return
 	}
@@ -172,8 +168,29 @@ func (a *assembler) text(p *part, s string) {
 	a.emit(providers.Event{Kind: providers.EventText, Text: s})
 }
 
+// thinking appends to a thinking block and emits it. A second block's
+// reasoning goes out after a blank line, as encodeThinking joins the
+// blocks in the final Thinking, so the stream and the stored answer agree;
+// the block keeps its own text alone, which its signature covers.
 func (a *assembler) thinking(p *part, s string) {
-	a.budget.Keep(&p.text, providers.EventThinking, s, a.emit)
+	if s, _ = a.budget.Take(s); s == "" {
+		return
+	}
+	sep := blockSep(p, &a.thoughts)
+	p.text.WriteString(s)
+	a.emit(providers.Event{Kind: providers.EventThinking, Text: sep + s})
+}
+
+// blockSep is the blank line that sets the first words of p apart from an
+// earlier block's of its kind; n counts the blocks of that kind begun.
+func blockSep(p *part, n *int) string {
+	if p.text.Len() > 0 {
+		return ""
+	}
+	if *n++; *n > 1 {
+		return "\n\n"
+	}
+	return ""
 }
 
 func (a *assembler) stopBlock(i int64) error {

@@ -284,3 +284,48 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingBlocksStreamAsTheyAreStored: an answer of two thinking
+// blocks (a redacted one between them) streams its reasoning as the final
+// Thinking holds it, the blocks a blank line apart; the stream ran them
+// together, so what a watcher saw was not what was stored. Each block
+// still replays its own text, which its signature covers.
+func TestThinkingBlocksStreamAsTheyAreStored(t *testing.T) {
+	body := sse(
+		`{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","content":[],"model":"claude-x","stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"First step."}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sigA"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"EmwKAhgB"}}`,
+		`{"type":"content_block_stop","index":1}`,
+		`{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"Second "}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"step."}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"sigB"}}`,
+		`{"type":"content_block_stop","index":2}`,
+		`{"type":"content_block_start","index":3,"content_block":{"type":"text","text":"Done."}}`,
+		`{"type":"content_block_stop","index":3}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`,
+		`{"type":"message_stop"}`,
+	)
+	var streamed strings.Builder
+	res, err := consumeSSE(body, func(ev providers.Event) {
+		if ev.Kind == providers.EventThinking {
+			streamed.WriteString(ev.Text)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if streamed.String() != res.Message.Thinking || res.Message.Thinking != "First step.\n\nSecond step." {
+		t.Fatalf("streamed %q, stored %q; want both %q", streamed.String(), res.Message.Thinking, "First step.\n\nSecond step.")
+	}
+	blocks, err := decodeThinking(res.Message.Thinking, res.Message.ThinkingSignature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 3 || blocks[0].Thinking != "First step." || blocks[2].Thinking != "Second step." {
+		t.Fatalf("blocks to replay %+v; want each block's own text", blocks)
+	}
+}
