@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/fairshare"
 )
 
 // Postgres is the store on PostgreSQL, holding what Store holds on Badger
@@ -27,6 +28,14 @@ import (
 // concurrent use.
 type Postgres struct {
 	pool *pgxpool.Pool // the readers' connections
+	// reads share pool's connections between tenants (see read): one
+	// tenant's many or slow reads (an export, many chats woken at once)
+	// held every connection, and every other tenant's reads waited.
+	reads *fairshare.Slots
+	// lanes caches each chat's tenant, to know whose read a chat's is: a
+	// chat's tenant never changes, and an entry another node's deletion
+	// left behind only names the lane of a read that finds nothing.
+	lanes *tenants
 	// wpool is the committer's one connection, apart from the readers':
 	// every tenant's writes wait on the committer, and with its batches
 	// taking connections from pool, one tenant's slow or many reads
@@ -164,7 +173,9 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		pool.Close()
 		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
 	}
-	return &Postgres{pool: pool, wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout}, o.ObserveDurable),
+	size := int(cfg.MaxConns)
+	return &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
+		wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout}, o.ObserveDurable),
 		epochs: map[string]int64{}}, applied, nil
 }
 
@@ -243,10 +254,41 @@ func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
 	})
 }
 
+// read runs fn, which reads through pool, once tenant holds one of the
+// reading connections: a tenant holds at most all of them but one while
+// another waits, and a freed one goes to the waiting tenant holding
+// fewest (fairshare.Share).
+func (p *Postgres) read(ctx context.Context, tenant string, fn func() error) error {
+	release, err := p.reads.Acquire(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn()
+}
+
+// lane is the tenant whose read a read of chat id is: its cached tenant,
+// or "" (reads of no tenant's, and of chats this node has not seen yet,
+// which share a lane: they too leave a connection to every tenant).
+func (p *Postgres) lane(id string) string {
+	tenant, _, _ := p.lanes.get(id)
+	return tenant
+}
+
+// seen caches the tenant of chats read or written.
+func (p *Postgres) seen(cs ...Chat) {
+	for _, c := range cs {
+		_, ok, gen := p.lanes.get(c.ID)
+		if !ok {
+			p.lanes.put(c.ID, c.Tenant, gen)
+		}
+	}
+}
+
 // get reads the one envelope sql selects into v; ErrNotFound if none.
-func (p *Postgres) get(ctx context.Context, v any, sql string, args ...any) error {
+func (p *Postgres) get(ctx context.Context, tenant string, v any, sql string, args ...any) error {
 	var b []byte
-	err := p.pool.QueryRow(ctx, sql, args...).Scan(&b)
+	err := p.read(ctx, tenant, func() error { return p.pool.QueryRow(ctx, sql, args...).Scan(&b) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -299,7 +341,7 @@ func (p *Postgres) CreateChat(ctx context.Context, c Chat) error {
 	if err != nil {
 		return err
 	}
-	return p.update(ctx, func(t *pgTxn) error {
+	err = p.update(ctx, func(t *pgTxn) error {
 		tag, err := t.tx.Exec(t.ctx, `INSERT INTO chats (id, tenant, data) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`, c.ID, c.Tenant, val)
 		if err != nil {
 			return err
@@ -309,6 +351,10 @@ func (p *Postgres) CreateChat(ctx context.Context, c Chat) error {
 		}
 		return nil
 	})
+	if err == nil {
+		p.seen(c)
+	}
+	return err
 }
 
 // UpdateChat overwrites a chat's metadata.
@@ -327,13 +373,16 @@ func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
 	var tenant string
-	err := p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
+	err := p.read(ctx, p.lane(id), func() error {
+		return p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("chat %s: %w", id, err)
 	}
+	p.seen(Chat{ID: id, Tenant: tenant})
 	return tenant, nil
 }
 
@@ -342,7 +391,7 @@ func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
 	if !holdable(id) {
 		return Chat{}, fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
-	out, err := p.chats(ctx, `c.id = $1`, id)
+	out, err := p.chats(ctx, p.lane(id), `c.id = $1`, id)
 	if err == nil && len(out) == 0 {
 		err = ErrNotFound
 	}
@@ -355,13 +404,15 @@ func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
 // CountChats counts a tenant's chats from the tenant index.
 func (p *Postgres) CountChats(ctx context.Context, tenant string) (int, error) {
 	var n int
-	err := p.pool.QueryRow(ctx, `SELECT count(*) FROM chats WHERE tenant = $1`, tenant).Scan(&n)
+	err := p.read(ctx, tenant, func() error {
+		return p.pool.QueryRow(ctx, `SELECT count(*) FROM chats WHERE tenant = $1`, tenant).Scan(&n)
+	})
 	return n, err
 }
 
 // Chats lists the chats of a tenant ("" lists all), oldest first.
 func (p *Postgres) Chats(ctx context.Context, tenant string) ([]Chat, error) {
-	out, err := p.chats(ctx, `$1 = '' OR c.tenant = $1`, tenant)
+	out, err := p.chats(ctx, tenant, `$1 = '' OR c.tenant = $1`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list chats: %w", err)
 	}
@@ -372,7 +423,7 @@ func (p *Postgres) Chats(ctx context.Context, tenant string) ([]Chat, error) {
 // ChatsPage lists up to limit of a tenant's chats in id order after the id
 // after, and whether more follow.
 func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit int) ([]Chat, bool, error) {
-	out, err := p.chats(ctx, `c.tenant = $1 AND c.id > $2 ORDER BY c.id LIMIT $3`, tenant, after, limit+1)
+	out, err := p.chats(ctx, tenant, `c.tenant = $1 AND c.id > $2 ORDER BY c.id LIMIT $3`, tenant, after, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("list chats of %s: %w", tenant, err)
 	}
@@ -385,23 +436,30 @@ func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit in
 // chats reads the chats where says, each with its LastSeq from its log's
 // primary key (the record's own copy is not kept current on Postgres: that
 // would be a second write per append).
-func (p *Postgres) chats(ctx context.Context, where string, args ...any) ([]Chat, error) {
-	rows, err := p.pool.Query(ctx, `SELECT c.data, (SELECT coalesce(max(m.seq), 0) FROM messages m WHERE m.chat_id = c.id)
-		FROM chats c WHERE `+where, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chat, error) {
-		var b []byte
-		var last int64
-		var c Chat
-		if err := r.Scan(&b, &last); err != nil {
-			return c, err
+func (p *Postgres) chats(ctx context.Context, tenant, where string, args ...any) (out []Chat, err error) {
+	err = p.read(ctx, tenant, func() error {
+		rows, err := p.pool.Query(ctx, `SELECT c.data, (SELECT coalesce(max(m.seq), 0) FROM messages m WHERE m.chat_id = c.id)
+			FROM chats c WHERE `+where, args...)
+		if err != nil {
+			return err
 		}
-		err := decode(b, &c)
-		c.LastSeq = last
-		return c, err
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chat, error) {
+			var b []byte
+			var last int64
+			var c Chat
+			if err := r.Scan(&b, &last); err != nil {
+				return c, err
+			}
+			err := decode(b, &c)
+			c.LastSeq = last
+			return c, err
+		})
+		return err
 	})
+	if err == nil {
+		p.seen(out...)
+	}
+	return out, err
 }
 
 // DeleteChat removes a chat, its log, its snapshot and request log, and
@@ -436,6 +494,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 	p.mu.Lock()
 	delete(p.epochs, id)
 	p.mu.Unlock()
+	p.lanes.evict(id)
 	return nil
 }
 
@@ -452,8 +511,10 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // of them whole, and nothing of it lands.
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
-	err := p.pool.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
-		ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
+	err := p.read(ctx, p.lane(chatID), func() error {
+		return p.pool.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
+			ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
+	})
 	if err != nil {
 		return fmt.Errorf("claim chat %s: %w", chatID, err)
 	}
@@ -690,6 +751,7 @@ func (p *Postgres) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs [
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
+	p.seen(c)
 	return nil
 }
 
@@ -702,18 +764,21 @@ func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) 
 // of stored values (0: no bound), as the Badger store's: the first message
 // whatever its size, and none after the one that reaches the bound.
 func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
-	var rows pgx.Rows
-	var err error
-	if maxBytes <= 0 { // an unbounded read (a chat's wake) sums no sizes
-		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
-	} else {
-		rows, err = p.pool.Query(ctx, `SELECT seq, data FROM (
-			SELECT seq, data, sum(octet_length(data::text)) OVER (ORDER BY seq) - octet_length(data::text) AS before
-			FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3)) m
-			WHERE before < $4 ORDER BY seq`, chatID, from, to, maxBytes)
-	}
 	var out []chat.Message
-	if err == nil {
+	err := p.read(ctx, p.lane(chatID), func() error {
+		var rows pgx.Rows
+		var err error
+		if maxBytes <= 0 { // an unbounded read (a chat's wake) sums no sizes
+			rows, err = p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
+		} else {
+			rows, err = p.pool.Query(ctx, `SELECT seq, data FROM (
+				SELECT seq, data, sum(octet_length(data::text)) OVER (ORDER BY seq) - octet_length(data::text) AS before
+				FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3)) m
+				WHERE before < $4 ORDER BY seq`, chatID, from, to, maxBytes)
+		}
+		if err != nil {
+			return err
+		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (chat.Message, error) {
 			var seq int64
 			var b []byte
@@ -727,7 +792,8 @@ func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to i
 			m.Seq = seq // the row's, not the value's (see appendTx)
 			return m, nil
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read chat %s messages: %w", chatID, err)
 	}
@@ -737,7 +803,9 @@ func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to i
 // LastSeq returns the seq of a chat's last message (0 when empty).
 func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	var seq int64
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
+	err := p.read(ctx, p.lane(chatID), func() error {
+		return p.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
+	})
 	return seq, err
 }
 
@@ -825,9 +893,11 @@ func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapsh
 	var val, turnVal []byte
 	var ns []int64
 	var reqs []string
-	err = p.pool.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
-		ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
-		FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &turnVal, &ns, &reqs)
+	err = p.read(ctx, p.lane(chatID), func() error {
+		return p.pool.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
+			ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
+			FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &turnVal, &ns, &reqs)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
 	}
@@ -882,15 +952,18 @@ func (p *Postgres) LearnWindow(ctx context.Context, provider, model string, wind
 // LearnedWindows returns every learned window keyed "provider/model".
 func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
-	rows, err := p.pool.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
-	if err != nil {
-		return nil, fmt.Errorf("learned windows: %w", err)
-	}
-	var prov, model string
-	var size int
-	_, err = pgx.ForEachRow(rows, []any{&prov, &model, &size}, func() error {
-		out[prov+"/"+model] = size
-		return nil
+	err := p.read(ctx, "", func() error {
+		rows, err := p.pool.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
+		if err != nil {
+			return err
+		}
+		var prov, model string
+		var size int
+		_, err = pgx.ForEachRow(rows, []any{&prov, &model, &size}, func() error {
+			out[prov+"/"+model] = size
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("learned windows: %w", err)
@@ -934,7 +1007,7 @@ func (p *Postgres) Record(ctx context.Context, kind, id string, v any) error {
 	if !holdable(kind) || !holdable(id) {
 		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 	}
-	if err := p.get(ctx, v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
+	if err := p.get(ctx, "", v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
 	return nil
@@ -954,18 +1027,22 @@ func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn fu
 	if !holdable(kind) || !holdable(prefix) {
 		return nil
 	}
-	rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
-		WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 	var ids []string
 	var vals [][]byte
-	if err == nil {
+	err := p.read(ctx, "", func() error {
+		rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
+			WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
+		if err != nil {
+			return err
+		}
 		var id string
 		var b []byte
 		_, err = pgx.ForEachRow(rows, []any{&id, &b}, func() error {
 			ids, vals = append(ids, id), append(vals, b)
 			return nil
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("%s records: %w", kind, err)
 	}
@@ -1016,9 +1093,12 @@ func appendActivityTx(t *pgTxn, chatID string, a Activity) (Activity, error) {
 // ActivityPage returns up to limit of a chat's activity items with ID >
 // after, oldest first, and whether more follow.
 func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error) {
-	rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
 	var out []Activity
-	if err == nil {
+	err := p.read(ctx, p.lane(chatID), func() error {
+		rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
+		if err != nil {
+			return err
+		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Activity, error) {
 			var b []byte
 			var a Activity
@@ -1027,7 +1107,8 @@ func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64,
 			}
 			return a, decode(b, &a)
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("read activity of chat %s: %w", chatID, err)
 	}

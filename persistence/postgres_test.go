@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -131,6 +132,89 @@ func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
 	}
 	if _, err := s.Append(ctx, "b1", chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
 		t.Fatalf("tenant b's append while every reading connection is held: %v", err)
+	}
+}
+
+// TestOneTenantsReadsLeaveAnotherAConnection: the reads of one tenant's
+// chat, as many as the pool has connections and each held up in the
+// server (here by a lock on the messages table; in use, a long export or
+// many chats woken at once), held every reading connection, and another
+// tenant's ownership check waited for one of them to end. A tenant now
+// holds at most all but one while others read.
+func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
+	ctx := context.Background()
+	const conns = 4
+	dsn := pgtest.DSN(t)
+	sep := "&"
+	if !strings.Contains(dsn, "://") {
+		sep = " "
+	}
+	s, _, err := OpenPostgres(ctx, dsn+sep+fmt.Sprintf("pool_max_conns=%d", conns), PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for _, c := range []Chat{{ID: "a1", Tenant: "a"}, {ID: "b1", Tenant: "b"}} {
+		c.CreatedAt = time.Now()
+		if err := s.CreateChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, c.ID, chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	locker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Close(ctx) }()
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	reads := make(chan error, conns)
+	for range conns {
+		go func() {
+			_, err := s.Messages(ctx, "a1", 1, 0)
+			reads <- err
+		}()
+	}
+	defer func() { // a's reads end once the lock goes
+		_ = tx.Rollback(ctx)
+		for range conns {
+			if err := <-reads; err != nil {
+				t.Errorf("tenant a's read: %v", err)
+			}
+		}
+	}()
+
+	// A barrier, not a clock: wait until every read of a's is held up in
+	// the server on a connection or waits for one in the store.
+	watch, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Close(ctx) }()
+	for {
+		var blocked int
+		if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock'`).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		if _, waiting := s.reads.Counts(); blocked+waiting == conns {
+			break
+		}
+		runtime.Gosched()
+	}
+
+	bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if tenant, err := s.ChatTenant(bctx, "b1"); err != nil || tenant != "b" {
+		t.Fatalf("tenant b's ownership check while a's reads are held up: %q, %v; want b", tenant, err)
 	}
 }
 

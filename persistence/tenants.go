@@ -11,7 +11,8 @@ const maxTenants = 1 << 17
 // never changes once created. It is safe only because one process owns a
 // Badger directory, so every deletion of a chat goes through this store
 // and evicts it here; Postgres, whose chats another node may delete, reads
-// its database every time.
+// its database every time, and caches tenants only to know whose a read
+// is (Postgres.lane), where an entry left behind does no harm.
 //
 // A reader (or CreateChat) takes a generation before it reads (writes) the
 // database and caches the tenant only if no eviction came since: a chat

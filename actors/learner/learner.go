@@ -15,7 +15,7 @@
 // reads only words past it and raises it when it is done. One run per chat
 // at a time (a second Learn for a busy chat is merged into one queued
 // entry), at most Config.MaxRuns runs at once, shared fairly between tenants
-// (actors.FairShare): a tenant holds at most Config.PerTenant of them, and a
+// (fairshare.Share): a tenant holds at most Config.PerTenant of them, and a
 // run that ends goes to the waiting tenant holding fewest, so one tenant's
 // many chats, or its provider hanging on them, hold no other tenant's
 // learning for longer than one run. Without a model, or with an
@@ -36,6 +36,7 @@ import (
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/fairshare"
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
@@ -148,7 +149,7 @@ func Props(cfg Config) *actor.Props {
 	cfg.Log = cfg.Log.With().Str("component", "learner").Logger()
 	return actors.Props(cfg.Log, func() actor.Actor {
 		ctx, cancel := context.WithCancel(context.Background())
-		return &learnerActor{cfg: cfg, ctx: ctx, cancel: cancel, runs: actors.NewFairShare(cfg.MaxRuns, cfg.PerTenant),
+		return &learnerActor{cfg: cfg, ctx: ctx, cancel: cancel, runs: fairshare.New(cfg.MaxRuns, cfg.PerTenant),
 			running: map[string]string{}, pending: map[string]*Learn{}, waiting: map[uint64]string{}}
 	})
 }
@@ -159,7 +160,7 @@ type learnerActor struct {
 	cancel context.CancelFunc
 	work   actors.Group // runs and sweeps in flight
 
-	runs     *actors.FairShare // the runs in flight, by tenant
+	runs     *fairshare.Share  // the runs in flight, by tenant
 	running  map[string]string // chat → its tenant, while a run is in flight
 	pending  map[string]*Learn // chat → the merged Learn waiting to run
 	waiting  map[uint64]string // a ticket waiting for a run → its chat

@@ -105,10 +105,7 @@ func (r *fairRig) reached(n int) {
 	// first start the test saw came after that.
 	s := r.a.slots["p"]
 	for {
-		s.mu.Lock()
-		got := s.share.Held() + len(s.ready)
-		s.mu.Unlock()
-		if got == n {
+		if held, waiting := s.Counts(); held+waiting == n {
 			return
 		}
 		runtime.Gosched()

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/fairshare"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/window"
 )
@@ -78,7 +79,7 @@ func TestSummariesFitTheWindow(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%v", win, factor), func(t *testing.T) {
 				m := &fitModel{}
 				cfg := Config{Catalog: &fitCatalog{model: m, window: win, learned: map[string]int{}}, Log: zerolog.Nop()}
-				sems := []lane{newSlots(1, 1).lane("t")}
+				sems := []lane{newLane(fairshare.NewSlots(1, 1), "t")}
 				res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12), Factor: factor}, []string{"p/m"}, sems)
 				if !res.OK {
 					t.Fatalf("fold failed: %s", res.Err)
@@ -105,7 +106,7 @@ func TestSummaryRefusalHeals(t *testing.T) {
 	m := &fitModel{refuseOver: 1500}
 	cat := &fitCatalog{model: m, window: 32_000, learned: map[string]int{}}
 	cfg := Config{Catalog: cat, Log: zerolog.Nop()}
-	res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12)}, []string{"p/m"}, []lane{newSlots(1, 1).lane("t")})
+	res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: pastedTurns(12)}, []string{"p/m"}, []lane{newLane(fairshare.NewSlots(1, 1), "t")})
 	if !res.OK {
 		t.Fatalf("fold failed: %s", res.Err)
 	}
@@ -184,7 +185,7 @@ func TestAFoldAsksTheChatsOwnModelAfterItsOwnRequest(t *testing.T) {
 			m := &callModel{callFirst: tc.callFirst}
 			cfg := Config{Catalog: oneCatalog{model: m, window: 8000}, Log: zerolog.Nop()}
 			res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Summary: "old facts", Turns: turns, Prefix: tc.prefix},
-				tc.models, []lane{newSlots(1, 1).lane("t")})
+				tc.models, []lane{newLane(fairshare.NewSlots(1, 1), "t")})
 			if !res.OK || len(m.reqs) != tc.wantReqs || res.Requests != tc.wantReqs {
 				t.Fatalf("ok %v (%s), %d requests (reported %d), want %d", res.OK, res.Err, len(m.reqs), res.Requests, tc.wantReqs)
 			}

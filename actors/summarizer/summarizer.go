@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/fairshare"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/redact"
 	"github.com/agentd/agentd/telemetry"
@@ -66,7 +67,7 @@ type Config struct {
 type summarizerActor struct {
 	cfg      Config
 	inFlight map[string]bool
-	slots    map[string]*slots // per provider
+	slots    map[string]*fairshare.Slots // per provider
 	ctx      context.Context
 	cancel   context.CancelFunc
 	work     actors.Group // folds and condensations in flight
@@ -100,7 +101,7 @@ func (cfg Config) withDefaults() Config {
 
 func newSummarizer(cfg Config) *summarizerActor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, slots: map[string]*slots{}, ctx: ctx, cancel: cancel}
+	return &summarizerActor{cfg: cfg, inFlight: map[string]bool{}, slots: map[string]*fairshare.Slots{}, ctx: ctx, cancel: cancel}
 }
 
 func (a *summarizerActor) Receive(ctx actor.Context) {
@@ -135,10 +136,10 @@ func (a *summarizerActor) lanes(models []string, tenant string) []lane {
 		p, _, _ := strings.Cut(ref, "/")
 		s, ok := a.slots[p]
 		if !ok {
-			s = newSlots(a.cfg.PerProvider, a.cfg.PerTenant)
+			s = fairshare.NewSlots(a.cfg.PerProvider, a.cfg.PerTenant)
 			a.slots[p] = s
 		}
-		out[i] = s.lane(tenant)
+		out[i] = newLane(s, tenant)
 	}
 	return out
 }

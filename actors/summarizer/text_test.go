@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/fairshare"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/redact"
 )
@@ -51,7 +52,7 @@ func TestFoldPromptMasksSummaryFocusAndLinesAsOne(t *testing.T) {
 			{Role: chat.RoleUser, Content: "my PIN is 4711 and the login is bob / hunter22"},
 			{Role: chat.RoleAssistant, Content: "noted PIN 4711"},
 		}}
-	res := run(context.Background(), cfg, fold, []string{"p/m"}, []lane{newSlots(1, 1).lane("t")})
+	res := run(context.Background(), cfg, fold, []string{"p/m"}, []lane{newLane(fairshare.NewSlots(1, 1), "t")})
 	if !res.OK || len(model.prompts) != 1 {
 		t.Fatalf("fold: ok=%v, %d prompts, err %q", res.OK, len(model.prompts), res.Err)
 	}

@@ -1,4 +1,4 @@
-package actors
+package fairshare
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestFairShare drives the slot policy step by step. A step is
+// TestShare drives the slot policy step by step. A step is
 // "ask T" (want "slot" or "wait"), "release T" (want the tickets granted,
 // as "T#ticket" joined by spaces, or "") or "cancel T#ticket" (want
 // "waiting" or "held"). Tickets count from 1 in the order asked.
-func TestFairShare(t *testing.T) {
+func TestShare(t *testing.T) {
 	type step struct{ do, want string }
 	for name, tc := range map[string]struct {
 		size, perTenant int
@@ -67,7 +67,7 @@ func TestFairShare(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := NewFairShare(tc.size, tc.perTenant)
+			f := New(tc.size, tc.perTenant)
 			for i, s := range tc.steps {
 				verb, arg, _ := strings.Cut(s.do, " ")
 				var got string
@@ -109,7 +109,7 @@ func TestFairShare(t *testing.T) {
 // checkShare checks what must hold after every step: the counts agree and
 // stay in bounds, no free slot is left while a tenant that may take one
 // waits, and no tenant without slots or tickets keeps an entry.
-func checkShare(t *testing.T, f *FairShare) {
+func checkShare(t *testing.T, f *Share) {
 	t.Helper()
 	sum := 0
 	for n, ts := range f.tenants {

@@ -1,4 +1,4 @@
-package summarizer
+package fairshare
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 // waitQueued waits until s has n waiters. It is a barrier, not a clock: the
 // goroutines asking are known to be on their way, and nothing is timed.
-func waitQueued(s *slots, n int) {
+func waitQueued(s *Slots, n int) {
 	for {
 		s.mu.Lock()
 		queued := len(s.ready)
@@ -26,8 +26,8 @@ func waitQueued(s *slots, n int) {
 // and leave no ticket, channel or tenant entry behind; a release called
 // twice frees one slot.
 func TestCancelledWaitersLeaveTheQueue(t *testing.T) {
-	s := newSlots(1, 1)
-	release, err := s.lane("x").acquire(context.Background())
+	s := NewSlots(1, 1)
+	release, err := s.Acquire(context.Background(), "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestCancelledWaitersLeaveTheQueue(t *testing.T) {
 	errs := make(chan error, 5)
 	for range 5 {
 		go func() {
-			rel, err := s.lane("b").acquire(ctx)
+			rel, err := s.Acquire(ctx, "b")
 			if err == nil {
 				rel()
 			}
@@ -45,7 +45,7 @@ func TestCancelledWaitersLeaveTheQueue(t *testing.T) {
 	waitQueued(s, 5)
 	got := make(chan func(), 1)
 	go func() {
-		rel, err := s.lane("a").acquire(context.Background())
+		rel, err := s.Acquire(context.Background(), "a")
 		if err != nil {
 			t.Error(err)
 		}

@@ -1,7 +1,11 @@
-package actors
+// Package fairshare is the rule that keeps one tenant from holding every
+// slot of a resource all tenants share (a provider's summarising calls, the
+// learner's runs, Postgres's reading connections): Share is the policy,
+// Slots the same policy for goroutines that wait for a slot.
+package fairshare
 
-// FairShare is the policy of slots every tenant shares (a provider's
-// summarising calls, the learner's runs): who gets a slot now, who waits,
+// Share is the policy of slots every tenant shares (a provider's
+// summarising calls, the learner's runs, Postgres's reads): who gets a slot now, who waits,
 // and who is next when a slot frees. It is plain bookkeeping, with no
 // locks, channels or clocks, so a table test can drive it; its owner (an
 // actor, or a mutex) keeps it to one goroutine at a time.
@@ -18,7 +22,7 @@ package actors
 //     in flight to end, however many requests another tenant queued.
 //
 // Within a tenant, requests are served in the order they asked.
-type FairShare struct {
+type Share struct {
 	size, perTenant int
 	held            int    // slots held, all tenants
 	last            uint64 // the last ticket given
@@ -31,7 +35,7 @@ type FairShare struct {
 // no entry, so tenants that come and go leave nothing behind.
 type tenantShare struct {
 	held    int
-	served  uint64 // when it last got a slot (FairShare.grants)
+	served  uint64 // when it last got a slot (Share.grants)
 	waiting []uint64
 }
 
@@ -41,20 +45,20 @@ type Grant struct {
 	Ticket uint64
 }
 
-// NewFairShare returns size slots shared by tenants, at most perTenant held
+// New returns size slots shared by tenants, at most perTenant held
 // by one (size when perTenant is not in 1..size).
-func NewFairShare(size, perTenant int) *FairShare {
+func New(size, perTenant int) *Share {
 	size = max(size, 1)
 	if perTenant <= 0 || perTenant > size {
 		perTenant = size
 	}
-	return &FairShare{size: size, perTenant: perTenant, tenants: map[string]*tenantShare{}}
+	return &Share{size: size, perTenant: perTenant, tenants: map[string]*tenantShare{}}
 }
 
 // Ask takes a slot for tenant if the rules allow one now (granted), or
 // queues a ticket for it; the ticket names the request in Cancel and in
 // the grants Release returns.
-func (f *FairShare) Ask(tenant string) (ticket uint64, granted bool) {
+func (f *Share) Ask(tenant string) (ticket uint64, granted bool) {
 	f.last++
 	t := f.tenant(tenant)
 	if f.held < f.size && t.held < f.perTenant && len(t.waiting) == 0 {
@@ -68,7 +72,7 @@ func (f *FairShare) Ask(tenant string) (ticket uint64, granted bool) {
 // Release gives back one of tenant's slots and returns the waiting tickets
 // that now hold one (at most one: one slot freed). A release for a tenant
 // that holds none changes nothing, so the count never goes negative.
-func (f *FairShare) Release(tenant string) []Grant {
+func (f *Share) Release(tenant string) []Grant {
 	t, ok := f.tenants[tenant]
 	if !ok || t.held == 0 {
 		return nil
@@ -82,7 +86,7 @@ func (f *FairShare) Release(tenant string) []Grant {
 // Cancel takes a waiting ticket out of the queue and reports whether it was
 // waiting. False means it was granted meanwhile (or never asked): the
 // caller holds a slot it must release.
-func (f *FairShare) Cancel(tenant string, ticket uint64) bool {
+func (f *Share) Cancel(tenant string, ticket uint64) bool {
 	t, ok := f.tenants[tenant]
 	if !ok {
 		return false
@@ -100,13 +104,13 @@ func (f *FairShare) Cancel(tenant string, ticket uint64) bool {
 }
 
 // Held is how many slots are held, all tenants.
-func (f *FairShare) Held() int { return f.held }
+func (f *Share) Held() int { return f.held }
 
 // Tenants is how many tenants hold or wait for a slot.
-func (f *FairShare) Tenants() int { return len(f.tenants) }
+func (f *Share) Tenants() int { return len(f.tenants) }
 
 // fill hands free slots to waiting tenants, fewest held first.
-func (f *FairShare) fill() []Grant {
+func (f *Share) fill() []Grant {
 	var out []Grant
 	for f.held < f.size {
 		name, t := f.next()
@@ -121,7 +125,7 @@ func (f *FairShare) fill() []Grant {
 	return out
 }
 
-func (f *FairShare) take(t *tenantShare) {
+func (f *Share) take(t *tenantShare) {
 	f.grants++
 	t.served = f.grants
 	t.held++
@@ -132,7 +136,7 @@ func (f *FairShare) take(t *tenantShare) {
 // equals the one served least recently (a tenant that had to wait for its
 // first slot comes before one that just had its latest). Within the
 // tenant its oldest ticket goes first.
-func (f *FairShare) next() (string, *tenantShare) {
+func (f *Share) next() (string, *tenantShare) {
 	var (
 		name string
 		best *tenantShare
@@ -161,7 +165,7 @@ func before(t, u *tenantShare) bool {
 	return t.waiting[0] < u.waiting[0]
 }
 
-func (f *FairShare) tenant(name string) *tenantShare {
+func (f *Share) tenant(name string) *tenantShare {
 	t, ok := f.tenants[name]
 	if !ok {
 		t = &tenantShare{}
@@ -170,7 +174,7 @@ func (f *FairShare) tenant(name string) *tenantShare {
 	return t
 }
 
-func (f *FairShare) forget(name string, t *tenantShare) {
+func (f *Share) forget(name string, t *tenantShare) {
 	if t.held == 0 && len(t.waiting) == 0 {
 		delete(f.tenants, name)
 	}
