@@ -73,7 +73,7 @@ func (p *Postgres) KeyedMessage(ctx context.Context, chatID, key string) (m chat
 	}
 	var seq int64
 	var b []byte
-	err = p.read(ctx, p.lane(chatID), func() error {
+	err = p.read(ctx, p.lane(ctx, chatID), func() error {
 		return p.pool.QueryRow(ctx, `SELECT seq, data FROM messages
 			WHERE chat_id = $1 AND idempotency_key = $2 ORDER BY seq DESC LIMIT 1`, chatID, key).Scan(&seq, &b)
 	})

@@ -267,10 +267,24 @@ func (p *Postgres) read(ctx context.Context, tenant string, fn func() error) err
 	return fn()
 }
 
-// lane is the tenant whose read a read of chat id is: its cached tenant,
-// or "" (reads of no tenant's, and of chats this node has not seen yet,
-// which share a lane: they too leave a connection to every tenant).
-func (p *Postgres) lane(id string) string {
+// readsForKey carries ReadsFor's tenant.
+type readsForKey struct{}
+
+// ReadsFor marks the reads made with ctx as tenant's: on Postgres they
+// take a connection as tenant's (see Postgres.read), even of a chat this
+// node has not seen yet or of another tenant's. Badger ignores it.
+func ReadsFor(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, readsForKey{}, tenant)
+}
+
+// lane is the tenant whose read a read made with ctx of chat id ("" for
+// none) is: ReadsFor's, else the chat's cached tenant, else "" (reads of
+// no tenant's, and of chats this node has not seen yet, which share a
+// lane: they too leave a connection to every tenant).
+func (p *Postgres) lane(ctx context.Context, id string) string {
+	if tenant, ok := ctx.Value(readsForKey{}).(string); ok {
+		return tenant
+	}
 	tenant, _, _ := p.lanes.get(id)
 	return tenant
 }
@@ -373,7 +387,7 @@ func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
 	var tenant string
-	err := p.read(ctx, p.lane(id), func() error {
+	err := p.read(ctx, p.lane(ctx, id), func() error {
 		return p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -391,7 +405,7 @@ func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
 	if !holdable(id) {
 		return Chat{}, fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
-	out, err := p.chats(ctx, p.lane(id), `c.id = $1`, id)
+	out, err := p.chats(ctx, p.lane(ctx, id), `c.id = $1`, id)
 	if err == nil && len(out) == 0 {
 		err = ErrNotFound
 	}
@@ -511,7 +525,7 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // of them whole, and nothing of it lands.
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
-	err := p.read(ctx, p.lane(chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func() error {
 		return p.pool.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
 			ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
 	})
@@ -765,7 +779,7 @@ func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) 
 // whatever its size, and none after the one that reaches the bound.
 func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
 	var out []chat.Message
-	err := p.read(ctx, p.lane(chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func() error {
 		var rows pgx.Rows
 		var err error
 		if maxBytes <= 0 { // an unbounded read (a chat's wake) sums no sizes
@@ -803,7 +817,7 @@ func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to i
 // LastSeq returns the seq of a chat's last message (0 when empty).
 func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	var seq int64
-	err := p.read(ctx, p.lane(chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func() error {
 		return p.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
 	})
 	return seq, err
@@ -893,7 +907,7 @@ func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapsh
 	var val, turnVal []byte
 	var ns []int64
 	var reqs []string
-	err = p.read(ctx, p.lane(chatID), func() error {
+	err = p.read(ctx, p.lane(ctx, chatID), func() error {
 		return p.pool.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
 			ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
 			FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &turnVal, &ns, &reqs)
@@ -952,7 +966,7 @@ func (p *Postgres) LearnWindow(ctx context.Context, provider, model string, wind
 // LearnedWindows returns every learned window keyed "provider/model".
 func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
-	err := p.read(ctx, "", func() error {
+	err := p.read(ctx, p.lane(ctx, ""), func() error {
 		rows, err := p.pool.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
 		if err != nil {
 			return err
@@ -1007,7 +1021,7 @@ func (p *Postgres) Record(ctx context.Context, kind, id string, v any) error {
 	if !holdable(kind) || !holdable(id) {
 		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 	}
-	if err := p.get(ctx, "", v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
+	if err := p.get(ctx, p.lane(ctx, ""), v, `SELECT data FROM records WHERE kind = $1 AND id = $2`, kind, id); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
 	return nil
@@ -1029,7 +1043,7 @@ func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn fu
 	}
 	var ids []string
 	var vals [][]byte
-	err := p.read(ctx, "", func() error {
+	err := p.read(ctx, p.lane(ctx, ""), func() error {
 		rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
 			WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 		if err != nil {
@@ -1094,7 +1108,7 @@ func appendActivityTx(t *pgTxn, chatID string, a Activity) (Activity, error) {
 // after, oldest first, and whether more follow.
 func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error) {
 	var out []Activity
-	err := p.read(ctx, p.lane(chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func() error {
 		rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
 		if err != nil {
 			return err

@@ -140,7 +140,9 @@ func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
 // server (here by a lock on the messages table; in use, a long export or
 // many chats woken at once), held every reading connection, and another
 // tenant's ownership check waited for one of them to end. A tenant now
-// holds at most all but one while others read.
+// holds at most all but one while others read, and a check the hub makes
+// for a tenant (ReadsFor) is that tenant's even before this node has seen
+// the chat.
 func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
 	ctx := context.Background()
 	const conns = 4
@@ -149,11 +151,15 @@ func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
 	if !strings.Contains(dsn, "://") {
 		sep = " "
 	}
-	s, _, err := OpenPostgres(ctx, dsn+sep+fmt.Sprintf("pool_max_conns=%d", conns), PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
+	open := func() *Postgres {
+		s, _, err := OpenPostgres(ctx, dsn+sep+fmt.Sprintf("pool_max_conns=%d", conns), PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
 	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := open()
 	for _, c := range []Chat{{ID: "a1", Tenant: "a"}, {ID: "b1", Tenant: "b"}} {
 		c.CreatedAt = time.Now()
 		if err := s.CreateChat(ctx, c); err != nil {
@@ -163,59 +169,73 @@ func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	locker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = locker.Close(ctx) }()
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE messages IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	reads := make(chan error, conns)
-	for range conns {
-		go func() {
-			_, err := s.Messages(ctx, "a1", 1, 0)
-			reads <- err
-		}()
-	}
-	defer func() { // a's reads end once the lock goes
-		_ = tx.Rollback(ctx)
-		for range conns {
-			if err := <-reads; err != nil {
-				t.Errorf("tenant a's read: %v", err)
-			}
-		}
-	}()
-
-	// A barrier, not a clock: wait until every read of a's is held up in
-	// the server on a connection or waits for one in the store.
 	watch, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = watch.Close(ctx) }()
-	for {
-		var blocked int
-		if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock'`).Scan(&blocked); err != nil {
+	t.Cleanup(func() { _ = watch.Close(ctx) })
+
+	// holdReads makes conns reads of chat a1 on s and returns once each is
+	// held up in the server on a connection or waits for one in the store
+	// (a barrier, not a clock); release lets them end and checks them.
+	holdReads := func(t *testing.T, s *Postgres) (release func()) {
+		locker, err := pgx.Connect(ctx, dsn)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, waiting := s.reads.Counts(); blocked+waiting == conns {
-			break
+		tx, err := locker.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		runtime.Gosched()
+		if _, err := tx.Exec(ctx, `LOCK TABLE messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		reads := make(chan error, conns)
+		for range conns {
+			go func() {
+				_, err := s.Messages(ctx, "a1", 1, 0)
+				reads <- err
+			}()
+		}
+		release = func() {
+			_ = tx.Rollback(ctx)
+			for range conns {
+				if err := <-reads; err != nil {
+					t.Errorf("tenant a's read: %v", err)
+				}
+			}
+			_ = locker.Close(ctx)
+		}
+		for {
+			var blocked int
+			if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock'`).Scan(&blocked); err != nil {
+				release()
+				t.Fatal(err)
+			}
+			if _, waiting := s.reads.Counts(); blocked+waiting == conns {
+				return release
+			}
+			runtime.Gosched()
+		}
+	}
+	check := func(t *testing.T, s *Postgres, ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if tenant, err := s.ChatTenant(ctx, "b1"); err != nil || tenant != "b" {
+			t.Fatalf("tenant b's ownership check while a's reads are held up: %q, %v; want b", tenant, err)
+		}
 	}
 
-	bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if tenant, err := s.ChatTenant(bctx, "b1"); err != nil || tenant != "b" {
-		t.Fatalf("tenant b's ownership check while a's reads are held up: %q, %v; want b", tenant, err)
-	}
+	t.Run("chats seen", func(t *testing.T) {
+		defer holdReads(t, s)()
+		check(t, s, ctx)
+	})
+	t.Run("chats not seen yet", func(t *testing.T) {
+		fresh := open() // knows no chat's tenant: a's reads share the lane of reads of no tenant's
+		defer holdReads(t, fresh)()
+		check(t, fresh, ReadsFor(ctx, "b"))
+	})
 }
 
 // TestUnavailableNamesOnlyTheStoresConnection: Postgres out of reach is

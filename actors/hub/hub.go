@@ -464,15 +464,17 @@ func (h *Hub) logFor(ctx context.Context) *zerolog.Logger {
 }
 
 // chatOf returns a chat if it belongs to tenant.
+// The read is tenant's (persistence.ReadsFor), the chat being another's
+// or one this node has not read yet.
 func (h *Hub) chatOf(ctx context.Context, tenant, id string) (persistence.Chat, error) {
-	c, err := h.store.Chat(ctx, id)
+	c, err := h.store.Chat(persistence.ReadsFor(ctx, tenant), id)
 	return c, tenantsOwn(id, c.Tenant, tenant, err)
 }
 
 // checkChat is chatOf for a caller that needs no more of the chat than
 // that it is tenant's: only the tenant is read (a turn's submit does this).
 func (h *Hub) checkChat(ctx context.Context, tenant, id string) error {
-	owner, err := h.store.ChatTenant(ctx, id)
+	owner, err := h.store.ChatTenant(persistence.ReadsFor(ctx, tenant), id)
 	return tenantsOwn(id, owner, tenant, err)
 }
 
