@@ -519,15 +519,23 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // this one. A session claims before it reads the log: the claim waits for
 // the old owner's writes in flight (they hold a share lock on the epoch's
 // row) and fences every later one, so what the new owner reads is all the
-// old one will ever have written. The claim is its own committed statement
-// (not in a batch of the committer) holding one row lock, so a deadlock
-// needs two claims crossing two nodes' batches; Postgres then fails one
-// of them whole, and nothing of it lands.
+// old one will ever have written. The claim is its own committed
+// transaction (not in a batch of the committer) holding one row lock and
+// the chat's claim lock, an advisory lock taken before it waits for the
+// row so that a write failed meanwhile can wait for the claim (movedOr);
+// only claims and that re-read take it, so a deadlock still needs two
+// claims crossing two nodes' batches; Postgres then fails one of them
+// whole, and nothing of it lands.
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
 	err := p.read(ctx, p.lane(ctx, chatID), func() error {
-		return p.pool.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
-			ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
+		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('owner/' || $1))`, chatID); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
+				ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("claim chat %s: %w", chatID, err)
@@ -550,9 +558,9 @@ func (p *Postgres) fence(t *pgTxn, chatID string) error {
 // moved: a write that failed for another reason (its connection cut while
 // the node was paused mid-transaction, the server's idle-in-transaction
 // timeout ending it so another node could claim) is told apart by reading
-// the epoch again. FOR SHARE waits for a claim in flight, so a claim that
-// the cut let through is seen. It runs on the committer's goroutine, so a
-// failed batch asks at most once when the server cannot be reached: a
+// the epoch again, after any claim in flight (recheckEpoch), so a claim
+// that the cut let through is seen. It runs on the committer's goroutine,
+// so a failed batch asks at most once when the server cannot be reached: a
 // server that does not answer held every write behind a batch of n for n
 // connect timeouts.
 func (p *Postgres) movedOr(chatID string, err error) error {
@@ -568,7 +576,7 @@ func (p *Postgres) movedOr(chatID string, err error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	moved := p.checkEpoch(ctx, p.pool, chatID)
+	moved := p.recheckEpoch(ctx, chatID)
 	if errors.Is(moved, ErrChatMoved) {
 		return fmt.Errorf("%w; the write failed: %v", moved, err)
 	}
@@ -580,7 +588,27 @@ func (p *Postgres) movedOr(chatID string, err error) error {
 	return err
 }
 
-// rowQuerier is a transaction or the pool.
+// recheckEpoch is checkEpoch once any claim of the chat in flight has
+// ended. The claim lock is what it waits on: a claim holds it from before
+// it waits for the owner row, while the row alone lets a FOR SHARE in
+// ahead of a claim still waiting for the cut transaction's share lock
+// (whose end the server reports to the client before it releases it).
+func (p *Postgres) recheckEpoch(ctx context.Context, chatID string) error {
+	p.mu.Lock()
+	_, claimed := p.epochs[chatID]
+	p.mu.Unlock()
+	if !claimed {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext('owner/' || $1))`, chatID); err != nil {
+			return err
+		}
+		return p.checkEpoch(ctx, tx, chatID)
+	})
+}
+
+// rowQuerier is a transaction.
 type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
