@@ -800,11 +800,13 @@ func (h *Hub) submitAs(ctx context.Context, tenant, chatID string, req api.SendM
 // and answers the chat as its log stands: for a client's retry of tool
 // results, or of a message, whose turn failed after they were stored. A
 // chat whose log ends with an answer refuses it with ErrNothingToAnswer.
-func (h *Hub) SubmitContinue(ctx context.Context, tenant, chatID, turnID string) (string, error) {
+// queued, when set, hears (without blocking) that the turn waits behind
+// the chat's running turn, as SubmitKeyed's.
+func (h *Hub) SubmitContinue(ctx context.Context, tenant, chatID, turnID string, queued func(paused bool)) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return "", err
 	}
-	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Continue: true, Unpaused: true})
+	return h.submit(ctx, tenant, chatID, &session.SubmitTurn{TurnID: turnID, Continue: true, Unpaused: true, Queued: queued})
 }
 
 // submit asks the chat's session to start the turn m, in a slot of the

@@ -555,7 +555,7 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 				return "", refuse("messages", "a user message after the tool results is empty")
 			}
 		}
-		resumed, err := h.submitResults(ctx, tenant, chatID, turnID, results, wireHistory(fresh[n:]))
+		resumed, err := h.submitResults(ctx, tenant, chatID, turnID, results, wireHistory(fresh[n:]), queued)
 		if errors.Is(err, hub.ErrNotPaused) || errors.Is(err, hub.ErrNothingToAnswer) {
 			return "", refuse("messages", "the tool messages answer calls no turn of chat %s waits for now: their results came already, or the turn ended without them (toolsets.results_wait); send a user message to go on", chatID)
 		}
@@ -580,8 +580,9 @@ func (h *Handler) send(ctx context.Context, tenant, chatID, turnID string, histo
 // messages then after them, to the turn of chatID that waits for them. A
 // retry of results alone whose resumed turn failed (the SDKs retry a 5xx)
 // finds no turn waiting, but the chat's log ending with them, as stored:
-// turn turnID then answers them without storing them again.
-func (h *Handler) submitResults(ctx context.Context, tenant, chatID, turnID string, results []api.ToolResult, then []api.Message) (string, error) {
+// turn turnID then answers them without storing them again; queued hears
+// that it waits behind another turn, as a message's does.
+func (h *Handler) submitResults(ctx context.Context, tenant, chatID, turnID string, results []api.ToolResult, then []api.Message, queued func(paused bool)) (string, error) {
 	resumed, err := h.hub.SubmitToolResultsThen(ctx, tenant, chatID, api.ToolResultsRequest{Results: results}, then)
 	if !errors.Is(err, hub.ErrNotPaused) || len(then) > 0 {
 		return resumed, err
@@ -589,7 +590,7 @@ func (h *Handler) submitResults(ctx context.Context, tenant, chatID, turnID stri
 	if again, cerr := h.resultsUnanswered(ctx, tenant, chatID, results); cerr != nil || !again {
 		return "", errors.Join(err, cerr)
 	}
-	return h.hub.SubmitContinue(ctx, tenant, chatID, turnID)
+	return h.hub.SubmitContinue(ctx, tenant, chatID, turnID, queued)
 }
 
 // resultsUnanswered reports whether chatID's log ends with results: its

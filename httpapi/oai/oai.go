@@ -60,8 +60,9 @@ type Hub interface {
 	SubmitToolResultsThen(ctx context.Context, tenant, id string, req api.ToolResultsRequest, then []api.Message) (string, error)
 	// SubmitContinue starts turn turnID, which answers the chat as its log
 	// stands (a retry of results whose turn failed): hub.ErrNothingToAnswer
-	// when the log ends with an answer.
-	SubmitContinue(ctx context.Context, tenant, id, turnID string) (string, error)
+	// when the log ends with an answer. queued, when set, hears that the
+	// turn waits behind the chat's running turn.
+	SubmitContinue(ctx context.Context, tenant, id, turnID string, queued func(paused bool)) (string, error)
 	Subscribe(chatID string, buf int, types ...string) *eventbus.Sub
 	Attach(ctx context.Context, tenant string, r io.Reader, name, mediaType string) (api.Attachment, error)
 	// AddMessages stores messages between turns (a conversation's items);

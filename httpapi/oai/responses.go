@@ -57,8 +57,13 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	var err error
 	var joined atomic.Bool
 	var out *stream
+	var submit func(queued func(bool)) (string, error)
 	if p.results != nil {
-		turnID, err = h.submitResults(ctx, tenant, p.chatID, hub.NewID(), p.results, nil)
+		// Results a turn no longer waits for, stored already, are answered
+		// by a turn that may wait behind another, as a message's does.
+		submit = func(queued func(bool)) (string, error) {
+			return h.submitResults(ctx, tenant, p.chatID, hub.NewID(), p.results, nil, queued)
+		}
 	} else {
 		// The message may wait behind another turn of its chat: the
 		// response takes only its own turn's events (eventbus.Sub.OfTurn).
@@ -70,19 +75,19 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 			joined.Store(true)
 			sub.OfTurn(id)
 		}
-		submit := func(queued func(bool)) (string, error) {
+		submit = func(queued func(bool)) (string, error) {
 			return h.hub.SubmitUnpaused(ctx, tenant, p.chatID, turnID, key, *p.message, join, queued)
 		}
-		if p.req.Stream {
-			// Started at once when the message waits behind another turn.
-			queued, tell := QueuedBox()
-			out, turnID, err = h.whileQueued(w, queued, func() (string, error) { return submit(tell) })
-		} else {
-			turnID, err = submit(nil)
-		}
-		if err != nil && p.created {
-			err = h.dropNew(ctx, tenant, p.chatID, err)
-		}
+	}
+	if p.req.Stream {
+		// Started at once when the turn waits behind another.
+		queued, tell := QueuedBox()
+		out, turnID, err = h.whileQueued(w, queued, func() (string, error) { return submit(tell) })
+	} else {
+		turnID, err = submit(nil)
+	}
+	if err != nil && p.results == nil && p.created {
+		err = h.dropNew(ctx, tenant, p.chatID, err)
 	}
 	if err != nil && out != nil {
 		// Refused while it waited: its chat deleted, agentd stopping, the
