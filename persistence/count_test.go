@@ -3,10 +3,13 @@ package persistence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -94,26 +97,142 @@ func TestImportChatLandsWholeOrNotAtAll(t *testing.T) {
 	}
 }
 
-func TestImportTooBigForOneTransactionLeavesNothing(t *testing.T) {
+// bigImport is a chat of n messages of 1000 bytes, each under an
+// idempotency key, and its records: several transactions' worth in a
+// store opened with an 8 MB memtable (about 1.2 MB a transaction).
+func bigImport(n int) (Chat, []chat.Message, []RecordPut) {
+	msgs := make([]chat.Message, n)
+	for i := range msgs {
+		msgs[i] = chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("%04d", i) + strings.Repeat("x", 996), IdempotencyKey: fmt.Sprintf("key-%d", i)}
+	}
+	return Chat{ID: "big", Tenant: "t"}, msgs, []RecordPut{{Kind: "oai/big", ID: "conversation", V: map[string]string{"a": "b"}}}
+}
+
+// TestAnImportTooBigForOneTransactionLandsWholeInBatches: a chat bigger
+// than one transaction is stored in batches and read back whole, after a
+// restart too. It was refused with ErrTooBig.
+func TestAnImportTooBigForOneTransactionLandsWholeInBatches(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(t.TempDir(), Options{memTable: 8 << 20}) // about 1.2 MB a transaction
+	dir := t.TempDir()
+	s, err := Open(dir, Options{memTable: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, big, recs := bigImport(6000)
+	if err := s.ImportChat(ctx, c, Snapshot{FirstKeptSeq: 1}, big, recs...); err != nil {
+		t.Fatalf("import of a chat bigger than a transaction: %v", err)
+	}
+	if err := s.ImportChat(ctx, c, Snapshot{}, big[:1]); err == nil {
+		t.Fatal("importing over an existing id succeeded")
+	}
+	s = reopen(t, s, dir)
+	defer s.Close()
+	ms, err := s.Messages(ctx, "big", 0, 0)
+	if err != nil || len(ms) != len(big) {
+		t.Fatalf("%d of %d messages stored (%v)", len(ms), len(big), err)
+	}
+	for i, m := range ms {
+		if m.Seq != int64(i+1) || m.Content != big[i].Content {
+			t.Fatalf("message %d: seq %d %.8q; want seq %d %.8q", i, m.Seq, m.Content, i+1, big[i].Content)
+		}
+	}
+	if m, ok, err := s.KeyedMessage(ctx, "big", "key-5999"); err != nil || !ok || m.Seq != 6000 {
+		t.Fatalf("the last message's key finds %+v %v (%v)", m, ok, err)
+	}
+	if stored, err := s.Chat(ctx, "big"); err != nil || stored.LastSeq != int64(len(big)) {
+		t.Fatalf("record = %+v, %v", stored, err)
+	}
+	if n, err := s.CountChats(ctx, "t"); err != nil || n != 1 {
+		t.Fatalf("tenant t has %d chats (%v), want 1", n, err)
+	}
+	var rec map[string]string
+	if err := s.Record(ctx, "oai/big", "conversation", &rec); err != nil || rec["a"] != "b" {
+		t.Fatalf("the chat's record: %v %v", rec, err)
+	}
+}
+
+// crashAt is a context whose Err closes its store at the n-th call: the
+// store checks it before each write (Store.update), so the writes before
+// are on disk and none after, as a crash there leaves them.
+type crashAt struct {
+	context.Context
+	s     *Store
+	n     int
+	calls int
+}
+
+func (c *crashAt) Err() error {
+	c.calls++
+	if c.calls < c.n {
+		return nil
+	}
+	if c.calls == c.n {
+		_ = c.s.Close()
+	}
+	return context.Canceled
+}
+
+// TestAnImportCutBetweenItsBatchesLeavesNothing: a chat imported in
+// batches whose import stops after some of them (the process gone) is in
+// no read, and the restart removes what it wrote: the store holds what it
+// held before, key for key.
+func TestAnImportCutBetweenItsBatchesLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{memTable: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ImportChat(ctx, Chat{ID: "other", Tenant: "t"}, Snapshot{FirstKeptSeq: 1}, []chat.Message{{Role: chat.RoleUser, Content: "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := allKeys(t, s)
+	c, big, recs := bigImport(6000)
+	// Calls: the one transaction tried, the tombstone, two batches; the
+	// third batch finds the store gone.
+	cut := &crashAt{Context: ctx, s: s, n: 5}
+	if err := s.ImportChat(cut, c, Snapshot{FirstKeptSeq: 1}, big, recs...); err == nil {
+		t.Fatal("an import cut off succeeded")
+	}
+	if cut.calls < 5 {
+		t.Fatalf("the import wrote %d times; want it cut between its batches", cut.calls)
+	}
+	s, err = Open(dir, Options{memTable: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	big := make([]chat.Message, 2000)
-	for i := range big {
-		big[i] = chat.Message{Role: chat.RoleUser, Content: strings.Repeat("x", 1000)}
-	}
-	if err := s.ImportChat(ctx, Chat{ID: "big", Tenant: "t"}, Snapshot{}, big); !errors.Is(err, ErrTooBig) {
-		t.Fatalf("import of a chat bigger than a transaction: %v, want ErrTooBig", err)
-	}
 	if _, err := s.Chat(ctx, "big"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("half an import is stored: %v", err)
+		t.Fatalf("the cut import's chat: %v", err)
 	}
-	if ms, err := s.Messages(ctx, "big", 0, 0); err != nil || len(ms) != 0 {
-		t.Fatalf("%d messages of a refused import are stored (%v)", len(ms), err)
+	if n, err := s.CountChats(ctx, "t"); err != nil || n != 1 {
+		t.Fatalf("tenant t has %d chats (%v), want 1", n, err)
 	}
+	if after := allKeys(t, s); !reflect.DeepEqual(before, after) {
+		t.Fatalf("the store held %d keys before the cut import and %d after its restart", len(before), len(after))
+	}
+}
+
+// allKeys is every key of s with its value.
+func allKeys(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out[string(it.Item().KeyCopy(nil))] = string(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestAppendGoesOnFromTheLogsEnd: an append continues the log whether the

@@ -380,10 +380,12 @@ func (s *Store) CreateChat(ctx context.Context, c Chat) error {
 var ErrTooBig = errors.New("too big for one transaction")
 
 // ImportChat stores a new chat with its whole log, snapshot and recs (its
-// surface records) in one transaction, so an import lands whole or not at
-// all; it returns once synced. Seqs are renumbered from 1. It fails if the
-// id exists, and with ErrTooBig when the chat does not fit in one
-// transaction (a memtable's worth).
+// surface records) so that it lands whole or not at all, even across a
+// crash; it returns once synced. Seqs are renumbered from 1. It fails if
+// the id exists. A chat that fits in one transaction (a memtable's worth)
+// goes in that one; a bigger one goes in batches (importInBatches), and
+// fails with ErrTooBig only when one message does not fit in a
+// transaction.
 func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []chat.Message, recs ...RecordPut) error {
 	out := make([]chat.Message, len(msgs))
 	copy(out, msgs)
@@ -424,12 +426,89 @@ func (s *Store) ImportChat(ctx context.Context, c Chat, snap Snapshot, msgs []ch
 		return txn.Set(tenantKey(c.Tenant, c.ID), nil)
 	})
 	if errors.Is(err, badger.ErrTxnTooBig) {
-		err = ErrTooBig
+		err = s.importInBatches(ctx, c, sval, recs, rvals, out)
 	}
 	if err != nil {
 		return fmt.Errorf("import chat %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+// importInBatches stores a chat too big for one transaction in the order a
+// deletion removes one (DeleteChat): a tombstone first, which Open reads as
+// a deletion to finish, then the log in batches, then, in one last small
+// transaction, the snapshot, the records, the chat and its tenant's index
+// entry, with the tombstone removed. Until that last write the chat is in
+// no read and its id is taken; a crash before it leaves a tombstoned log
+// that Open deletes, and a failure here deletes it at once.
+func (s *Store) importInBatches(ctx context.Context, c Chat, sval storedSnapshot, recs []RecordPut, rvals [][]byte, out []chat.Message) (err error) {
+	vals, err := stamp(out, 0)
+	if err != nil {
+		return err
+	}
+	cval, err := encode(c)
+	if err != nil {
+		return err
+	}
+	err = s.update(ctx, func(txn *writeTxn) error {
+		for _, k := range [][]byte{chatKey(c.ID), deletingKey(c.ID)} {
+			if _, err := txn.Get(k); err == nil {
+				return fmt.Errorf("chat %s already exists", c.ID)
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+		}
+		return txn.Set(deletingKey(c.ID), nil)
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if derr := s.finishDelete(context.WithoutCancel(ctx), c.ID); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+	}()
+	for next := 0; next < len(out); {
+		from := next
+		err := s.update(ctx, func(txn *writeTxn) error {
+			for next = from; next < len(out); next++ {
+				// A message whose index entry did not fit is written again,
+				// whole, by the next batch.
+				err := txn.Set(msgKey(c.ID, out[next].Seq), vals[next])
+				if err == nil {
+					err = indexKey(txn, c.ID, &out[next])
+				}
+				if errors.Is(err, badger.ErrTxnTooBig) && next > from {
+					return nil
+				} else if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return tooBig(fmt.Errorf("messages from seq %d: %w", from+1, err))
+		}
+	}
+	return s.update(ctx, func(txn *writeTxn) error {
+		if err := putSnapshot(txn, c.ID, sval); err != nil {
+			return err
+		}
+		for i, r := range recs {
+			if err := txn.Set(recordKey(r.Kind, r.ID), rvals[i]); err != nil {
+				return err
+			}
+		}
+		if err := txn.Set(chatKey(c.ID), cval); err != nil {
+			return err
+		}
+		if err := txn.Set(tenantKey(c.Tenant, c.ID), nil); err != nil {
+			return err
+		}
+		return txn.Delete(deletingKey(c.ID))
+	})
 }
 
 // UpdateChat overwrites a chat's metadata but its LastSeq, which only

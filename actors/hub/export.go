@@ -88,7 +88,7 @@ func (h *Hub) Import(ctx context.Context, tenant string, exp api.ChatExport) (ap
 			return nil
 		})
 	if errors.Is(err, persistence.ErrTooBig) {
-		return api.Chat{}, fmt.Errorf("%w: %d messages do not fit in one write; import a shorter chat", ErrLimit, len(msgs))
+		return api.Chat{}, fmt.Errorf("%w: a message does not fit in one write; import the chat with it shorter", ErrLimit)
 	}
 	return wireChat(c, int64(len(msgs))), err
 }

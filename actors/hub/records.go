@@ -145,7 +145,7 @@ func (h *Hub) CreateChatWith(ctx context.Context, tenant string, req api.CreateC
 			return h.store.ImportChat(ctx, c, persistence.Snapshot{Model: c.Model, FirstKeptSeq: 1}, in, puts...)
 		})
 	if errors.Is(err, persistence.ErrTooBig) {
-		return api.Chat{}, fmt.Errorf("%w: %d messages do not fit in one write; create the chat with fewer", ErrLimit, len(in))
+		return api.Chat{}, fmt.Errorf("%w: a message does not fit in one write; send it shorter", ErrLimit)
 	}
 	return wireChat(c, int64(len(in))), err
 }

@@ -460,14 +460,12 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 	if ok {
 		return matched, known, false, nil
 	}
-	c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings})
+	// The chat and its earlier history are one write: a crash leaves both
+	// or neither, never a chat no client was told of holding part of it.
+	c, err := h.hub.CreateChatWith(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings},
+		wireHistory(p.history[:earlier]))
 	if err != nil {
 		return "", 0, false, err
-	}
-	if earlier > 0 {
-		if _, err := h.hub.AddMessages(ctx, tenant, c.ID, "", wireHistory(p.history[:earlier])); err != nil {
-			return "", 0, false, h.dropNew(ctx, tenant, c.ID, err)
-		}
 	}
 	return c.ID, earlier, true, nil
 }
