@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,6 +81,9 @@ type committer[T any] struct {
 	mu     sync.RWMutex // guards closed against a send on a closed in
 	closed bool
 	wg     sync.WaitGroup
+	// unfinished counts the writes queued whose outcome is not yet told:
+	// what a Close that gives up leaves failing.
+	unfinished atomic.Int64
 }
 
 func newCommitter[T any](db txns[T], observe func(time.Duration)) *committer[T] {
@@ -119,6 +123,7 @@ func (c *committer[T]) queue(fn func(txn T) error, unsynced bool, then func(comm
 		then(false, ErrClosed)
 		return
 	}
+	c.unfinished.Add(1)
 	c.in <- write[T]{fn: fn, then: then, unsynced: unsynced}
 	c.mu.RUnlock()
 }
@@ -234,15 +239,21 @@ func (c *committer[T]) commit(batch []write[T]) {
 	for len(batch) > 0 {
 		n, failed, err := c.fill(batch)
 		if failed {
-			batch[n].finish(err)
+			c.finish(&batch[n], err)
 			batch = append(batch[:n:n], batch[n+1:]...)
 			continue
 		}
 		for i := range batch[:n] {
-			batch[i].finish(err)
+			c.finish(&batch[i], err)
 		}
 		batch = batch[n:]
 	}
+}
+
+// finish reports w's outcome.
+func (c *committer[T]) finish(w *write[T], err error) {
+	c.unfinished.Add(-1)
+	w.finish(err)
 }
 
 // batchError is the failure of a whole batch (its begin, commit or sync),

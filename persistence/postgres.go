@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -42,6 +43,12 @@ type Postgres struct {
 	// holding all of them stalled every tenant's writes while they went on.
 	wpool *pgxpool.Pool
 	w     *committer[*pgTxn]
+	// life ends when Close ends the store (its cause says why): every
+	// batch, ping and question to the server is bounded by it.
+	life context.Context
+	end  context.CancelCauseFunc
+	// conns are the pools' connections, cut when Close gives up.
+	conns *liveConns
 
 	mu sync.Mutex
 	// epochs are the owner epochs this store claimed, by chat (Claim).
@@ -81,7 +88,7 @@ func (p *Postgres) Unreached() time.Time {
 	if now := time.Now(); !p.pinging && !p.stopped && now.Sub(p.pinged) >= reachEvery {
 		p.pinging, p.pinged = true, now
 		p.pings.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+			ctx, cancel := context.WithTimeout(p.life, reachTimeout)
 			err := p.pool.Ping(ctx)
 			cancel()
 			p.reach.Lock()
@@ -139,6 +146,14 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
+	life, end := context.WithCancelCause(context.Background())
+	conns := &liveConns{life: life, conns: map[*liveConn]struct{}{}}
+	cfg.ConnConfig.DialFunc = conns.dial(cfg.ConnConfig.DialFunc)
+	defer func() {
+		if err != nil {
+			end(err)
+		}
+	}()
 	// Reads of many chats at once; the writer holds one connection. A DSN's
 	// own pool_max_conns wins.
 	if !strings.Contains(dsn, "pool_max_conns") {
@@ -175,21 +190,103 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	}
 	size := int(cfg.MaxConns)
 	return &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
-		wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout}, o.ObserveDurable),
-		epochs: map[string]int64{}}, applied, nil
+		wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}, o.ObserveDurable),
+		life: life, end: end, conns: conns, epochs: map[string]int64{}}, applied, nil
 }
 
-// Close commits the writes already submitted, then closes the connections;
-// later writes fail with ErrClosed.
-func (p *Postgres) Close() error {
-	p.w.close()
-	p.reach.Lock()
-	p.stopped = true
-	p.reach.Unlock()
-	p.pings.Wait()
-	p.wpool.Close()
-	p.pool.Close()
-	return nil
+// Close is CloseContext without a bound: it waits for every write
+// submitted, however long the server takes to answer.
+func (p *Postgres) Close() error { return p.CloseContext(context.Background()) }
+
+// errGaveUp is the cause of the writes a bounded Close fails.
+var errGaveUp = fmt.Errorf("%w before the write was committed", ErrClosed)
+
+// CloseContext commits the writes already submitted, then closes the
+// connections; later writes fail with ErrClosed. When ctx ends first (a
+// server that stopped answering holds a batch for its BatchTimeout, and
+// each connection for pgx's 15 s), it cuts the connections: the writes
+// not yet committed fail, their callers told (errors.Is ErrClosed for
+// those not begun), and the error says how many it gave up. A write
+// acknowledged before was committed, so nothing durable is lost.
+func (p *Postgres) CloseContext(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.w.close()
+		p.reach.Lock()
+		p.stopped = true
+		p.reach.Unlock()
+		p.pings.Wait()
+		p.wpool.Close()
+		p.pool.Close()
+	}()
+	select {
+	case <-done:
+		p.end(ErrClosed)
+		return nil
+	case <-ctx.Done():
+	}
+	n := p.w.unfinished.Load()
+	p.end(errGaveUp)
+	p.conns.cut()
+	<-done
+	return fmt.Errorf("close postgres: gave up on %d writes not committed (their callers were told they failed) and cut its connections: %w", n, ctx.Err())
+}
+
+// liveConns are a store's connections, so that a Close giving up can end
+// their waits: pgx cancels a statement by dialing the server again, for
+// up to 15 s, and a pool's Close waits for that, and for a read in flight
+// under a context that never ends.
+type liveConns struct {
+	life  context.Context // ended: no more dials
+	mu    sync.Mutex
+	conns map[*liveConn]struct{}
+}
+
+// liveConn is a connection that leaves its set when closed.
+type liveConn struct {
+	net.Conn
+	set *liveConns
+}
+
+func (c *liveConn) Close() error {
+	c.set.mu.Lock()
+	delete(c.set.conns, c)
+	c.set.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// dial wraps base so that its connections join s, and a dial ends with
+// the store's life.
+func (s *liveConns) dial(base pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })()
+		c, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.life.Err() != nil {
+			_ = c.Close()
+			return nil, context.Cause(s.life)
+		}
+		lc := &liveConn{Conn: c, set: s}
+		s.conns[lc] = struct{}{}
+		return lc, nil
+	}
+}
+
+// cut closes every connection, once life has ended (so no dial adds one).
+func (s *liveConns) cut() {
+	s.mu.Lock()
+	conns := slices.Collect(maps.Keys(s.conns))
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // pgTxn is one batch's transaction and the deadline its statements share.
@@ -203,13 +300,20 @@ type pgTxn struct {
 type pgTxns struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
+	life    context.Context // the store's
 }
 
 func (p pgTxns) begin() (*pgTxn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	if p.life.Err() != nil {
+		return nil, context.Cause(p.life)
+	}
+	ctx, cancel := context.WithTimeout(p.life, p.timeout)
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		cancel()
+		if p.life.Err() != nil {
+			err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
+		}
 		return nil, err
 	}
 	return &pgTxn{ctx: ctx, cancel: cancel, tx: tx}, nil
@@ -574,7 +678,7 @@ func (p *Postgres) movedOr(chatID string, err error) error {
 	if asked {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(p.life, connectTimeout)
 	defer cancel()
 	moved := p.recheckEpoch(ctx, chatID)
 	if errors.Is(moved, ErrChatMoved) {

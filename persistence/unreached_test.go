@@ -3,11 +3,12 @@ package persistence
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
@@ -70,8 +71,41 @@ type silencer struct {
 	addr  string
 	mu    sync.Mutex
 	quiet bool
-	conns []net.Conn
-	dials int
+	// frozen: the connections it carries stay open, and what is sent on
+	// them is read and dropped (freeze).
+	frozen bool
+	conns  []net.Conn
+	dials  int
+}
+
+// pipe forwards src to dst until either closes, dropping what comes once
+// frozen; it closes dst when done.
+func (p *silencer) pipe(dst, src net.Conn) {
+	defer func() { _ = dst.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		frozen := p.frozen
+		p.mu.Unlock()
+		if n > 0 && !frozen {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// freeze stops forwarding without closing anything, and holds the new
+// connections: a partition, where nothing tells the client the server
+// is gone.
+func (p *silencer) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.quiet, p.frozen = true, true
 }
 
 func newSilencer(t *testing.T, target string) *silencer {
@@ -101,8 +135,8 @@ func newSilencer(t *testing.T, target string) *silencer {
 				_ = c.Close()
 				continue
 			}
-			wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
-			wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
+			wg.Go(func() { p.pipe(up, c) })
+			wg.Go(func() { p.pipe(c, up) })
 		}
 	})
 	return p
@@ -143,4 +177,64 @@ func (p *silencer) held() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dials
+}
+
+// TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds: the server stops
+// answering (a partition) with a batch in flight and writes queued behind
+// it. Close waited for them as long as the server took — the batch's
+// timeout, then pgx's 15 s a connection — so a daemon told to stop did
+// not; now, once Close's context ends, every write not committed fails,
+// its caller told, Close says how many it gave up, and what was
+// acknowledged before stays stored.
+func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newSilencer(t, u.Host)
+	u.Host = p.addr
+	ctx := context.Background()
+	// A batch timeout far past the wait below: the old Close waited it out.
+	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{BatchTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "c", user("acknowledged")); err != nil {
+		t.Fatal(err)
+	}
+	p.freeze()
+	const n = 8
+	failed := make(chan error, n)
+	for i := range n {
+		s.AppendThen(ctx, "c", []chat.Message{user(fmt.Sprint("pending ", i))}, func(_ []chat.Message, err error) { failed <- err })
+	}
+	bound, stop := context.WithCancel(ctx)
+	closed := make(chan error, 1)
+	go func() { closed <- s.CloseContext(bound) }()
+	stop()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "gave up on") {
+			t.Fatalf("Close past its bound with writes pending: %v; want an error saying what it gave up", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return within a minute of its bound ending, the server frozen")
+	}
+	for range n {
+		if err := <-failed; err == nil {
+			t.Fatal("a write the frozen server never committed was reported stored")
+		}
+	}
+	direct := openStore(t, dsn)
+	msgs, err := direct.Messages(ctx, "c", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Content != "acknowledged" {
+		t.Fatalf("after Close gave up: %+v; want the one acknowledged message", msgs)
+	}
 }

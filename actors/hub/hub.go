@@ -371,7 +371,9 @@ func (h *Hub) Refresh(ctx context.Context) api.Models {
 // messages are refused), then the summariser, the learner and the tool
 // index, then the hub's own goroutines, the MCP connections and the store.
 // When ctx ends first, the actors not yet stopped are told to stop without
-// waiting, the store still closes, and the error says what was left.
+// waiting, the store still closes, and the error says what was left. A
+// store on a server (Postgres) has storeCloseWait of its own to commit
+// what was queued; past it, it gives the rest up and the error says so.
 func (h *Hub) Close(ctx context.Context) error {
 	h.cancel()
 	var errs []error
@@ -416,8 +418,32 @@ func (h *Hub) Close(ctx context.Context) error {
 	if err := h.tools.CloseToolsets(); err != nil {
 		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
 	}
-	errs = append(errs, h.store.Close())
+	errs = append(errs, closeStore(ctx, h.store))
 	return errors.Join(errs...)
+}
+
+// storeCloseWait bounds the store's Close (docs/cluster.md, "Stopping"):
+// a Postgres that stopped answering would hold it for its batch timeout
+// and more. It runs from the store's turn, not from ctx: the writes the
+// sessions queued as they stopped get their chance even when the actors
+// used up ctx.
+const storeCloseWait = 10 * time.Second
+
+// boundedCloser is a store whose Close may wait on a server (Postgres):
+// CloseContext gives up the writes not committed when ctx ends.
+type boundedCloser interface {
+	CloseContext(ctx context.Context) error
+}
+
+// closeStore closes st, within storeCloseWait when it may wait on a server.
+func closeStore(ctx context.Context, st Store) error {
+	b, ok := st.(boundedCloser)
+	if !ok {
+		return st.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCloseWait)
+	defer cancel()
+	return b.CloseContext(ctx)
 }
 
 // Tools returns the tool registry (an embedding application adds its own).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -26,5 +27,55 @@ func TestNewOnPostgresSaysWhatIsMissingOrUnreachable(t *testing.T) {
 	_, err = New(context.Background(), cfg, zerolog.Nop(), Options{RefreshEvery: -1})
 	if err == nil || !strings.Contains(err.Error(), "store: connect to postgres at "+addr) {
 		t.Fatalf("an unreachable server: %v; want it named", err)
+	}
+}
+
+// boundedStore is a store whose Close may wait on a server: it tells the
+// test the bound its CloseContext gets, and whether it had ended.
+type boundedStore struct {
+	Store
+	closing chan closeBound
+}
+
+type closeBound struct {
+	deadline time.Time
+	bounded  bool
+	err      error
+}
+
+func (s *boundedStore) CloseContext(ctx context.Context) error {
+	deadline, bounded := ctx.Deadline()
+	s.closing <- closeBound{deadline, bounded, ctx.Err()}
+	return s.Store.Close()
+}
+
+// TestHubCloseBoundsTheStoresClose: a Postgres that stopped answering held
+// the hub's Close (and the daemon's stop) for as long as the server took,
+// the store's Close having no bound. Now the store gets storeCloseWait of
+// its own, even when the hub's ctx was used up by the actors: the writes
+// the sessions queued as they stopped get their chance first.
+func TestHubCloseBoundsTheStoresClose(t *testing.T) {
+	ctx := context.Background()
+	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096)
+	metrics := newMetrics()
+	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &boundedStore{Store: db, closing: make(chan closeBound, 1)}
+	h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, st, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = h.Close(used)
+	select {
+	case got := <-st.closing:
+		if !got.bounded || got.err != nil || time.Until(got.deadline) > storeCloseWait {
+			t.Fatalf("the store's Close got a context bounded %v at %v, ended %v; want a live one bounded by storeCloseWait", got.bounded, got.deadline, got.err)
+		}
+	default:
+		t.Fatal("the hub closed a store that may wait on a server without a bound")
 	}
 }
