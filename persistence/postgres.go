@@ -57,52 +57,64 @@ type Postgres struct {
 	// read again (movedOr): its other writes do not ask again.
 	unreached *batchError
 
-	// reach guards pinging, pinged and outSince: Unreached's pings, one
-	// at a time, owned by pings (Close waits for them).
-	reach            sync.Mutex
-	pinging, stopped bool
-	// pinged is when the last ping began; outSince when the pings began
-	// to fail (zero while the server answers).
-	pinged, outSince time.Time
-	pings            sync.WaitGroup
+	// reach guards outSince: since when the pings of watchReach have
+	// failed (zero while the server answers).
+	reach    sync.Mutex
+	outSince time.Time
+	// pings runs watchReach until stopPings; Close stops it first.
+	pings     sync.WaitGroup
+	stopPings context.CancelFunc
 }
 
-// reachEvery is how often Unreached pings at most: it answers /healthz,
-// which needs no token, so a client polling it costs the server one ping
-// a second, whatever its pace.
+// reachEvery is how often the store pings the server (PostgresOptions.
+// PingEvery's default): /healthz reads the outcome, so what it says is at
+// most a ping old, however seldom it is asked, for one ping a second.
 const reachEvery = time.Second
 
 // reachTimeout bounds one ping.
 const reachTimeout = 5 * time.Second
 
-// Unreached reports since when the server has not answered agentd's pings
-// (zero while it answers) and starts a new ping when the last began over a
-// second ago. It does not wait for the ping: a server that swallows
-// packets would hold /healthz past a probe's timeout, and the probe would
-// count a moment's outage as the node's failure. A restart of Postgres
-// shows for its seconds and clears at the first ping after; the caller
-// decides how long is too long.
+// Unreached reports since when the server has not answered the store's
+// pings (zero while it answers). It does not wait for a ping: a server
+// that swallows packets would hold /healthz past a probe's timeout, and
+// the probe would count a moment's outage as the node's failure. A restart
+// of Postgres shows for its seconds and clears at the first ping after;
+// the caller decides how long is too long.
 func (p *Postgres) Unreached() time.Time {
 	p.reach.Lock()
 	defer p.reach.Unlock()
-	if now := time.Now(); !p.pinging && !p.stopped && now.Sub(p.pinged) >= reachEvery {
-		p.pinging, p.pinged = true, now
-		p.pings.Go(func() {
-			ctx, cancel := context.WithTimeout(p.life, reachTimeout)
-			err := p.pool.Ping(ctx)
-			cancel()
-			p.reach.Lock()
-			defer p.reach.Unlock()
-			p.pinging = false
-			switch {
-			case err == nil:
-				p.outSince = time.Time{}
-			case p.outSince.IsZero():
-				p.outSince = now
-			}
-		})
-	}
 	return p.outSince
+}
+
+// watchReach pings the server every every, one ping at a time, until
+// ctx ends, and keeps Unreached current: a ping made only when /healthz
+// asked left the answer of the last one asked, so the first probe after a
+// quiet spell reported an outage long over (failing, past pgFailingAfter).
+func (p *Postgres) watchReach(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		began := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, reachTimeout)
+		err := p.pool.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		p.reach.Lock()
+		switch {
+		case err == nil:
+			p.outSince = time.Time{}
+		case p.outSince.IsZero():
+			p.outSince = began
+		}
+		p.reach.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // PostgresOptions tune OpenPostgres.
@@ -114,6 +126,9 @@ type PostgresOptions struct {
 	// ObserveDurable is Options.ObserveDurable: here a batch's COMMIT,
 	// which is its sync.
 	ObserveDurable func(time.Duration)
+	// PingEvery is how often the store pings the server for Unreached.
+	// 0: a second.
+	PingEvery time.Duration
 }
 
 // idleInTxTimeout is how long the server lets a transaction of agentd's
@@ -189,9 +204,16 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
 	}
 	size := int(cfg.MaxConns)
-	return &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
+	p := &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
 		wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}, o.ObserveDurable),
-		life: life, end: end, conns: conns, epochs: map[string]int64{}}, applied, nil
+		life: life, end: end, conns: conns, epochs: map[string]int64{}}
+	pctx, stop := context.WithCancel(life)
+	p.stopPings = stop
+	if o.PingEvery <= 0 {
+		o.PingEvery = reachEvery
+	}
+	p.pings.Go(func() { p.watchReach(pctx, o.PingEvery) })
+	return p, applied, nil
 }
 
 // Close is CloseContext without a bound: it waits for every write
@@ -212,11 +234,9 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.w.close()
-		p.reach.Lock()
-		p.stopped = true
-		p.reach.Unlock()
+		p.stopPings()
 		p.pings.Wait()
+		p.w.close()
 		p.wpool.Close()
 		p.pool.Close()
 	}()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
 )
@@ -32,7 +34,12 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
-	s := openStore(t, u.String())
+	// The store's pings would dial the silent server too: one, at open.
+	s, _, err := OpenPostgres(context.Background(), u.String(), PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	const n = 12
 	for i := range n {
@@ -162,6 +169,13 @@ func (p *silencer) silence() {
 	p.cut()
 }
 
+// resume forwards the new connections again.
+func (p *silencer) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.quiet, p.frozen = false, false
+}
+
 // cut closes every connection p carries or holds.
 func (p *silencer) cut() {
 	p.mu.Lock()
@@ -236,5 +250,67 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 	}
 	if len(msgs) != 1 || msgs[0].Content != "acknowledged" {
 		t.Fatalf("after Close gave up: %+v; want the one acknowledged message", msgs)
+	}
+}
+
+// TestReachabilityIsCurrentWithoutAnyoneAsking: the store pinged the
+// server only when /healthz asked (Unreached), so after a quiet spell the
+// first probe got the answer of the last ping — an outage long over, and
+// past the failing threshold at once. Now the store pings on its own: once
+// the server is back and has answered a ping (seen on the server: a ping
+// begun after another one began, the pings one at a time), Unreached says
+// so, though nobody asked meanwhile.
+func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := u.Query().Get("application_name")
+	p := newSilencer(t, u.Host)
+	u.Host = p.addr
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	s := openStore(t, u.String())
+	ctx := context.Background()
+
+	p.silence()
+	deadline := time.Now().Add(time.Minute)
+	for s.Unreached().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("the server silenced for a minute, and Unreached still says it answers")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	direct, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = direct.Close(ctx) }()
+	var back time.Time
+	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&back); err != nil {
+		t.Fatal(err)
+	}
+	p.resume()
+	// Nobody calls Unreached now, until two pings reached the server.
+	began := map[time.Time]bool{}
+	for len(began) < 2 {
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatalf("the server back, and %d pings reached it in a minute with nobody asking; want the store's own", len(began))
+		}
+		var at time.Time
+		err := direct.QueryRow(ctx, `SELECT coalesce(max(query_start), 'epoch') FROM pg_stat_activity
+			WHERE application_name = $1 AND query = '-- ping' AND query_start > $2`, app, back).Scan(&at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(back) {
+			began[at] = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if since := s.Unreached(); !since.IsZero() {
+		t.Fatalf("the server answered a ping, and Unreached says it has not since %v", since)
 	}
 }

@@ -101,7 +101,7 @@ func TestPostgresOutOfReachIsDegradedThenFailing(t *testing.T) {
 		t.Fatalf("a Postgres that answers: store_error %q", got.StoreError)
 	}
 
-	// Health pings at most once a second: wait on the next ping's answer.
+	// The store pings once a second: wait on the next ping's answer.
 	wait := func(done func(api.Health) bool) api.Health {
 		deadline := time.Now().Add(time.Minute)
 		got := h.Health()
