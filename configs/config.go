@@ -363,6 +363,24 @@ type Store struct {
 	// kept out of the file since it carries a password. Optional (kind
 	// postgres). Defaults to AGENTD_PG_DSN.
 	DSNEnv string `yaml:"dsn_env" json:"dsn_env"`
+	// FailingAfter is how long Postgres may not answer the node's pings
+	// before /healthz says failing (503) rather than degraded (200), so a
+	// liveness probe restarts the node: past what a restart or failover of
+	// the server takes (docs/cluster.md, "When something fails").
+	// Optional (kind postgres). Defaults to 2m.
+	FailingAfter Duration `yaml:"failing_after" json:"failing_after"`
+}
+
+// DefaultFailingAfter is store.failing_after's default.
+const DefaultFailingAfter = 2 * time.Minute
+
+// FailingAfterOrDefault is FailingAfter, or its default when unset (a
+// Config built in code, without ApplyDefaults).
+func (s Store) FailingAfterOrDefault() time.Duration {
+	if s.FailingAfter.Duration > 0 {
+		return s.FailingAfter.Duration
+	}
+	return DefaultFailingAfter
 }
 
 // Store kinds.
@@ -400,11 +418,12 @@ type Learner struct {
 // Duration reads "90s" style durations from yaml.
 type Duration struct{ time.Duration }
 
-// UnmarshalYAML parses a Go duration string.
+// UnmarshalYAML parses a Go duration string. Its error is a type error,
+// so that Load names the key (nameKeys).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration like 90s or 5m: %w", n.Line, n.Value, err)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration like 90s or 5m: %v", n.Line, n.Value, err)}}
 	}
 	d.Duration = v
 	return nil
@@ -584,6 +603,7 @@ func (c *Config) ApplyDefaults() {
 	def(&c.Store.Kind, StoreBadger)
 	if c.Store.Kind == StorePostgres {
 		def(&c.Store.DSNEnv, "AGENTD_PG_DSN")
+		setDur(&c.Store.FailingAfter, DefaultFailingAfter)
 	}
 	def(&c.LogLevel, "info")
 	if c.IdleAfter.Duration == 0 {
@@ -818,7 +838,7 @@ func notNegative(c *Config) error {
 	for _, s := range []struct {
 		name string
 		v    any
-	}{{"limits", c.Limits}, {"http", c.HTTP}, {"attachments", c.Attachments}, {"learner", c.Learner}, {"toolsets", c.Toolsets}} {
+	}{{"limits", c.Limits}, {"http", c.HTTP}, {"attachments", c.Attachments}, {"learner", c.Learner}, {"toolsets", c.Toolsets}, {"store", c.Store}} {
 		if err := check(s.name, s.v); err != nil {
 			return err
 		}

@@ -53,8 +53,28 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 		t.Fatalf("store default = %+v, want badger", c.Store)
 	}
 	t.Setenv("AGENTD_STORE", "postgres")
-	if c, err = Load(""); err != nil || c.Store.Kind != StorePostgres || c.Store.DSNEnv != "AGENTD_PG_DSN" {
-		t.Fatalf("AGENTD_STORE=postgres: %+v, %v; want postgres from $AGENTD_PG_DSN", c.Store, err)
+	if c, err = Load(""); err != nil || c.Store.Kind != StorePostgres || c.Store.DSNEnv != "AGENTD_PG_DSN" || c.Store.FailingAfter.Duration != 2*time.Minute {
+		t.Fatalf("AGENTD_STORE=postgres: %+v, %v; want postgres from $AGENTD_PG_DSN, failing after 2m", c.Store, err)
+	}
+}
+
+// TestStoreFailingAfterIsRead: how long Postgres may not answer before
+// /healthz says failing was a constant (2 minutes), which an operator whose
+// server fails over slower, or whose probes restart sooner, could not set.
+func TestStoreFailingAfterIsRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("store: {kind: postgres, failing_after: 5m}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil || c.Store.FailingAfterOrDefault() != 5*time.Minute {
+		t.Fatalf("store.failing_after 5m: %+v, %v", c.Store, err)
+	}
+	if d := (Store{Kind: StorePostgres}).FailingAfterOrDefault(); d != DefaultFailingAfter {
+		t.Fatalf("a Store built in code, failing_after unset: %v; want the default %v", d, DefaultFailingAfter)
 	}
 }
 
@@ -82,6 +102,7 @@ func TestValidateRejects(t *testing.T) {
 		"negative tenant share":  {"attachments: {max_bytes_per_tenant: -1}", "attachments.max_bytes_per_tenant -1: must not be negative"},
 		"ingest rate below -1":   {"limits: {ingest_bytes_per_second: -2}", "limits.ingest_bytes_per_second -2: must not be negative"},
 		"memories below -1":      {"limits: {memories_per_tenant: -2}", "limits.memories_per_tenant -2: must not be negative"},
+		"negative failing after": {"store: {kind: postgres, failing_after: -1m}", "store.failing_after -1m0s: must not be negative"},
 		"model without id":       {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{window: 8192}]}]", "providers[0] \"x\": models[0] has no id"},
 		"negative window":        {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{id: m, window: -5}]}]", "model \"m\": window -5"},
 		"base url no scheme":     {"providers: [{name: x, kind: anthropic, base_url: \"localhost:8080\", models: [m]}]", "base_url \"localhost:8080\": want an http:// or https:// URL"},
@@ -278,6 +299,7 @@ func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {
 		"a bool":              {"cluster:\n  enabled: yes please\n", "line 2: cluster.enabled: cannot unmarshal"},
 		"an unknown key":      {"limits:\n  max_body: 5\n", "line 2: limits.max_body: field max_body not found"},
 		"a list for a map":    {"tenants:\n  - a\n", "line 2: tenants: cannot unmarshal !!seq"},
+		"a duration":          {"store:\n  failing_after: soon\n", "store.failing_after"},
 		"a second list item":  {"auth:\n  tokens:\n    - tenant: a\n      token_env: A\n    - tenant: [b]\n", "line 5: auth.tokens[1].tenant: cannot unmarshal !!seq"},
 	}
 	for name, c := range cases {

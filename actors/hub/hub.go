@@ -110,6 +110,9 @@ type Hub struct {
 	memory  *memory.Store
 	files   *attachments.Store
 	tracer  trace.Tracer
+	// pgFailingAfter is store.failing_after: how long Postgres may not
+	// answer before /healthz says failing.
+	pgFailingAfter time.Duration
 	// totals counts the attachment bytes tenants hold, one by one and
 	// together (attachments.max_bytes_per_tenant, max_bytes); toolsetPuts makes a
 	// tenant's toolset PUTs take turns (toolsets.max_per_tenant);
@@ -179,7 +182,8 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 // newOn is New on an open store, which it closes if it fails (a test's
 // store wraps the one openStore opened).
 func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
-	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider)}
+	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider),
+		pgFailingAfter: cfg.Store.FailingAfterOrDefault()}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if _, ok := store.(*persistence.Store); ok {
 		h.metrics.watchStore(h.badgerSizes)
@@ -967,11 +971,12 @@ func (h *Hub) Health() api.Health {
 			// A Postgres restart or failover ends by itself, and a restart of
 			// every node would not hasten it: degraded (200) for a while, so
 			// the probes keep the nodes; failing (503) once it has lasted
-			// past what a restart of the server takes, so a node whose own
-			// connections or network went bad is restarted.
+			// past what a restart of the server takes (store.failing_after),
+			// so a node whose own connections or network went bad is
+			// restarted.
 			out := time.Since(since).Round(time.Second)
 			status, storeErr = api.HealthDegraded, fmt.Sprintf("postgres has not answered for %s: writes fail until it does", out)
-			if out >= pgFailingAfter {
+			if out >= h.pgFailingAfter {
 				status = api.HealthFailing
 			}
 		}
@@ -985,10 +990,6 @@ func (h *Hub) Health() api.Health {
 type unreachable interface {
 	Unreached() time.Time
 }
-
-// pgFailingAfter is how long Postgres may not answer before /healthz says
-// failing (docs/cluster.md, "When something fails"); a variable for tests.
-var pgFailingAfter = 2 * time.Minute
 
 // badgerSizes reports Badger's LSM and value-log sizes; Postgres has
 // neither (its sizes are the database's own to report).

@@ -74,10 +74,8 @@ func (p *pgProxy) cut() {
 // a node that had lost the server for good (only Badger's failed sync
 // counted). Now a server that does not answer is degraded, with
 // store_error (200: a Postgres restart restarts no node), failing (503)
-// once it has lasted pgFailingAfter, and ok again once it answers.
+// once it has lasted store.failing_after, and ok again once it answers.
 func TestPostgresOutOfReachIsDegradedThenFailing(t *testing.T) {
-	defer func(d time.Duration) { pgFailingAfter = d }(pgFailingAfter)
-	pgFailingAfter = time.Hour
 	u, err := url.Parse(pgtest.DSN(t))
 	if err != nil {
 		t.Skipf("the test DSN is not a URL: %v", err)
@@ -91,7 +89,7 @@ func TestPostgresOutOfReachIsDegradedThenFailing(t *testing.T) {
 	u.RawQuery = q.Encode()
 	t.Setenv("AGENTD_HEALTH_PG_DSN", u.String())
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096)
-	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_HEALTH_PG_DSN"}
+	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_HEALTH_PG_DSN", FailingAfter: configs.Duration{Duration: time.Hour}}
 	h, err := New(context.Background(), cfg, zerolog.Nop(), Options{RefreshEvery: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +114,13 @@ func TestPostgresOutOfReachIsDegradedThenFailing(t *testing.T) {
 	if got.StoreError == "" || got.Status == api.HealthFailing {
 		t.Fatalf("Postgres just gone: %+v; want store_error, not failing (a restart of the server restarts no node)", got)
 	}
-	pgFailingAfter = 0
+	if h.pgFailingAfter != time.Hour {
+		t.Fatalf("store.failing_after 1h: the hub fails after %v", h.pgFailingAfter)
+	}
+	h.pgFailingAfter = time.Nanosecond
 	got = wait(func(h api.Health) bool { return h.Status == api.HealthFailing })
 	if got.Status != api.HealthFailing || got.StoreError == "" {
-		t.Fatalf("Postgres gone past pgFailingAfter: %+v; want failing with store_error", got)
+		t.Fatalf("Postgres gone past store.failing_after: %+v; want failing with store_error", got)
 	}
 
 	proxy.serve(t)
