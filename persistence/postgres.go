@@ -89,7 +89,8 @@ func (p *Postgres) Unreached() time.Time {
 // watchReach pings the server every every, one ping at a time, until
 // ctx ends, and keeps Unreached current: a ping made only when /healthz
 // asked left the answer of the last one asked, so the first probe after a
-// quiet spell reported an outage long over (failing, past pgFailingAfter).
+// quiet spell reported an outage long over (failing, past the hub's
+// store.failing_after).
 func (p *Postgres) watchReach(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -250,7 +251,7 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 	p.end(errGaveUp)
 	p.conns.cut()
 	<-done
-	return fmt.Errorf("close postgres: gave up on %d writes not committed (their callers were told they failed) and cut its connections: %w", n, ctx.Err())
+	return fmt.Errorf("close postgres: gave up on the %d writes still pending (their callers were told they failed) and cut its connections: %w", n, ctx.Err())
 }
 
 // liveConns are a store's connections, so that a Close giving up can end
