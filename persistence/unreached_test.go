@@ -24,13 +24,7 @@ import (
 // other writes do not ask it again — each asking held every write behind
 // it for a connect timeout, n writes for n of them.
 func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newSilencer(t, u.Host)
-	u.Host = p.addr
+	p, u, _ := silencedDSN(t)
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
@@ -113,6 +107,20 @@ func (p *silencer) freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.quiet, p.frozen = true, true
+}
+
+// silencedDSN is a test database's DSN, direct, and reached through a
+// silencer (via).
+func silencedDSN(t *testing.T) (p *silencer, via *url.URL, direct string) {
+	t.Helper()
+	direct = pgtest.DSN(t)
+	via, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = newSilencer(t, via.Host)
+	via.Host = p.addr
+	return p, via, direct
 }
 
 func newSilencer(t *testing.T, target string) *silencer {
@@ -201,13 +209,7 @@ func (p *silencer) held() int {
 // its caller told, Close says how many it gave up, and what was
 // acknowledged before stays stored.
 func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newSilencer(t, u.Host)
-	u.Host = p.addr
+	p, u, dsn := silencedDSN(t)
 	ctx := context.Background()
 	// A batch timeout far past the wait below: the old Close waited it out.
 	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{BatchTimeout: time.Hour})
@@ -261,14 +263,8 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 // begun after another one began, the pings one at a time), Unreached says
 // so, though nobody asked meanwhile.
 func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, u, dsn := silencedDSN(t)
 	app := u.Query().Get("application_name")
-	p := newSilencer(t, u.Host)
-	u.Host = p.addr
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()

@@ -38,16 +38,23 @@ func (m halfSaid) Stream(ctx context.Context, _ providers.Request, emit func(pro
 	return providers.Response{}, ctx.Err()
 }
 
+// halfSaidHarness is a harness whose model is hs around the harness's own
+// client.
+func halfSaidHarness(t *testing.T, hs halfSaid) *harness {
+	return newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
+		one := d.Catalog.(oneModel)
+		hs.Client = one.client
+		one.client = hs
+		d.Catalog = one
+	})
+}
+
 // TestATurnCutByAStopKeepsTheWordsItStreamed: the mark a stop stores for
 // the turn it cuts holds the words of the answer its client already saw,
 // then the mark, so the transcript read back after a restart is what was
 // shown.
 func TestATurnCutByAStopKeepsTheWordsItStreamed(t *testing.T) {
-	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
-		one := d.Catalog.(oneModel)
-		one.client = halfSaid{Client: one.client, words: []string{"The first half ", "of an answer"}}
-		d.Catalog = one
-	})
+	h := halfSaidHarness(t, halfSaid{words: []string{"The first half ", "of an answer"}})
 	sub := h.bus.Subscribe("c1", 1024)
 	defer sub.Close()
 	submitted := h.resultOf("c1", &SubmitTurn{TurnID: "t-hi", Message: chat.Message{Content: "hi"}})
@@ -118,11 +125,7 @@ func TestACallCutByTheLengthLimitIsToldSoAndABrokenOneIsNot(t *testing.T) {
 func TestATurnCutKeepsTheReasoningItStreamed(t *testing.T) {
 	thought, said := []string{"Let me ", "think."}, []string{"The first half"}
 	t.Run("by a stop", func(t *testing.T) {
-		h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
-			one := d.Catalog.(oneModel)
-			one.client = halfSaid{Client: one.client, words: said, thought: thought}
-			d.Catalog = one
-		})
+		h := halfSaidHarness(t, halfSaid{words: said, thought: thought})
 		sub := h.bus.Subscribe("c1", 1024)
 		defer sub.Close()
 		submitted := h.resultOf("c1", &SubmitTurn{TurnID: "t-hi", Message: chat.Message{Content: "hi"}})
@@ -145,11 +148,7 @@ func TestATurnCutKeepsTheReasoningItStreamed(t *testing.T) {
 		}
 	})
 	t.Run("by a failure", func(t *testing.T) {
-		h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
-			one := d.Catalog.(oneModel)
-			one.client = halfSaid{Client: one.client, words: said, thought: thought, fail: &providers.Error{Provider: "fake", Status: 400, Body: "bad"}}
-			d.Catalog = one
-		})
+		h := halfSaidHarness(t, halfSaid{words: said, thought: thought, fail: &providers.Error{Provider: "fake", Status: 400, Body: "bad"}})
 		res, _ := h.turn("hi")
 		last := res.Messages[len(res.Messages)-1]
 		if res.Problem == nil || !last.Partial || last.Content != "The first half" || last.Thinking != "Let me think." {

@@ -48,12 +48,7 @@ func TestAStreamedRetryOfResultsQueuedBehindATurnIsKeptAlive(t *testing.T) {
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
 	t.Cleanup(open) // before the daemon stops: a failed test lets its turns end
 
-	ask := userMsg("What is the weather?")
-	call, chatID := pauseOn(t, d, "tok-a", []any{ask})
-	results := []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "12°C")}
-	if r := postCC(t, d, "tok-a", "", results); r.status != http.StatusBadGateway {
-		t.Fatalf("the resumed turn at a failing provider: %d %+v", r.status, r.body)
-	}
+	_, _, chatID, results := resumeFailed(t, d)
 	down.Store(false)
 	first := make(chan ccReply, 1)
 	go func() { first <- postCC(t, d, "tok-a", chatID, results) }()

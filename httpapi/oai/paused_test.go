@@ -252,6 +252,21 @@ func TestResponsesNewMessageWhileCallsPending(t *testing.T) {
 	}
 }
 
+// resumeFailed pauses a new chat of tok-a's on a weather call and sends
+// its results while the provider fails them (the caller's script answers
+// a tool result with serverError): the results are stored, the resumed
+// turn failed with a 502.
+func resumeFailed(t *testing.T, d *daemontest.Daemon) (ask any, call, chatID string, results []any) {
+	t.Helper()
+	ask = userMsg("What is the weather?")
+	call, chatID = pauseOn(t, d, "tok-a", []any{ask})
+	results = []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "12°C")}
+	if r := postCC(t, d, "tok-a", "", results); r.status != http.StatusBadGateway {
+		t.Fatalf("the resumed turn at a failing provider: %d %+v", r.status, r.body)
+	}
+	return ask, call, chatID, results
+}
+
 // TestToolResultsRetriedAfterTheirTurnFailedAreAnswered: tool results
 // whose resumed turn failed at the provider (a 502, which the SDKs retry)
 // are stored; the same request again finds no turn waiting, but the chat
@@ -266,12 +281,7 @@ func TestToolResultsRetriedAfterTheirTurnFailedAreAnswered(t *testing.T) {
 		}
 		return talker(r)
 	})
-	ask := userMsg("What is the weather?")
-	call, chatID := pauseOn(t, d, "tok-a", []any{ask})
-	results := []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "12°C")}
-	if r := postCC(t, d, "tok-a", "", results); r.status != http.StatusBadGateway {
-		t.Fatalf("the resumed turn at a failing provider: %d %+v", r.status, r.body)
-	}
+	ask, call, chatID, results := resumeFailed(t, d)
 	down.Store(false)
 	other := []any{ask, callsMsg(call, `{"city":"Oslo"}`), toolMsg(call, "13°C")}
 	if r := postCC(t, d, "tok-a", chatID, other); r.status != http.StatusBadRequest {
