@@ -61,9 +61,13 @@ type Postgres struct {
 	// failed (zero while the server answers).
 	reach    sync.Mutex
 	outSince time.Time
-	// pings runs watchReach until stopPings; Close stops it first.
+	// pings runs watchReach until stopPings; Close stops it first. It
+	// pings on ppool's one connection of its own: on pool's, a ping
+	// waited for a connection while tenants' slow reads held every one,
+	// and a busy server was reported out of reach.
 	pings     sync.WaitGroup
 	stopPings context.CancelFunc
+	ppool     *pgxpool.Pool
 }
 
 // reachEvery is how often the store pings the server (PostgresOptions.
@@ -97,7 +101,7 @@ func (p *Postgres) watchReach(ctx context.Context, every time.Duration) {
 	for {
 		began := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, reachTimeout)
-		err := p.pool.Ping(pctx)
+		err := p.ppool.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -204,9 +208,17 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		pool.Close()
 		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
 	}
+	pcfg := cfg.Copy()
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	ppool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		pool.Close()
+		wpool.Close()
+		return nil, nil, fmt.Errorf("open %s for its pings: %w", where, err)
+	}
 	size := int(cfg.MaxConns)
 	p := &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
-		wpool: wpool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}, o.ObserveDurable),
+		wpool: wpool, ppool: ppool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}, o.ObserveDurable),
 		life: life, end: end, conns: conns, epochs: map[string]int64{}}
 	pctx, stop := context.WithCancel(life)
 	p.stopPings = stop
@@ -237,6 +249,7 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 		defer close(done)
 		p.stopPings()
 		p.pings.Wait()
+		p.ppool.Close()
 		p.w.close()
 		p.wpool.Close()
 		p.pool.Close()

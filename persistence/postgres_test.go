@@ -135,6 +135,37 @@ func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
 	}
 }
 
+// openPooled opens the test database dsn with conns reading connections.
+func openPooled(t *testing.T, dsn string, conns int, o PostgresOptions) *Postgres {
+	t.Helper()
+	sep := "&"
+	if !strings.Contains(dsn, "://") {
+		sep = " "
+	}
+	s, _, err := OpenPostgres(context.Background(), dsn+sep+fmt.Sprintf("pool_max_conns=%d", conns), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// chatsOfTwoTenants creates chat a1 of tenant a and b1 of tenant b, with a
+// message each.
+func chatsOfTwoTenants(t *testing.T, s *Postgres) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range []Chat{{ID: "a1", Tenant: "a"}, {ID: "b1", Tenant: "b"}} {
+		c.CreatedAt = time.Now()
+		if err := s.CreateChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, c.ID, chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestOneTenantsReadsLeaveAnotherAConnection: the reads of one tenant's
 // chat, as many as the pool has connections and each held up in the
 // server (here by a lock on the messages table; in use, a long export or
@@ -147,28 +178,9 @@ func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
 	ctx := context.Background()
 	const conns = 4
 	dsn := pgtest.DSN(t)
-	sep := "&"
-	if !strings.Contains(dsn, "://") {
-		sep = " "
-	}
-	open := func() *Postgres {
-		s, _, err := OpenPostgres(ctx, dsn+sep+fmt.Sprintf("pool_max_conns=%d", conns), PostgresOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func() *Postgres { return openPooled(t, dsn, conns, PostgresOptions{}) }
 	s := open()
-	for _, c := range []Chat{{ID: "a1", Tenant: "a"}, {ID: "b1", Tenant: "b"}} {
-		c.CreatedAt = time.Now()
-		if err := s.CreateChat(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Append(ctx, c.ID, chat.Message{Role: chat.RoleUser, Content: "hello"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	chatsOfTwoTenants(t, s)
 	watch, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -310,3 +310,86 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 		t.Fatalf("the server answered a ping, and Unreached says it has not since %v", since)
 	}
 }
+
+// TestAPingIsAnsweredWhileReadsHoldEveryConnection: two tenants' reads,
+// held up in the server by a lock, take both of the readers' connections.
+// The store's pings took a reader's connection too, so they waited for
+// one, never reached the server, and /healthz called a busy server out of
+// reach (failing, past store.failing_after, so a probe restarted the
+// node). The pings have a connection of their own: they reach the server
+// and Unreached says it answers.
+func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	s := openPooled(t, dsn, 2, PostgresOptions{PingEvery: 20 * time.Millisecond})
+	chatsOfTwoTenants(t, s)
+	watch, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Close(ctx) }()
+	locker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Close(ctx) }()
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	reads := make(chan error, 2)
+	for _, id := range []string{"a1", "b1"} {
+		go func() {
+			_, err := s.Messages(ctx, id, 1, 0)
+			reads <- err
+		}()
+	}
+	defer func() {
+		_ = tx.Rollback(ctx)
+		for range 2 {
+			if err := <-reads; err != nil {
+				t.Errorf("a held read: %v", err)
+			}
+		}
+	}()
+
+	deadline := time.Now().Add(time.Minute)
+	var since time.Time
+	for {
+		var blocked int
+		if err := watch.QueryRow(ctx, `SELECT count(*), now() FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock'`).Scan(&blocked, &since); err != nil {
+			t.Fatal(err)
+		}
+		if blocked == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the two reads held up by the lock after a minute", blocked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Two pings begun after both connections were taken: the first may
+	// have begun before, the second is wholly after.
+	began := map[time.Time]bool{}
+	for len(began) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pings reached the server in a minute while reads held every reader's connection; want them on a connection of their own", len(began))
+		}
+		var at time.Time
+		if err := watch.QueryRow(ctx, `SELECT coalesce(max(query_start), 'epoch') FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND query = '-- ping' AND query_start > $1`, since).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if at.After(since) {
+			began[at] = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if out := s.Unreached(); !out.IsZero() {
+		t.Fatalf("the server answering pings, its reading connections busy: Unreached says out since %v", out)
+	}
+}
