@@ -393,9 +393,9 @@ func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
 }
 
 // read runs fn, which reads through pool, once tenant holds one of the
-// reading connections: a tenant holds at most all of them but one while
-// another waits, and a freed one goes to the waiting tenant holding
-// fewest (fairshare.Share).
+// reading connections: a tenant holds at most all of them but one, so one
+// tenant alone never holds them all, and a freed one goes to the waiting
+// tenant holding fewest (fairshare.Share).
 func (p *Postgres) read(ctx context.Context, tenant string, fn func() error) error {
 	release, err := p.reads.Acquire(ctx, tenant)
 	if err != nil {
