@@ -264,7 +264,6 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 // so, though nobody asked meanwhile.
 func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 	p, u, dsn := silencedDSN(t)
-	app := u.Query().Get("application_name")
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
@@ -290,22 +289,7 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 	}
 	p.resume()
 	// Nobody calls Unreached now, until two pings reached the server.
-	began := map[time.Time]bool{}
-	for len(began) < 2 {
-		if time.Now().After(deadline.Add(time.Minute)) {
-			t.Fatalf("the server back, and %d pings reached it in a minute with nobody asking; want the store's own", len(began))
-		}
-		var at time.Time
-		err := direct.QueryRow(ctx, `SELECT coalesce(max(query_start), 'epoch') FROM pg_stat_activity
-			WHERE application_name = $1 AND query = '-- ping' AND query_start > $2`, app, back).Scan(&at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if at.After(back) {
-			began[at] = true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitPings(t, direct, back, deadline.Add(time.Minute), "the server back, and nobody asking; want the store's own pings")
 	if since := s.Unreached(); !since.IsZero() {
 		t.Fatalf("the server answered a ping, and Unreached says it has not since %v", since)
 	}
@@ -372,15 +356,25 @@ func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Two pings begun after both connections were taken: the first may
-	// have begun before, the second is wholly after.
+	awaitPings(t, watch, since, deadline, "while reads held every reader's connection; want them on a connection of their own")
+	if out := s.Unreached(); !out.IsZero() {
+		t.Fatalf("the server answering pings, its reading connections busy: Unreached says out since %v", out)
+	}
+}
+
+// awaitPings returns once two of the store's pings (pgx's "-- ping", on a
+// connection named as conn is) began on the server after since, so that
+// one was answered wholly after it (the store pings one at a time); it
+// fails the test, saying why, at deadline.
+func awaitPings(t *testing.T, conn *pgx.Conn, since, deadline time.Time, why string) {
+	t.Helper()
 	began := map[time.Time]bool{}
 	for len(began) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d pings reached the server in a minute while reads held every reader's connection; want them on a connection of their own", len(began))
+			t.Fatalf("%d pings reached the server after %v, %s", len(began), since, why)
 		}
 		var at time.Time
-		if err := watch.QueryRow(ctx, `SELECT coalesce(max(query_start), 'epoch') FROM pg_stat_activity
+		if err := conn.QueryRow(context.Background(), `SELECT coalesce(max(query_start), 'epoch') FROM pg_stat_activity
 			WHERE application_name = current_setting('application_name') AND query = '-- ping' AND query_start > $1`, since).Scan(&at); err != nil {
 			t.Fatal(err)
 		}
@@ -388,8 +382,5 @@ func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
 			began[at] = true
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	if out := s.Unreached(); !out.IsZero() {
-		t.Fatalf("the server answering pings, its reading connections busy: Unreached says out since %v", out)
 	}
 }
