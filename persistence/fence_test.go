@@ -158,10 +158,13 @@ func TestWhatTheNewOwnerReadsIsAllTheOldOneEverWrites(t *testing.T) {
 // claimed meanwhile goes on. The paused node's write then fails on the cut
 // connection, and it must say the chat moved (the client asks the new
 // owner), not that the store broke. Here the cut is pg_terminate_backend of
-// a write held mid-transaction by a table lock.
+// a write held mid-transaction by a table lock. The re-read of the epoch
+// that tells it apart runs on the writer's connection: on a reader's, it
+// waited while tenants' reads held every one, and the write failed raw.
 func TestAWriteCutWhileAnotherNodeClaimsFailsAsMoved(t *testing.T) {
-	for _, claimed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("claimed meanwhile=%v", claimed), func(t *testing.T) {
+	for _, tc := range []struct{ claimed, readsHoldAll bool }{{true, false}, {false, false}, {true, true}} {
+		claimed := tc.claimed
+		t.Run(fmt.Sprintf("claimed meanwhile=%v, reads hold every connection=%v", claimed, tc.readsHoldAll), func(t *testing.T) {
 			ctx := context.Background()
 			dsn := pgtest.DSN(t)
 			a, b := openStore(t, dsn), openStore(t, dsn)
@@ -170,6 +173,9 @@ func TestAWriteCutWhileAnotherNodeClaimsFailsAsMoved(t *testing.T) {
 			}
 			if err := a.Claim(ctx, "c"); err != nil {
 				t.Fatal(err)
+			}
+			if tc.readsHoldAll {
+				holdEveryReader(t, a)
 			}
 			// blocker holds the lock; watch looks on from outside its
 			// transaction (which would see one snapshot of the activity).
@@ -219,6 +225,19 @@ func TestAWriteCutWhileAnotherNodeClaimsFailsAsMoved(t *testing.T) {
 				t.Fatalf("log = %+v, %v; want it empty", msgs, err)
 			}
 		})
+	}
+}
+
+// holdEveryReader holds every one of s's reading connections until the
+// test ends, as tenants' slow reads can.
+func holdEveryReader(t *testing.T, s *Postgres) {
+	t.Helper()
+	for range s.pool.Config().MaxConns {
+		c, err := s.pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Release)
 	}
 }
 

@@ -41,6 +41,10 @@ type Postgres struct {
 	// every tenant's writes wait on the committer, and with its batches
 	// taking connections from pool, one tenant's slow or many reads
 	// holding all of them stalled every tenant's writes while they went on.
+	// A failed write's re-read of its chat's epoch (recheckEpoch) runs on
+	// it too, outside the readers' share: on pool's, it waited while
+	// tenants' reads held every connection, or took the one they leave
+	// another tenant.
 	wpool *pgxpool.Pool
 	w     *committer[*pgTxn]
 	// life ends when Close ends the store (its cause says why): every
@@ -731,6 +735,9 @@ func (p *Postgres) movedOr(chatID string, err error) error {
 // it waits for the owner row, while the row alone lets a FOR SHARE in
 // ahead of a claim still waiting for the cut transaction's share lock
 // (whose end the server reports to the client before it releases it).
+// It runs on the writer's connection, free once the failed batch is
+// rolled back: the committer's goroutine asks it between batches (a
+// failed SaveSnapshot asks from its caller's, after the batch in flight).
 func (p *Postgres) recheckEpoch(ctx context.Context, chatID string) error {
 	p.mu.Lock()
 	_, claimed := p.epochs[chatID]
@@ -738,7 +745,7 @@ func (p *Postgres) recheckEpoch(ctx context.Context, chatID string) error {
 	if !claimed {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, p.wpool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext('owner/' || $1))`, chatID); err != nil {
 			return err
 		}

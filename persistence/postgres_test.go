@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit/pgtest"
@@ -114,19 +113,7 @@ func TestReadsHoldingEveryConnectionHoldNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	var held []*pgxpool.Conn
-	defer func() {
-		for _, c := range held {
-			c.Release()
-		}
-	}()
-	for range s.pool.Config().MaxConns {
-		c, err := s.pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
+	holdEveryReader(t, s)
 	if err := s.CreateChat(ctx, Chat{ID: "b1", Tenant: "b", CreatedAt: time.Now()}); err != nil {
 		t.Fatalf("tenant b's write while every reading connection is held: %v", err)
 	}
