@@ -267,3 +267,33 @@ func waitBlockedBy(t *testing.T, conn *pgx.Conn, pid int) int {
 	t.Fatalf("no backend came to wait on backend %d's locks in a minute", pid)
 	return 0
 }
+
+// TestAClaimIsOneRoundTrip: every session start claims its chat, so many
+// chats woken at once pay it many times over; it took four round trips
+// (BEGIN, the claim lock, the epoch, COMMIT), now one statement.
+func TestAClaimIsOneRoundTrip(t *testing.T) {
+	p, u, _ := silencedDSN(t)
+	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
+	ctx := context.Background()
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// The pings' one connection, held, makes none meanwhile.
+	ping, err := s.ppool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ping.Release()
+	if err := s.Claim(ctx, "c"); err != nil { // prepares its statement
+		t.Fatal(err)
+	}
+	before := p.roundTrips()
+	if err := s.Claim(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	// One, and one more if pgx pings the connection first (it does when
+	// the connection was idle a second).
+	if n := p.roundTrips() - before; n > 2 {
+		t.Fatalf("a claim made %d round trips; want one", n)
+	}
+}

@@ -661,8 +661,9 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // this one. A session claims before it reads the log: the claim waits for
 // the old owner's writes in flight (they hold a share lock on the epoch's
 // row) and fences every later one, so what the new owner reads is all the
-// old one will ever have written. The claim is its own committed
-// transaction (not in a batch of the committer) holding one row lock and
+// old one will ever have written. The claim is one statement, its own
+// committed transaction (not in a batch of the committer), on a reading
+// connection taken as the chat's tenant's, holding one row lock and
 // the chat's claim lock, an advisory lock taken before it waits for the
 // row so that a write failed meanwhile can wait for the claim (movedOr);
 // only claims and that re-read take it, so a deadlock still needs two
@@ -671,13 +672,12 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
 	err := p.read(ctx, p.lane(ctx, chatID), func() error {
-		return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('owner/' || $1))`, chatID); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, `INSERT INTO chat_owners (chat_id, epoch) VALUES ($1, 1)
-				ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
-		})
+		// One statement, its own transaction, one round trip: the insert
+		// reads the lock's row, so the lock is taken before the insert
+		// waits for the owner row, and held until the claim commits.
+		return p.pool.QueryRow(ctx, `WITH claim AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('owner/' || $1::text)))
+			INSERT INTO chat_owners (chat_id, epoch) SELECT $1::text, 1 FROM claim
+			ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
 	})
 	if err != nil {
 		return fmt.Errorf("claim chat %s: %w", chatID, err)

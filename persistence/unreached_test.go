@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/url"
@@ -77,11 +78,54 @@ type silencer struct {
 	frozen bool
 	conns  []net.Conn
 	dials  int
+	// ready counts the server's ReadyForQuery messages, one a round trip.
+	ready int
+}
+
+// serverScan follows the messages of a server's side of the protocol
+// (each a type byte and a length), every one typed after startup.
+type serverScan struct {
+	head []byte // the next message's type and length, as far as read
+	body int    // bytes left of the current message
+}
+
+// readies scans b, the stream's next bytes, and says how many
+// ReadyForQuery ('Z') messages began in it.
+func (s *serverScan) readies(b []byte) (n int) {
+	for len(b) > 0 {
+		if s.body > 0 {
+			k := min(s.body, len(b))
+			s.body, b = s.body-k, b[k:]
+			continue
+		}
+		k := min(5-len(s.head), len(b))
+		s.head, b = append(s.head, b[:k]...), b[k:]
+		if len(s.head) == 5 {
+			if s.head[0] == 'Z' {
+				n++
+			}
+			s.body, s.head = int(binary.BigEndian.Uint32(s.head[1:]))-4, s.head[:0]
+		}
+	}
+	return n
+}
+
+func (p *silencer) countReady(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ready += n
+}
+
+// roundTrips is how many round trips the connections p carried made.
+func (p *silencer) roundTrips() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready
 }
 
 // pipe forwards src to dst until either closes, dropping what comes once
-// frozen; it closes dst when done.
-func (p *silencer) pipe(dst, src net.Conn) {
+// frozen, and shows seen what it forwards; it closes dst when done.
+func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 	defer func() { _ = dst.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
@@ -90,6 +134,9 @@ func (p *silencer) pipe(dst, src net.Conn) {
 		frozen := p.frozen
 		p.mu.Unlock()
 		if n > 0 && !frozen {
+			if seen != nil {
+				seen(buf[:n])
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -150,8 +197,9 @@ func newSilencer(t *testing.T, target string) *silencer {
 				_ = c.Close()
 				continue
 			}
-			wg.Go(func() { p.pipe(up, c) })
-			wg.Go(func() { p.pipe(c, up) })
+			wg.Go(func() { p.pipe(up, c, nil) })
+			var scan serverScan
+			wg.Go(func() { p.pipe(c, up, func(b []byte) { p.countReady(scan.readies(b)) }) })
 		}
 	})
 	return p
