@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/agentd/agentd/persistence"
 )
 
 // MapLimit caps the memory map in bytes.
@@ -51,7 +53,7 @@ func (s *Store) MapErr(ctx context.Context, tenant string) (string, error) {
 		return text, nil
 	}
 	var stored dayMap
-	if err := s.rec.Record(ctx, mapKind, url.PathEscape(tenant), &stored); err == nil && stored.Day == day {
+	if err := s.rec.Record(persistence.ReadsFor(ctx, tenant), mapKind, url.PathEscape(tenant), &stored); err == nil && stored.Day == day {
 		s.cacheMap(tenant, stored)
 		return stored.Text, nil
 	}

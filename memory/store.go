@@ -272,7 +272,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (Memory, error) {
 	if !idPattern.MatchString(id) {
 		return m, fmt.Errorf("memory %s: %w", id, ErrNotFound)
 	}
-	if err := s.rec.Record(ctx, memKind(tenant), id, &m); err != nil {
+	if err := s.rec.Record(persistence.ReadsFor(ctx, tenant), memKind(tenant), id, &m); err != nil {
 		return Memory{}, fmt.Errorf("get memory %s: %w", id, notFound(err))
 	}
 	if m.Tenant != tenant {
@@ -355,7 +355,7 @@ func (s *Store) GetRun(ctx context.Context, tenant, id string) (Run, error) {
 	if !idPattern.MatchString(id) {
 		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
-	if err := s.rec.Record(ctx, runKind(tenant), id, &r); err != nil {
+	if err := s.rec.Record(persistence.ReadsFor(ctx, tenant), runKind(tenant), id, &r); err != nil {
 		return Run{}, fmt.Errorf("get run %s: %w", id, notFound(err))
 	}
 	if r.Tenant != tenant {
@@ -367,7 +367,7 @@ func (s *Store) GetRun(ctx context.Context, tenant, id string) (Run, error) {
 // Runs returns a tenant's learning runs, oldest first.
 func (s *Store) Runs(ctx context.Context, tenant string) ([]Run, error) {
 	var out []Run
-	err := s.rec.Records(ctx, runKind(tenant), func(_ string, decode func(any) error) error {
+	err := s.rec.Records(persistence.ReadsFor(ctx, tenant), runKind(tenant), func(_ string, decode func(any) error) error {
 		var r Run
 		if err := decode(&r); err != nil {
 			return err
@@ -473,7 +473,7 @@ func (s *Store) raisedMark(ctx context.Context, chatID string, seq int64) ([]per
 
 // each calls fn for every memory of the tenant, oldest first.
 func (s *Store) each(ctx context.Context, tenant string, fn func(Memory)) error {
-	return s.rec.Records(ctx, memKind(tenant), func(_ string, decode func(any) error) error {
+	return s.rec.Records(persistence.ReadsFor(ctx, tenant), memKind(tenant), func(_ string, decode func(any) error) error {
 		var m Memory
 		if err := decode(&m); err != nil {
 			return err

@@ -421,8 +421,9 @@ func ReadsFor(ctx context.Context, tenant string) context.Context {
 
 // lane is the tenant whose read a read made with ctx of chat id ("" for
 // none) is: ReadsFor's, else the chat's cached tenant, else "" (reads of
-// no tenant's, and of chats this node has not seen yet, which share a
-// lane: they too leave a connection to every tenant).
+// no tenant's, records not marked with ReadsFor, and chats this node has
+// not seen yet, which share a lane: they too leave a connection to every
+// tenant).
 func (p *Postgres) lane(ctx context.Context, id string) string {
 	if tenant, ok := ctx.Value(readsForKey{}).(string); ok {
 		return tenant

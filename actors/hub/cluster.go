@@ -83,7 +83,7 @@ func (h *Hub) announceToolset(tenant, name string) {
 // as the store has it now (another node put or deleted it).
 func (h *Hub) reloadToolset(ctx context.Context, tenant, name string) {
 	var ts Toolset
-	err := h.store.Record(ctx, recordToolset, tenant+"/"+name, &ts)
+	err := h.store.Record(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/"+name, &ts)
 	if errors.Is(err, persistence.ErrNotFound) {
 		if _, err := h.tools.RemoveToolset(tenant, name); err != nil {
 			h.log.Warn().Err(err).Str("tenant", tenant).Str("toolset", name).Msg("close toolset")

@@ -118,7 +118,7 @@ type owners struct{ store Store }
 
 func (o owners) Owned(ctx context.Context, tenant, id string) (chat.Attachment, bool, error) {
 	var a chat.Attachment
-	err := o.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a)
+	err := o.store.Record(persistence.ReadsFor(ctx, tenant), attachmentOwner, tenant+"/"+id, &a)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return a, false, nil
 	}
@@ -212,7 +212,7 @@ func (h *Hub) linkImported(ctx context.Context, tenant, chatID string, msgs []ch
 func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, int64, error) {
 	var mine []string
 	elsewhere := map[string]bool{}
-	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
+	err := h.store.Records(persistence.ReadsFor(ctx, tenant), attachmentUse(tenant), func(id string, _ func(any) error) error {
 		att, ch, _ := strings.Cut(id, "/")
 		if ch == chatID {
 			mine = append(mine, att)
@@ -246,7 +246,7 @@ func (h *Hub) attachmentRecords(ctx context.Context, tenant, chatID string) ([]p
 // attachment returns a tenant's uploaded attachment by id.
 func (h *Hub) attachment(ctx context.Context, tenant, id string) (chat.Attachment, error) {
 	var a chat.Attachment
-	if err := h.store.Record(ctx, attachmentOwner, tenant+"/"+id, &a); err != nil {
+	if err := h.store.Record(persistence.ReadsFor(ctx, tenant), attachmentOwner, tenant+"/"+id, &a); err != nil {
 		return a, fmt.Errorf("attachment %s: %w", id, ErrNotFound)
 	}
 	return a, nil

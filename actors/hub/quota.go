@@ -44,7 +44,7 @@ func (l *tenantLocks) lock(tenant string) (unlock func()) {
 // place.
 func (h *Hub) toolsetRoom(ctx context.Context, tenant string) error {
 	n := 0
-	err := h.store.RecordsPrefix(ctx, recordToolset, tenant+"/", func(string, func(any) error) error {
+	err := h.store.RecordsPrefix(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/", func(string, func(any) error) error {
 		n++
 		return nil
 	})
@@ -362,6 +362,7 @@ func (h *Hub) expireUnsent(ctx context.Context, now, start time.Time) error {
 // holds the tenant's lock.
 func (h *Hub) dropUnsent(ctx context.Context, tenant string, ids []string, ttl time.Duration, now, start time.Time) (int64, error) {
 	sent := map[string]bool{}
+	ctx = persistence.ReadsFor(ctx, tenant)
 	err := h.store.Records(ctx, attachmentUse(tenant), func(id string, _ func(any) error) error {
 		att, _, _ := strings.Cut(id, "/")
 		sent[att] = true

@@ -184,7 +184,7 @@ func (h *Hub) PutTenantRecord(ctx context.Context, tenant, kind, id string, v an
 // TenantRecord reads the record kind/id of tenant into v; a missing one is
 // ErrNotFound.
 func (h *Hub) TenantRecord(ctx context.Context, tenant, kind, id string, v any) error {
-	err := h.store.Record(ctx, tenantRecords(tenant), kind+"/"+id, v)
+	err := h.store.Record(persistence.ReadsFor(ctx, tenant), tenantRecords(tenant), kind+"/"+id, v)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 	}
@@ -195,7 +195,7 @@ func (h *Hub) TenantRecord(ctx context.Context, tenant, kind, id string, v any) 
 // with its id (without kind); fn decodes. An error fn returns ends the
 // reading and is returned.
 func (h *Hub) TenantRecords(ctx context.Context, tenant, kind string, fn func(id string, decode func(v any) error) error) error {
-	return h.store.RecordsPrefix(ctx, tenantRecords(tenant), kind+"/", func(id string, decode func(any) error) error {
+	return h.store.RecordsPrefix(persistence.ReadsFor(ctx, tenant), tenantRecords(tenant), kind+"/", func(id string, decode func(any) error) error {
 		return fn(strings.TrimPrefix(id, kind+"/"), decode)
 	})
 }

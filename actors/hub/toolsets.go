@@ -322,7 +322,7 @@ func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error)
 	if !tools.ValidName(name) {
 		return ts, fmt.Errorf("toolset %s: %w", name, ErrNotFound)
 	}
-	err := h.store.Record(ctx, recordToolset, tenant+"/"+name, &ts)
+	err := h.store.Record(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/"+name, &ts)
 	if err == nil && ts.Tenant != tenant {
 		err = persistence.ErrNotFound
 	}
@@ -341,7 +341,7 @@ func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error)
 // Toolsets lists a tenant's toolsets, by name.
 func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
 	var out []Toolset
-	err := h.store.RecordsPrefix(ctx, recordToolset, tenant+"/", func(_ string, decode func(any) error) error {
+	err := h.store.RecordsPrefix(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/", func(_ string, decode func(any) error) error {
 		var ts Toolset
 		if err := decode(&ts); err != nil {
 			return err
