@@ -46,6 +46,18 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The n writes wait behind a write the committer holds, so they make
+	// one batch however the machine schedules this loop: queued while
+	// batches failed, each write could make a batch of its own, and dial
+	// twice (to begin, to ask), past the bound below.
+	held, release := make(chan struct{}), make(chan struct{})
+	blocker := make(chan error, 1)
+	s.w.queue(func(*pgTxn) error {
+		close(held)
+		<-release
+		return nil
+	}, false, func(_ bool, err error) { blocker <- err })
+	<-held
 	p.silence()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -57,9 +69,14 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 			wg.Done()
 		})
 	}
+	close(release)
+	if err := <-blocker; err == nil {
+		t.Error("the held write committed on a cut connection")
+	}
 	wg.Wait()
-	// The batches of n writes (a first, and those queued behind it) dial
-	// once each to begin and once to ask; a question a write gave n dials.
+	// The batch of n writes dials once to begin and once to ask (and the
+	// pings' first may dial once, if it came after the silence); a
+	// question a write gave n dials.
 	if dials := p.held(); dials >= n/2 {
 		t.Fatalf("%d writes failed after %d connection attempts to the silent server; want a few for their batches, not one a write", n, dials)
 	}
