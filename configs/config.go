@@ -369,6 +369,24 @@ type Store struct {
 	// the server takes (docs/cluster.md, "When something fails").
 	// Optional (kind postgres). Defaults to 2m.
 	FailingAfter Duration `yaml:"failing_after" json:"failing_after"`
+	// CloseWait is how long the store may take, once the sessions have
+	// stopped, to commit the writes they queued before the daemon stops:
+	// past it, a Postgres that does not answer has its connections cut and
+	// the writes not committed fail (docs/cluster.md, "When something
+	// fails"). Optional (kind postgres). Defaults to 10s.
+	CloseWait Duration `yaml:"close_wait" json:"close_wait"`
+}
+
+// DefaultCloseWait is store.close_wait's default.
+const DefaultCloseWait = 10 * time.Second
+
+// CloseWaitOrDefault is CloseWait, or its default when unset (a Config
+// built in code, without ApplyDefaults).
+func (s Store) CloseWaitOrDefault() time.Duration {
+	if s.CloseWait.Duration > 0 {
+		return s.CloseWait.Duration
+	}
+	return DefaultCloseWait
 }
 
 // DefaultFailingAfter is store.failing_after's default.
@@ -604,6 +622,7 @@ func (c *Config) ApplyDefaults() {
 	if c.Store.Kind == StorePostgres {
 		def(&c.Store.DSNEnv, "AGENTD_PG_DSN")
 		setDur(&c.Store.FailingAfter, DefaultFailingAfter)
+		setDur(&c.Store.CloseWait, DefaultCloseWait)
 	}
 	def(&c.LogLevel, "info")
 	if c.IdleAfter.Duration == 0 {

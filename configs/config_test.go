@@ -53,13 +53,34 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 		t.Fatalf("store default = %+v, want badger", c.Store)
 	}
 	t.Setenv("AGENTD_STORE", "postgres")
-	if c, err = Load(""); err != nil || c.Store.Kind != StorePostgres || c.Store.DSNEnv != "AGENTD_PG_DSN" || c.Store.FailingAfter.Duration != 2*time.Minute {
-		t.Fatalf("AGENTD_STORE=postgres: %+v, %v; want postgres from $AGENTD_PG_DSN, failing after 2m", c.Store, err)
+	if c, err = Load(""); err != nil || c.Store.Kind != StorePostgres || c.Store.DSNEnv != "AGENTD_PG_DSN" || c.Store.FailingAfter.Duration != 2*time.Minute || c.Store.CloseWait.Duration != 10*time.Second {
+		t.Fatalf("AGENTD_STORE=postgres: %+v, %v; want postgres from $AGENTD_PG_DSN, failing after 2m, closing within 10s", c.Store, err)
 	}
 }
 
 // TestStoreFailingAfterIsRead: how long Postgres may not answer before
 // /healthz says failing was a constant (2 minutes), which an operator whose
+// TestStoreCloseWaitIsRead: how long a stopping node's store may take to
+// commit what its sessions queued was a constant (10 s), which an operator
+// could not set for a server that commits slower or a pod that must stop
+// sooner.
+func TestStoreCloseWaitIsRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("store: {kind: postgres, close_wait: 45s}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil || c.Store.CloseWaitOrDefault() != 45*time.Second {
+		t.Fatalf("store.close_wait 45s: %+v, %v", c.Store, err)
+	}
+	if d := (Store{Kind: StorePostgres}).CloseWaitOrDefault(); d != DefaultCloseWait {
+		t.Fatalf("a Store built in code, close_wait unset: %v; want the default %v", d, DefaultCloseWait)
+	}
+}
+
 // server fails over slower, or whose probes restart sooner, could not set.
 func TestStoreFailingAfterIsRead(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.yaml")
@@ -103,6 +124,7 @@ func TestValidateRejects(t *testing.T) {
 		"ingest rate below -1":   {"limits: {ingest_bytes_per_second: -2}", "limits.ingest_bytes_per_second -2: must not be negative"},
 		"memories below -1":      {"limits: {memories_per_tenant: -2}", "limits.memories_per_tenant -2: must not be negative"},
 		"negative failing after": {"store: {kind: postgres, failing_after: -1m}", "store.failing_after -1m0s: must not be negative"},
+		"negative close wait":    {"store: {kind: postgres, close_wait: -5s}", "store.close_wait -5s: must not be negative"},
 		"model without id":       {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{window: 8192}]}]", "providers[0] \"x\": models[0] has no id"},
 		"negative window":        {"providers: [{name: x, kind: openai, base_url: \"http://h/v1\", models: [{id: m, window: -5}]}]", "model \"m\": window -5"},
 		"base url no scheme":     {"providers: [{name: x, kind: anthropic, base_url: \"localhost:8080\", models: [m]}]", "base_url \"localhost:8080\": want an http:// or https:// URL"},
@@ -300,6 +322,7 @@ func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {
 		"an unknown key":      {"limits:\n  max_body: 5\n", "line 2: limits.max_body: field max_body not found"},
 		"a list for a map":    {"tenants:\n  - a\n", "line 2: tenants: cannot unmarshal !!seq"},
 		"a duration":          {"store:\n  failing_after: soon\n", "store.failing_after"},
+		"a close wait":        {"store:\n  close_wait: 10\n", "line 2: store.close_wait"},
 		"a second list item":  {"auth:\n  tokens:\n    - tenant: a\n      token_env: A\n    - tenant: [b]\n", "line 5: auth.tokens[1].tenant: cannot unmarshal !!seq"},
 	}
 	for name, c := range cases {

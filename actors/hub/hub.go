@@ -113,6 +113,9 @@ type Hub struct {
 	// pgFailingAfter is store.failing_after: how long Postgres may not
 	// answer before /healthz says failing.
 	pgFailingAfter time.Duration
+	// storeCloseWait is store.close_wait: how long the store's Close may
+	// take, from its turn, before it gives up what is not committed.
+	storeCloseWait time.Duration
 	// totals counts the attachment bytes tenants hold, one by one and
 	// together (attachments.max_bytes_per_tenant, max_bytes); toolsetPuts makes a
 	// tenant's toolset PUTs take turns (toolsets.max_per_tenant);
@@ -183,7 +186,7 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 // store wraps the one openStore opened).
 func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider),
-		pgFailingAfter: cfg.Store.FailingAfterOrDefault()}
+		pgFailingAfter: cfg.Store.FailingAfterOrDefault(), storeCloseWait: cfg.Store.CloseWaitOrDefault()}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if _, ok := store.(*persistence.Store); ok {
 		h.metrics.watchStore(h.badgerSizes)
@@ -377,7 +380,8 @@ func (h *Hub) Refresh(ctx context.Context) api.Models {
 // When ctx ends first, the actors not yet stopped are told to stop without
 // waiting, the store still closes, and the error says what was left. A
 // store on a server (Postgres) has storeCloseWait of its own to commit
-// what was queued; past it, it gives the rest up and the error says so.
+// what was queued (store.close_wait); past it, it gives the rest up and
+// the error says so.
 func (h *Hub) Close(ctx context.Context) error {
 	h.cancel()
 	var errs []error
@@ -422,16 +426,9 @@ func (h *Hub) Close(ctx context.Context) error {
 	if err := h.tools.CloseToolsets(); err != nil {
 		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
 	}
-	errs = append(errs, closeStore(ctx, h.store))
+	errs = append(errs, closeStore(ctx, h.store, h.storeCloseWait))
 	return errors.Join(errs...)
 }
-
-// storeCloseWait bounds the store's Close (docs/cluster.md, "Stopping"):
-// a Postgres that stopped answering would hold it for its batch timeout
-// and more. It runs from the store's turn, not from ctx: the writes the
-// sessions queued as they stopped get their chance even when the actors
-// used up ctx.
-const storeCloseWait = 10 * time.Second
 
 // boundedCloser is a store whose Close may wait on a server (Postgres):
 // CloseContext gives up the writes not committed when ctx ends.
@@ -439,13 +436,17 @@ type boundedCloser interface {
 	CloseContext(ctx context.Context) error
 }
 
-// closeStore closes st, within storeCloseWait when it may wait on a server.
-func closeStore(ctx context.Context, st Store) error {
+// closeStore closes st, within wait (store.close_wait) when it may wait on
+// a server: a Postgres that stopped answering would hold it for its batch
+// timeout and more. The wait runs from the store's turn, not from ctx: the
+// writes the sessions queued as they stopped get their chance even when
+// the actors used up ctx.
+func closeStore(ctx context.Context, st Store, wait time.Duration) error {
 	b, ok := st.(boundedCloser)
 	if !ok {
 		return st.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCloseWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	return b.CloseContext(ctx)
 }

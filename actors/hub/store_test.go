@@ -51,12 +51,35 @@ func (s *boundedStore) CloseContext(ctx context.Context) error {
 
 // TestHubCloseBoundsTheStoresClose: a Postgres that stopped answering held
 // the hub's Close (and the daemon's stop) for as long as the server took,
-// the store's Close having no bound. Now the store gets storeCloseWait of
-// its own, even when the hub's ctx was used up by the actors: the writes
-// the sessions queued as they stopped get their chance first.
+// the store's Close having no bound. Now the store gets store.close_wait
+// of its own (10 s by default), even when the hub's ctx was used up by
+// the actors: the writes the sessions queued as they stopped get their
+// chance first.
 func TestHubCloseBoundsTheStoresClose(t *testing.T) {
-	ctx := context.Background()
+	got := storeCloseBound(t, testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096))
+	if !got.bounded || got.err != nil || time.Until(got.deadline) > configs.DefaultCloseWait {
+		t.Fatalf("the store's Close got a context bounded %v at %v, ended %v; want a live one bounded by store.close_wait's default", got.bounded, got.deadline, got.err)
+	}
+}
+
+// TestStoreCloseWaitIsTheStoresBound: the store's bound was a constant
+// 10 s, which an operator whose server takes longer to commit a stopping
+// node's writes (or whose pod's grace period is shorter) could not set;
+// store.close_wait sets it.
+func TestStoreCloseWaitIsTheStoresBound(t *testing.T) {
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096)
+	cfg.Store.CloseWait = configs.Duration{Duration: time.Hour}
+	got := storeCloseBound(t, cfg)
+	if left := time.Until(got.deadline); !got.bounded || got.err != nil || left <= 30*time.Minute || left > time.Hour {
+		t.Fatalf("store.close_wait 1h: the store's Close got a context bounded %v at %v (%v left), ended %v; want one bounded an hour from its turn", got.bounded, got.deadline, left, got.err)
+	}
+}
+
+// storeCloseBound closes a hub on cfg, its ctx already used up, and
+// returns the context its store's bounded Close got.
+func storeCloseBound(t *testing.T, cfg configs.Config) closeBound {
+	t.Helper()
+	ctx := context.Background()
 	metrics := newMetrics()
 	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
 	if err != nil {
@@ -72,10 +95,9 @@ func TestHubCloseBoundsTheStoresClose(t *testing.T) {
 	_ = h.Close(used)
 	select {
 	case got := <-st.closing:
-		if !got.bounded || got.err != nil || time.Until(got.deadline) > storeCloseWait {
-			t.Fatalf("the store's Close got a context bounded %v at %v, ended %v; want a live one bounded by storeCloseWait", got.bounded, got.deadline, got.err)
-		}
+		return got
 	default:
 		t.Fatal("the hub closed a store that may wait on a server without a bound")
+		return closeBound{}
 	}
 }
