@@ -183,7 +183,9 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 }
 
 // newOn is New on an open store, which it closes if it fails (a test's
-// store wraps the one openStore opened).
+// store wraps the one openStore opened), within store.close_wait as Close
+// does: a start that failed on a Postgres that stopped answering would
+// otherwise wait for it as long as it takes.
 func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider),
 		pgFailingAfter: cfg.Store.FailingAfterOrDefault(), storeCloseWait: cfg.Store.CloseWaitOrDefault()}
@@ -192,7 +194,9 @@ func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Opt
 		h.metrics.watchStore(h.badgerSizes)
 	}
 	if err := h.build(ctx, opts); err != nil {
-		_ = store.Close()
+		if cerr := closeStore(ctx, store, h.storeCloseWait); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the store: %w", cerr))
+		}
 		return nil, err
 	}
 	return h, nil

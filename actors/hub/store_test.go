@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/pgtest"
+	"github.com/agentd/agentd/tools"
 )
 
 func TestNewOnPostgresSaysWhatIsMissingOrUnreachable(t *testing.T) {
@@ -72,6 +74,35 @@ func TestStoreCloseWaitIsTheStoresBound(t *testing.T) {
 	got := storeCloseBound(t, cfg)
 	if left := time.Until(got.deadline); !got.bounded || got.err != nil || left <= 30*time.Minute || left > time.Hour {
 		t.Fatalf("store.close_wait 1h: the store's Close got a context bounded %v at %v (%v left), ended %v; want one bounded an hour from its turn", got.bounded, got.deadline, left, got.err)
+	}
+}
+
+// TestAHubThatFailsToStartBoundsTheStoresClose: a hub whose start failed
+// (here an application's tools; as well a read of a Postgres that stopped
+// answering) closed its store with the unbounded Close, so the daemon's
+// failed start waited for the server as long as it took; it gets
+// store.close_wait, as a stopping hub's store does.
+func TestAHubThatFailsToStartBoundsTheStoresClose(t *testing.T) {
+	ctx := context.Background()
+	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096)
+	metrics := newMetrics()
+	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &boundedStore{Store: db, closing: make(chan closeBound, 1)}
+	failed := errors.New("no tools today")
+	_, err = newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1, Tools: func(*tools.Registry) error { return failed }}, st, metrics)
+	if !errors.Is(err, failed) {
+		t.Fatalf("a start whose tools failed: %v; want their error", err)
+	}
+	select {
+	case got := <-st.closing:
+		if !got.bounded || got.err != nil || time.Until(got.deadline) > configs.DefaultCloseWait {
+			t.Fatalf("the failed start's store Close got a context bounded %v at %v, ended %v; want a live one bounded by store.close_wait", got.bounded, got.deadline, got.err)
+		}
+	default:
+		t.Fatal("a hub that failed to start closed a store that may wait on a server without a bound")
 	}
 }
 
