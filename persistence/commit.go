@@ -81,8 +81,8 @@ type committer[T any] struct {
 	mu     sync.RWMutex // guards closed against a send on a closed in
 	closed bool
 	wg     sync.WaitGroup
-	// unfinished counts the writes queued whose outcome is not yet told:
-	// what a Close that gives up leaves failing.
+	// unfinished counts the writes queued whose callers are not yet told
+	// their outcome: what a Close that gives up leaves failing.
 	unfinished atomic.Int64
 }
 
@@ -250,10 +250,12 @@ func (c *committer[T]) commit(batch []write[T]) {
 	}
 }
 
-// finish reports w's outcome.
+// finish reports w's outcome; w is unfinished until its caller is told,
+// which may wait on the server (Postgres asks whether a failed write's
+// chat moved).
 func (c *committer[T]) finish(w *write[T], err error) {
-	c.unfinished.Add(-1)
 	w.finish(err)
+	c.unfinished.Add(-1)
 }
 
 // batchError is the failure of a whole batch (its begin, commit or sync),

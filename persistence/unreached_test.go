@@ -97,6 +97,9 @@ type silencer struct {
 	dials  int
 	// ready counts the server's ReadyForQuery messages, one a round trip.
 	ready int
+	// sentOn are the connections on which something was dropped once
+	// frozen: a client sent the frozen server something on each.
+	sentOn map[net.Conn]bool
 }
 
 // serverScan follows the messages of a server's side of the protocol
@@ -149,6 +152,9 @@ func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 		n, err := src.Read(buf)
 		p.mu.Lock()
 		frozen := p.frozen
+		if frozen && n > 0 {
+			p.sentOn[src] = true
+		}
 		p.mu.Unlock()
 		if n > 0 && !frozen {
 			if seen != nil {
@@ -193,7 +199,7 @@ func newSilencer(t *testing.T, target string) *silencer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &silencer{addr: l.Addr().String()}
+	p := &silencer{addr: l.Addr().String(), sentOn: map[net.Conn]bool{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		_ = l.Close()
@@ -257,6 +263,14 @@ func (p *silencer) cut() {
 		_ = c.Close()
 	}
 	p.conns = nil
+}
+
+// sentOnConns is on how many connections the frozen server was sent
+// something it never got.
+func (p *silencer) sentOnConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sentOn)
 }
 
 // held is how many connections came once silenced.
@@ -447,5 +461,53 @@ func awaitPings(t *testing.T, conn *pgx.Conn, since, deadline time.Time, why str
 			began[at] = true
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet: the server froze
+// under a claimed chat's write; its batch failed at its timeout, and the
+// write, before its caller hears, asks the server whether the chat moved
+// (movedOr), which the frozen server holds. A Close giving up then said
+// it gave up on 0 writes: the count dropped as the batch failed, before
+// the caller was told. It counts the writes whose callers wait still.
+func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
+	p, u, _ := silencedDSN(t)
+	ctx := context.Background()
+	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{BatchTimeout: 300 * time.Millisecond, PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	p.freeze()
+	told := make(chan error, 1)
+	s.AppendThen(ctx, "c", []chat.Message{user("pending")}, func(_ []chat.Message, err error) { told <- err })
+	// The frozen server is sent the batch's BEGIN on the writer's
+	// connection, then, once the batch failed at its timeout, the write's
+	// question on a reader's (the store pings it no more).
+	deadline := time.Now().Add(time.Minute)
+	for p.sentOnConns() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after a write to the frozen server, it was sent something on %d connections; want the writer's and a reader's", p.sentOnConns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-told:
+		t.Fatalf("the write's caller was told %v before the chat's owner was asked; the test wants it waiting", err)
+	default:
+	}
+	bound, stop := context.WithCancel(ctx)
+	stop()
+	err = s.CloseContext(bound)
+	if err == nil || !strings.Contains(err.Error(), "gave up on the 1 writes") {
+		t.Fatalf("Close past its bound, one write's caller not told yet: %v; want it to count that write", err)
+	}
+	if err := <-told; err == nil {
+		t.Fatal("a write the frozen server never committed was reported stored")
 	}
 }
