@@ -497,6 +497,10 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusUnprocessableEntity, "key_reused", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case hub.StoreClosed(err):
+		// The bare sentence: the store's error is the operator's.
+		w.Header().Set("Retry-After", "1")
+		say(w, http.StatusServiceUnavailable, "unavailable", hub.ErrStopping.Error())
 	case errors.Is(err, hub.ErrMoved):
 		// The bare sentence: the cause (epochs, the store's own error)
 		// is the operator's, in the session's log.

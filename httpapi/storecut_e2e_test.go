@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 
+	"github.com/agentd/agentd/actors/hub"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/httpapi"
@@ -153,5 +156,81 @@ func cutAgentdConnections(t *testing.T, admin *pgx.Conn, dsn string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections still open a minute after their end", n)
 		}
+	}
+}
+
+// TestAReadHeldAtShutdownIsAnsweredThatAgentdStops: a request whose read
+// Postgres holds (here behind a lock; a frozen server holds it the same)
+// when the daemon stops: the store's Close gives up at store.close_wait
+// and cuts the read, and the request was answered as the store's own
+// failure — 500 internal (a pool closed under it) or 503 "send again
+// shortly". It is the daemon stopping: 503 unavailable, saying so, in the
+// API's error body.
+func TestAReadHeldAtShutdownIsAnsweredThatAgentdStops(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	t.Setenv("AGENTD_PG_DSN", dsn)
+	ctx := context.Background()
+	cfg := baseConfig(t, newFake(t, echoScript).URL())
+	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN", CloseWait: configs.Duration{Duration: time.Second}}
+	h, err := hub.New(ctx, cfg, zerolog.Nop(), hub.Options{RefreshEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(h, cfg, nil, zerolog.Nop()))
+	defer srv.Close()
+	admin := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(ctx) })
+		return c
+	}
+	locker, watcher := admin(), admin()
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE chats IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		e      api.Error
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/v1/chats")
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var e api.Error
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		answered <- answer{resp.StatusCode, e, err}
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		var waiting bool
+		if err := watcher.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'chats'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request's read of the chats did not wait for the lock within a minute")
+		}
+	}
+	_ = h.Close(ctx) // the store gives up: its error is TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds's
+	select {
+	case a := <-answered:
+		if a.err != nil || a.status != http.StatusServiceUnavailable || a.e.Kind != "unavailable" || !strings.Contains(a.e.Message, "shutting down") {
+			t.Fatalf("a read cut as the daemon stopped: %d %q (%s), %v; want 503 unavailable saying agentd is shutting down", a.status, a.e.Kind, a.e.Message, a.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer a minute after the hub closed")
 	}
 }

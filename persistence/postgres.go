@@ -399,14 +399,20 @@ func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
 // read runs fn, which reads through pool, once tenant holds one of the
 // reading connections: a tenant holds at most all of them but one, so one
 // tenant alone never holds them all, and a freed one goes to the waiting
-// tenant holding fewest (fairshare.Share).
+// tenant holding fewest (fairshare.Share). A read that fails once the
+// store is closed (its Close cut it, giving up on a server that does not
+// answer) says so: errors.Is ErrClosed, not a connection's error.
 func (p *Postgres) read(ctx context.Context, tenant string, fn func() error) error {
 	release, err := p.reads.Acquire(ctx, tenant)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return fn()
+	err = fn()
+	if err != nil && p.life.Err() != nil {
+		err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
+	}
+	return err
 }
 
 // readsForKey carries ReadsFor's tenant.

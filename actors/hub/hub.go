@@ -79,6 +79,11 @@ var (
 // internal error.
 func StoreUnavailable(err error) bool { return persistence.Unavailable(err) }
 
+// StoreClosed reports whether err is the store's, closed as the daemon
+// stops (a read its Close cut when the server did not answer): an API
+// answers it as ErrStopping, not as its own failure.
+func StoreClosed(err error) bool { return errors.Is(err, persistence.ErrClosed) }
+
 // SettingError is a chat setting refused (with ErrInvalid): its Field
 // names the setting, so an API can name its own request's field.
 type SettingError = chat.SettingError

@@ -105,6 +105,9 @@ func WriteHubError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusUnprocessableEntity, "key_reused", "", err.Error())
 	case errors.Is(err, hub.ErrStopping):
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
+	case hub.StoreClosed(err):
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "", hub.ErrStopping.Error()) // the store's error is the operator's
 	case errors.Is(err, hub.ErrMoved), errors.Is(err, hub.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
 		code, msg := "unavailable", err.Error()
