@@ -306,8 +306,8 @@ func (h *Hub) startActors(opts Options) {
 	}
 	h.summarize = root.Spawn(summarizer.Props(sumCfg))
 	h.learner = root.Spawn(learner.Props(learnCfg))
-	// The index loads the registry when it starts, and again after a restart.
-	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource}))
+	// The index loads the registry when it starts; after a restart it rebuilds only the scope a panic hit.
+	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource, Tools: h.indexScope}))
 	// Prompts read the last map built; sessions have it built off their mailboxes (session.Deps.Maps).
 	builder := &prompts.Builder{MemoryMap: h.memory.LastMap}
 	deps := &session.Deps{

@@ -303,13 +303,24 @@ func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
 }
 
 // indexSource is everything the tool index holds: the daemon's tools and
-// every toolset, read again whenever the index (re)starts.
+// every toolset, read when the index starts.
 func (h *Hub) indexSource() []*toolindex.Register {
-	out := []*toolindex.Register{{Tools: indexTools(h.tools.List())}}
+	out := []*toolindex.Register{{Tools: h.indexScope("")}}
 	for k, ts := range h.tools.Toolsets() {
 		out = append(out, toolsetRegister(k[0], k[1], ts))
 	}
 	return out
+}
+
+// indexScope is what one scope of the tool index holds now: the daemon's
+// tools, or a toolset's (none once deleted), for the index to rebuild a
+// scope a panic hit.
+func (h *Hub) indexScope(scope string) []toolindex.Tool {
+	if scope == "" {
+		return indexTools(h.tools.List())
+	}
+	ts, _ := h.tools.Toolset(toolindex.ToolsetOfScope(scope))
+	return indexTools(ts)
 }
 
 // Toolset returns one of a tenant's toolsets; an MCP toolset lists the

@@ -2,6 +2,7 @@ package toolindex
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/agentd/agentd/toolsearch"
 )
@@ -37,12 +38,19 @@ type Register struct {
 // tenant's search behind its indexing in the actor's one mailbox. Send it
 // once.
 func ReplaceScope(scope string, tools []Tool) *Register {
-	sc := newScoped(len(tools))
+	sc := newScoped(scope, len(tools))
 	return &Register{Scope: scope, Replace: true, indexed: sc.add(tools)}
 }
 
 // ToolsetScope names the scope of a tenant's toolset.
 func ToolsetScope(tenant, toolset string) string { return tenant + "\x00" + toolset }
+
+// ToolsetOfScope is the tenant and toolset a scope names ("" and "" for
+// the daemon's own tools).
+func ToolsetOfScope(scope string) (tenant, toolset string) {
+	tenant, toolset, _ = strings.Cut(scope, "\x00")
+	return tenant, toolset
+}
 
 // Registered answers Register. Invalid names tools that were still indexed
 // by name and description only because their schema did not parse, or that

@@ -11,12 +11,16 @@
 // its own tools (toolsearch does not rebuild an index to add to it); one
 // made by ReplaceScope was indexed by its sender, and the actor only
 // installs it, so one tenant's large toolset holds no other's searches.
+// A restart after a panic keeps what was indexed, but for the scope the
+// panic hit, which a goroutine of the actor's indexes again (Config.Tools);
+// the actor waits for it when it stops.
 package toolindex
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -31,11 +35,15 @@ type Config struct {
 	Log zerolog.Logger
 	// Source names where the actor's tools come from: it indexes every
 	// scope Source returns (the daemon's tools and each toolset) when it
-	// starts, and so again when its supervisor restarts it after a panic (a
-	// restart builds a new, empty actor). Tools sent only by Register are
-	// not in Source and do not survive a restart. Optional. Defaults to
-	// none: the actor starts empty.
+	// starts. Optional. Defaults to none: the actor starts empty.
 	Source func() []*Register
+	// Tools returns the tools a scope holds now (its toolset's, or the
+	// daemon's for ""). A restart after a panic keeps every scope built
+	// but the one the panicking message was handling (it may be half
+	// changed), which is rebuilt from Tools off the mailbox: no other
+	// scope's search waits for it. Optional. Defaults to none: that scope
+	// is dropped.
+	Tools func(scope string) []Tool
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
@@ -50,7 +58,8 @@ type Config struct {
 // a time, in order.
 func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
-	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source} },
+	k := &kept{rebuilding: map[string]uint64{}}
+	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source, tools: cfg.Tools, kept: k} },
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
 }
 
@@ -61,28 +70,65 @@ const dispatchThroughput = 300
 type indexActor struct {
 	log    zerolog.Logger
 	source func() []*Register
+	tools  func(scope string) []Tool
+	*kept
+}
+
+// kept is what the actor's incarnations share, so that a restart (a new
+// actor from the producer) does not index every tool again in the mailbox,
+// which every tenant's search waited for (650 ms at 50,000 tools). Only
+// the actor's Receive touches it, one message at a time.
+type kept struct {
+	loaded bool
 	// scopes holds one index per scope: "" for the daemon's own tools, one
 	// per toolset of a tenant; a search reads the scopes it names.
 	scopes map[string]*scoped
+	// busy names the scope the message being handled reads or changes
+	// (when inScope): a panic there may leave it half changed, or its
+	// search scratch dirty.
+	busy    string
+	inScope bool
+	// rebuilding holds, by scope, the rebuild under way; a change to the
+	// scope meanwhile drops it (what arrived is newer).
+	rebuilding map[string]uint64
+	rebuilds   uint64
+	group      actors.Group // the rebuilds' goroutines
 }
+
+// enter notes that the message now handles sc, leave that it is done.
+func (k *kept) enter(sc *scoped) { k.busy, k.inScope = sc.name, true }
+func (k *kept) leave()           { k.inScope = false }
 
 // scoped is one scope's tools and their index.
 type scoped struct {
+	name  string
 	ix    *toolsearch.Index
 	tools map[string]Tool
 }
+
+// rebuilt carries a scope rebuilt after a panic back to the mailbox; reg
+// is nil when the rebuild failed.
+type rebuilt struct {
+	token uint64
+	scope string
+	reg   *Register
+}
+
+// stopWait bounds how long a stopping actor waits for a rebuild.
+const stopWait = 10 * time.Second
 
 var _ actor.Actor = (*indexActor)(nil)
 
 func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.scopes = map[string]*scoped{}
-		if a.source != nil {
-			for _, r := range a.source() {
-				a.handleRegister(ctx, r)
-			}
+		a.start(ctx)
+	case *actor.Stopping:
+		if !a.group.Wait(stopWait) {
+			a.log.Warn().Msg("a scope's rebuild outlived the stop")
 		}
+	case *rebuilt:
+		a.handleRebuilt(ctx, m)
 	case *Register:
 		a.handleRegister(ctx, m)
 	case *Unregister:
@@ -100,11 +146,65 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	}
 }
 
+// start loads Source the first time; after a restart it keeps the scopes
+// built and rebuilds the one a panic may have left broken.
+func (a *indexActor) start(ctx actor.Context) {
+	if !a.loaded {
+		a.scopes, a.inScope = map[string]*scoped{}, false
+		if a.source != nil {
+			for _, r := range a.source() {
+				a.handleRegister(ctx, r)
+			}
+		}
+		a.loaded = true
+		return
+	}
+	if !a.inScope {
+		return
+	}
+	a.leave()
+	delete(a.scopes, a.busy)
+	a.rebuild(ctx, a.busy)
+}
+
+// rebuild indexes scope's tools again from Tools on a goroutine of its
+// own, and sends them back as a rebuilt.
+func (a *indexActor) rebuild(ctx actor.Context, scope string) {
+	if a.tools == nil {
+		a.log.Warn().Str("scope", scope).Msg("dropped a scope a panic may have broken; nothing to rebuild it from")
+		return
+	}
+	a.rebuilds++
+	token, tools, log := a.rebuilds, a.tools, a.log
+	a.rebuilding[scope] = token
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.group.Go(func() {
+		msg := &rebuilt{token: token, scope: scope}
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error().Str("scope", scope).Str("panic", fmt.Sprint(r)).Msg("rebuilding a scope panicked; it stays empty")
+			}
+			root.Send(self, msg)
+		}()
+		msg.reg = ReplaceScope(scope, tools(scope))
+	})
+}
+
+func (a *indexActor) handleRebuilt(ctx actor.Context, m *rebuilt) {
+	if a.rebuilding[m.scope] != m.token {
+		return // the scope changed while it was rebuilt
+	}
+	delete(a.rebuilding, m.scope)
+	if m.reg != nil {
+		a.handleRegister(ctx, m.reg)
+	}
+}
+
 // scope returns the named scope, made empty (room for n tools) if new.
 func (a *indexActor) scope(name string, n int) *scoped {
 	sc, ok := a.scopes[name]
 	if !ok {
-		sc = newScoped(n)
+		sc = newScoped(name, n)
 		a.scopes[name] = sc
 	}
 	return sc
@@ -112,17 +212,21 @@ func (a *indexActor) scope(name string, n int) *scoped {
 
 // newScoped is an empty scope whose map has room for n tools, so a large
 // Register fills it without rehashing.
-func newScoped(n int) *scoped {
-	return &scoped{ix: toolsearch.NewIndex(nil), tools: make(map[string]Tool, n)}
+func newScoped(name string, n int) *scoped {
+	return &scoped{name: name, ix: toolsearch.NewIndex(nil), tools: make(map[string]Tool, n)}
 }
 
 func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
+	delete(a.rebuilding, m.Scope)
 	added := m.indexed
 	if added == nil {
 		if m.Replace {
 			delete(a.scopes, m.Scope)
 		}
-		added = a.scope(m.Scope, len(m.Tools)).add(m.Tools)
+		sc := a.scope(m.Scope, len(m.Tools))
+		a.enter(sc)
+		added = sc.add(m.Tools)
+		a.leave()
 	} else {
 		a.scopes[m.Scope] = added.sc // built by ReplaceScope
 	}
@@ -191,7 +295,10 @@ func (sc *scoped) add(tools []Tool) *indexed {
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
+	delete(a.rebuilding, m.Scope)
 	sc := a.scope(m.Scope, 0)
+	a.enter(sc)
+	defer a.leave()
 	var gone []string
 	for _, n := range m.Names {
 		if _, ok := sc.tools[n]; ok {
@@ -227,8 +334,10 @@ func (a *indexActor) read(scopes []string) []*scoped {
 func (a *indexActor) search(m *Search) []toolsearch.Hit {
 	var hits []toolsearch.Hit
 	for _, sc := range a.read(m.Scopes) {
+		a.enter(sc)
 		hits = append(hits, sc.ix.Search(m.Query, m.K)...)
 	}
+	a.leave()
 	slices.SortStableFunc(hits, func(x, y toolsearch.Hit) int { return cmp.Compare(y.Score, x.Score) })
 	if len(hits) > m.K {
 		hits = hits[:m.K]
@@ -239,8 +348,10 @@ func (a *indexActor) search(m *Search) []toolsearch.Hit {
 func (a *indexActor) namedIn(m *NamedIn) []string {
 	var names []string
 	for _, sc := range a.read(m.Scopes) {
+		a.enter(sc)
 		names = append(names, sc.ix.NamedIn(m.Message, m.Max)...)
 	}
+	a.leave()
 	if len(names) > m.Max {
 		names = names[:m.Max]
 	}

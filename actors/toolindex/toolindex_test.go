@@ -241,7 +241,16 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 		loads.Add(1)
 		return []*Register{{Tools: daemonTools}, {Scope: crm, Replace: true, Tools: crmTools}}
 	}
-	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
+	var starts atomic.Int64
+	countStarts := func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Started); ok {
+				starts.Add(1)
+			}
+			next(c, env)
+		}
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash, countStarts)))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	names := []string{"remember", "web_fetch", "tide_table"}
 	for _, when := range []string{"before", "after"} {
@@ -260,8 +269,82 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 			sys.Root.Send(pid, &crash{})
 		}
 	}
-	if loads.Load() < 2 {
-		t.Fatalf("the source was read %d times; the actor did not restart", loads.Load())
+	if starts.Load() < 2 {
+		t.Fatalf("the actor started %d times; it did not restart", starts.Load())
+	}
+	// The panic hit no scope: every one was kept, none read again.
+	if loads.Load() != 1 {
+		t.Errorf("the source was read %d times, want once", loads.Load())
+	}
+}
+
+// TestARestartRebuildsOnlyTheScopeItsPanicHit: a restart after a panic
+// keeps every scope built and rebuilds the one the panicking message was
+// changing, off the mailbox, so another tenant's find_tools is answered
+// meanwhile. A restart used to read the whole source again in the mailbox
+// (every tenant's toolsets indexed again, 650 ms at 50,000 tools), and
+// every search waited for it.
+func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
+	sys := actor.NewActorSystem()
+	crm, warehouse := ToolsetScope("b", "crm"), ToolsetScope("a", "warehouse")
+	crmTools := []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}
+	palletTools := []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}
+	toolsOf := map[string][]Tool{crm: crmTools, warehouse: palletTools}
+	src := func() []*Register {
+		return []*Register{ReplaceScope(crm, crmTools), ReplaceScope(warehouse, palletTools)}
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(scope string) []Tool { return toolsOf[scope] }}))
+	// Tenant a's tools panic as they are indexed in the mailbox; indexed
+	// again, they are held until the test releases them.
+	var calls atomic.Int64
+	indexing, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	testHookIndexing = func() {
+		switch calls.Add(1) {
+		case 1:
+			panic("a bad tool")
+		case 2:
+			close(indexing)
+		}
+		<-release
+	}
+	sent := make(chan struct{})
+	t.Cleanup(func() {
+		free()
+		<-sent
+		_ = sys.Root.StopFuture(pid).Wait()
+		testHookIndexing = func() {}
+	})
+	go func() {
+		// The synchronized dispatcher runs the restart on this goroutine.
+		defer close(sent)
+		sys.Root.Send(pid, &Register{Scope: warehouse, Tools: palletTools})
+	}()
+	select {
+	case <-indexing:
+	case <-time.After(wait):
+		t.Fatal("nothing was indexed again after the panic")
+	}
+	res, err := sys.Root.RequestFuture(pid, &Search{ReqID: "b", Query: "invoice", K: 3, Scopes: []string{crm}}, wait).Result()
+	if err != nil {
+		t.Fatalf("tenant b's search waited for the restart's indexing: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+		t.Fatalf("tenant b's hits %v during the rebuild, want crm_lookup_invoice", sr.Hits)
+	}
+	free()
+	for deadline := time.Now().Add(wait); ; {
+		sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "a", Query: "pallet", K: 3, Scopes: []string{warehouse}})
+		if len(sr.Hits) > 0 && sr.Hits[0].Name == "move_pallet" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tenant a's toolset did not come back: hits %v", sr.Hits)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("tools were indexed %d times, want twice (the panic, then tenant a's toolset alone)", n)
 	}
 }
 
