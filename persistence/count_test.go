@@ -316,3 +316,59 @@ func TestAppendsKeepTheRestOfTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestAnImportsTenantRecordsLandWithItAndAreListedByTenant: the records an
+// import carries may be of a kind no chat owns (the hub's marker of a new
+// chat, kind "newchat", id "<tenant>/<chat>"): they land with the chat or
+// not at all (an import over an existing id writes none), survive a
+// restart, and are listed by tenant or all at once. The hub deletes at
+// start the chats whose marker is left; on Badger and on Postgres alike.
+func TestAnImportsTenantRecordsLandWithItAndAreListedByTenant(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func(t *testing.T) store) {
+		ctx := context.Background()
+		s := open(t)
+		marker := func(tenant, id string) RecordPut {
+			return RecordPut{Kind: "newchat", ID: tenant + "/" + id, V: map[string]string{"at": "now"}}
+		}
+		msgs := []chat.Message{{Role: chat.RoleUser, Content: "earlier"}}
+		if err := s.ImportChat(ctx, Chat{ID: "c1", Tenant: "t"}, Snapshot{FirstKeptSeq: 1}, msgs, marker("t", "c1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ImportChat(ctx, Chat{ID: "c2", Tenant: "u"}, Snapshot{FirstKeptSeq: 1}, nil, marker("u", "c2")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ImportChat(ctx, Chat{ID: "c1", Tenant: "t"}, Snapshot{FirstKeptSeq: 1}, nil, marker("t", "dup")); err == nil {
+			t.Fatal("importing over an existing id succeeded")
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = open(t)
+		defer s.Close()
+		list := func(prefix string) []string {
+			var ids []string
+			if err := s.RecordsPrefix(ctx, "newchat", prefix, func(id string, _ func(any) error) error {
+				ids = append(ids, id)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		if got := list("t/"); !reflect.DeepEqual(got, []string{"t/c1"}) {
+			t.Errorf("tenant t's markers = %v, want [t/c1] (a failed import writes none)", got)
+		}
+		if got := list(""); !reflect.DeepEqual(got, []string{"t/c1", "u/c2"}) {
+			t.Errorf("every marker = %v, want [t/c1 u/c2]", got)
+		}
+		if err := s.DeleteRecord(ctx, "newchat", "t/c1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := list("t/"); len(got) != 0 {
+			t.Errorf("tenant t's markers after the delete = %v, want none", got)
+		}
+		if n, err := s.CountChats(ctx, "t"); err != nil || n != 1 {
+			t.Errorf("tenant t has %d chats (%v) once its marker went; want its chat kept", n, err)
+		}
+	})
+}

@@ -254,6 +254,7 @@ func (h *Hub) build(ctx context.Context, opts Options) error {
 	if err := h.joinCluster(ctx, opts); err != nil {
 		return err
 	}
+	h.dropUnkeptAtStart(ctx)
 	h.watch(opts.RefreshEvery)
 	h.sweepFiles()
 	return nil
@@ -554,6 +555,14 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat,
 	n, err := h.store.CountChats(ctx, tenant)
 	if err != nil {
 		return c, err
+	}
+	if n >= h.cfg.Limits.ChatsPerTenant {
+		// New chats a crash left unkept, past the grace, no longer count.
+		gone, err := h.dropUnkept(ctx, tenant, time.Now().Add(-newChatGrace))
+		if err != nil {
+			return c, err
+		}
+		n -= gone
 	}
 	if n >= h.cfg.Limits.ChatsPerTenant {
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)

@@ -129,6 +129,12 @@ type NewRecord struct {
 // records: a crash leaves the whole chat or none, never an empty one the
 // client was not told of that counts against the tenant's chat limit.
 func (h *Hub) CreateChatWith(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message, recs ...NewRecord) (api.Chat, error) {
+	return h.createChatWith(ctx, tenant, req, msgs, false, recs...)
+}
+
+// createChatWith is CreateChatWith, storing a new chat's marker
+// (CreateNewChat) when marked.
+func (h *Hub) createChatWith(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message, marked bool, recs ...NewRecord) (api.Chat, error) {
 	in, err := addedOf(msgs)
 	if err != nil {
 		return api.Chat{}, err
@@ -141,6 +147,9 @@ func (h *Hub) CreateChatWith(ctx context.Context, tenant string, req api.CreateC
 			puts := make([]persistence.RecordPut, len(recs))
 			for i, r := range recs {
 				puts[i] = persistence.RecordPut{Kind: chatRecords(c.ID), ID: r.Kind + "/" + r.ID, V: r.V}
+			}
+			if marked {
+				puts = append(puts, persistence.RecordPut{Kind: recordNewChat, ID: newChatKey(tenant, c.ID), V: newChatMarker{At: c.CreatedAt}})
 			}
 			return h.store.ImportChat(ctx, c, persistence.Snapshot{Model: c.Model, FirstKeptSeq: 1}, in, puts...)
 		})

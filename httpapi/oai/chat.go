@@ -341,8 +341,8 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	} else {
 		turnID, err = h.send(ctx, tenant, chatID, turnID, p.history, known, resumes, key, joined, nil)
 	}
-	if err != nil && created {
-		err = h.dropNew(ctx, tenant, chatID, err)
+	if created {
+		err = h.settleNew(ctx, tenant, chatID, err)
 	}
 	var done *hub.AnsweredError
 	var told *api.TurnResult
@@ -462,12 +462,24 @@ func (h *Handler) findChat(ctx context.Context, tenant, named, model string, cha
 	}
 	// The chat and its earlier history are one write: a crash leaves both
 	// or neither, never a chat no client was told of holding part of it.
-	c, err := h.hub.CreateChatWith(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings},
+	c, err := h.hub.CreateNewChat(ctx, tenant, api.CreateChatRequest{Model: model, Instructions: p.instructions, Tools: derefTools(&p.tools), Settings: p.settings},
 		wireHistory(p.history[:earlier]))
 	if err != nil {
 		return "", 0, false, err
 	}
 	return c.ID, earlier, true, nil
+}
+
+// settleNew ends the chat this request made: kept once its turn is
+// accepted (err nil), its marker removed even if the client has gone (the
+// turn runs on), else deleted (dropNew).
+func (h *Handler) settleNew(ctx context.Context, tenant, chatID string, err error) error {
+	if err == nil {
+		if err = h.hub.KeepNewChat(context.WithoutCancel(ctx), tenant, chatID); err == nil {
+			return nil
+		}
+	}
+	return h.dropNew(ctx, tenant, chatID, err)
 }
 
 // dropNew deletes the chat this request made when what it was made for

@@ -22,7 +22,7 @@ type failingHub struct {
 	created, deleted []string
 }
 
-func (f *failingHub) CreateChatWith(context.Context, string, api.CreateChatRequest, []api.Message, ...hub.NewRecord) (api.Chat, error) {
+func (f *failingHub) CreateNewChat(context.Context, string, api.CreateChatRequest, []api.Message) (api.Chat, error) {
 	return api.Chat{}, fmt.Errorf("%w: the history does not fit", hub.ErrLimit)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,6 +95,20 @@ func (h *dyingHub) CreateChatWith(ctx context.Context, tenant string, req api.Cr
 	return h.Hub.CreateChatWith(ctx, tenant, req, msgs, recs...)
 }
 
+func (h *dyingHub) CreateNewChat(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message) (api.Chat, error) {
+	if !h.alive() {
+		return api.Chat{}, errDied
+	}
+	return h.Hub.CreateNewChat(ctx, tenant, req, msgs)
+}
+
+func (h *dyingHub) KeepNewChat(ctx context.Context, tenant, chatID string) error {
+	if !h.alive() {
+		return errDied
+	}
+	return h.Hub.KeepNewChat(ctx, tenant, chatID)
+}
+
 func (h *dyingHub) AddMessages(ctx context.Context, tenant, chatID, key string, msgs []api.Message) ([]api.Message, error) {
 	if !h.alive() {
 		return nil, errDied
@@ -145,5 +160,62 @@ func TestANewChatCutAfterItsFirstWriteHoldsItsHistoryWhole(t *testing.T) {
 		if c.Messages != 2 {
 			t.Errorf("chat %s holds %d messages; want the history before the last message, whole (2)", c.ID, c.Messages)
 		}
+	}
+}
+
+// TestANewChatACrashLeftBeforeItsTurnIsDeletedAtStart: a Chat Completions
+// or Responses request whose process dies once it has made its chat, before
+// its turn stores the person's message, leaves a chat no client learnt of;
+// the next start deletes it, so it does not count against
+// limits.chats_per_tenant. It stayed, counted, forever. On either store.
+func TestANewChatACrashLeftBeforeItsTurnIsDeletedAtStart(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: talker})
+	t.Cleanup(fake.Close)
+	bodies := map[string]string{
+		"/v1/chat/completions": `{"model":"fake/m","messages":[{"role":"user","content":"hello"}]}`,
+		"/v1/responses":        `{"model":"fake/m","input":"hello"}`,
+	}
+	for path, body := range bodies {
+		t.Run(path, func(t *testing.T) {
+			cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+			cfg.Limits.ChatsPerTenant = 1
+			daemontest.EachStore(t, cfg, func(t *testing.T, cfg configs.Config) {
+				cfg.DataDir = t.TempDir()
+				d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+				surface := oai.New(&dyingHub{Hub: d.Hub}, cfg, zerolog.Nop())
+				w := httptest.NewRecorder()
+				for _, rt := range append(surface.Routes(), surface.HistoryRoutes()...) {
+					if rt.Pattern == "POST "+path {
+						rt.Handle(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)), "a")
+					}
+				}
+				if w.Code == http.StatusOK {
+					t.Fatalf("a request cut after its first write was answered: %s", w.Body)
+				}
+				if chats, err := d.Hub.Chats(context.Background(), "a"); err != nil || len(chats) != 1 {
+					t.Fatalf("before the restart: chats %+v, %v; want the one the cut request made", chats, err)
+				}
+				d = d.Restart()
+				if chats, err := d.Hub.Chats(context.Background(), "a"); err != nil || len(chats) != 0 {
+					t.Fatalf("after the restart: chats %+v, %v; want the unkept new chat deleted", chats, err)
+				}
+				req, _ := http.NewRequest(http.MethodPost, d.Server.URL+path, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer tok-a")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b, _ := io.ReadAll(resp.Body)
+					t.Fatalf("the next request, at a limit of one chat: %d %s", resp.StatusCode, b)
+				}
+				// A chat whose turn was accepted is the client's: a start keeps it.
+				d = d.Restart()
+				if chats, err := d.Hub.Chats(context.Background(), "a"); err != nil || len(chats) != 1 || chats[0].Messages != 2 {
+					t.Fatalf("after the next restart: chats %+v, %v; want the answered chat kept", chats, err)
+				}
+			})
+		})
 	}
 }

@@ -33,6 +33,11 @@ type Hub interface {
 	// CreateChatWith creates a chat with its first messages and surface
 	// records in one write: all of it or nothing is stored.
 	CreateChatWith(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message, recs ...hub.NewRecord) (api.Chat, error)
+	// CreateNewChat is CreateChatWith for a chat made for a request's turn,
+	// marked until KeepNewChat: a crash before leaves a chat no client
+	// learnt of, which the next start deletes.
+	CreateNewChat(ctx context.Context, tenant string, req api.CreateChatRequest, msgs []api.Message) (api.Chat, error)
+	KeepNewChat(ctx context.Context, tenant, chatID string) error
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
 	DeleteChat(ctx context.Context, tenant, id string) error

@@ -172,8 +172,8 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 		return nil, refuse("input", "function_call_output items need the previous_response_id of the response that asked for them")
 	}
 	if p.chatID == "" {
-		c, err := h.hub.CreateChat(ctx, tenant, api.CreateChatRequest{Model: req.Model, Instructions: derefOr(setup.Instructions),
-			Settings: setup.Settings, Tools: derefTools(setup.Tools)})
+		c, err := h.hub.CreateNewChat(ctx, tenant, api.CreateChatRequest{Model: req.Model, Instructions: derefOr(setup.Instructions),
+			Settings: setup.Settings, Tools: derefTools(setup.Tools)}, nil)
 		if err != nil {
 			return nil, err
 		}

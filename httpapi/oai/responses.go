@@ -86,8 +86,8 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 	} else {
 		turnID, err = submit(nil)
 	}
-	if err != nil && p.results == nil && p.created {
-		err = h.dropNew(ctx, tenant, p.chatID, err)
+	if p.results == nil && p.created {
+		err = h.settleNew(ctx, tenant, p.chatID, err)
 	}
 	if err != nil && out != nil {
 		// Refused while it waited: its chat deleted, agentd stopping, the
