@@ -47,6 +47,7 @@ type Config struct {
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
+// Spawn each Props once: the actor's restarts share what it indexed.
 //
 // Its mailbox runs on the goroutine of the sender that finds it idle
 // (protoactor's synchronized dispatcher) rather than on a goroutine of its
@@ -60,8 +61,15 @@ func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
 	k := &kept{rebuilding: map[string]uint64{}}
 	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source, tools: cfg.Tools, kept: k} },
-		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)), actor.WithGuardian(restartAlways))
 }
+
+// restartAlways supervises the actor spawned from the root: protoactor's
+// default stops an actor past 10 failures in 10 s, and a tenant whose tool
+// made searches panic could then end find_tools for every tenant. A
+// restart costs the scope the panic hit alone. One value: protoactor keeps
+// a guardian per strategy.
+var restartAlways = actor.NewRestartingStrategy()
 
 // dispatchThroughput is how many messages a sender's goroutine handles
 // before it yields the processor (protoactor's default).

@@ -467,3 +467,24 @@ func TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch(t *testing.T) {
 		t.Fatalf("tenant a's hits %v once indexed, want move_pallet", sr.Hits)
 	}
 }
+
+// TestAnIndexThatKeepsPanickingStillAnswers: past protoactor's default
+// bound (10 failures in 10 s) the index is restarted still, not stopped: a
+// tenant whose tool made every search of its own panic stopped find_tools
+// for every tenant for the rest of the process.
+func TestAnIndexThatKeepsPanickingStillAnswers(t *testing.T) {
+	sys := actor.NewActorSystem()
+	src := func() []*Register { return []*Register{{Tools: daemonTools}} }
+	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	for range 15 {
+		sys.Root.Send(pid, &crash{})
+	}
+	res, err := sys.Root.RequestFuture(pid, &Search{ReqID: "s", Query: "harbour", K: 3}, wait).Result()
+	if err != nil {
+		t.Fatalf("a search after 15 panics: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
+		t.Fatalf("hits %v after 15 panics, want tide_table first", sr.Hits)
+	}
+}
