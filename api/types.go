@@ -189,8 +189,11 @@ type Message struct {
 	Problem string `json:"problem,omitempty"`
 	// MaxOutputReached marks an answer the model stopped at the chat's
 	// settings.max_output_tokens; agentd did not ask for the rest.
-	MaxOutputReached bool   `json:"max_output_reached,omitempty"`
-	Model            string `json:"model,omitempty"`
+	MaxOutputReached bool `json:"max_output_reached,omitempty"`
+	// Refused marks an answer the provider ended as a refusal or a content
+	// filter (finish_reason "content_filter" on the OpenAI surfaces).
+	Refused bool   `json:"refused,omitempty"`
+	Model   string `json:"model,omitempty"`
 	// IdempotencyKey is the Idempotency-Key a person's message was sent
 	// with: a client that lost its answer finds the message by it.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -245,6 +248,9 @@ type TurnResult struct {
 	// MaxOutputReached: the turn's last answer stopped at the chat's
 	// settings.max_output_tokens (that message says so too).
 	MaxOutputReached bool `json:"max_output_reached,omitempty"`
+	// Refused: the turn's last answer ended as the provider's refusal or
+	// content filter (that message says so too).
+	Refused bool `json:"refused,omitempty"`
 	// Replayed: the message was sent again under its idempotency key
 	// after its turn ended; Messages are what the chat stored of that turn,
 	// read from the transcript (TurnID and Usage are not kept).

@@ -67,6 +67,12 @@ type Message struct {
 	// settings.max_output_tokens: the client's cap cut it, so agentd did
 	// not ask for the rest.
 	MaxOutputReached bool `json:"max_output_reached,omitempty"`
+	// Refused marks an answer the provider ended as a refusal (Anthropic's
+	// stop_reason "refusal", an OpenAI-style finish_reason
+	// "content_filter", or OpenAI's refusal text). It is kept and shown;
+	// later requests leave the refused exchange out (window.Assemble), as
+	// Anthropic asks.
+	Refused bool `json:"refused,omitempty"`
 	// Model names the provider/model that wrote an assistant message.
 	Model string `json:"model,omitempty"`
 	// IdempotencyKey is the key a person's message was sent with: its

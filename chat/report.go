@@ -90,6 +90,9 @@ type TurnResult struct {
 	// MaxOutputReached: the turn's last answer stopped at the chat's
 	// settings.max_output_tokens (that message is marked so too).
 	MaxOutputReached bool `json:"max_output_reached,omitempty"`
+	// Refused: the turn's last answer ended as the provider's refusal or
+	// content filter (that message is marked so too).
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Problem kinds.

@@ -20,6 +20,12 @@ type Reply struct {
 	ToolCalls []chat.ToolCall
 	// Finish overrides the finish reason ("stop", "length", "tool_calls").
 	Finish string
+	// Refusal is an OpenAI refusal's text (structured outputs): the OpenAI
+	// fake streams it as delta.refusal, or sends it as message.refusal,
+	// and finishes with "stop" as OpenAI does. Anthropic sends no refusal
+	// text: its fake answers Finish "content_filter" (or "refusal") as
+	// stop_reason "refusal".
+	Refusal string
 
 	// Status and Body make a non-2xx answer with the body sent verbatim.
 	Status int

@@ -44,7 +44,8 @@ type AssembleInput struct {
 // the summary at the front of the first person's message, stale tool results
 // stubbed, over-long texts shortened as planned, and every tool call
 // directly followed by its result (a call with none gets a marked empty one;
-// a result with no call is left out). The input is never modified; the
+// a result with no call is left out; an exchange the provider refused is
+// left out, see leaveOutRefused). The input is never modified; the
 // returned messages share ToolCalls slices with it, so treat them as
 // read-only.
 func Assemble(in AssembleInput) []Msg { return AssembleInto(nil, in) }
@@ -57,7 +58,8 @@ func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 	kept := in.Msgs[keptIndex(in.Msgs, in.Plan.FirstKept):]
 	stale := staleBefore(kept, in.Plan.Stale)
 	out := slices.Grow(dst[:0], len(kept)+1)
-	done := make([]bool, len(kept)) // tool results already placed after their call
+	done := make([]bool, len(kept)) // tool results already placed after their call, refused exchanges
+	leaveOutRefused(kept, done)
 	p := pairer{ms: kept}
 	framed := false
 	for i := range kept {
@@ -100,6 +102,29 @@ func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 		}
 	}
 	return out
+}
+
+// leaveOutRefused marks in skip each exchange the provider refused that
+// something follows: the refused answer and everything back to the
+// message that drew it (the nearest person's message, with the tool
+// rounds between). Anthropic asks for the turn that drew a refusal to be
+// removed before the chat goes on, or it refuses again
+// (https://docs.anthropic.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals);
+// a content filter runs on the prompt too. The store keeps the exchange.
+// A summary frame meant for a left-out message goes to the next one.
+func leaveOutRefused(ms []Msg, skip []bool) {
+	for j := range len(ms) - 1 { // a refused answer last is the one being continued
+		if ms[j].Role != Assistant || !ms[j].Refused {
+			continue
+		}
+		i := j
+		for i > 0 && ms[i].Role != User {
+			i--
+		}
+		for k := i; k <= j; k++ {
+			skip[k] = true
+		}
+	}
 }
 
 // keptIndex is the index of seq in ms, or 0 when it is not there.

@@ -30,6 +30,9 @@ type Msg struct {
 	ToolName   string     `json:"tool_name,omitempty"`
 	IsError    bool       `json:"is_error,omitempty"`
 	Images     int        `json:"images,omitempty"`
+	// Refused marks an answer the provider ended as a refusal or a
+	// content filter: Assemble leaves it out with the message that drew it.
+	Refused bool `json:"refused,omitempty"`
 
 	// Tokens is the caller's cached EstimateMsg of this message; 0 means
 	// window computes it. Caching it matters: estimating is a pass over the

@@ -111,7 +111,7 @@ func messagesOf(ms []api.Message) ([]chat.Message, error) {
 		}
 		out[i] = chat.Message{Role: chat.Role(m.Role), Content: m.Content, CreatedAt: m.CreatedAt, Thinking: m.Thinking,
 			ThinkingSignature: m.ThinkingSignature, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError,
-			Untrusted: m.Untrusted, Origin: m.Origin, Partial: m.Partial, Problem: m.Problem, MaxOutputReached: m.MaxOutputReached, Model: m.Model}
+			Untrusted: m.Untrusted, Origin: m.Origin, Partial: m.Partial, Problem: m.Problem, MaxOutputReached: m.MaxOutputReached, Refused: m.Refused, Model: m.Model}
 		for _, c := range m.ToolCalls {
 			calls[c.ID] = true
 			out[i].ToolCalls = append(out[i].ToolCalls, chat.ToolCall(c))

@@ -113,7 +113,7 @@ func wireMessages(ms []chat.Message) []api.Message {
 func wireMessage(m chat.Message) api.Message {
 	out := api.Message{Seq: m.Seq, Role: api.Role(m.Role), Content: m.Content, CreatedAt: m.CreatedAt,
 		Thinking: m.Thinking, ThinkingSignature: m.ThinkingSignature, ToolCallID: m.ToolCallID, ToolName: m.ToolName,
-		IsError: m.IsError, Untrusted: m.Untrusted, Origin: m.Origin, Partial: m.Partial, Problem: m.Problem, MaxOutputReached: m.MaxOutputReached, Model: m.Model, IdempotencyKey: m.IdempotencyKey}
+		IsError: m.IsError, Untrusted: m.Untrusted, Origin: m.Origin, Partial: m.Partial, Problem: m.Problem, MaxOutputReached: m.MaxOutputReached, Refused: m.Refused, Model: m.Model, IdempotencyKey: m.IdempotencyKey}
 	for _, c := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, api.ToolCall(c))
 	}
@@ -128,7 +128,7 @@ func wireMessage(m chat.Message) api.Message {
 
 func wireTurn(r chat.TurnResult) api.TurnResult {
 	out := api.TurnResult{TurnID: r.TurnID, Status: r.Status, Messages: wireMessages(r.Messages), Usage: api.Usage(r.Usage),
-		SummaryUsage: api.Usage(r.SummaryUsage), Problem: wireProblem(r.Problem), MaxOutputReached: r.MaxOutputReached}
+		SummaryUsage: api.Usage(r.SummaryUsage), Problem: wireProblem(r.Problem), MaxOutputReached: r.MaxOutputReached, Refused: r.Refused}
 	for _, c := range r.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, api.ToolCall(c))
 	}

@@ -64,7 +64,7 @@ func (s *session) toWindow(ms []chat.Message) []window.Msg {
 			text += "\n\n" + a.Note
 		}
 		wm := window.Msg{Seq: m.Seq, Role: window.Role(m.Role), Text: text, Thinking: m.Thinking,
-			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Bytes: len(m.Content) + len(m.Thinking)}
+			ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError, Images: len(m.Images), Refused: m.Refused, Bytes: len(m.Content) + len(m.Thinking)}
 		for _, c := range m.ToolCalls {
 			// Oversize arguments were refused unread; the model is not sent
 			// them again, only their head and why.

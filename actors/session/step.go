@@ -91,6 +91,7 @@ type facts struct {
 	capped      bool // that room was the chat's settings.max_output_tokens
 	cutCall     bool // the length stop came in a call's arguments: they are not whole JSON
 	contextFull bool // the input already fills the window
+	refused     bool // the provider refused the answer, or its content filter cut it
 }
 
 // step is what a turn does next.
@@ -142,6 +143,10 @@ func next(ts turnState, f facts) step {
 
 func afterReply(ts turnState, f facts) step {
 	switch {
+	case f.refused:
+		// No call of a refused answer is run, nor the answer continued:
+		// the next request leaves the refused exchange out (window.Assemble).
+		return stepFinish
 	case f.cutCall && f.capped:
 		// The client's own cap stopped the model inside a call: it asked
 		// for no more, and a half-written call can be neither run nor

@@ -60,6 +60,7 @@ func TestNextAfterTheModelReplied(t *testing.T) {
 		"a capped answer that ended finishes":    {calling, facts{capped: true}, stepFinish},
 		"tool calls win over a capped cut":       {calling, facts{calls: 1, lengthStop: true, capped: true}, stepRunTools},
 		"a call cut at the cap finishes":         {calling, facts{calls: 1, lengthStop: true, capped: true, cutCall: true}, stepFinish},
+		"a refused answer's call finishes":       {calling, facts{calls: 1, refused: true}, stepFinish},
 		"a second cut call ends the turn":        {turnState{phase: phaseCalling, rounds: 2, cutCalls: 1}, facts{calls: 1, lengthStop: true, cutCall: true}, stepCutAgain},
 		"a whole call after a cut one runs":      {turnState{phase: phaseCalling, rounds: 2, cutCalls: 1}, facts{calls: 1}, stepRunTools},
 		"a client call cut at the cap finishes":  {turnState{phase: phaseCalling, awaiting: oneCall}, facts{calls: 1, lengthStop: true, capped: true, cutCall: true}, stepFinish},

@@ -604,7 +604,8 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		reply.Content, calls = parseWordsCalls(reply.Content, t.id, t.call)
 		reply.ToolCalls = append(reply.ToolCalls, calls...)
 	}
-	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, capped: t.capped, contextFull: s.contextFull(t, u)}
+	f := facts{calls: len(reply.ToolCalls), lengthStop: m.resp.FinishReason == providers.FinishLength, capped: t.capped, contextFull: s.contextFull(t, u),
+		refused: m.resp.FinishReason == providers.FinishFilter}
 	cut := cutCall(reply.ToolCalls, f.lengthStop)
 	f.cutCall = cut != nil
 	t.awaiting = s.clientCalls(t.setup, reply.ToolCalls)
@@ -616,6 +617,7 @@ func (s *session) modelDone(ctx actor.Context, m *modelDone) {
 		s.growRoom(t, u, room)
 	}
 	reply.MaxOutputReached = st == stepFinish && f.lengthStop && f.capped
+	reply.Refused = f.refused
 	switch st {
 	case stepTooManyRounds:
 		s.endTurn(ctx, &chat.Problem{Kind: chat.ProblemProvider, Message: fmt.Sprintf("the model asked for tools %d times in one turn; stopped", maxToolRounds)}, reply)
@@ -986,7 +988,9 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	s.turn = nil
 	t.halt()
 	res := chat.TurnResult{TurnID: t.id, Status: chat.StatusCompleted, Messages: t.stored, Usage: t.usage, SummaryUsage: t.summaryUsage, Problem: problem}
-	res.MaxOutputReached = len(t.stored) > 0 && t.stored[len(t.stored)-1].MaxOutputReached
+	if n := len(t.stored); n > 0 {
+		res.MaxOutputReached, res.Refused = t.stored[n-1].MaxOutputReached, t.stored[n-1].Refused
+	}
 	// Logged before anyone hears the turn is over, so whoever reads the
 	// log after the end finds its line; counted after, so a panic in the
 	// counter cannot keep the end from its caller.

@@ -351,7 +351,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		if msgs, err = h.hub.AnsweredTurn(ctx, tenant, chatID, done.UserSeq); err == nil {
 			told, late, turnID = &api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}, true, ownID
 			if n := len(msgs); n > 0 {
-				told.MaxOutputReached = msgs[n-1].MaxOutputReached
+				told.MaxOutputReached, told.Refused = msgs[n-1].MaxOutputReached, msgs[n-1].Refused
 			}
 		}
 	}
@@ -714,6 +714,8 @@ func (a *answer) finish() string {
 	switch {
 	case a.res.Status == "requires_action":
 		return "tool_calls"
+	case a.res.Refused:
+		return "content_filter"
 	case cutShort(*a.res):
 		return "length"
 	}

@@ -437,10 +437,15 @@ func (b *builder) closeText(text, status string) {
 
 // finish ends the response with the turn's result: the client's calls
 // as function_call items, the usage, and a failure's error; an answer cut
-// at the client's max_output_tokens makes it incomplete, as on OpenAI.
+// at the client's max_output_tokens makes it incomplete, as on OpenAI, and
+// so does one the provider refused (reason content_filter).
 func (b *builder) finish(res api.TurnResult) {
 	if b.has {
-		b.closeText(string(b.text), statusCompleted)
+		status := statusCompleted
+		if res.Refused {
+			status = statusIncomplete
+		}
+		b.closeText(string(b.text), status)
 	}
 	for _, c := range res.ToolCalls {
 		i := len(b.resp.Output)
@@ -460,6 +465,8 @@ func (b *builder) finish(res api.TurnResult) {
 	switch {
 	case failedBy(res.Problem):
 		b.resp.Status, b.resp.Error = statusFailed, problemError(res.Problem)
+	case res.Refused:
+		b.resp.Status, b.resp.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "content_filter"}
 	case cutShort(res):
 		b.resp.Status, b.resp.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}

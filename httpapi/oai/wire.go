@@ -134,9 +134,10 @@ const (
 
 // messageStatus is an assistant message item's status: incomplete when
 // the model stopped at the chat's max_output_tokens, or the answer was cut
-// short (at limits.max_answer_bytes, or by a fault).
+// short (at limits.max_answer_bytes, or by a fault), or the provider
+// refused it (a content filter).
 func messageStatus(m api.Message) string {
-	if m.MaxOutputReached || m.Partial {
+	if m.MaxOutputReached || m.Partial || m.Refused {
 		return statusIncomplete
 	}
 	return statusCompleted

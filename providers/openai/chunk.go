@@ -35,6 +35,9 @@ type choice struct {
 
 type delta struct {
 	Content lenientText `json:"content"`
+	// Refusal is the model's refusal text (OpenAI's structured outputs
+	// send it in place of content, and finish with "stop").
+	Refusal lenientText `json:"refusal"`
 	// Thinking: DeepSeek, vLLM (older), llama.cpp, Zhipu and Moonshot say
 	// reasoning_content; OpenRouter, Groq and newer vLLM say reasoning.
 	// A value that is not a string is no thinking.

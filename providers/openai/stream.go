@@ -381,6 +381,7 @@ type assembler struct {
 	flushed        bool
 	finish         string
 	finished       bool
+	refused        bool // a delta carried refusal text
 	usage          chat.Usage
 	sawUsage       bool
 	chunks         int
@@ -406,6 +407,11 @@ func (a *assembler) add(ch chunk, emit func(providers.Event)) error {
 		d := choice.Delta
 		a.budget.Keep(&a.thinking, providers.EventThinking, d.thinking(), emit)
 		a.budget.Keep(&a.text, providers.EventText, string(d.Content), emit)
+		if d.Refusal != "" {
+			// The refusal is what the person reads in place of an answer.
+			a.refused = true
+			a.budget.Keep(&a.text, providers.EventText, string(d.Refusal), emit)
+		}
 		for _, tc := range d.ToolCalls {
 			a.toolDelta(tc)
 		}
@@ -485,7 +491,12 @@ func (a *assembler) message(req providers.Request, c *Client) chat.Message {
 }
 
 func (a *assembler) response(req providers.Request, c *Client) providers.Response {
-	return providers.Response{Message: a.message(req, c), Usage: a.usage, FinishReason: a.finish}
+	finish := a.finish
+	if a.refused && finish == providers.FinishStop {
+		// OpenAI ends a refusal with "stop"; it is no answer.
+		finish = providers.FinishFilter
+	}
+	return providers.Response{Message: a.message(req, c), Usage: a.usage, FinishReason: finish}
 }
 
 // partial is what arrived before a failure, marked as such.

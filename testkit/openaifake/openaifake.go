@@ -522,7 +522,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 func outputTokens(r testkit.Reply) int {
 	n := 0
-	for _, t := range []string{r.Text, r.Thinking} {
+	for _, t := range []string{r.Text, r.Refusal, r.Thinking} {
 		if t != "" {
 			n += testkit.CountTokens(t)
 		}
@@ -559,6 +559,10 @@ func callID(tc chat.ToolCall, i int) string {
 // whole answers a non-streaming request with a chat.completion object.
 func (s *Server) whole(w http.ResponseWriter, id, model string, reply testkit.Reply, finish string, usage chat.Usage) {
 	msg := map[string]any{"role": "assistant", "content": reply.Text, "refusal": nil}
+	if reply.Refusal != "" {
+		// https://platform.openai.com/docs/guides/structured-outputs#refusals
+		msg["content"], msg["refusal"] = nil, reply.Refusal
+	}
 	if reply.Thinking != "" {
 		msg[s.opts.ReasoningField] = reply.Thinking
 	}
@@ -644,6 +648,12 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 	}
 	for _, p := range testkit.Chunks(reply.Text, reply.ChunkRunes) {
 		send(chunk(wireDelta{Content: &p}, ""))
+	}
+	for _, p := range testkit.Chunks(reply.Refusal, reply.ChunkRunes) {
+		// choices[].delta.refusal of a chat.completion.chunk
+		// (https://platform.openai.com/docs/api-reference/chat-streaming/streaming).
+		b, _ := json.Marshal(p)
+		send(chunk(wireDelta{Refusal: b}, ""))
 	}
 	for i, tc := range reply.ToolCalls {
 		first := wireToolCall{Index: &i, ID: callID(tc, i), Type: "function"}
