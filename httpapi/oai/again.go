@@ -77,6 +77,17 @@ func keyedResponseID(chatID, key string) string {
 	return responsePrefix + chatID + hex.EncodeToString(sum[:12])
 }
 
+// readBack is the result of a turn that ended, read back from the
+// messages it stored: its last answer says whether it stopped at the
+// client's cap or was refused.
+func readBack(msgs []api.Message) api.TurnResult {
+	res := api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}
+	if n := len(msgs); n > 0 {
+		res.MaxOutputReached, res.Refused = msgs[n-1].MaxOutputReached, msgs[n-1].Refused
+	}
+	return res
+}
+
 // respondAgain answers a message sent again under key whose chat has it
 // already (err, from the hub): the response stored under the key's id, as
 // it was answered; else, once the message's turn has ended (done), that
@@ -106,7 +117,7 @@ func (h *Handler) respondAgain(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	b := &builder{resp: p.response()}
 	b.resp.ID = id
-	b.replay(msgs, api.TurnResult{Status: "completed", Messages: msgs})
+	b.replay(msgs, readBack(msgs))
 	if err := h.storeOnce(ctx, tenant, p, "", b.resp); err != nil {
 		WriteHubError(w, r, err)
 		return

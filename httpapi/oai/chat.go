@@ -349,10 +349,8 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	if errors.As(err, &done) {
 		var msgs []api.Message
 		if msgs, err = h.hub.AnsweredTurn(ctx, tenant, chatID, done.UserSeq); err == nil {
-			told, late, turnID = &api.TurnResult{Status: "completed", Messages: msgs, Replayed: true}, true, ownID
-			if n := len(msgs); n > 0 {
-				told.MaxOutputReached, told.Refused = msgs[n-1].MaxOutputReached, msgs[n-1].Refused
-			}
+			res := readBack(msgs)
+			told, late, turnID = &res, true, ownID
 		}
 	}
 	var paused *hub.PausedError

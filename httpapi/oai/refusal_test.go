@@ -38,7 +38,8 @@ func refuser(r testkit.Received) testkit.Reply {
 // TestChatCompletionsRefusalIsContentFilter: a refused answer reaches the
 // client with its text and finish_reason content_filter, streamed or not;
 // the transcript keeps the question and the answer, marked refused; the
-// chat goes on without sending the refused exchange to the model again.
+// SDK's retry of the request is told the same from the transcript;
+// the chat goes on without sending the refused exchange to the model again.
 func TestChatCompletionsRefusalIsContentFilter(t *testing.T) {
 	d, fake, sdk := start(t, 32000, refuser)
 	ctx := context.Background()
@@ -59,6 +60,11 @@ func TestChatCompletionsRefusalIsContentFilter(t *testing.T) {
 			}
 			if choice.FinishReason != "content_filter" || choice.Message.Content != refusalText {
 				t.Fatalf("finish_reason %q, content %q: want content_filter and the refusal's text", choice.FinishReason, choice.Message.Content)
+			}
+			asked := len(fake.Requests())
+			again, err := sdk.Chat.Completions.New(ctx, params, option.WithHeader(oai.RetryCountHeader, "1"))
+			if err != nil || again.Choices[0].FinishReason != "content_filter" || again.Choices[0].Message.Content != refusalText || len(fake.Requests()) != asked {
+				t.Fatalf("the SDK's retry: %v, %+v: want content_filter and the refusal's text, read from the chat", err, again)
 			}
 			chatID := resp.Header.Get(oai.ChatHeader)
 			params.Messages = append(params.Messages, openai.AssistantMessage(refusalText), openai.UserMessage("A fine question."))
@@ -101,5 +107,27 @@ func TestResponsesRefusalIsIncomplete(t *testing.T) {
 			t.Fatalf("stream %v: status %q, incomplete_details %q, text %q, items %q", stream, got.Status,
 				got.IncompleteDetails.Reason, got.OutputText(), items)
 		}
+	}
+}
+
+// TestAResponseRefusedSentAgainUnderItsKeyIsIncomplete: a refused
+// response that was not stored (store false), sent again under its
+// Idempotency-Key, is read back from the transcript as it ended:
+// incomplete, content_filter, without asking the provider again.
+func TestAResponseRefusedSentAgainUnderItsKeyIsIncomplete(t *testing.T) {
+	_, fake, sdk := start(t, 32000, refuser)
+	base := created(t, sdk, responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hello.")}}, false)
+	params := responses.ResponseNewParams{Model: "fake/m", Store: openai.Bool(false), PreviousResponseID: openai.String(base.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("A forbidden question.")}}
+	first := created(t, sdk, params, false, withKey("k-refused"))
+	asked := turnRequests(fake)
+	again := created(t, sdk, params, false, withKey("k-refused"))
+	for _, r := range []responses.Response{first, again} {
+		if r.Status != "incomplete" || r.IncompleteDetails.Reason != "content_filter" || r.OutputText() != refusalText {
+			t.Fatalf("status %q, incomplete_details %q, text %q: want incomplete, content_filter, the refusal's text", r.Status, r.IncompleteDetails.Reason, r.OutputText())
+		}
+	}
+	if n := turnRequests(fake); n != asked {
+		t.Fatalf("the provider was asked %d times more for a response sent again under its key", n-asked)
 	}
 }
