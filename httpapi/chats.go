@@ -351,8 +351,6 @@ const IdempotencyKeyHeader = oai.IdempotencyKeyHeader
 // starts then (whileQueued). A message whose turn ended before
 // (*hub.AnsweredError) is answered from the transcript (replay).
 func (s *Server) runTurn(w http.ResponseWriter, r *http.Request, tenant, chatID, turnID string, queued <-chan bool, start func(*eventbus.Sub) (turnID string, err error)) {
-	s.turns.Add(1)
-	defer s.turns.Done()
 	sse := wantsSSE(r)
 	var sub *eventbus.Sub
 	if sse {

@@ -52,18 +52,21 @@ type Server struct {
 	limiters map[string]*rate.Limiter
 	// forwarder carries chat-scoped requests to their chat's node.
 	forwarder *forwarder
-	// turns counts handlers of turns still answering their clients.
-	turns sync.WaitGroup
+	// answering counts the handlers still answering their clients: every
+	// authenticated route's but the event streams', which end as their
+	// connections close (answered).
+	answering sync.WaitGroup
 	// refusals samples the log lines of 4xx answers (logRefusal).
 	refusals refusalLogs
 }
 
-// Drain waits until every turn's handler has written its last event, or
-// ctx ends. On shutdown the hub marks the turns it stops; Drain lets those
-// marks reach their clients before the process exits.
+// Drain waits until every handler but the event streams' has written its
+// answer, or ctx ends. On shutdown the hub marks the turns it stops, and a
+// read the store's close cut says agentd is stopping; Drain lets those
+// answers reach their clients before the process closes their connections.
 func (s *Server) Drain(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { s.turns.Wait(); close(done) }()
+	go func() { s.answering.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -107,7 +110,7 @@ func (s *Server) tenants() []string {
 
 func (s *Server) routes() {
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request, tenant string)) {
-		s.mux.Handle(pattern, s.authed(h, false))
+		s.mux.Handle(pattern, s.authed(s.answered(h), false))
 	}
 	// A chat's own routes are served on the node that holds it (cluster
 	// mode; forward.go).
@@ -121,7 +124,7 @@ func (s *Server) routes() {
 	chatAPI("DELETE /v1/chats/{id}", s.deleteChat)
 	chatAPI("GET /v1/chats/{id}/export", s.exportChat)
 	// An import is bounded by limits.max_import_bytes, not max_body_bytes.
-	s.mux.Handle("POST /v1/chats/import", s.authedRaw(s.importChat, false, writeError))
+	s.mux.Handle("POST /v1/chats/import", s.authedRaw(s.answered(s.importChat), false, writeError))
 	chatAPI("POST /v1/chats/{id}/messages", s.sendMessage)
 	// The one event stream a browser's EventSource opens: it cannot set
 	// headers, so the token may come in the query here, and only here.
@@ -135,8 +138,7 @@ func (s *Server) routes() {
 	api("GET /v1/toolsets/{name}", s.getToolset)
 	api("PUT /v1/toolsets/{name}", s.putToolset)
 	api("DELETE /v1/toolsets/{name}", s.deleteToolset)
-	// OpenAI's routes: the same tokens, OpenAI's error shape. Drain waits
-	// for their handlers as for the native turns'. A history a Chat
+	// OpenAI's routes: the same tokens, OpenAI's error shape. A history a Chat
 	// Completions client re-sends whole is bounded by max_history_bytes.
 	surface := oai.New(s.hub, s.cfg, s.log)
 	// What pauses that ended while agentd was down left in its index.
@@ -147,11 +149,7 @@ func (s *Server) routes() {
 			if rt.Chat != nil {
 				h = s.chatRouted(h, rt.Chat, oai.WriteHubError, oai.WriteNativeError)
 			}
-			s.mux.Handle(rt.Pattern, s.authedAs(func(w http.ResponseWriter, r *http.Request, tenant string) {
-				s.turns.Add(1)
-				defer s.turns.Done()
-				h(w, r, tenant)
-			}, false, oai.WriteNativeError, maxBody))
+			s.mux.Handle(rt.Pattern, s.authedAs(s.answered(h), false, oai.WriteNativeError, maxBody))
 		}
 	}
 	oaiRoutes(surface.Routes(), s.cfg.Limits.MaxBodyBytes)
@@ -163,7 +161,7 @@ func (s *Server) routes() {
 	api("PATCH /v1/memories/{id}", s.editMemory)
 	api("DELETE /v1/memories/{id}", s.deleteMemory)
 	api("POST /v1/memory-runs/{id}/undo", s.undoRun)
-	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.upload, false, writeError))
+	s.mux.Handle("POST /v1/attachments", s.authedRaw(s.answered(s.upload), false, writeError))
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	if s.cfg.Metrics.Listen == "" {
@@ -268,6 +266,15 @@ func (s *Server) tenantOf(r *http.Request, inQuery bool) string {
 		}
 	}
 	return tenant
+}
+
+// answered is h counted in answering, for Drain.
+func (s *Server) answered(h func(http.ResponseWriter, *http.Request, string)) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		s.answering.Add(1)
+		defer s.answering.Done()
+		h(w, r, tenant)
+	}
 }
 
 // authed authenticates, rate-limits and bounds the body in size (in time,

@@ -176,7 +176,8 @@ func serve(ctx context.Context, cfg configs.Config, sigs <-chan os.Signal) error
 	_ = api.Drain(dctx)
 	cancel()
 	// Only now close the connections Shutdown could not drain: the streams
-	// of cut turns have had their turn.completed.
+	// of cut turns have had their turn.completed, and a request whose read
+	// the store's close cut its 503 (Drain waits for every answer).
 	_ = srv.Close()
 	log.Info().Msg("agentd stopped")
 	return err
