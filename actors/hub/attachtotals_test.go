@@ -182,16 +182,23 @@ func TestAnUploadReadsNoListOfHolds(t *testing.T) {
 // hubOn is a hub on an in-memory store that wrap wraps, closed when t ends.
 func hubOn(t *testing.T, cfg configs.Config, wrap func(Store) Store) *Hub {
 	t.Helper()
-	ctx := context.Background()
-	metrics := newMetrics()
-	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, wrap(db), metrics)
+	h, err := newHubOn(cfg, Options{}, wrap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return h
+}
+
+// newHubOn is a hub with opts on an in-memory store that wrap wraps, which
+// its caller closes.
+func newHubOn(cfg configs.Config, opts Options, wrap func(Store) Store) (*Hub, error) {
+	ctx := context.Background()
+	metrics := newMetrics()
+	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
+	if err != nil {
+		return nil, err
+	}
+	opts.InMemory, opts.RefreshEvery = true, -1
+	return newOn(ctx, cfg, zerolog.Nop(), opts, wrap(db), metrics)
 }

@@ -39,6 +39,14 @@ type boundedStore struct {
 	closing chan closeBound
 }
 
+// bounded wraps a store in a boundedStore, which it sets *st to.
+func bounded(st **boundedStore) func(Store) Store {
+	return func(db Store) Store {
+		*st = &boundedStore{Store: db, closing: make(chan closeBound, 1)}
+		return *st
+	}
+}
+
 type closeBound struct {
 	deadline time.Time
 	bounded  bool
@@ -83,16 +91,10 @@ func TestStoreCloseWaitIsTheStoresBound(t *testing.T) {
 // failed start waited for the server as long as it took; it gets
 // store.close_wait, as a stopping hub's store does.
 func TestAHubThatFailsToStartBoundsTheStoresClose(t *testing.T) {
-	ctx := context.Background()
 	cfg := testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096)
-	metrics := newMetrics()
-	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &boundedStore{Store: db, closing: make(chan closeBound, 1)}
+	var st *boundedStore
 	failed := errors.New("no tools today")
-	_, err = newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1, Tools: func(*tools.Registry) error { return failed }}, st, metrics)
+	_, err := newHubOn(cfg, Options{Tools: func(*tools.Registry) error { return failed }}, bounded(&st))
 	if !errors.Is(err, failed) {
 		t.Fatalf("a start whose tools failed: %v; want their error", err)
 	}
@@ -110,18 +112,12 @@ func TestAHubThatFailsToStartBoundsTheStoresClose(t *testing.T) {
 // returns the context its store's bounded Close got.
 func storeCloseBound(t *testing.T, cfg configs.Config) closeBound {
 	t.Helper()
-	ctx := context.Background()
-	metrics := newMetrics()
-	db, err := openStore(ctx, cfg, zerolog.Nop(), true, metrics.storeDurable)
+	var st *boundedStore
+	h, err := newHubOn(cfg, Options{}, bounded(&st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &boundedStore{Store: db, closing: make(chan closeBound, 1)}
-	h, err := newOn(ctx, cfg, zerolog.Nop(), Options{InMemory: true, RefreshEvery: -1}, st, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, cancel := context.WithCancel(ctx)
+	used, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = h.Close(used)
 	select {

@@ -399,6 +399,22 @@ func TestChatCompletionsBodyBound(t *testing.T) {
 	}
 }
 
+// completion asks sdk for params' completion, streamed or whole, and
+// returns its first choice with the HTTP response that carried it.
+func completion(ctx context.Context, t testing.TB, sdk openai.Client, params openai.ChatCompletionNewParams, streamed bool) (openai.ChatCompletionChoice, *http.Response) {
+	t.Helper()
+	var resp *http.Response
+	if streamed {
+		acc := accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp)))
+		return acc.Choices[0], resp
+	}
+	c, err := sdk.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Choices[0], resp
+}
+
 // accumulated reads a streamed chat completion to its end through the
 // SDK's accumulator.
 func accumulated(t testing.TB, stream *ssestream.Stream[openai.ChatCompletionChunk]) openai.ChatCompletionAccumulator {

@@ -148,17 +148,7 @@ func TestChatCompletionsAnEmptyAnswerIsAnAnswer(t *testing.T) {
 				if capped {
 					params.MaxTokens, want = openai.Int(2), "length"
 				}
-				var resp *http.Response
-				var choice openai.ChatCompletionChoice
-				if !streamed {
-					c, err := sdk.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
-					if err != nil {
-						t.Fatal(err)
-					}
-					choice = c.Choices[0]
-				} else {
-					choice = accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))).Choices[0]
-				}
+				choice, resp := completion(ctx, t, sdk, params, streamed)
 				if choice.FinishReason != want || choice.Message.Content != "" {
 					t.Fatalf("finish_reason %q, content %q: want %s and no words", choice.FinishReason, choice.Message.Content, want)
 				}

@@ -3,7 +3,6 @@ package oai_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -47,17 +46,7 @@ func TestChatCompletionsRefusalIsContentFilter(t *testing.T) {
 		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {
 			question := fmt.Sprintf("A forbidden question (%v).", streamed)
 			params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question)}}
-			var resp *http.Response
-			var choice openai.ChatCompletionChoice
-			if !streamed {
-				c, err := sdk.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
-				if err != nil {
-					t.Fatal(err)
-				}
-				choice = c.Choices[0]
-			} else {
-				choice = accumulated(t, sdk.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))).Choices[0]
-			}
+			choice, resp := completion(ctx, t, sdk, params, streamed)
 			if choice.FinishReason != "content_filter" || choice.Message.Content != refusalText {
 				t.Fatalf("finish_reason %q, content %q: want content_filter and the refusal's text", choice.FinishReason, choice.Message.Content)
 			}
