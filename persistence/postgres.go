@@ -37,7 +37,7 @@ type Postgres struct {
 	// chat's tenant never changes, and an entry another node's deletion
 	// left behind only names the lane of a read that finds nothing.
 	lanes *tenants
-	// wpool is the committer's one connection, apart from the readers':
+	// writer is the committer's one connection, apart from the readers':
 	// every tenant's writes wait on the committer, and with its batches
 	// taking connections from pool, one tenant's slow or many reads
 	// holding all of them stalled every tenant's writes while they went on.
@@ -45,8 +45,8 @@ type Postgres struct {
 	// it too, outside the readers' share: on pool's, it waited while
 	// tenants' reads held every connection, or took the one they leave
 	// another tenant.
-	wpool *pgxpool.Pool
-	w     *committer[*pgTxn]
+	writer pgTxns
+	w      *committer[*pgTxn]
 	// life ends when Close ends the store (its cause says why): every
 	// batch, ping and question to the server is bounded by it.
 	life context.Context
@@ -206,7 +206,10 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		o.BatchTimeout = time.Minute
 	}
 	wcfg := cfg.Copy()
-	wcfg.MaxConns, wcfg.MinConns = 1, 0 // the committer runs one batch at a time
+	// The committer runs one batch at a time, on one connection (the
+	// writer's turn); the pool has room for a second, to replace one cut
+	// while pgx closes it (see pgTxns).
+	wcfg.MaxConns, wcfg.MinConns = 2, 0
 	wpool, err := pgxpool.NewWithConfig(ctx, wcfg)
 	if err != nil {
 		pool.Close()
@@ -221,8 +224,9 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		return nil, nil, fmt.Errorf("open %s for its pings: %w", where, err)
 	}
 	size := int(cfg.MaxConns)
+	writer := newPgTxns(wpool, o.BatchTimeout, life)
 	p := &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
-		wpool: wpool, ppool: ppool, w: newCommitter(pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}, o.ObserveDurable),
+		writer: writer, ppool: ppool, w: newCommitter(writer, o.ObserveDurable),
 		life: life, end: end, conns: conns, epochs: map[string]int64{}}
 	pctx, stop := context.WithCancel(life)
 	p.stopPings = stop
@@ -255,7 +259,7 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 		p.pings.Wait()
 		p.ppool.Close()
 		p.w.close()
-		p.wpool.Close()
+		p.writer.pool.Close()
 		p.pool.Close()
 	}()
 	select {
@@ -334,11 +338,44 @@ type pgTxn struct {
 	tx     pgx.Tx
 }
 
-// pgTxns are Postgres transactions, for the committer.
+// pgTxns are Postgres transactions, for the committer, one at a time.
 type pgTxns struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
 	life    context.Context // the store's
+	// turn is held from a transaction's begin until its connection is
+	// back in pool (run, begin to discard), so the writer uses one
+	// connection at a time though pool has room for two: a connection
+	// cut (a network blip) keeps its place in the pool while pgx closes
+	// it, up to 15 s when its cancel request goes unanswered, and with
+	// room for one every tenant's writes waited that long for a new
+	// connection, the server back or not.
+	turn chan struct{}
+}
+
+func newPgTxns(pool *pgxpool.Pool, timeout time.Duration, life context.Context) pgTxns {
+	return pgTxns{pool: pool, timeout: timeout, life: life, turn: make(chan struct{}, 1)}
+}
+
+// take waits for the writer's turn (give returns it).
+func (p pgTxns) take(ctx context.Context) error {
+	select {
+	case p.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the writer's connection: %w", context.Cause(ctx))
+	}
+}
+
+func (p pgTxns) give() { <-p.turn }
+
+// run runs fn in a transaction of its own, in the writer's turn.
+func (p pgTxns) run(ctx context.Context, fn func(pgx.Tx) error) error {
+	if err := p.take(ctx); err != nil {
+		return err
+	}
+	defer p.give()
+	return pgx.BeginFunc(ctx, p.pool, fn)
 }
 
 func (p pgTxns) begin() (*pgTxn, error) {
@@ -346,7 +383,13 @@ func (p pgTxns) begin() (*pgTxn, error) {
 		return nil, context.Cause(p.life)
 	}
 	ctx, cancel := context.WithTimeout(p.life, p.timeout)
-	tx, err := p.pool.Begin(ctx)
+	err := p.take(ctx)
+	var tx pgx.Tx
+	if err == nil {
+		if tx, err = p.pool.Begin(ctx); err != nil {
+			p.give()
+		}
+	}
 	if err != nil {
 		cancel()
 		if p.life.Err() != nil {
@@ -372,10 +415,12 @@ func (pgTxns) commit(t *pgTxn, durable bool) error {
 // sync: a durable commit has flushed the WAL already.
 func (pgTxns) sync() error { return nil }
 
-// discard rolls back what was not committed (after a commit, nothing).
-func (pgTxns) discard(t *pgTxn) {
+// discard rolls back what was not committed (after a commit, nothing),
+// its connection back in the pool (or closing), and gives the turn.
+func (p pgTxns) discard(t *pgTxn) {
 	_ = t.tx.Rollback(t.ctx)
 	t.cancel()
+	p.give()
 }
 
 // tooBig: Postgres takes a batch of any size in one transaction.
@@ -752,7 +797,7 @@ func (p *Postgres) recheckEpoch(ctx context.Context, chatID string) error {
 	if !claimed {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, p.wpool, func(tx pgx.Tx) error {
+	return p.writer.run(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext('owner/' || $1))`, chatID); err != nil {
 			return err
 		}

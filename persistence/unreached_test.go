@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -100,6 +101,72 @@ type silencer struct {
 	// sentOn are the connections on which something was dropped once
 	// frozen: a client sent the frozen server something on each.
 	sentOn map[net.Conn]bool
+	// holdCancels: a new connection that opens with a cancel request is
+	// held unanswered (holdingCancels), the others forwarded; cancels
+	// counts those held, cancelsEnded those the client then closed.
+	holdCancels           bool
+	cancels, cancelsEnded int
+}
+
+// cancelRequest opens a connection that cancels another's query: its
+// length, then this code.
+const cancelRequest = 80877102
+
+// holdingCancels holds every cancel request from now on, unanswered,
+// until its client closes it: a server whose cancels go unanswered (a
+// partition on the way back, a server restarting) while it takes new
+// connections.
+func (p *silencer) holdingCancels() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdCancels = true
+}
+
+// heldCancels says how many cancel requests p held, and how many of
+// them their clients closed since.
+func (p *silencer) heldCancels() (held, ended int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cancels, p.cancelsEnded
+}
+
+// serve forwards c to target, or holds it when it opens with a cancel
+// request held (holdingCancels), until its client closes it.
+func (p *silencer) serve(wg *sync.WaitGroup, c net.Conn, target string) {
+	p.mu.Lock()
+	sort := p.holdCancels
+	p.mu.Unlock()
+	var first []byte
+	if sort {
+		first = make([]byte, 8)
+		if _, err := io.ReadFull(c, first); err != nil {
+			_ = c.Close()
+			return
+		}
+		if binary.BigEndian.Uint32(first[4:]) == cancelRequest {
+			p.mu.Lock()
+			p.cancels++
+			p.mu.Unlock()
+			_, _ = io.Copy(io.Discard, c)
+			p.mu.Lock()
+			p.cancelsEnded++
+			p.mu.Unlock()
+			return
+		}
+	}
+	up, err := net.Dial("tcp", target)
+	if err != nil || !p.keep(up) {
+		_ = c.Close()
+		return
+	}
+	if _, err := up.Write(first); err != nil {
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
+	wg.Go(func() { p.pipe(up, c, nil) })
+	var scan serverScan
+	p.pipe(c, up, func(b []byte) { p.countReady(scan.readies(b)) })
 }
 
 // serverScan follows the messages of a server's side of the protocol
@@ -215,14 +282,7 @@ func newSilencer(t *testing.T, target string) *silencer {
 			if !p.keep(c) {
 				continue
 			}
-			up, err := net.Dial("tcp", target)
-			if err != nil || !p.keep(up) {
-				_ = c.Close()
-				continue
-			}
-			wg.Go(func() { p.pipe(up, c, nil) })
-			var scan serverScan
-			wg.Go(func() { p.pipe(c, up, func(b []byte) { p.countReady(scan.readies(b)) }) })
+			wg.Go(func() { p.serve(&wg, c, target) })
 		}
 	})
 	return p
@@ -487,12 +547,14 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 	told := make(chan error, 1)
 	s.AppendThen(ctx, "c", []chat.Message{user("pending")}, func(_ []chat.Message, err error) { told <- err })
 	// The frozen server is sent the batch's BEGIN on the writer's
-	// connection, then, once the batch failed at its timeout, the write's
-	// question on a reader's (the store pings it no more).
+	// connection; once the batch failed at its timeout, that connection's
+	// close dials to cancel it, and the write's question dials a new
+	// writer's connection (the store pings it no more); the frozen
+	// server holds both dials.
 	deadline := time.Now().Add(time.Minute)
-	for p.sentOnConns() < 2 {
+	for p.sentOnConns() < 1 || p.held() < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after a write to the frozen server, it was sent something on %d connections; want the writer's and a reader's", p.sentOnConns())
+			t.Fatalf("a minute after a write to the frozen server, it was sent something on %d connections and held %d dials; want the writer's, then its cancel request and the question's", p.sentOnConns(), p.held())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -510,4 +572,58 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 	if err := <-told; err == nil {
 		t.Fatal("a write the frozen server never committed was reported stored")
 	}
+}
+
+// TestAWriteAfterACutConnectionWaitsNotForItsClose: the writer's
+// connection is cut (a network blip) while the server takes new ones.
+// pgx closes a cut connection after sending the server a cancel request,
+// waiting up to 15 s for it to be answered, and the writer's pool, with
+// room for that one connection, held every tenant's writes until the
+// close ended. A write commits on a new connection now while the old
+// one's cancel request is still held unanswered.
+func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
+	p, u, dsn := silencedDSN(t)
+	ctx := context.Background()
+	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "c", user("before")); err != nil {
+		t.Fatal(err)
+	}
+	p.holdingCancels()
+	p.cut()
+	// The first write may find the cut (its connection, idle under a
+	// second, not pinged first) and fail; the next one begins anew.
+	if _, err := s.Append(ctx, "c", user("after")); err != nil {
+		if _, err := s.Append(ctx, "c", user("after")); err != nil {
+			t.Fatalf("a write after the cut, the server taking new connections: %v", err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		held, ended := p.heldCancels()
+		if ended > 0 {
+			t.Fatalf("a write after the cut committed once %d of %d cancel requests of cut connections ended; want it committed while they are held", ended, held)
+		}
+		if held > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a minute after the cut, the cut connection sent no cancel request; the test wants its close under way")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	msgs, err := openStore(t, dsn).Messages(ctx, "c", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[1].Content != "after" {
+		t.Fatalf("after the cut: %+v; want the message before it and the one after", msgs)
+	}
+	p.cut() // the held cancel requests end, so Close waits for none
 }
