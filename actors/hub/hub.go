@@ -640,7 +640,7 @@ func (h *Hub) DeleteChat(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	surface, err := h.surfaceRecords(ctx, id)
+	surface, err := h.surfaceRecords(ctx, tenant, id)
 	if err != nil {
 		return err
 	}

@@ -9,14 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/pgtest"
 )
 
 // TestATenantsRecordReadsAreItsOwn: the hub reads a tenant's records
-// (its toolsets, attachments, memories, the OpenAI surfaces' records) as that
-// tenant's (persistence.ReadsFor). They shared the lane of reads of no
+// (its toolsets, attachments, memories, the OpenAI surfaces' records, its
+// chats' own) as that tenant's (persistence.ReadsFor). They shared the lane of reads of no
 // tenant's, so reads there holding all the connections that lane may take
 // (here reads of a chat this node has not seen, held up by a lock) held
 // up every tenant's records too.
@@ -29,6 +30,13 @@ func TestATenantsRecordReadsAreItsOwn(t *testing.T) {
 	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
 	h := hubOn(t, cfg, func(s Store) Store { return s })
 	if err := h.PutTenantRecord(ctx, "b", "note", "1", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.CreateChat(ctx, "b", api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.PutChatRecord(ctx, "b", c.ID, "response", "r1", "stored"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -85,6 +93,14 @@ func TestATenantsRecordReadsAreItsOwn(t *testing.T) {
 	var note string
 	if err := h.TenantRecord(rctx, "b", "note", "1", &note); err != nil || note != "hello" {
 		t.Fatalf("tenant b's record while reads of no tenant's hold their lane: %q, %v", note, err)
+	}
+	var rec string
+	if err := h.ChatRecord(rctx, "b", c.ID, "response", "r1", &rec); err != nil || rec != "stored" {
+		t.Fatalf("a record of tenant b's chat while reads of no tenant's hold their lane: %q, %v", rec, err)
+	}
+	// What deleting the chat reads of its records.
+	if keys, err := h.surfaceRecords(rctx, "b", c.ID); err != nil || len(keys) != 1 {
+		t.Fatalf("the records of tenant b's chat, to delete it, while reads of no tenant's hold their lane: %v, %v", keys, err)
 	}
 	if _, err := h.Memories(rctx, "b", ""); err != nil {
 		t.Fatalf("tenant b's memories while reads of no tenant's hold their lane: %v", err)

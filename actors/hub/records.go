@@ -33,7 +33,7 @@ func (h *Hub) ChatRecord(ctx context.Context, tenant, chatID, kind, id string, v
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return err
 	}
-	err := h.store.Record(ctx, chatRecords(chatID), kind+"/"+id, v)
+	err := h.store.Record(persistence.ReadsFor(ctx, tenant), chatRecords(chatID), kind+"/"+id, v)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 	}
@@ -49,10 +49,13 @@ func (h *Hub) DeleteChatRecord(ctx context.Context, tenant, chatID, kind, id str
 	return h.store.DeleteRecord(ctx, chatRecords(chatID), kind+"/"+id)
 }
 
-// surfaceRecords names every surface record of a chat, for deleting it.
-func (h *Hub) surfaceRecords(ctx context.Context, chatID string) ([]persistence.RecordKey, error) {
+// surfaceRecords names every surface record of a tenant's chat, for
+// deleting it. A chat's records are read as its tenant's (as ChatRecord's
+// are): their kind names no tenant, so the store read them as no
+// tenant's, in the lane reads of chats it has not seen share.
+func (h *Hub) surfaceRecords(ctx context.Context, tenant, chatID string) ([]persistence.RecordKey, error) {
 	var out []persistence.RecordKey
-	err := h.store.Records(ctx, chatRecords(chatID), func(id string, _ func(any) error) error {
+	err := h.store.Records(persistence.ReadsFor(ctx, tenant), chatRecords(chatID), func(id string, _ func(any) error) error {
 		out = append(out, persistence.RecordKey{Kind: chatRecords(chatID), ID: id})
 		return nil
 	})
