@@ -216,7 +216,10 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
 	}
 	pcfg := cfg.Copy()
-	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	// One ping at a time, on one connection; room for a second to replace
+	// one cut while pgx closes it (up to 15 s, see pgTxns), which the
+	// pings waited for, and the server, back, was called out of reach.
+	pcfg.MaxConns, pcfg.MinConns = 2, 0
 	ppool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		pool.Close()

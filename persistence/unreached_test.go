@@ -627,3 +627,48 @@ func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 	}
 	p.cut() // the held cancel requests end, so Close waits for none
 }
+
+// TestAPingAfterACutWaitsNotForItsClose: the pings' connection is cut (a
+// network blip) while the server takes new ones. Their pool had room for
+// that one connection, which pgx closes after waiting up to 15 s for its
+// cancel request, so the pings waited that long, and Unreached said the
+// server, back, was out of reach. Pings reach the server on a new
+// connection now while the old one's cancel request is still held.
+func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
+	p, u, dsn := silencedDSN(t)
+	ctx := context.Background()
+	s := openPooled(t, u.String(), 16, PostgresOptions{PingEvery: 20 * time.Millisecond})
+	direct, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = direct.Close(ctx) }()
+	var open time.Time
+	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	awaitPings(t, direct, open, deadline, "the store open; want its pings to have a connection before the cut")
+	p.holdingCancels()
+	p.cut()
+	// The pings' the only connection in use: its close sends the one
+	// cancel request; a ping after it is on a new connection.
+	for held, _ := p.heldCancels(); held == 0; held, _ = p.heldCancels() {
+		if time.Now().After(deadline) {
+			t.Fatal("a minute after the cut, the pings' cut connection sent no cancel request; the test wants its close under way")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var since time.Time
+	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	awaitPings(t, direct, since, deadline, "after the cut, the server taking new connections")
+	if held, ended := p.heldCancels(); ended > 0 {
+		t.Fatalf("pings reached the server after the cut once %d of %d cancel requests of cut connections ended; want them on a new connection while those are held", ended, held)
+	}
+	if out := s.Unreached(); !out.IsZero() {
+		t.Fatalf("the server answering pings after the cut, Unreached says out since %v", out)
+	}
+	p.cut() // the held cancel requests end, so Close waits for none
+}
