@@ -407,7 +407,6 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
 	s := openStore(t, u.String())
-	ctx := context.Background()
 
 	p.silence()
 	deadline := time.Now().Add(time.Minute)
@@ -417,15 +416,8 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	direct, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = direct.Close(ctx) }()
-	var back time.Time
-	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&back); err != nil {
-		t.Fatal(err)
-	}
+	direct := directConn(t, dsn)
+	back := serverNow(t, direct)
 	p.resume()
 	// Nobody calls Unreached now, until two pings reached the server.
 	awaitPings(t, direct, back, deadline.Add(time.Minute), "the server back, and nobody asking; want the store's own pings")
@@ -499,6 +491,28 @@ func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
 	if out := s.Unreached(); !out.IsZero() {
 		t.Fatalf("the server answering pings, its reading connections busy: Unreached says out since %v", out)
 	}
+}
+
+// directConn is a connection to the server at dsn, past any proxy, closed
+// when t ends.
+func directConn(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// serverNow is the server's clock, read on conn.
+func serverNow(t *testing.T, conn *pgx.Conn) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := conn.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 // awaitPings returns once two of the store's pings (pgx's "-- ping", on a
@@ -636,17 +650,9 @@ func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 // connection now while the old one's cancel request is still held.
 func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 	p, u, dsn := silencedDSN(t)
-	ctx := context.Background()
 	s := openPooled(t, u.String(), 16, PostgresOptions{PingEvery: 20 * time.Millisecond})
-	direct, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = direct.Close(ctx) }()
-	var open time.Time
-	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&open); err != nil {
-		t.Fatal(err)
-	}
+	direct := directConn(t, dsn)
+	open := serverNow(t, direct)
 	deadline := time.Now().Add(time.Minute)
 	awaitPings(t, direct, open, deadline, "the store open; want its pings to have a connection before the cut")
 	p.holdingCancels()
@@ -659,11 +665,7 @@ func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var since time.Time
-	if err := direct.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
-		t.Fatal(err)
-	}
-	awaitPings(t, direct, since, deadline, "after the cut, the server taking new connections")
+	awaitPings(t, direct, serverNow(t, direct), deadline, "after the cut, the server taking new connections")
 	if held, ended := p.heldCancels(); ended > 0 {
 		t.Fatalf("pings reached the server after the cut once %d of %d cancel requests of cut connections ended; want them on a new connection while those are held", ended, held)
 	}
