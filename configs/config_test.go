@@ -60,43 +60,44 @@ func TestDefaultsAndEnvironment(t *testing.T) {
 
 // TestStoreFailingAfterIsRead: how long Postgres may not answer before
 // /healthz says failing was a constant (2 minutes), which an operator whose
+// server fails over slower, or whose probes restart sooner, could not set.
+func TestStoreFailingAfterIsRead(t *testing.T) {
+	st, err := loadStore(t, "store: {kind: postgres, failing_after: 5m}")
+	if err != nil || st.FailingAfterOrDefault() != 5*time.Minute {
+		t.Fatalf("store.failing_after 5m: %+v, %v", st, err)
+	}
+	if d := (Store{Kind: StorePostgres}).FailingAfterOrDefault(); d != DefaultFailingAfter {
+		t.Fatalf("a Store built in code, failing_after unset: %v; want the default %v", d, DefaultFailingAfter)
+	}
+}
+
 // TestStoreCloseWaitIsRead: how long a stopping node's store may take to
 // commit what its sessions queued was a constant (10 s), which an operator
 // could not set for a server that commits slower or a pod that must stop
 // sooner.
 func TestStoreCloseWaitIsRead(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte("store: {kind: postgres, close_wait: 45s}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(p)
-	if err == nil {
-		err = c.Validate()
-	}
-	if err != nil || c.Store.CloseWaitOrDefault() != 45*time.Second {
-		t.Fatalf("store.close_wait 45s: %+v, %v", c.Store, err)
+	st, err := loadStore(t, "store: {kind: postgres, close_wait: 45s}")
+	if err != nil || st.CloseWaitOrDefault() != 45*time.Second {
+		t.Fatalf("store.close_wait 45s: %+v, %v", st, err)
 	}
 	if d := (Store{Kind: StorePostgres}).CloseWaitOrDefault(); d != DefaultCloseWait {
 		t.Fatalf("a Store built in code, close_wait unset: %v; want the default %v", d, DefaultCloseWait)
 	}
 }
 
-// server fails over slower, or whose probes restart sooner, could not set.
-func TestStoreFailingAfterIsRead(t *testing.T) {
+// loadStore loads and validates a config file holding yaml and returns its
+// store section.
+func loadStore(t *testing.T, yaml string) (Store, error) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte("store: {kind: postgres, failing_after: 5m}"), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Load(p)
 	if err == nil {
 		err = c.Validate()
 	}
-	if err != nil || c.Store.FailingAfterOrDefault() != 5*time.Minute {
-		t.Fatalf("store.failing_after 5m: %+v, %v", c.Store, err)
-	}
-	if d := (Store{Kind: StorePostgres}).FailingAfterOrDefault(); d != DefaultFailingAfter {
-		t.Fatalf("a Store built in code, failing_after unset: %v; want the default %v", d, DefaultFailingAfter)
-	}
+	return c.Store, err
 }
 
 func TestValidateRejects(t *testing.T) {

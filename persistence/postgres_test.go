@@ -168,11 +168,7 @@ func TestOneTenantsReadsLeaveAnotherAConnection(t *testing.T) {
 	open := func() *Postgres { return openPooled(t, dsn, conns, PostgresOptions{}) }
 	s := open()
 	chatsOfTwoTenants(t, s)
-	watch, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = watch.Close(ctx) })
+	watch := connect(t, dsn)
 
 	// holdReads makes conns reads of chat a1 on s and returns once each is
 	// held up in the server on a connection or waits for one in the store

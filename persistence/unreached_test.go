@@ -416,7 +416,7 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	direct := directConn(t, dsn)
+	direct := connect(t, dsn)
 	back := serverNow(t, direct)
 	p.resume()
 	// Nobody calls Unreached now, until two pings reached the server.
@@ -438,16 +438,7 @@ func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	s := openPooled(t, dsn, 2, PostgresOptions{PingEvery: 20 * time.Millisecond})
 	chatsOfTwoTenants(t, s)
-	watch, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = watch.Close(ctx) }()
-	locker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = locker.Close(ctx) }()
+	watch, locker := connect(t, dsn), connect(t, dsn)
 	tx, err := locker.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -491,18 +482,6 @@ func TestAPingIsAnsweredWhileReadsHoldEveryConnection(t *testing.T) {
 	if out := s.Unreached(); !out.IsZero() {
 		t.Fatalf("the server answering pings, its reading connections busy: Unreached says out since %v", out)
 	}
-}
-
-// directConn is a connection to the server at dsn, past any proxy, closed
-// when t ends.
-func directConn(t *testing.T, dsn string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return conn
 }
 
 // serverNow is the server's clock, read on conn.
@@ -651,7 +630,7 @@ func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 	p, u, dsn := silencedDSN(t)
 	s := openPooled(t, u.String(), 16, PostgresOptions{PingEvery: 20 * time.Millisecond})
-	direct := directConn(t, dsn)
+	direct := connect(t, dsn)
 	open := serverNow(t, direct)
 	deadline := time.Now().Add(time.Minute)
 	awaitPings(t, direct, open, deadline, "the store open; want its pings to have a connection before the cut")
