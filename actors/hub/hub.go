@@ -307,7 +307,7 @@ func (h *Hub) startActors(opts Options) {
 	}
 	h.summarize = root.Spawn(summarizer.Props(sumCfg))
 	h.learner = root.Spawn(learner.Props(learnCfg))
-	// The index loads the registry when it starts; after a restart it rebuilds only the scope a panic hit.
+	// The index loads the registry when it starts and, after a restart, rebuilds only the scope a panic hit, both off its mailbox.
 	h.toolIndex = root.Spawn(toolindex.Props(toolindex.Config{Log: h.log, Source: h.indexSource, Tools: h.indexScope}))
 	// Prompts read the last map built; sessions have it built off their mailboxes (session.Deps.Maps).
 	builder := &prompts.Builder{MemoryMap: h.memory.LastMap}

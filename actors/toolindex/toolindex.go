@@ -11,9 +11,12 @@
 // its own tools (toolsearch does not rebuild an index to add to it); one
 // made by ReplaceScope was indexed by its sender, and the actor only
 // installs it, so one tenant's large toolset holds no other's searches.
-// A restart after a panic keeps what was indexed, but for the scope the
-// panic hit, which a goroutine of the actor's indexes again (Config.Tools);
-// the actor waits for it when it stops.
+// The first start reads and indexes Config.Source on a goroutine of the
+// actor's, and a restart after a panic keeps what was indexed but for the
+// scope the panic hit, which such a goroutine indexes again (Config.Tools):
+// the mailbox keeps answering meanwhile, and a search that reads a scope
+// still being built waits for it (never an empty answer for tools that
+// are coming). The actor waits for those goroutines when it stops.
 package toolindex
 
 import (
@@ -35,7 +38,9 @@ type Config struct {
 	Log zerolog.Logger
 	// Source names where the actor's tools come from: it indexes every
 	// scope Source returns (the daemon's tools and each toolset) when it
-	// starts. Optional. Defaults to none: the actor starts empty.
+	// first starts, Source read and its tools indexed off the mailbox, so
+	// a slow read holds no Register; reads wait for it (see kept.pending).
+	// Optional. Defaults to none: the actor starts empty.
 	Source func() []*Register
 	// Tools returns the tools a scope holds now (its toolset's, or the
 	// daemon's for ""). A restart after a panic keeps every scope built
@@ -59,7 +64,7 @@ type Config struct {
 // a time, in order.
 func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
-	k := &kept{rebuilding: map[string]uint64{}}
+	k := &kept{building: map[string]uint64{}}
 	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source, tools: cfg.Tools, kept: k} },
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)), actor.WithGuardian(restartAlways))
 }
@@ -96,11 +101,45 @@ type kept struct {
 	// search scratch dirty.
 	busy    string
 	inScope bool
-	// rebuilding holds, by scope, the rebuild under way; a change to the
+	// building holds, by scope, the rebuild under way; a change to the
 	// scope meanwhile drops it (what arrived is newer).
-	rebuilding map[string]uint64
-	rebuilds   uint64
-	group      actors.Group // the rebuilds' goroutines
+	building map[string]uint64
+	// loading is the first load's token while it runs: it may bring any
+	// scope, but those changed since it began (fresh), which it leaves.
+	loading uint64
+	fresh   map[string]bool
+	builds  uint64
+	// parked holds the reads of scopes still being built, in arrival
+	// order, answered once those are built (or their build is dropped).
+	parked []parked
+	group  actors.Group // the builds' goroutines
+}
+
+// parked is a read waiting for a scope, and who asked it.
+type parked struct {
+	sender *actor.PID
+	msg    any // *Search, *NamedIn or *Get
+}
+
+// maxParked bounds the reads parked while a build runs (a Source that
+// hangs): past it the oldest is dropped, whose asker has timed out long
+// since.
+const maxParked = 10000
+
+// pending reports whether a read of scopes (and of the daemon's own, which
+// every read reads) would miss tools a build is bringing.
+func (k *kept) pending(scopes []string) bool {
+	is := func(s string) bool { return k.building[s] != 0 || (k.loading != 0 && !k.fresh[s]) }
+	return is("") || slices.ContainsFunc(scopes, is)
+}
+
+// changed notes that a message changed scope: a build of it under way,
+// older, is dropped.
+func (k *kept) changed(scope string) {
+	delete(k.building, scope)
+	if k.loading != 0 {
+		k.fresh[scope] = true
+	}
 }
 
 // enter notes that the message now handles sc, leave that it is done.
@@ -114,15 +153,16 @@ type scoped struct {
 	tools map[string]Tool
 }
 
-// rebuilt carries a scope rebuilt after a panic back to the mailbox; reg
-// is nil when the rebuild failed.
-type rebuilt struct {
+// built carries what a build indexed back to the mailbox: the first load
+// (first) or one scope rebuilt after a panic; regs is nil when it failed.
+type built struct {
 	token uint64
+	first bool
 	scope string
-	reg   *Register
+	regs  []*Register
 }
 
-// stopWait bounds how long a stopping actor waits for a rebuild.
+// stopWait bounds how long a stopping actor waits for a build.
 const stopWait = 10 * time.Second
 
 var _ actor.Actor = (*indexActor)(nil)
@@ -131,22 +171,22 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.start(ctx)
+		a.drain(ctx)
 	case *actor.Stopping:
 		if !a.group.Wait(stopWait) {
-			a.log.Warn().Msg("a scope's rebuild outlived the stop")
+			a.log.Warn().Msg("a build of the index outlived the stop")
 		}
-	case *rebuilt:
-		a.handleRebuilt(ctx, m)
+	case *built:
+		a.handleBuilt(ctx, m)
+		a.drain(ctx)
 	case *Register:
 		a.handleRegister(ctx, m)
+		a.drain(ctx)
 	case *Unregister:
 		a.handleUnregister(ctx, m)
-	case *Search:
-		a.respond(ctx, &SearchResult{ReqID: m.ReqID, Hits: a.search(m)})
-	case *NamedIn:
-		a.respond(ctx, &NamedInResult{ReqID: m.ReqID, Names: a.namedIn(m)})
-	case *Get:
-		a.handleGet(ctx, m)
+		a.drain(ctx)
+	case *Search, *NamedIn, *Get:
+		a.ask(ctx, m)
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 		// lifecycle messages need nothing from us
 	default:
@@ -155,16 +195,16 @@ func (a *indexActor) Receive(ctx actor.Context) {
 }
 
 // start loads Source the first time; after a restart it keeps the scopes
-// built and rebuilds the one a panic may have left broken.
+// built and rebuilds the one a panic may have left broken. Both build off
+// the mailbox.
 func (a *indexActor) start(ctx actor.Context) {
 	if !a.loaded {
-		a.scopes, a.inScope = map[string]*scoped{}, false
+		a.scopes, a.inScope, a.loaded = map[string]*scoped{}, false, true
 		if a.source != nil {
-			for _, r := range a.source() {
-				a.handleRegister(ctx, r)
-			}
+			a.builds++
+			a.loading, a.fresh = a.builds, map[string]bool{}
+			a.build(ctx, &built{token: a.loading, first: true}, a.source)
 		}
-		a.loaded = true
 		return
 	}
 	if !a.inScope {
@@ -175,36 +215,72 @@ func (a *indexActor) start(ctx actor.Context) {
 	a.rebuild(ctx, a.busy)
 }
 
-// rebuild indexes scope's tools again from Tools on a goroutine of its
-// own, and sends them back as a rebuilt.
+// rebuild indexes scope's tools again from Tools off the mailbox.
 func (a *indexActor) rebuild(ctx actor.Context, scope string) {
 	if a.tools == nil {
 		a.log.Warn().Str("scope", scope).Msg("dropped a scope a panic may have broken; nothing to rebuild it from")
 		return
 	}
-	a.rebuilds++
-	token, tools, log := a.rebuilds, a.tools, a.log
-	a.rebuilding[scope] = token
-	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.changed(scope) // what Tools returns now is newer than what the first load brings
+	a.builds++
+	a.building[scope] = a.builds
+	tools := a.tools
+	a.build(ctx, &built{token: a.builds, scope: scope}, func() []*Register { return []*Register{ReplaceScope(scope, tools(scope))} })
+}
+
+// build runs produce and indexes what it returns on a goroutine of the
+// actor's, and sends it back as msg for the mailbox to install.
+func (a *indexActor) build(ctx actor.Context, msg *built, produce func() []*Register) {
+	self, root, log := ctx.Self(), ctx.ActorSystem().Root, a.log
 	a.group.Go(func() {
-		msg := &rebuilt{token: token, scope: scope}
 		defer func() {
 			if r := recover(); r != nil {
-				log.Error().Str("scope", scope).Str("panic", fmt.Sprint(r)).Msg("rebuilding a scope panicked; it stays empty")
+				msg.regs = nil
+				log.Error().Str("scope", msg.scope).Bool("first_load", msg.first).Str("panic", fmt.Sprint(r)).Msg("building the index panicked; what it built stays empty")
 			}
 			root.Send(self, msg)
 		}()
-		msg.reg = ReplaceScope(scope, tools(scope))
+		msg.regs = indexAll(produce())
 	})
 }
 
-func (a *indexActor) handleRebuilt(ctx actor.Context, m *rebuilt) {
-	if a.rebuilding[m.scope] != m.token {
+// indexAll is regs indexed as the mailbox would apply them in turn to
+// scopes that start empty, each to be installed as ReplaceScope's are.
+func indexAll(regs []*Register) []*Register {
+	scopes := map[string]*scoped{}
+	out := make([]*Register, len(regs))
+	for i, r := range regs {
+		if r.indexed != nil {
+			scopes[r.Scope], out[i] = r.indexed.sc, r
+			continue
+		}
+		sc, ok := scopes[r.Scope]
+		if !ok || r.Replace {
+			sc = newScoped(r.Scope, len(r.Tools))
+			scopes[r.Scope] = sc
+		}
+		out[i] = &Register{Scope: r.Scope, Replace: true, indexed: sc.add(r.Tools)}
+	}
+	return out
+}
+
+func (a *indexActor) handleBuilt(ctx actor.Context, m *built) {
+	if m.first {
+		fresh := a.fresh
+		a.loading, a.fresh = 0, nil
+		for _, r := range m.regs {
+			if !fresh[r.Scope] { // else a change since the load began is newer
+				a.handleRegister(ctx, r)
+			}
+		}
+		return
+	}
+	if a.building[m.scope] != m.token {
 		return // the scope changed while it was rebuilt
 	}
-	delete(a.rebuilding, m.scope)
-	if m.reg != nil {
-		a.handleRegister(ctx, m.reg)
+	delete(a.building, m.scope)
+	for _, r := range m.regs {
+		a.handleRegister(ctx, r)
 	}
 }
 
@@ -225,7 +301,7 @@ func newScoped(name string, n int) *scoped {
 }
 
 func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
-	delete(a.rebuilding, m.Scope)
+	a.changed(m.Scope)
 	added := m.indexed
 	if added == nil {
 		if m.Replace {
@@ -247,7 +323,11 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 }
 
 // testHookIndexing runs as tools start being indexed; tests hold it.
-var testHookIndexing = func() {}
+// testHookSearching runs as a search reads a scope; tests panic there.
+var (
+	testHookIndexing  = func() {}
+	testHookSearching = func(scope string) {}
+)
 
 // indexed is what adding a Register's tools to a scope did.
 type indexed struct {
@@ -303,7 +383,7 @@ func (sc *scoped) add(tools []Tool) *indexed {
 }
 
 func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
-	delete(a.rebuilding, m.Scope)
+	a.changed(m.Scope)
 	sc := a.scope(m.Scope, 0)
 	a.enter(sc)
 	defer a.leave()
@@ -343,6 +423,7 @@ func (a *indexActor) search(m *Search) []toolsearch.Hit {
 	var hits []toolsearch.Hit
 	for _, sc := range a.read(m.Scopes) {
 		a.enter(sc)
+		testHookSearching(sc.name)
 		hits = append(hits, sc.ix.Search(m.Query, m.K)...)
 	}
 	a.leave()
@@ -366,7 +447,74 @@ func (a *indexActor) namedIn(m *NamedIn) []string {
 	return names
 }
 
-func (a *indexActor) handleGet(ctx actor.Context, m *Get) {
+// ask answers a read now, or parks it while a scope it reads is being
+// built: answered now it would miss that scope's tools, an empty answer
+// find_tools would hand the model as final.
+func (a *indexActor) ask(ctx actor.Context, m any) {
+	sender := ctx.Sender()
+	if sender == nil {
+		return // nobody to answer
+	}
+	if !a.pending(scopesOf(m)) {
+		ctx.Respond(a.answer(m))
+		return
+	}
+	if len(a.parked) == maxParked {
+		a.log.Warn().Msg("dropped the oldest read waiting for a scope being built")
+		a.parked = slices.Delete(a.parked, 0, 1)
+	}
+	a.parked = append(a.parked, parked{sender: sender, msg: m})
+}
+
+// drain answers, in order, the parked reads whose scopes are built now
+// (after a message that may have built or changed one). A read that
+// panics is dropped, and those after it stay parked.
+func (a *indexActor) drain(ctx actor.Context) {
+	if len(a.parked) == 0 {
+		return
+	}
+	ps, i := a.parked, 0
+	a.parked = nil
+	defer func() {
+		if i < len(ps) {
+			a.parked = append(a.parked, ps[i+1:]...)
+		}
+	}()
+	for ; i < len(ps); i++ {
+		if p := ps[i]; a.pending(scopesOf(p.msg)) {
+			a.parked = append(a.parked, p)
+		} else {
+			ctx.Send(p.sender, a.answer(p.msg))
+		}
+	}
+}
+
+func scopesOf(m any) []string {
+	switch m := m.(type) {
+	case *Search:
+		return m.Scopes
+	case *NamedIn:
+		return m.Scopes
+	case *Get:
+		return m.Scopes
+	}
+	return nil
+}
+
+// answer is a read's answer from the scopes built.
+func (a *indexActor) answer(m any) any {
+	switch m := m.(type) {
+	case *Search:
+		return &SearchResult{ReqID: m.ReqID, Hits: a.search(m)}
+	case *NamedIn:
+		return &NamedInResult{ReqID: m.ReqID, Names: a.namedIn(m)}
+	case *Get:
+		return a.get(m)
+	}
+	return nil
+}
+
+func (a *indexActor) get(m *Get) *GetResult {
 	res := &GetResult{ReqID: m.ReqID}
 	scopes := a.read(m.Scopes)
 	for _, n := range m.Names {
@@ -377,7 +525,7 @@ func (a *indexActor) handleGet(ctx actor.Context, m *Get) {
 			}
 		}
 	}
-	a.respond(ctx, res)
+	return res
 }
 
 // respond answers the sender if there is one: a Register sent with Send

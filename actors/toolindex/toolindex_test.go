@@ -27,6 +27,12 @@ func spawn(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	return sys, pid
 }
 
+// loaded waits for the actor's first load: a search waits for it.
+func loaded(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
+	t.Helper()
+	ask[*SearchResult](t, sys, pid, &Search{ReqID: "loaded", Query: "loaded", K: 1})
+}
+
 func ask[T any](t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) T {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, msg, wait).Result()
@@ -281,7 +287,8 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 // TestARestartRebuildsOnlyTheScopeItsPanicHit: a restart after a panic
 // keeps every scope built and rebuilds the one the panicking message was
 // changing, off the mailbox, so another tenant's find_tools is answered
-// meanwhile. A restart used to read the whole source again in the mailbox
+// meanwhile, and the tenant's own waits for its tools rather than finding
+// none. A restart used to read the whole source again in the mailbox
 // (every tenant's toolsets indexed again, 650 ms at 50,000 tools), and
 // every search waited for it.
 func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
@@ -294,6 +301,7 @@ func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
 		return []*Register{ReplaceScope(crm, crmTools), ReplaceScope(warehouse, palletTools)}
 	}
 	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(scope string) []Tool { return toolsOf[scope] }}))
+	loaded(t, sys, pid)
 	// Tenant a's tools panic as they are indexed in the mailbox; indexed
 	// again, they are held until the test releases them.
 	var calls atomic.Int64
@@ -332,16 +340,16 @@ func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
 	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
 		t.Fatalf("tenant b's hits %v during the rebuild, want crm_lookup_invoice", sr.Hits)
 	}
+	// Asked during the rebuild, tenant a's search is answered once its
+	// toolset is back: answered at once it found nothing.
+	own := sys.Root.RequestFuture(pid, &Search{ReqID: "a", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
 	free()
-	for deadline := time.Now().Add(wait); ; {
-		sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "a", Query: "pallet", K: 3, Scopes: []string{warehouse}})
-		if len(sr.Hits) > 0 && sr.Hits[0].Name == "move_pallet" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tenant a's toolset did not come back: hits %v", sr.Hits)
-		}
-		time.Sleep(time.Millisecond)
+	res, err = own.Result()
+	if err != nil {
+		t.Fatalf("tenant a's search during the rebuild: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "move_pallet" {
+		t.Fatalf("tenant a's hits %v asked during the rebuild, want move_pallet", sr.Hits)
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("tools were indexed %d times, want twice (the panic, then tenant a's toolset alone)", n)
@@ -486,5 +494,140 @@ func TestAnIndexThatKeepsPanickingStillAnswers(t *testing.T) {
 	}
 	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
 		t.Fatalf("hits %v after 15 panics, want tide_table first", sr.Hits)
+	}
+}
+
+// TestTheFirstLoadHoldsNoMessageBehindIt: the daemon's registry is read and
+// indexed off the mailbox when the index first starts, so a slow read holds
+// neither the spawn nor a tenant's toolset put; a search asked meanwhile
+// is answered once the load is in, not with the nothing there is yet; and
+// a toolset put during the load is not undone by the load's older copy.
+// The load ran in the mailbox: every tenant's find_tools waited for it,
+// and a read that hung froze the index.
+func TestTheFirstLoadHoldsNoMessageBehindIt(t *testing.T) {
+	sys := actor.NewActorSystem()
+	crm := ToolsetScope("b", "crm")
+	reading, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	src := func() []*Register {
+		close(reading)
+		<-release
+		return []*Register{{Tools: daemonTools[:1]}, {Tools: daemonTools[1:]}, {Scope: crm, Tools: []Tool{{Name: "crm_old_lookup", Description: "Find an invoice, the old way."}}}}
+	}
+	spawned := make(chan *actor.PID, 1)
+	go func() { spawned <- sys.Root.Spawn(Props(Config{Source: src})) }()
+	var pid *actor.PID
+	t.Cleanup(func() {
+		free()
+		if pid == nil {
+			pid = <-spawned
+		}
+		_ = sys.Root.StopFuture(pid).Wait()
+	})
+	select {
+	case <-reading:
+	case <-time.After(wait):
+		t.Fatal("the source was never read")
+	}
+	select {
+	case pid = <-spawned:
+	case <-time.After(wait):
+		t.Fatal("the spawn waited for the source")
+	}
+	put, err := sys.Root.RequestFuture(pid, ReplaceScope(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}), wait).Result()
+	if err != nil {
+		t.Fatalf("a toolset put while the source is read: %v", err)
+	}
+	if r := put.(*Registered); r.Total != 1 {
+		t.Fatalf("Registered = %+v, want 1 tool", r)
+	}
+	search := sys.Root.RequestFuture(pid, &Search{ReqID: "s", Query: "harbour", K: 3, Scopes: []string{crm}}, wait)
+	free()
+	res, err := search.Result()
+	if err != nil {
+		t.Fatalf("a search asked during the load: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
+		t.Fatalf("hits %v for a search asked during the load, want tide_table first", sr.Hits)
+	}
+	g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"remember", "web_fetch", "crm_lookup_invoice", "crm_old_lookup"}, Scopes: []string{crm}})
+	var names []string
+	for _, tl := range g.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"remember", "web_fetch", "crm_lookup_invoice"}; !slices.Equal(names, want) {
+		t.Fatalf("tools %v after the load, want %v (the put kept over the load's older toolset)", names, want)
+	}
+}
+
+// TestASearchThatPanicsRebuildsOnlyTheScopeItRead: a search that panics
+// while it reads one tenant's toolset costs that scope alone, rebuilt off
+// the mailbox; the daemon's tools and another tenant's are kept as they
+// were, and a search of the scope asked meanwhile finds its tools.
+func TestASearchThatPanicsRebuildsOnlyTheScopeItRead(t *testing.T) {
+	sys := actor.NewActorSystem()
+	crm, warehouse := ToolsetScope("b", "crm"), ToolsetScope("a", "warehouse")
+	toolsOf := map[string][]Tool{
+		"":        daemonTools,
+		crm:       {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}},
+		warehouse: {{Name: "move_pallet", Description: "Move a pallet in the warehouse."}},
+	}
+	src := func() []*Register {
+		return []*Register{{Tools: toolsOf[""]}, ReplaceScope(crm, toolsOf[crm]), ReplaceScope(warehouse, toolsOf[warehouse])}
+	}
+	// The rebuild is held until the test releases it.
+	var mu sync.Mutex
+	var rebuilt []string
+	rebuilding, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	tools := func(scope string) []Tool {
+		mu.Lock()
+		rebuilt = append(rebuilt, scope)
+		mu.Unlock()
+		close(rebuilding)
+		<-release
+		return toolsOf[scope]
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: tools}))
+	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
+	loaded(t, sys, pid)
+	var panicked atomic.Bool
+	testHookSearching = func(scope string) {
+		if scope == warehouse && panicked.CompareAndSwap(false, true) {
+			panic("a bad search")
+		}
+	}
+	t.Cleanup(func() { testHookSearching = func(string) {} })
+	// It reads the daemon's scope, then the warehouse, where it panics; its
+	// asker hears nothing.
+	sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	select {
+	case <-rebuilding:
+	case <-time.After(wait):
+		t.Fatalf("no scope was rebuilt after the search (panicked: %v)", panicked.Load())
+	}
+	// While the warehouse is rebuilt, the other scopes answer as they were.
+	for _, c := range []struct{ scope, query, want string }{
+		{crm, "invoice", "crm_lookup_invoice"},
+		{"", "harbour", "tide_table"},
+	} {
+		sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: c.query, Query: c.query, K: 3, Scopes: []string{c.scope}})
+		if len(sr.Hits) == 0 || sr.Hits[0].Name != c.want {
+			t.Fatalf("%q during the rebuild: hits %v, want %s first", c.query, sr.Hits, c.want)
+		}
+	}
+	own := sys.Root.RequestFuture(pid, &Search{ReqID: "pallet", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	free()
+	res, err := own.Result()
+	if err != nil {
+		t.Fatalf("a search of the warehouse asked during its rebuild: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "move_pallet" {
+		t.Fatalf("hits %v for the warehouse asked during its rebuild, want move_pallet first", sr.Hits)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(rebuilt, []string{warehouse}) {
+		t.Errorf("scopes rebuilt %q, want the warehouse alone", rebuilt)
 	}
 }
