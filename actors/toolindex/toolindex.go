@@ -16,7 +16,8 @@
 // scope the panic hit, which such a goroutine indexes again (Config.Tools):
 // the mailbox keeps answering meanwhile, and a search that reads a scope
 // still being built waits for it (never an empty answer for tools that
-// are coming). The actor waits for those goroutines when it stops.
+// are coming), as does a tool added to or removed from it, applied on top.
+// The actor waits for those goroutines when it stops.
 package toolindex
 
 import (
@@ -64,7 +65,7 @@ type Config struct {
 // a time, in order.
 func Props(cfg Config) *actor.Props {
 	log := cfg.Log.With().Str("component", "toolindex").Logger()
-	k := &kept{building: map[string]uint64{}}
+	k := &kept{rebuilds: map[string]uint64{}}
 	return actors.Props(log, func() actor.Actor { return &indexActor{log: log, source: cfg.Source, tools: cfg.Tools, kept: k} },
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)), actor.WithGuardian(restartAlways))
 }
@@ -101,42 +102,47 @@ type kept struct {
 	// search scratch dirty.
 	busy    string
 	inScope bool
-	// building holds, by scope, the rebuild under way; a change to the
+	// rebuilds holds, by scope, the rebuild under way; a change to the
 	// scope meanwhile drops it (what arrived is newer).
-	building map[string]uint64
+	rebuilds map[string]uint64
 	// loading is the first load's token while it runs: it may bring any
 	// scope, but those changed since it began (fresh), which it leaves.
 	loading uint64
 	fresh   map[string]bool
 	builds  uint64
-	// parked holds the reads of scopes still being built, in arrival
-	// order, answered once those are built (or their build is dropped).
+	// parked holds, in arrival order, the reads of scopes still being
+	// built and the changes to them but a replace (see waits), handled
+	// once those are built (or their build is dropped).
 	parked []parked
 	group  actors.Group // the builds' goroutines
 }
 
-// parked is a read waiting for a scope, and who asked it.
+// parked is a message waiting for a scope, and who sent it.
 type parked struct {
 	sender *actor.PID
-	msg    any // *Search, *NamedIn or *Get
+	msg    any // *Search, *NamedIn, *Get, *Register or *Unregister
 }
 
 // maxParked bounds the reads parked while a build runs (a Source that
-// hangs): past it the oldest is dropped, whose asker has timed out long
-// since.
+// hangs): past it the oldest read is dropped, whose asker has timed out
+// long since. Changes are never dropped.
 const maxParked = 10000
 
 // pending reports whether a read of scopes (and of the daemon's own, which
 // every read reads) would miss tools a build is bringing.
 func (k *kept) pending(scopes []string) bool {
-	is := func(s string) bool { return k.building[s] != 0 || (k.loading != 0 && !k.fresh[s]) }
-	return is("") || slices.ContainsFunc(scopes, is)
+	return k.building("") || slices.ContainsFunc(scopes, k.building)
+}
+
+// building reports whether a build under way brings scope.
+func (k *kept) building(scope string) bool {
+	return k.rebuilds[scope] != 0 || (k.loading != 0 && !k.fresh[scope])
 }
 
 // changed notes that a message changed scope: a build of it under way,
 // older, is dropped.
 func (k *kept) changed(scope string) {
-	delete(k.building, scope)
+	delete(k.rebuilds, scope)
 	if k.loading != 0 {
 		k.fresh[scope] = true
 	}
@@ -179,14 +185,11 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	case *built:
 		a.handleBuilt(ctx, m)
 		a.drain(ctx)
-	case *Register:
-		a.handleRegister(ctx, m)
-		a.drain(ctx)
-	case *Unregister:
-		a.handleUnregister(ctx, m)
+	case *Register, *Unregister:
+		a.handle(ctx, m)
 		a.drain(ctx)
 	case *Search, *NamedIn, *Get:
-		a.ask(ctx, m)
+		a.handle(ctx, m)
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 		// lifecycle messages need nothing from us
 	default:
@@ -223,7 +226,7 @@ func (a *indexActor) rebuild(ctx actor.Context, scope string) {
 	}
 	a.changed(scope) // what Tools returns now is newer than what the first load brings
 	a.builds++
-	a.building[scope] = a.builds
+	a.rebuilds[scope] = a.builds
 	tools := a.tools
 	a.build(ctx, &built{token: a.builds, scope: scope}, func() []*Register { return []*Register{ReplaceScope(scope, tools(scope))} })
 }
@@ -270,17 +273,17 @@ func (a *indexActor) handleBuilt(ctx actor.Context, m *built) {
 		a.loading, a.fresh = 0, nil
 		for _, r := range m.regs {
 			if !fresh[r.Scope] { // else a change since the load began is newer
-				a.handleRegister(ctx, r)
+				a.handleRegister(ctx, nil, r)
 			}
 		}
 		return
 	}
-	if a.building[m.scope] != m.token {
+	if a.rebuilds[m.scope] != m.token {
 		return // the scope changed while it was rebuilt
 	}
-	delete(a.building, m.scope)
+	delete(a.rebuilds, m.scope)
 	for _, r := range m.regs {
-		a.handleRegister(ctx, r)
+		a.handleRegister(ctx, nil, r)
 	}
 }
 
@@ -300,7 +303,7 @@ func newScoped(name string, n int) *scoped {
 	return &scoped{name: name, ix: toolsearch.NewIndex(nil), tools: make(map[string]Tool, n)}
 }
 
-func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
+func (a *indexActor) handleRegister(ctx actor.Context, sender *actor.PID, m *Register) {
 	a.changed(m.Scope)
 	added := m.indexed
 	if added == nil {
@@ -319,7 +322,7 @@ func (a *indexActor) handleRegister(ctx actor.Context, m *Register) {
 	}
 	sc := a.scopes[m.Scope]
 	a.log.Debug().Str("scope", m.Scope).Int("added", added.count).Int("total", sc.ix.Len()).Msg("tools indexed")
-	a.respond(ctx, &Registered{ReqID: m.ReqID, Count: added.count, Total: len(sc.tools), Invalid: added.invalid})
+	a.respond(ctx, sender, &Registered{ReqID: m.ReqID, Count: added.count, Total: len(sc.tools), Invalid: added.invalid})
 }
 
 // testHookIndexing runs as tools start being indexed; tests hold it.
@@ -382,7 +385,7 @@ func (sc *scoped) add(tools []Tool) *indexed {
 	return res
 }
 
-func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
+func (a *indexActor) handleUnregister(ctx actor.Context, sender *actor.PID, m *Unregister) {
 	a.changed(m.Scope)
 	sc := a.scope(m.Scope, 0)
 	a.enter(sc)
@@ -400,7 +403,7 @@ func (a *indexActor) handleUnregister(ctx actor.Context, m *Unregister) {
 	if m.Scope != "" && len(sc.tools) == 0 {
 		delete(a.scopes, m.Scope)
 	}
-	a.respond(ctx, &Unregistered{ReqID: m.ReqID, Total: len(sc.tools)})
+	a.respond(ctx, sender, &Unregistered{ReqID: m.ReqID, Total: len(sc.tools)})
 }
 
 // read returns the indexes a request reads: the daemon's own, then each
@@ -447,28 +450,69 @@ func (a *indexActor) namedIn(m *NamedIn) []string {
 	return names
 }
 
-// ask answers a read now, or parks it while a scope it reads is being
-// built: answered now it would miss that scope's tools, an empty answer
-// find_tools would hand the model as final.
-func (a *indexActor) ask(ctx actor.Context, m any) {
+// handle handles a read or a change now, or parks it (see waits).
+func (a *indexActor) handle(ctx actor.Context, m any) {
 	sender := ctx.Sender()
-	if sender == nil {
-		return // nobody to answer
+	if sender == nil && !isChange(m) {
+		return // a read nobody will hear the answer of
 	}
-	if !a.pending(scopesOf(m)) {
-		ctx.Respond(a.answer(m))
+	if !a.waits(m) {
+		a.run(ctx, sender, m)
 		return
 	}
-	if len(a.parked) == maxParked {
-		a.log.Warn().Msg("dropped the oldest read waiting for a scope being built")
-		a.parked = slices.Delete(a.parked, 0, 1)
+	if len(a.parked) >= maxParked {
+		if i := slices.IndexFunc(a.parked, func(p parked) bool { return !isChange(p.msg) }); i >= 0 {
+			a.log.Warn().Msg("dropped the oldest read waiting for a scope being built")
+			a.parked = slices.Delete(a.parked, i, i+1)
+		}
 	}
 	a.parked = append(a.parked, parked{sender: sender, msg: m})
 }
 
-// drain answers, in order, the parked reads whose scopes are built now
-// (after a message that may have built or changed one). A read that
-// panics is dropped, and those after it stay parked.
+// waits reports whether m must wait for a build. A read of a scope being
+// built would miss its tools: an empty answer find_tools would hand the
+// model as final. A change to it, applied now, would drop the build and
+// with it the scope's other tools; it is applied on top once the scope is
+// in. A replace needs none of them and supersedes the build, unless a
+// change parked for its scope is before it: changes keep their order.
+func (a *indexActor) waits(m any) bool {
+	if !isChange(m) {
+		return a.pending(scopesOf(m))
+	}
+	scope, replace := "", false
+	switch m := m.(type) {
+	case *Register:
+		scope, replace = m.Scope, m.Replace || m.indexed != nil
+	case *Unregister:
+		scope = m.Scope
+	}
+	behind := slices.ContainsFunc(a.parked, func(p parked) bool { return isChange(p.msg) && scopesOf(p.msg)[0] == scope })
+	return behind || (!replace && a.building(scope))
+}
+
+func isChange(m any) bool {
+	switch m.(type) {
+	case *Register, *Unregister:
+		return true
+	}
+	return false
+}
+
+// run handles m, answering sender if there is one.
+func (a *indexActor) run(ctx actor.Context, sender *actor.PID, m any) {
+	switch m := m.(type) {
+	case *Register:
+		a.handleRegister(ctx, sender, m)
+	case *Unregister:
+		a.handleUnregister(ctx, sender, m)
+	default:
+		a.respond(ctx, sender, a.answer(m))
+	}
+}
+
+// drain handles, in order, the parked messages whose scopes are built now
+// (after a message that may have built or changed one). One that panics
+// is dropped, and those after it stay parked.
 func (a *indexActor) drain(ctx actor.Context) {
 	if len(a.parked) == 0 {
 		return
@@ -481,16 +525,21 @@ func (a *indexActor) drain(ctx actor.Context) {
 		}
 	}()
 	for ; i < len(ps); i++ {
-		if p := ps[i]; a.pending(scopesOf(p.msg)) {
+		if p := ps[i]; a.waits(p.msg) {
 			a.parked = append(a.parked, p)
 		} else {
-			ctx.Send(p.sender, a.answer(p.msg))
+			a.run(ctx, p.sender, p.msg)
 		}
 	}
 }
 
+// scopesOf is the scopes m reads (besides the daemon's) or changes.
 func scopesOf(m any) []string {
 	switch m := m.(type) {
+	case *Register:
+		return []string{m.Scope}
+	case *Unregister:
+		return []string{m.Scope}
 	case *Search:
 		return m.Scopes
 	case *NamedIn:
@@ -528,10 +577,10 @@ func (a *indexActor) get(m *Get) *GetResult {
 	return res
 }
 
-// respond answers the sender if there is one: a Register sent with Send
+// respond answers sender if there is one: a Register sent with Send
 // expects no answer, and answering would only make a dead letter.
-func (a *indexActor) respond(ctx actor.Context, msg any) {
-	if ctx.Sender() != nil {
-		ctx.Respond(msg)
+func (a *indexActor) respond(ctx actor.Context, sender *actor.PID, msg any) {
+	if sender != nil {
+		ctx.Send(sender, msg)
 	}
 }

@@ -565,47 +565,13 @@ func TestTheFirstLoadHoldsNoMessageBehindIt(t *testing.T) {
 // the mailbox; the daemon's tools and another tenant's are kept as they
 // were, and a search of the scope asked meanwhile finds its tools.
 func TestASearchThatPanicsRebuildsOnlyTheScopeItRead(t *testing.T) {
-	sys := actor.NewActorSystem()
-	crm, warehouse := ToolsetScope("b", "crm"), ToolsetScope("a", "warehouse")
+	crm := ToolsetScope("b", "crm")
 	toolsOf := map[string][]Tool{
 		"":        daemonTools,
 		crm:       {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}},
 		warehouse: {{Name: "move_pallet", Description: "Move a pallet in the warehouse."}},
 	}
-	src := func() []*Register {
-		return []*Register{{Tools: toolsOf[""]}, ReplaceScope(crm, toolsOf[crm]), ReplaceScope(warehouse, toolsOf[warehouse])}
-	}
-	// The rebuild is held until the test releases it.
-	var mu sync.Mutex
-	var rebuilt []string
-	rebuilding, release := make(chan struct{}), make(chan struct{})
-	free := sync.OnceFunc(func() { close(release) })
-	tools := func(scope string) []Tool {
-		mu.Lock()
-		rebuilt = append(rebuilt, scope)
-		mu.Unlock()
-		close(rebuilding)
-		<-release
-		return toolsOf[scope]
-	}
-	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: tools}))
-	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
-	loaded(t, sys, pid)
-	var panicked atomic.Bool
-	testHookSearching = func(scope string) {
-		if scope == warehouse && panicked.CompareAndSwap(false, true) {
-			panic("a bad search")
-		}
-	}
-	t.Cleanup(func() { testHookSearching = func(string) {} })
-	// It reads the daemon's scope, then the warehouse, where it panics; its
-	// asker hears nothing.
-	sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
-	select {
-	case <-rebuilding:
-	case <-time.After(wait):
-		t.Fatalf("no scope was rebuilt after the search (panicked: %v)", panicked.Load())
-	}
+	sys, pid, free, rebuilt := panicInWarehouse(t, toolsOf)
 	// While the warehouse is rebuilt, the other scopes answer as they were.
 	for _, c := range []struct{ scope, query, want string }{
 		{crm, "invoice", "crm_lookup_invoice"},
@@ -625,9 +591,88 @@ func TestASearchThatPanicsRebuildsOnlyTheScopeItRead(t *testing.T) {
 	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "move_pallet" {
 		t.Fatalf("hits %v for the warehouse asked during its rebuild, want move_pallet first", sr.Hits)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(rebuilt, []string{warehouse}) {
-		t.Errorf("scopes rebuilt %q, want the warehouse alone", rebuilt)
+	if got := rebuilt(); !slices.Equal(got, []string{warehouse}) {
+		t.Errorf("scopes rebuilt %q, want the warehouse alone", got)
+	}
+}
+
+var warehouse = ToolsetScope("a", "warehouse")
+
+// panicInWarehouse starts an index of toolsOf's scopes, then panics a
+// search as it reads the warehouse's, and returns once the warehouse is
+// being rebuilt, held until free; rebuilt lists the scopes rebuilt.
+func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.ActorSystem, pid *actor.PID, free func(), rebuilt func() []string) {
+	t.Helper()
+	sys = actor.NewActorSystem()
+	src := func() []*Register {
+		var regs []*Register
+		for scope, ts := range toolsOf {
+			regs = append(regs, ReplaceScope(scope, ts))
+		}
+		return regs
+	}
+	// The rebuild is held until the test releases it.
+	var mu sync.Mutex
+	var scopes []string
+	rebuilding, release := make(chan struct{}), make(chan struct{})
+	free = sync.OnceFunc(func() { close(release) })
+	tools := func(scope string) []Tool {
+		mu.Lock()
+		scopes = append(scopes, scope)
+		mu.Unlock()
+		close(rebuilding)
+		<-release
+		return toolsOf[scope]
+	}
+	pid = sys.Root.Spawn(Props(Config{Source: src, Tools: tools}))
+	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
+	loaded(t, sys, pid)
+	var panicked atomic.Bool
+	testHookSearching = func(scope string) {
+		if scope == warehouse && panicked.CompareAndSwap(false, true) {
+			panic("a bad search")
+		}
+	}
+	t.Cleanup(func() { testHookSearching = func(string) {} })
+	// It reads the daemon's scope, then the warehouse, where it panics; its
+	// asker hears nothing.
+	sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	select {
+	case <-rebuilding:
+	case <-time.After(wait):
+		t.Fatalf("no scope was rebuilt after the search (panicked: %v)", panicked.Load())
+	}
+	return sys, pid, free, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(scopes)
+	}
+}
+
+// TestAChangeToAScopeBeingRebuiltIsAppliedOnTopOfIt: a tool added to, or
+// removed from, a toolset while a panic's rebuild of it runs is applied
+// once the toolset is back. It was applied to the empty scope at once and
+// dropped the rebuild: the toolset's other tools were gone until it was
+// put again.
+func TestAChangeToAScopeBeingRebuiltIsAppliedOnTopOfIt(t *testing.T) {
+	sys, pid, free, _ := panicInWarehouse(t, map[string][]Tool{
+		warehouse: {{Name: "move_pallet", Description: "Move a pallet."}, {Name: "scrap_pallet", Description: "Scrap a broken pallet."}},
+	})
+	add := sys.Root.RequestFuture(pid, &Register{ReqID: "add", Scope: warehouse, Tools: []Tool{{Name: "count_pallets", Description: "Count the pallets."}}}, wait)
+	remove := sys.Root.RequestFuture(pid, &Unregister{ReqID: "remove", Scope: warehouse, Names: []string{"scrap_pallet"}}, wait)
+	free()
+	if res, err := add.Result(); err != nil || res.(*Registered).Total != 3 {
+		t.Fatalf("adding a tool during the rebuild: %+v, %v; want 3 tools", res, err)
+	}
+	if res, err := remove.Result(); err != nil || res.(*Unregistered).Total != 2 {
+		t.Fatalf("removing a tool during the rebuild: %+v, %v; want 2 tools", res, err)
+	}
+	g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"move_pallet", "scrap_pallet", "count_pallets"}, Scopes: []string{warehouse}})
+	var names []string
+	for _, tl := range g.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"move_pallet", "count_pallets"}; !slices.Equal(names, want) {
+		t.Fatalf("tools %v after the rebuild, want %v", names, want)
 	}
 }
