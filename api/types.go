@@ -385,6 +385,11 @@ const (
 	// EventTurnRequiresAction ends a turn's step when it pauses for calls
 	// the application runs (data: TurnResult, status requires_action).
 	EventTurnRequiresAction = "turn.requires_action"
+	// EventThinkingReset: the answer was cut while the model reasoned,
+	// before its first word, and is asked again: drop the thinking.delta
+	// text of this answer so far (data: {"reason": "..."}); the retry's
+	// reasoning follows, and the stored answer holds it alone.
+	EventThinkingReset = "thinking.reset"
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"

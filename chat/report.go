@@ -23,6 +23,11 @@ const (
 	// application runs (data: TurnResult, status requires_action); POST
 	// .../tool-results resumes it.
 	EventTurnRequiresAction = "turn.requires_action"
+	// EventThinkingReset: the model's answer was cut while it reasoned,
+	// before its first word, and is asked again; the thinking.delta text
+	// of that answer so far is void (data: {"reason": "..."}). The retry's
+	// reasoning follows, and the stored answer holds it alone.
+	EventThinkingReset = "thinking.reset"
 	// Progress while a turn waits: lossy, like deltas, and never stored.
 	EventFoldWaiting  = "fold.waiting"  // data: Waiting, at least once a second while a turn waits
 	EventToolProgress = "tool.progress" // data: ToolProgress, as a running tool reports it

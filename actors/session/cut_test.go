@@ -2,12 +2,16 @@ package session
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/providers"
 	"github.com/agentd/agentd/providers/openai"
 	"github.com/agentd/agentd/testkit"
@@ -157,21 +161,18 @@ func TestATurnCutKeepsTheReasoningItStreamed(t *testing.T) {
 	})
 }
 
-// TestAFaultAfterStreamedReasoningKeepsWhatWasStreamed: a stream cut
-// after the model's reasoning (DeepSeek's reasoning_content, over the wire)
-// ends the turn with that reasoning stored, as a cut after its words does.
-// It was tried again: the watcher got the second reasoning behind the
-// first, and the answer was stored with the second alone.
-func TestAFaultAfterStreamedReasoningKeepsWhatWasStreamed(t *testing.T) {
+// reasoningFake is an OpenAI-style server (DeepSeek's reasoning_content,
+// over the wire) whose first answer is first, then second, and a session
+// harness on it; calls counts the requests.
+func reasoningFake(t *testing.T, first, second testkit.Reply) (*harness, *atomic.Int32) {
 	var calls atomic.Int32
 	fake := openaifake.New(openaifake.Options{Script: func(testkit.Received) testkit.Reply {
 		if calls.Add(1) == 1 {
-			// The role chunk and two pieces of reasoning, then the cut.
-			return testkit.Reply{Thinking: "First I weigh it.", Text: "Never sent.", ChunkRunes: 5, CutAfterChunks: 3}
+			return first
 		}
-		return testkit.Reply{Thinking: "A second thought.", Text: "The answer."}
+		return second
 	}})
-	defer fake.Close()
+	t.Cleanup(fake.Close)
 	client, err := openai.New(openai.Config{Name: "ds", Company: "deepseek", BaseURL: fake.URL(), APIKey: "sk-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -181,24 +182,126 @@ func TestAFaultAfterStreamedReasoningKeepsWhatWasStreamed(t *testing.T) {
 		one.client = client
 		d.Catalog = one
 	})
-	res, evs := h.turn("hi")
-	var thought, said strings.Builder
+	return h, &calls
+}
+
+// shown is what a watcher shows of a turn's answer from its events:
+// the reasoning (emptied by thinking.reset) and the words, and how many
+// resets it heard.
+func shown(evs []eventbus.Event) (thought, said string, resets int) {
+	var th, sa strings.Builder
 	for _, ev := range evs {
 		switch ev.Type {
 		case chat.EventThinkingDelta:
-			thought.WriteString(ev.Data.(map[string]string)["text"])
+			th.WriteString(ev.Data.(map[string]string)["text"])
 		case chat.EventMessageDelta:
-			said.WriteString(ev.Data.(map[string]string)["text"])
+			sa.WriteString(ev.Data.(map[string]string)["text"])
+		case chat.EventThinkingReset:
+			th.Reset()
+			resets++
 		}
 	}
-	if thought.Len() == 0 {
-		t.Fatal("no reasoning was streamed")
+	return th.String(), sa.String(), resets
+}
+
+// TestACutWhileTheModelReasonsIsTriedAgain: a stream cut after reasoning
+// and before the first word is tried again, as a cut before any output is.
+// The watcher hears thinking.reset between the two reasonings, and the
+// answer is stored with the retry's reasoning and words alone. It used to
+// end the turn with the first reasoning stored as a partial answer.
+func TestACutWhileTheModelReasonsIsTriedAgain(t *testing.T) {
+	// The role chunk and two pieces of reasoning, then the cut.
+	h, calls := reasoningFake(t, testkit.Reply{Thinking: "First I weigh it.", Text: "Never sent.", ChunkRunes: 5, CutAfterChunks: 3},
+		testkit.Reply{Thinking: "A second thought.", Text: "The answer."})
+	res, evs := h.turn("hi")
+	if res.Problem != nil {
+		t.Fatalf("the turn ended with %+v; want it answered by the retry", res.Problem)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the model was asked %d times, want 2", n)
+	}
+	var before strings.Builder
+	for _, ev := range evs {
+		if ev.Type == chat.EventThinkingReset {
+			if !strings.Contains(ev.Data.(map[string]string)["reason"], "stream") {
+				t.Errorf("thinking.reset says %v; want the fault", ev.Data)
+			}
+			break
+		}
+		if ev.Type == chat.EventThinkingDelta {
+			before.WriteString(ev.Data.(map[string]string)["text"])
+		}
+	}
+	if before.String() != "First I we" {
+		t.Fatalf("reasoning streamed before the reset %q; want the first try's two pieces", before.String())
+	}
+	thought, said, resets := shown(evs)
+	if resets != 1 || thought != "A second thought." || said != "The answer." {
+		t.Fatalf("the watcher shows thinking %q and words %q after %d resets; want the retry's alone after one", thought, said, resets)
+	}
+	h.store.mu.Lock()
+	log := slices.Clone(h.store.msgs["c1"])
+	h.store.mu.Unlock()
+	if len(log) != 2 || log[1].Thinking != "A second thought." || log[1].Content != "The answer." || log[1].Partial {
+		t.Fatalf("the log %+v; want the person's message and the retry's answer, once", log)
+	}
+}
+
+// TestACutAfterTheFirstWordIsNotTriedAgain: once a word of the answer
+// went out, a cut ends the turn with what was streamed, reasoning and
+// words, stored as a partial answer; no thinking.reset is sent.
+func TestACutAfterTheFirstWordIsNotTriedAgain(t *testing.T) {
+	// The role chunk, four pieces of reasoning, two of words, then the cut.
+	h, calls := reasoningFake(t, testkit.Reply{Thinking: "First I weigh it.", Text: "The answer was", ChunkRunes: 5, CutAfterChunks: 7},
+		testkit.Reply{Thinking: "A second thought.", Text: "Never asked."})
+	res, evs := h.turn("hi")
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the model was asked %d times after its first words, want 1", n)
+	}
+	thought, said, resets := shown(evs)
+	if resets != 0 || thought != "First I weigh it." || said != "The answer" {
+		t.Fatalf("the watcher shows thinking %q and words %q after %d resets", thought, said, resets)
 	}
 	last := res.Messages[len(res.Messages)-1]
-	if last.Role != chat.RoleAssistant || last.Thinking != thought.String() || last.Content != said.String() {
-		t.Fatalf("streamed thinking %q and words %q; stored %+v (problem %+v)", thought.String(), said.String(), last, res.Problem)
+	if res.Problem == nil || !last.Partial || last.Thinking != thought || last.Content != said {
+		t.Fatalf("the cut answer ended with %+v, stored as %+v; want a problem and the streamed answer, partial", res.Problem, last)
 	}
-	if res.Problem == nil || !last.Partial {
-		t.Fatalf("the cut answer ended with %+v, stored as %+v; want a problem and a partial answer", res.Problem, last)
+}
+
+// thinksThenFails reasons "thought N" on its Nth call, then fails with a
+// passing fault.
+type thinksThenFails struct {
+	calls atomic.Int32
+}
+
+func (m *thinksThenFails) Stream(_ context.Context, _ providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	n := m.calls.Add(1)
+	emit(providers.Event{Kind: providers.EventThinking, Text: fmt.Sprintf("thought %d", n)})
+	return providers.Response{}, &providers.Error{Provider: "fake", Retryable: true, RetryAfter: time.Millisecond, Err: errors.New("stream interrupted")}
+}
+
+func (m *thinksThenFails) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+// TestReasoningCutOnEveryTrySpendsTheRetries: cuts while the model
+// reasons share the turn's tries with the other passing faults; the turn
+// gives up after them with the last try's reasoning alone stored, which is
+// what the watcher shows after the last reset.
+func TestReasoningCutOnEveryTrySpendsTheRetries(t *testing.T) {
+	model := &thinksThenFails{}
+	h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) {
+		d.Catalog = oneModel{client: model, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: 128_000}}
+	})
+	res, evs := h.turn("hi")
+	if n := model.calls.Load(); n != maxRetries+1 {
+		t.Fatalf("the model was asked %d times, want %d", n, maxRetries+1)
+	}
+	if res.Problem == nil || !strings.Contains(res.Problem.Message, fmt.Sprintf("given up after %d tries", maxRetries+1)) {
+		t.Fatalf("problem %+v; want the tries spent", res.Problem)
+	}
+	want := fmt.Sprintf("thought %d", maxRetries+1)
+	thought, _, resets := shown(evs)
+	last := res.Messages[len(res.Messages)-1]
+	if resets != maxRetries || thought != want || !last.Partial || last.Thinking != want {
+		t.Fatalf("%d resets, the watcher shows %q, stored %+v; want %d resets and %q alone", resets, thought, last, maxRetries, want)
 	}
 }

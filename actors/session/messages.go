@@ -249,7 +249,7 @@ type (
 		call    int
 		resp    providers.Response
 		err     error
-		spoke   bool // a word or a thought of the answer was streamed
+		spoke   bool // a word of the answer was streamed
 		partial string
 		thought string // the reasoning streamed, kept with partial by a failure
 	}

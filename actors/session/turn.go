@@ -461,9 +461,10 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 		// A provider that sends nothing for idleAfter is cut off.
 		watchdog := time.AfterFunc(idleAfter, func() { cancel(errModelIdle) })
 		defer watchdog.Stop()
-		// spoke: a word or a thought went out. A watcher has seen it, so a
-		// failure after it is not tried again: the retry's answer would be
-		// stored alone, not what the watcher was streamed.
+		// spoke: a word went out. A watcher has seen it, so a failure
+		// after it is not tried again: the retry's answer would be stored
+		// alone, not what the watcher was streamed. Reasoning alone is
+		// taken back (thinking.reset) and tried again (modelFailed).
 		spoke := false
 		emit := func(ev providers.Event) {
 			if ev.Kind == providers.EventUsage {
@@ -489,7 +490,6 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 				spoke = true
 				words.say(ev.Text, func() { publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text}) })
 			case providers.EventThinking:
-				spoke = true
 				words.think(ev.Text, func() { publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text}) })
 			}
 		}
@@ -769,7 +769,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	isPE := errors.As(m.err, &pe)
 	// A refusal before any word or thought heals; so does a server that cut the
 	// prompt silently and answered (Ollama: status 200), whatever it said.
-	if isPE && pe.TooLong && (!m.spoke || pe.Status == 200) {
+	if isPE && pe.TooLong && (!m.spoke && m.thought == "" || pe.Status == 200) {
 		s.tooLong(ctx, pe)
 		return
 	}
@@ -786,6 +786,12 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 			gaveUp = fmt.Sprintf(" (given up after %d tries)", t.retries+1)
 		case !ok || time.Until(dl) > delay:
 			t.retries++
+			if m.thought != "" {
+				// Cut while it reasoned: the watchers drop what they were
+				// shown of it, and the retry's reasoning, streamed next,
+				// is the one stored.
+				s.publish(chat.EventThinkingReset, t.id, map[string]string{"reason": m.err.Error()})
+			}
 			t.enter(phaseBackoff)
 			root, self, id, call := ctx.ActorSystem().Root, ctx.Self(), t.id, t.call
 			t.timer = time.AfterFunc(delay, func() { root.Send(self, &retryCall{turnID: id, call: call}) })
