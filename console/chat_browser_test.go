@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/testkit"
 )
 
 // streamWatch records, in the page, every answer that streamed in: the text
@@ -235,3 +237,44 @@ func checkSummaryLine(t *testing.T, r *rig, firstKept int64, model string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestBrowserAReasoningCutAndTriedAgainIsShownOnce: an answer cut while the
+// model reasoned is asked again (thinking.reset); the streaming bubble
+// shows the retry's reasoning alone, not the first try's spliced before it.
+func TestBrowserAReasoningCutAndTriedAgainIsShownOnce(t *testing.T) {
+	var calls atomic.Int32
+	r := newRig(t, rigOptions{window: 32000, script: func(rc testkit.Received) testkit.Reply {
+		if rc.Messages[len(rc.Messages)-1].Content != "think it over" {
+			return script(rc)
+		}
+		if calls.Add(1) == 1 {
+			// The role chunk and two pieces of reasoning, then the cut.
+			return testkit.Reply{Thinking: "First I weigh it.", Text: "Never sent.", ChunkRunes: 5, CutAfterChunks: 3}
+		}
+		return testkit.Reply{Thinking: "A second thought.", Text: "Said once.", ChunkRunes: 5}
+	}})
+	ctx := context.Background()
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the watch stream", `document.querySelector("#live").dataset.live === "true"`)
+	// The reasoning of each streaming bubble as it leaves.
+	eval[bool](r, `(() => {
+  window.__thought = [];
+  new MutationObserver((muts) => {
+    for (const m of muts) for (const n of m.removedNodes)
+      if (n.classList && n.classList.contains("streaming")) window.__thought.push(n.querySelector(".thinking pre").textContent);
+  }).observe(document.getElementById("transcript"), {childList: true});
+  return true;
+})()`)
+	r.do("send", chromedp.SendKeys(chromedp.CSS("#composer-input"), "think it over"), pressEnter(false))
+	r.until("the stored answer", `document.querySelector('#transcript article.msg[data-seq="2"]') !== null`)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the model was asked %d times, want 2", n)
+	}
+	if got := eval[[]string](r, `window.__thought`); len(got) != 1 || got[0] != "A second thought." {
+		t.Fatalf("the streaming bubble's reasoning %q; want the retry's alone", got)
+	}
+}

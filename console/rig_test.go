@@ -94,6 +94,8 @@ type rigOptions struct {
 	// it is closed: a test orders what the page hears live before what it
 	// reads back.
 	holdActivity chan struct{}
+	// script, when set, answers in place of script.
+	script testkit.Script
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -104,7 +106,10 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.fakeWindow == 0 {
 		o.fakeWindow = o.window
 	}
-	fake := openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: script, Models: o.models})
+	if o.script == nil {
+		o.script = script
+	}
+	fake := openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: o.script, Models: o.models})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), o.window)
 	cfg.Limits.RequestsPerSecond = 1000

@@ -532,6 +532,11 @@ class ChatView {
         b.thinkingText.append(d.text || '');
         break;
       }
+      case 'thinking.reset':
+        // The answer was cut while the model reasoned and is asked again:
+        // the retry's reasoning replaces what was shown.
+        this.bubbles.get(ev.turn_id)?.thinkingText.replaceChildren();
+        break;
       case 'turn.completed':
         this.dropBubble(ev.turn_id);
         delete this.sendButton.dataset.busy;
