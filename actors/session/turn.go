@@ -769,7 +769,7 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	isPE := errors.As(m.err, &pe)
 	// A refusal before any word or thought heals; so does a server that cut the
 	// prompt silently and answered (Ollama: status 200), whatever it said.
-	if isPE && pe.TooLong && (!m.spoke && m.thought == "" || pe.Status == 200) {
+	if isPE && pe.TooLong && ((!m.spoke && m.thought == "") || pe.Status == 200) {
 		s.tooLong(ctx, pe)
 		return
 	}
