@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +17,15 @@ import (
 type calledModel struct {
 	providers.Client
 	called chan<- struct{}
+	// one lets a call in only once the one before it has returned, so a
+	// call cancelled as it starts still takes its own scripted reply,
+	// never the next call's.
+	one *sync.Mutex
 }
 
 func (m calledModel) Stream(ctx context.Context, req providers.Request, emit func(providers.Event)) (providers.Response, error) {
+	m.one.Lock()
+	defer m.one.Unlock()
 	m.called <- struct{}{}
 	return m.Client.Stream(ctx, req, emit)
 }
@@ -32,7 +39,7 @@ func TestATurnIsSentWhileItsMessageSyncsAndNothingIsSaidBeforeIt(t *testing.T) {
 		entered, release, called := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 2)
 		h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
 			one := d.Catalog.(oneModel)
-			one.client = calledModel{Client: one.client, called: called}
+			one.client = calledModel{Client: one.client, called: called, one: &sync.Mutex{}}
 			d.Catalog = one
 			h.store.synced = func() error {
 				entered <- struct{}{}
@@ -110,7 +117,7 @@ func TestATurnIsSentWhileItsMessageCommits(t *testing.T) {
 			}
 			h = newHarnessWith(t, 128_000, nil, func(hh *harness, d *Deps) {
 				one := d.Catalog.(oneModel)
-				one.client = calledModel{Client: one.client, called: called}
+				one.client = calledModel{Client: one.client, called: called, one: &sync.Mutex{}}
 				d.Catalog = one
 				hh.store.committing = func() error {
 					select {
