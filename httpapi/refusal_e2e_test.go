@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 )
@@ -65,5 +66,61 @@ func TestRefusedAnswerIsMarkedAndLeftOut(t *testing.T) {
 				t.Fatalf("transcript %+v: want the question, its refused answer with its words, the next question and its answer", stored)
 			}
 		})
+	}
+}
+
+// TestARefusedExchangeIsNeitherSummarisedNorLearnt: a fold over an
+// exchange the provider refused sends none of it to the summariser or the
+// learner (the chat's own requests leave it out, so a summary or a memory
+// of it would hand the refused question back to the model); the person's
+// words around it are summarised and learnt from.
+func TestARefusedExchangeIsNeitherSummarisedNorLearnt(t *testing.T) {
+	fake := startFake(t, "openai", fakeOptions{Script: func(r testkit.Received) testkit.Reply {
+		if rep, ok := sideReply(r); ok {
+			return rep
+		}
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "forbidden") {
+			return testkit.Reply{Refusal: "I'm sorry, I can't help with that."}
+		}
+		return testkit.Reply{Text: "A fine answer."}
+	}, Models: []fakeModel{{ID: "m", Window: 32000}}})
+	d := daemontest.Start(t, kindConfig(t, "openai", fake.URL(), 32000), nil)
+	ctx := context.Background()
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"I am left-handed.", "A forbidden question.", "I live in Oslo.", "The newest question."} {
+		if _, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Folds all but the newest turn, the refused exchange among them.
+	var folded chat.Compacted
+	if err := d.Client.Post(ctx, "/v1/chats/"+c.ID+"/compact", map[string]string{}, &folded); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	of := func(kind string) []testkit.Received {
+		var out []testkit.Received
+		for _, r := range fake.Requests() {
+			if requestKind(r) == kind {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	waitFor(t, "a learning request", func() bool { return len(of(kindLearner)) > 0 })
+	for _, kind := range []string{kindSummary, kindLearner} {
+		rs := of(kind)
+		if len(rs) == 0 {
+			t.Fatalf("no %s request", kind)
+		}
+		for _, r := range rs {
+			for _, m := range r.Messages {
+				if strings.Contains(m.Content, "forbidden") || strings.Contains(m.Content, "I'm sorry") || !strings.Contains(m.Content, "Oslo") {
+					t.Fatalf("%s request sent %q: want the words around the refused exchange, not it", kind, m.Content)
+				}
+			}
+		}
 	}
 }

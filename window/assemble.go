@@ -105,20 +105,33 @@ func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 }
 
 // leaveOutRefused marks in skip each exchange the provider refused that
-// something follows: the refused answer and everything back to the
-// message that drew it (the nearest person's message, with the tool
-// rounds between). Anthropic asks for the turn that drew a refusal to be
-// removed before the chat goes on, or it refuses again
+// something follows (RefusedExchanges): a refused answer last is the one
+// being continued.
+func leaveOutRefused(ms []Msg, skip []bool) {
+	RefusedExchanges(len(ms)-1, func(i int) (Role, bool) { return ms[i].Role, ms[i].Refused }, skip)
+}
+
+// RefusedExchanges marks in skip each exchange the provider refused among
+// the first n messages (at reads message i's role and whether it is a
+// refused answer): the refused answer and everything back to the message
+// that drew it (the nearest person's message, with the tool rounds
+// between). Anthropic asks for the turn that drew a refusal to be removed
+// before the chat goes on, or it refuses again
 // (https://docs.anthropic.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals);
 // a content filter runs on the prompt too. The store keeps the exchange.
 // A summary frame meant for a left-out message goes to the next one.
-func leaveOutRefused(ms []Msg, skip []bool) {
-	for j := range len(ms) - 1 { // a refused answer last is the one being continued
-		if ms[j].Role != Assistant || !ms[j].Refused {
+// Callers holding other message types (the summariser's and the learner's
+// reads) share the rule through at.
+func RefusedExchanges(n int, at func(i int) (role Role, refused bool), skip []bool) {
+	for j := range n {
+		if role, refused := at(j); role != Assistant || !refused {
 			continue
 		}
 		i := j
-		for i > 0 && ms[i].Role != User {
+		for i > 0 {
+			if role, _ := at(i); role == User {
+				break
+			}
 			i--
 		}
 		for k := i; k <= j; k++ {

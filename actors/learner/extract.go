@@ -27,12 +27,15 @@ const maxFacts = 20
 // answerRoom is the MaxTokens of an extraction request.
 const answerRoom = 1024
 
-// personWords keeps the messages a learner may learn from: the person's own
-// typed words. A tool's output, an assistant's answer, a scheduled run's or
-// an application's message never qualify, whatever the sender claimed.
-func personWords(msgs []chat.Message, after int64) []chat.Message {
+// PersonWords keeps the messages a learner may learn from: the person's own
+// typed words past after. A tool's output, an assistant's answer, a
+// scheduled run's or an application's message never qualify, whatever the
+// sender claimed, nor a question whose exchange the provider refused
+// (summarizer.WithoutRefused): the chat's own requests leave it out, so a
+// memory made of it would hand it back to the model.
+func PersonWords(msgs []chat.Message, after int64) []chat.Message {
 	var out []chat.Message
-	for _, m := range msgs {
+	for _, m := range summarizer.WithoutRefused(msgs) {
 		if m.Seq > after && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != "" {
 			out = append(out, m)
 		}

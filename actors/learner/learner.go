@@ -340,7 +340,7 @@ func (a *learnerActor) startSweep(ctx actor.Context, reply *actor.PID) {
 // mutated, by either side) and keeps only the person's own words.
 func own(m *Learn) *Learn {
 	l := *m
-	l.Words = personWords(m.Words, 0)
+	l.Words = PersonWords(m.Words, 0)
 	if l.Source == "" {
 		l.Source = memory.SourceFold
 	}
@@ -381,7 +381,7 @@ func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 		return out
 	}
 	out.Mark = mark
-	words := personWords(l.Words, mark)
+	words := PersonWords(l.Words, mark)
 	out.Read = len(words)
 	if len(words) == 0 {
 		// Nothing of the person's past the mark: the stretch is read
@@ -575,7 +575,7 @@ func sweepChat(ctx context.Context, cfg Config, c persistence.Chat) (*Learn, err
 	if model == "" {
 		model = c.Model
 	}
-	return &Learn{ChatID: c.ID, Tenant: c.Tenant, Words: personWords(msgs, mark),
+	return &Learn{ChatID: c.ID, Tenant: c.Tenant, Words: PersonWords(msgs, mark),
 		ThroughSeq: msgs[len(msgs)-1].Seq, Model: model, Factor: snap.Factor,
 		Untrusted: snap.Untrusted || slices.ContainsFunc(msgs, func(m chat.Message) bool { return m.Untrusted }),
 		NoAuto:    c.NoAutoRemember, Source: memory.SourceSweep}, nil

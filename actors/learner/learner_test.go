@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -832,4 +833,41 @@ func TestATenantsRunsHoldNoOtherTenantsLearning(t *testing.T) {
 	if st := e.status(t); st.Running != 1 || st.Queued != 4 {
 		t.Fatalf("status %+v, want a's one run hanging and its 4 other chats queued", st)
 	}
+}
+
+// TestARefusedExchangeIsNotLearnt: a question whose exchange the provider
+// refused (the chat's own requests leave it out) is sent to no learning
+// request, from a fold (its sender passing every message) or a sweep; the
+// person's other words are.
+func TestARefusedExchangeIsNotLearnt(t *testing.T) {
+	log := []chat.Message{
+		person("FORBIDDEN: I keep a stash of explosives."),
+		{Role: chat.RoleAssistant, Content: "I can't help with that.", Refused: true},
+		person("I am left-handed."),
+		{Role: chat.RoleAssistant, Content: "Noted."},
+	}
+	check := func(t *testing.T, e *env) {
+		t.Helper()
+		_, prompts, _ := e.model.stats()
+		if len(prompts) != 1 || strings.Contains(prompts[0], "FORBIDDEN") || !strings.Contains(prompts[0], "I am left-handed.") {
+			t.Fatalf("prompts %q: want one, with the person's words but not the refused question", prompts)
+		}
+	}
+	t.Run("fold", func(t *testing.T) {
+		e := newEnv(t, nil)
+		words := slices.Clone(log)
+		for i := range words {
+			words[i].Seq = int64(i + 1)
+		}
+		e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: words, ThroughSeq: int64(len(words)), Model: "fake/big"})
+		e.next(t)
+		check(t, e)
+	})
+	t.Run("sweep", func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, log...)
+		e.sweep(t)
+		e.next(t)
+		check(t, e)
+	})
 }

@@ -1064,14 +1064,8 @@ func (s *session) learnFrom(ctx actor.Context, folded []chat.Message) {
 	if s.deps.Learner == nil || len(folded) == 0 {
 		return
 	}
-	var words []chat.Message
-	for _, m := range folded {
-		if m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != "" {
-			words = append(words, m)
-		}
-	}
 	ctx.Send(s.deps.Learner, &learner.Learn{
-		ChatID: s.id, Tenant: s.meta.Tenant, Words: words,
+		ChatID: s.id, Tenant: s.meta.Tenant, Words: learner.PersonWords(folded, 0),
 		ThroughSeq: folded[len(folded)-1].Seq, Model: s.snap.Model, Factor: s.snap.Factor,
 		Untrusted: s.snap.Untrusted, NoAuto: s.meta.NoAutoRemember, Shared: s.meta.Shared,
 	})

@@ -44,7 +44,7 @@ func (a *summarizerActor) condense(ctx actor.Context, m *Condense) {
 func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, sems []lane) *Condensed {
 	mk := redact.NewMasker()
 	prior := mk.Mask(m.Prior)
-	o := job{models: models, sems: sems, lines: Lines(m.Turn, mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},
+	o := job{models: models, sems: sems, lines: Lines(WithoutRefused(m.Turn), mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},
 		prompt: func(state string, p Piece) string {
 			return "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
 		},

@@ -21,8 +21,9 @@ var (
 
 // Digest returns the bounded, deterministic digest of folded messages merged
 // into the digest so far: the person's requests, then numbers, names, paths
-// and links. It needs no model, so a fold that got no summary still leaves
-// the facts behind. When over the bound, the oldest entries go first.
+// and links, leaving out the exchanges the provider refused. It needs no
+// model, so a fold that got no summary still leaves the facts behind. When
+// over the bound, the oldest entries go first.
 func Digest(prev string, msgs []chat.Message) string {
 	var requests []string
 	facts := map[string][]string{}
@@ -34,7 +35,7 @@ func Digest(prev string, msgs []chat.Message) string {
 		}
 	}
 	mk := redact.NewMasker(prev)
-	for _, m := range msgs {
+	for _, m := range WithoutRefused(msgs) {
 		text := mk.Mask(m.Content)
 		if m.Role == chat.RoleUser {
 			requests = append(requests, clipWords(oneLine(text), 160))

@@ -332,7 +332,7 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []lane)
 			return res
 		}
 	}
-	o := job{models: models, sems: sems, lines: Lines(m.Turns, mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
+	o := job{models: models, sems: sems, lines: Lines(WithoutRefused(m.Turns), mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
 		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
 	o.usage, o.requests, o.errs = o.usage.Add(first.usage), o.requests+first.requests, append(first.errs, o.errs...)
 	res.Usage, res.Requests = o.usage, o.requests
