@@ -278,3 +278,36 @@ func TestBrowserAReasoningCutAndTriedAgainIsShownOnce(t *testing.T) {
 		t.Fatalf("the streaming bubble's reasoning %q; want the retry's alone", got)
 	}
 }
+
+// TestBrowserMarksARefusedAnswer: an answer the provider refused shows its
+// words with a mark saying so (the transcript's refused field), live and
+// read back; an answer that was not refused has none.
+func TestBrowserMarksARefusedAnswer(t *testing.T) {
+	r := newRig(t, rigOptions{window: 32000})
+	ctx := context.Background()
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{Title: "Refusals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the watch stream", `document.querySelector("#live").dataset.live === "true"`)
+	for _, text := range []string{"A forbidden question.", "A fine question."} {
+		if _, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const marks = `[...document.querySelectorAll("#transcript article.msg")].filter(e => e.querySelector(".refused")).map(e => Number(e.dataset.seq))`
+	check := func(when string) {
+		t.Helper()
+		r.until("the answers "+when, `document.querySelector('#transcript article.msg[data-seq="4"]') !== null`)
+		if got := eval[[]int](r, marks); len(got) != 1 || got[0] != 2 {
+			t.Fatalf("%s: refused marks on messages %v, want on the refused answer (2) only", when, got)
+		}
+		if text := eval[string](r, `document.querySelector('#transcript article.msg[data-seq="2"] .refused').textContent`); !strings.Contains(text, "Refused by the provider") {
+			t.Fatalf("%s: the mark reads %q", when, text)
+		}
+	}
+	check("heard live")
+	r.do("reload", chromedp.Reload())
+	check("read back")
+}

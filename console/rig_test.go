@@ -56,6 +56,8 @@ func script(r testkit.Received) testkit.Reply {
 	switch {
 	case last.Role == chat.RoleTool:
 		return testkit.Reply{Text: "The result is " + last.Content + "."}
+	case strings.Contains(last.Content, "forbidden"):
+		return testkit.Reply{Refusal: "I'm sorry, I can't help with that."}
 	case strings.Contains(last.Content, "calculate"):
 		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "calculate", Arguments: `{"expression":"6*7"}`}}}
 	}

@@ -630,6 +630,8 @@ class ChatView {
     }
     if (m.partial) el.append(h('p', { class: 'meta partial' }, `Cut short: ${m.problem || 'the answer did not finish'}`));
     if (m.max_output_reached) el.append(h('p', { class: 'meta partial' }, 'Stopped at the chat\'s max_output_tokens'));
+    // The provider's refusal is kept, but later requests leave the exchange out.
+    if (m.refused) el.append(h('p', { class: 'meta refused' }, 'Refused by the provider: the model no longer sees this exchange'));
     this.rendered.set(m.seq, el);
     this.place(el, m.seq);
     this.maxSeq = Math.max(this.maxSeq, m.seq);
