@@ -20,11 +20,12 @@ type Reply struct {
 	ToolCalls []chat.ToolCall
 	// Finish overrides the finish reason ("stop", "length", "tool_calls").
 	Finish string
-	// Refusal is an OpenAI refusal's text (structured outputs): the OpenAI
-	// fake streams it as delta.refusal, or sends it as message.refusal,
-	// and finishes with "stop" as OpenAI does. Anthropic sends no refusal
-	// text: its fake answers Finish "content_filter" (or "refusal") as
-	// stop_reason "refusal".
+	// Refusal is a refusal's text. The OpenAI fake streams it as
+	// delta.refusal (structured outputs), or sends it as message.refusal,
+	// and finishes with "stop" as OpenAI does. The Anthropic fake sends it
+	// as stop_details.explanation with stop_reason "refusal"; without it,
+	// Finish "content_filter" (or "refusal") is that stop reason, its
+	// stop_details naming no explanation.
 	Refusal string
 
 	// Status and Body make a non-2xx answer with the body sent verbatim.

@@ -228,6 +228,12 @@ func (a *assembler) messageDelta(ev anthropic.MessageStreamEventUnion) {
 	if ev.Delta.StopReason != "" {
 		a.stop = string(ev.Delta.StopReason)
 	}
+	if ev.Delta.StopReason == anthropic.StopReasonRefusal && ev.Delta.StopDetails.Explanation != "" {
+		// A refusal's explanation is for the person, as OpenAI's refusal
+		// text is: it is the answer's last words, in a block of its own.
+		// (https://docs.anthropic.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals)
+		a.text(&part{typ: "text"}, ev.Delta.StopDetails.Explanation)
+	}
 	u := ev.Usage
 	if u.JSON.OutputTokens.Valid() {
 		a.usage.OutputTokens = int(u.OutputTokens)

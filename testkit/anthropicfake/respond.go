@@ -44,6 +44,9 @@ func (s *Server) blocksFor(reply testkit.Reply) []block {
 // stopReason maps the neutral finish names to Anthropic's stop_reason;
 // other values pass through so a test can send pause_turn or refusal.
 func stopReason(reply testkit.Reply) string {
+	if reply.Refusal != "" {
+		return "refusal"
+	}
 	switch reply.Finish {
 	case "":
 		if len(reply.ToolCalls) > 0 {
@@ -61,6 +64,21 @@ func stopReason(reply testkit.Reply) string {
 	default:
 		return reply.Finish
 	}
+}
+
+// stopDetails is what comes with stop_reason "refusal"
+// (https://docs.anthropic.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals):
+// an object always, its category and explanation null when the refusal
+// names none; reply.Refusal is the explanation. Nil for any other stop.
+func stopDetails(reply testkit.Reply) any {
+	if stopReason(reply) != "refusal" {
+		return nil
+	}
+	var explanation any
+	if reply.Refusal != "" {
+		explanation = reply.Refusal
+	}
+	return map[string]any{"type": "refusal", "category": nil, "explanation": explanation}
 }
 
 // usage is what an answer reports: Anthropic's input_tokens is the part
@@ -126,6 +144,7 @@ func (s *Server) writeMessage(w http.ResponseWriter, p parsed, reply testkit.Rep
 	}
 	msg["content"] = content
 	msg["stop_reason"] = stopReason(reply)
+	msg["stop_details"] = stopDetails(reply)
 	msg["usage"] = wireUsage(u, u.OutputTokens)
 	writeJSON(w, http.StatusOK, msg)
 }

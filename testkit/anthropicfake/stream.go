@@ -61,7 +61,8 @@ func (e *sse) hangUp() {
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming:
 // message_start, then per block content_block_start / content_block_delta…
 // / content_block_stop (a ping after the first start), message_delta with
-// stop_reason and the cumulative output_tokens, message_stop.
+// stop_reason (a refusal's stop_details with it) and the cumulative
+// output_tokens, message_stop.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, p parsed, reply testkit.Reply) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -94,7 +95,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p parsed, reply 
 	}
 	if !e.send("message_delta", map[string]any{
 		"type":  "message_delta",
-		"delta": map[string]any{"stop_reason": stopReason(reply), "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": stopReason(reply), "stop_sequence": nil, "stop_details": stopDetails(reply)},
 		"usage": map[string]any{"output_tokens": u.OutputTokens},
 	}) {
 		return
