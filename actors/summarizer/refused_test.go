@@ -3,6 +3,7 @@ package summarizer
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,8 +43,13 @@ func TestAFoldLeavesOutARefusedExchange(t *testing.T) {
 	sems := []lane{newLane(fairshare.NewSlots(1, 1), "t")}
 	m := &callModel{}
 	cfg := Config{Catalog: oneCatalog{model: m, window: 8000}, Log: zerolog.Nop()}
-	if res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: refusedTurns()}, []string{"p/m"}, sems); !res.OK {
-		t.Fatalf("fold failed: %s", res.Err)
+	// The refused exchange first, then last of the folded range: a fold
+	// ends before the newest turn, so even last it is followed.
+	turns := refusedTurns()
+	for _, folded := range [][]chat.Message{turns, append(slices.Clone(turns[4:]), turns[:4]...)} {
+		if res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Turns: folded}, []string{"p/m"}, sems); !res.OK {
+			t.Fatalf("fold failed: %s", res.Err)
+		}
 	}
 	if con := runCondense(context.Background(), cfg, &Condense{ChatID: "c", Model: "p/m", Turn: refusedTurns()}, []string{"p/m"}, sems); con.OK {
 		t.Fatal("the condense model's answer has no REMAINING, yet it was taken")
