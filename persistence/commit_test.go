@@ -364,7 +364,7 @@ func eachTxns(t *testing.T, onBadger func(*testing.T, rig[*writeTxn], txns[*writ
 	eachWriter(t, func(t *testing.T, r rig[*writeTxn], _ func(*testing.T) store) {
 		onBadger(t, r, badgerTxns{r.s.(*Store).db, r.s.(*Store).j})
 	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
-		onPostgres(t, r, newPgTxns(r.s.(*Postgres).pool, time.Minute, r.s.(*Postgres).life))
+		onPostgres(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute, life: r.s.(*Postgres).life})
 	})
 }
 

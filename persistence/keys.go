@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentd/agentd/chat"
 )
@@ -73,8 +74,8 @@ func (p *Postgres) KeyedMessage(ctx context.Context, chatID, key string) (m chat
 	}
 	var seq int64
 	var b []byte
-	err = p.read(ctx, p.lane(ctx, chatID), func() error {
-		return p.pool.QueryRow(ctx, `SELECT seq, data FROM messages
+	err = p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT seq, data FROM messages
 			WHERE chat_id = $1 AND idempotency_key = $2 ORDER BY seq DESC LIMIT 1`, chatID, key).Scan(&seq, &b)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -28,7 +28,7 @@ import (
 // agentd's sessions: its WAL is flushed) and the caller may acknowledge it. Safe for
 // concurrent use.
 type Postgres struct {
-	pool *pgxpool.Pool // the readers' connections
+	pool pgPool // the readers' connections
 	// reads share pool's connections between tenants (see read): one
 	// tenant's many or slow reads (an export, many chats woken at once)
 	// held every connection, and every other tenant's reads waited.
@@ -71,7 +71,7 @@ type Postgres struct {
 	// and a busy server was reported out of reach.
 	pings     sync.WaitGroup
 	stopPings context.CancelFunc
-	ppool     *pgxpool.Pool
+	ppool     pgPool
 }
 
 // reachEvery is how often the store pings the server (PostgresOptions.
@@ -105,7 +105,7 @@ func (p *Postgres) watchReach(ctx context.Context, every time.Duration) {
 	for {
 		began := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, reachTimeout)
-		err := p.ppool.Ping(pctx)
+		err := p.ppool.with(pctx, func(c *pgxpool.Conn) error { return c.Ping(pctx) })
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -173,6 +173,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	life, end := context.WithCancelCause(context.Background())
 	conns := &liveConns{life: life, conns: map[*liveConn]struct{}{}}
 	cfg.ConnConfig.DialFunc = conns.dial(cfg.ConnConfig.DialFunc)
+	cfg.ShouldPing = pingIdle
 	defer func() {
 		if err != nil {
 			end(err)
@@ -184,11 +185,11 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		cfg.MaxConns = max(cfg.MaxConns, 16)
 	}
 	where := fmt.Sprintf("postgres at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := newPgPool(ctx, cfg, conns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := pool.acquire(ctx)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("connect to %s: %w", where, err)
@@ -197,7 +198,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	if err == nil {
 		applied, err = migrate(ctx, conn.Conn(), ms)
 	}
-	conn.Release()
+	pool.release(conn)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("migrate %s: %w", where, err)
@@ -206,28 +207,26 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 		o.BatchTimeout = time.Minute
 	}
 	wcfg := cfg.Copy()
-	// The committer runs one batch at a time, on one connection (the
-	// writer's turn); the pool has room for a second, to replace one cut
-	// while pgx closes it (see pgTxns).
-	wcfg.MaxConns, wcfg.MinConns = 2, 0
-	wpool, err := pgxpool.NewWithConfig(ctx, wcfg)
+	// The committer runs one batch at a time, on one connection; one cut
+	// gives its place to a new one at once (see pgPool.release).
+	wcfg.MaxConns, wcfg.MinConns = 1, 0
+	wpool, err := newPgPool(ctx, wcfg, conns)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("open %s for the writer: %w", where, err)
 	}
 	pcfg := cfg.Copy()
-	// One ping at a time, on one connection; room for a second to replace
-	// one cut while pgx closes it (up to 15 s, see pgTxns), which the
-	// pings waited for, and the server, back, was called out of reach.
-	pcfg.MaxConns, pcfg.MinConns = 2, 0
-	ppool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	// One ping at a time, on one connection, replaced at once when cut
+	// (see pgPool.release).
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	ppool, err := newPgPool(ctx, pcfg, conns)
 	if err != nil {
 		pool.Close()
 		wpool.Close()
 		return nil, nil, fmt.Errorf("open %s for its pings: %w", where, err)
 	}
 	size := int(cfg.MaxConns)
-	writer := newPgTxns(wpool, o.BatchTimeout, life)
+	writer := pgTxns{pool: wpool, timeout: o.BatchTimeout, life: life}
 	p := &Postgres{pool: pool, reads: fairshare.NewSlots(size, size-1), lanes: newTenants(),
 		writer: writer, ppool: ppool, w: newCommitter(writer, o.ObserveDurable),
 		life: life, end: end, conns: conns, epochs: map[string]int64{}}
@@ -250,7 +249,7 @@ var errGaveUp = fmt.Errorf("%w before the write was committed", ErrClosed)
 // CloseContext commits the writes already submitted, then closes the
 // connections; later writes fail with ErrClosed. When ctx ends first (a
 // server that stopped answering holds a batch for its BatchTimeout, and
-// each connection for pgx's 15 s), it cuts the connections: the writes
+// each connection's close for pgx's 15 s), it cuts the connections: the writes
 // not yet committed fail, their callers told (errors.Is ErrClosed for
 // those not begun), and the error says how many it gave up. A write
 // acknowledged before was committed, so nothing durable is lost.
@@ -264,6 +263,7 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 		p.w.close()
 		p.writer.pool.Close()
 		p.pool.Close()
+		p.conns.closing.Wait()
 	}()
 	select {
 	case <-done:
@@ -286,6 +286,9 @@ type liveConns struct {
 	life  context.Context // ended: no more dials
 	mu    sync.Mutex
 	conns map[*liveConn]struct{}
+	// closing are the dead connections' closes, off their pools (see
+	// pgPool.release); Close waits for them, and a cut ends them.
+	closing sync.WaitGroup
 }
 
 // liveConn is a connection that leaves its set when closed.
@@ -334,51 +337,105 @@ func (s *liveConns) cut() {
 	}
 }
 
+// pgPool is one of the store's pools (the readers', the writer's, the
+// pings'), whose dead connections give their place back at once: pgx
+// keeps a dead one's place while it closes it, up to 15 s when the cancel
+// request it sends first goes unanswered (a network blip, a partition on
+// the way back), and a pool whose every connection was cut waited that
+// long for one, the server back or not — every tenant's reads, or writes.
+type pgPool struct {
+	*pgxpool.Pool
+	conns *liveConns
+	size  int32
+}
+
+func newPgPool(ctx context.Context, cfg *pgxpool.Config, conns *liveConns) (pgPool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	return pgPool{Pool: pool, conns: conns, size: cfg.MaxConns}, err
+}
+
+// pingIdle is the pools' ShouldPing: it pings a connection idle for a
+// second before use, as pgx does, and hands it out whatever the answer,
+// for acquire to close a dead one off the pool; pgx closed one whose ping
+// failed in its place.
+func pingIdle(ctx context.Context, c pgxpool.ShouldPingParams) bool {
+	if c.IdleDuration > time.Second {
+		_ = c.Conn.Ping(ctx)
+	}
+	return false
+}
+
+// acquire takes a live connection, closing the dead ones it is given;
+// release gives it back.
+func (p pgPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	for range p.size + 1 {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !c.Conn().IsClosed() {
+			return c, nil
+		}
+		p.release(c)
+	}
+	return nil, errors.New("acquire a connection: every one given was closed")
+}
+
+// release gives c back to the pool when it can be used again, or takes it
+// out and closes it apart (pgx's close, bounded by its 15 s, the store's
+// Close cutting it short): one cut, or left inside a statement or a
+// transaction, is not.
+func (p pgPool) release(c *pgxpool.Conn) {
+	pc := c.Conn().PgConn()
+	if !pc.IsClosed() && !pc.IsBusy() && pc.TxStatus() == 'I' {
+		c.Release()
+		return
+	}
+	// Counted before it leaves the pool, whose Close waits for it until
+	// then: the store's Close, past the pools', waits for it too.
+	p.conns.closing.Add(1)
+	conn := c.Hijack()
+	go func() {
+		defer p.conns.closing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = conn.Close(ctx)
+		select {
+		case <-conn.PgConn().CleanupDone():
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// with runs fn on a connection of p's.
+func (p pgPool) with(ctx context.Context, fn func(c *pgxpool.Conn) error) error {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer p.release(c)
+	return fn(c)
+}
+
 // pgTxn is one batch's transaction and the deadline its statements share.
 type pgTxn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	conn   *pgxpool.Conn
 	tx     pgx.Tx
 }
 
-// pgTxns are Postgres transactions, for the committer, one at a time.
+// pgTxns are Postgres transactions, for the committer, one at a time: its
+// pool has one connection, held from a transaction's begin until discard.
 type pgTxns struct {
-	pool    *pgxpool.Pool
+	pool    pgPool
 	timeout time.Duration
 	life    context.Context // the store's
-	// turn is held from a transaction's begin until its connection is
-	// back in pool (run, begin to discard), so the writer uses one
-	// connection at a time though pool has room for two: a connection
-	// cut (a network blip) keeps its place in the pool while pgx closes
-	// it, up to 15 s when its cancel request goes unanswered, and with
-	// room for one every tenant's writes waited that long for a new
-	// connection, the server back or not.
-	turn chan struct{}
 }
 
-func newPgTxns(pool *pgxpool.Pool, timeout time.Duration, life context.Context) pgTxns {
-	return pgTxns{pool: pool, timeout: timeout, life: life, turn: make(chan struct{}, 1)}
-}
-
-// take waits for the writer's turn (give returns it).
-func (p pgTxns) take(ctx context.Context) error {
-	select {
-	case p.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for the writer's connection: %w", context.Cause(ctx))
-	}
-}
-
-func (p pgTxns) give() { <-p.turn }
-
-// run runs fn in a transaction of its own, in the writer's turn.
+// run runs fn in a transaction of its own, on the writer's connection.
 func (p pgTxns) run(ctx context.Context, fn func(pgx.Tx) error) error {
-	if err := p.take(ctx); err != nil {
-		return err
-	}
-	defer p.give()
-	return pgx.BeginFunc(ctx, p.pool, fn)
+	return p.pool.with(ctx, func(c *pgxpool.Conn) error { return pgx.BeginFunc(ctx, c, fn) })
 }
 
 func (p pgTxns) begin() (*pgTxn, error) {
@@ -386,11 +443,11 @@ func (p pgTxns) begin() (*pgTxn, error) {
 		return nil, context.Cause(p.life)
 	}
 	ctx, cancel := context.WithTimeout(p.life, p.timeout)
-	err := p.take(ctx)
+	conn, err := p.pool.acquire(ctx)
 	var tx pgx.Tx
 	if err == nil {
-		if tx, err = p.pool.Begin(ctx); err != nil {
-			p.give()
+		if tx, err = conn.Begin(ctx); err != nil {
+			p.pool.release(conn)
 		}
 	}
 	if err != nil {
@@ -400,7 +457,7 @@ func (p pgTxns) begin() (*pgTxn, error) {
 		}
 		return nil, err
 	}
-	return &pgTxn{ctx: ctx, cancel: cancel, tx: tx}, nil
+	return &pgTxn{ctx: ctx, cancel: cancel, conn: conn, tx: tx}, nil
 }
 
 // commit commits t; unless durable, it does not wait for the WAL flush
@@ -419,11 +476,11 @@ func (pgTxns) commit(t *pgTxn, durable bool) error {
 func (pgTxns) sync() error { return nil }
 
 // discard rolls back what was not committed (after a commit, nothing),
-// its connection back in the pool (or closing), and gives the turn.
+// and gives its connection back (or closes it).
 func (p pgTxns) discard(t *pgTxn) {
 	_ = t.tx.Rollback(t.ctx)
+	p.pool.release(t.conn)
 	t.cancel()
-	p.give()
 }
 
 // tooBig: Postgres takes a batch of any size in one transaction.
@@ -450,13 +507,13 @@ func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
 // tenant holding fewest (fairshare.Share). A read that fails once the
 // store is closed (its Close cut it, giving up on a server that does not
 // answer) says so: errors.Is ErrClosed, not a connection's error.
-func (p *Postgres) read(ctx context.Context, tenant string, fn func() error) error {
+func (p *Postgres) read(ctx context.Context, tenant string, fn func(c *pgxpool.Conn) error) error {
 	release, err := p.reads.Acquire(ctx, tenant)
 	if err != nil {
 		return err
 	}
 	defer release()
-	err = fn()
+	err = p.pool.with(ctx, fn)
 	if err != nil && p.life.Err() != nil {
 		err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
 	}
@@ -499,7 +556,7 @@ func (p *Postgres) seen(cs ...Chat) {
 // get reads the one envelope sql selects into v; ErrNotFound if none.
 func (p *Postgres) get(ctx context.Context, tenant string, v any, sql string, args ...any) error {
 	var b []byte
-	err := p.read(ctx, tenant, func() error { return p.pool.QueryRow(ctx, sql, args...).Scan(&b) })
+	err := p.read(ctx, tenant, func(c *pgxpool.Conn) error { return c.QueryRow(ctx, sql, args...).Scan(&b) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -584,8 +641,8 @@ func (p *Postgres) ChatTenant(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("chat %s: %w", id, ErrNotFound)
 	}
 	var tenant string
-	err := p.read(ctx, p.lane(ctx, id), func() error {
-		return p.pool.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
+	err := p.read(ctx, p.lane(ctx, id), func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT tenant FROM chats WHERE id = $1`, id).Scan(&tenant)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
@@ -615,8 +672,8 @@ func (p *Postgres) Chat(ctx context.Context, id string) (Chat, error) {
 // CountChats counts a tenant's chats from the tenant index.
 func (p *Postgres) CountChats(ctx context.Context, tenant string) (int, error) {
 	var n int
-	err := p.read(ctx, tenant, func() error {
-		return p.pool.QueryRow(ctx, `SELECT count(*) FROM chats WHERE tenant = $1`, tenant).Scan(&n)
+	err := p.read(ctx, tenant, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT count(*) FROM chats WHERE tenant = $1`, tenant).Scan(&n)
 	})
 	return n, err
 }
@@ -648,8 +705,8 @@ func (p *Postgres) ChatsPage(ctx context.Context, tenant, after string, limit in
 // primary key (the record's own copy is not kept current on Postgres: that
 // would be a second write per append).
 func (p *Postgres) chats(ctx context.Context, tenant, where string, args ...any) (out []Chat, err error) {
-	err = p.read(ctx, tenant, func() error {
-		rows, err := p.pool.Query(ctx, `SELECT c.data, (SELECT coalesce(max(m.seq), 0) FROM messages m WHERE m.chat_id = c.id)
+	err = p.read(ctx, tenant, func(c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT c.data, (SELECT coalesce(max(m.seq), 0) FROM messages m WHERE m.chat_id = c.id)
 			FROM chats c WHERE `+where, args...)
 		if err != nil {
 			return err
@@ -726,11 +783,11 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // whole, and nothing of it lands.
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
-	err := p.read(ctx, p.lane(ctx, chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
 		// One statement, its own transaction, one round trip: the insert
 		// reads the lock's row, so the lock is taken before the insert
 		// waits for the owner row, and held until the claim commits.
-		return p.pool.QueryRow(ctx, `WITH claim AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('owner/' || $1::text)))
+		return c.QueryRow(ctx, `WITH claim AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('owner/' || $1::text)))
 			INSERT INTO chat_owners (chat_id, epoch) SELECT $1::text, 1 FROM claim
 			ON CONFLICT (chat_id) DO UPDATE SET epoch = chat_owners.epoch + 1 RETURNING epoch`, chatID).Scan(&epoch)
 	})
@@ -1007,13 +1064,13 @@ func (p *Postgres) Messages(ctx context.Context, chatID string, from, to int64) 
 // whatever its size, and none after the one that reaches the bound.
 func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to int64, maxBytes int) ([]chat.Message, error) {
 	var out []chat.Message
-	err := p.read(ctx, p.lane(ctx, chatID), func() error {
+	err := p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
 		var rows pgx.Rows
 		var err error
 		if maxBytes <= 0 { // an unbounded read (a chat's wake) sums no sizes
-			rows, err = p.pool.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
+			rows, err = c.Query(ctx, `SELECT seq, data FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3) ORDER BY seq`, chatID, from, to)
 		} else {
-			rows, err = p.pool.Query(ctx, `SELECT seq, data FROM (
+			rows, err = c.Query(ctx, `SELECT seq, data FROM (
 				SELECT seq, data, sum(octet_length(data::text)) OVER (ORDER BY seq) - octet_length(data::text) AS before
 				FROM messages WHERE chat_id = $1 AND seq >= $2 AND ($3 <= 0 OR seq <= $3)) m
 				WHERE before < $4 ORDER BY seq`, chatID, from, to, maxBytes)
@@ -1045,8 +1102,8 @@ func (p *Postgres) MessagesWithin(ctx context.Context, chatID string, from, to i
 // LastSeq returns the seq of a chat's last message (0 when empty).
 func (p *Postgres) LastSeq(ctx context.Context, chatID string) (int64, error) {
 	var seq int64
-	err := p.read(ctx, p.lane(ctx, chatID), func() error {
-		return p.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
+	err := p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = $1`, chatID).Scan(&seq)
 	})
 	return seq, err
 }
@@ -1135,8 +1192,8 @@ func (p *Postgres) LoadSnapshot(ctx context.Context, chatID string) (snap Snapsh
 	var val, turnVal []byte
 	var ns []int64
 	var reqs []string
-	err = p.read(ctx, p.lane(ctx, chatID), func() error {
-		return p.pool.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
+	err = p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT data, turn, ARRAY(SELECT r.n FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n),
 			ARRAY(SELECT r.data::text FROM request_log r WHERE r.chat_id = $1 ORDER BY r.n)
 			FROM snapshots WHERE chat_id = $1`, chatID).Scan(&val, &turnVal, &ns, &reqs)
 	})
@@ -1194,8 +1251,8 @@ func (p *Postgres) LearnWindow(ctx context.Context, provider, model string, wind
 // LearnedWindows returns every learned window keyed "provider/model".
 func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
-	err := p.read(ctx, p.lane(ctx, ""), func() error {
-		rows, err := p.pool.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
+	err := p.read(ctx, p.lane(ctx, ""), func(c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
 		if err != nil {
 			return err
 		}
@@ -1271,8 +1328,8 @@ func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn fu
 	}
 	var ids []string
 	var vals [][]byte
-	err := p.read(ctx, p.lane(ctx, ""), func() error {
-		rows, err := p.pool.Query(ctx, `SELECT id, data FROM records
+	err := p.read(ctx, p.lane(ctx, ""), func(c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT id, data FROM records
 			WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 		if err != nil {
 			return err
@@ -1336,8 +1393,8 @@ func appendActivityTx(t *pgTxn, chatID string, a Activity) (Activity, error) {
 // after, oldest first, and whether more follow.
 func (p *Postgres) ActivityPage(ctx context.Context, chatID string, after int64, limit int) ([]Activity, bool, error) {
 	var out []Activity
-	err := p.read(ctx, p.lane(ctx, chatID), func() error {
-		rows, err := p.pool.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
+	err := p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT data FROM activity WHERE chat_id = $1 AND id > $2 ORDER BY id LIMIT $3`, chatID, max(after, 0), limit+1)
 		if err != nil {
 			return err
 		}

@@ -106,6 +106,8 @@ type silencer struct {
 	// counts those held, cancelsEnded those the client then closed.
 	holdCancels           bool
 	cancels, cancelsEnded int
+	// holding are the cancel requests held (blip spares them).
+	holding map[net.Conn]bool
 }
 
 // cancelRequest opens a connection that cancels another's query: its
@@ -146,6 +148,7 @@ func (p *silencer) serve(wg *sync.WaitGroup, c net.Conn, target string) {
 		if binary.BigEndian.Uint32(first[4:]) == cancelRequest {
 			p.mu.Lock()
 			p.cancels++
+			p.holding[c] = true
 			p.mu.Unlock()
 			_, _ = io.Copy(io.Discard, c)
 			p.mu.Lock()
@@ -266,7 +269,7 @@ func newSilencer(t *testing.T, target string) *silencer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &silencer{addr: l.Addr().String(), sentOn: map[net.Conn]bool{}}
+	p := &silencer{addr: l.Addr().String(), sentOn: map[net.Conn]bool{}, holding: map[net.Conn]bool{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		_ = l.Close()
@@ -323,6 +326,22 @@ func (p *silencer) cut() {
 		_ = c.Close()
 	}
 	p.conns = nil
+}
+
+// blip cuts the connections p forwards, and holds on to the cancel
+// requests it holds: a second blip, with the first one's closes under way.
+func (p *silencer) blip() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.conns[:0]
+	for _, c := range p.conns {
+		if p.holding[c] {
+			kept = append(kept, c)
+		} else {
+			_ = c.Close()
+		}
+	}
+	p.conns = kept
 }
 
 // sentOnConns is on how many connections the frozen server was sent
@@ -590,27 +609,8 @@ func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 	}
 	p.holdingCancels()
 	p.cut()
-	// The first write may find the cut (its connection, idle under a
-	// second, not pinged first) and fail; the next one begins anew.
-	if _, err := s.Append(ctx, "c", user("after")); err != nil {
-		if _, err := s.Append(ctx, "c", user("after")); err != nil {
-			t.Fatalf("a write after the cut, the server taking new connections: %v", err)
-		}
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		held, ended := p.heldCancels()
-		if ended > 0 {
-			t.Fatalf("a write after the cut committed once %d of %d cancel requests of cut connections ended; want it committed while they are held", ended, held)
-		}
-		if held > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a minute after the cut, the cut connection sent no cancel request; the test wants its close under way")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	appendAfterCut(t, s, "after")
+	awaitHeldCancels(t, p, 1, time.Now().Add(time.Minute))
 	msgs, err := openStore(t, dsn).Messages(ctx, "c", 1, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -652,4 +652,121 @@ func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 		t.Fatalf("the server answering pings after the cut, Unreached says out since %v", out)
 	}
 	p.cut() // the held cancel requests end, so Close waits for none
+}
+
+// TestAWriteAfterTwoCutsWaitsNotForTheirCloses: the writer's connection
+// is cut (a network blip), a write goes through on a new one, and that one
+// is cut too, while the first is still closing. The writer's pool had
+// room for two connections, both closing now, each for up to 15 s while
+// its cancel request goes unanswered, and every tenant's writes waited
+// for the older close. A write commits on a third connection now while
+// both cancel requests are still held unanswered.
+func TestAWriteAfterTwoCutsWaitsNotForTheirCloses(t *testing.T) {
+	p, u, dsn := silencedDSN(t)
+	ctx := context.Background()
+	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "c", user("before")); err != nil {
+		t.Fatal(err)
+	}
+	p.holdingCancels()
+	deadline := time.Now().Add(time.Minute)
+	for cut := 1; cut <= 2; cut++ {
+		p.blip()
+		began := time.Now()
+		appendAfterCut(t, s, fmt.Sprint("after cut ", cut))
+		t.Logf("cut %d: a write committed %v after it", cut, time.Since(began))
+		awaitHeldCancels(t, p, cut, deadline)
+	}
+	msgs, err := openStore(t, dsn).Messages(ctx, "c", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 || msgs[2].Content != "after cut 2" {
+		t.Fatalf("after two cuts: %+v; want the message before them and one after each", msgs)
+	}
+	p.cut() // the held cancel requests end, so Close waits for none
+}
+
+// TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses: all 16
+// of the readers' connections are cut at once (a network blip) while the
+// server takes new ones. Each kept its place in the pool while pgx closed
+// it, up to 15 s for its cancel request, so every tenant's reads waited
+// that long for a connection, the server back. A read is answered on a
+// new connection now while all 16 cancel requests are held unanswered.
+func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T) {
+	const conns = 16
+	p, u, _ := silencedDSN(t)
+	q := u.Query()
+	q.Set("pool_min_conns", fmt.Sprint(conns))
+	u.RawQuery = q.Encode()
+	s := openPooled(t, u.String(), conns, PostgresOptions{PingEvery: time.Hour})
+	ctx := context.Background()
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.pool.Stat().IdleConns() < conns {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the readers' %d connections open after a minute; the test wants them all to cut", s.pool.Stat().IdleConns(), conns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.holdingCancels()
+	p.cut()
+	// A read may be given a cut connection and fail (one idle under a
+	// second is not pinged first): at most one a connection.
+	began, failed := time.Now(), 0
+	for {
+		_, err := s.LastSeq(ctx, "c")
+		if err == nil {
+			break
+		}
+		if failed++; failed > conns {
+			t.Fatalf("%d reads after the cut failed, the server taking new connections: %v", failed, err)
+		}
+	}
+	t.Logf("a read answered %v after every reader's connection was cut (%d reads failed first)", time.Since(began), failed)
+	awaitHeldCancels(t, p, conns, deadline)
+	p.cut() // the held cancel requests end, so Close waits for none
+}
+
+// appendAfterCut appends text to chat c once its connection was cut: the
+// first write may find the cut (its connection, idle under a second, not
+// pinged first) and fail; the next one begins anew.
+func appendAfterCut(t *testing.T, s *Postgres, text string) {
+	t.Helper()
+	if _, err := s.Append(context.Background(), "c", user(text)); err != nil {
+		if _, err := s.Append(context.Background(), "c", user(text)); err != nil {
+			t.Fatalf("a write after the cut, the server taking new connections: %v", err)
+		}
+	}
+}
+
+// awaitHeldCancels returns once p holds n cancel requests of cut
+// connections, none ended: called after a write or read that followed the
+// cuts, it fails the test when that one waited for a cut connection's
+// close, or when the cut connections were not closing (so it proves
+// nothing).
+func awaitHeldCancels(t *testing.T, p *silencer, n int, deadline time.Time) {
+	t.Helper()
+	for {
+		held, ended := p.heldCancels()
+		if ended > 0 {
+			t.Fatalf("answered once %d of %d cancel requests of cut connections ended; want it answered while they are held", ended, held)
+		}
+		if held >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d cut connections sent a cancel request; the test wants %d closes under way", held, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
