@@ -848,8 +848,7 @@ func (p *Postgres) movedOr(chatID string, err error) error {
 // ahead of a claim still waiting for the cut transaction's share lock
 // (whose end the server reports to the client before it releases it).
 // It runs on the writer's connection, free once the failed batch is
-// rolled back: the committer's goroutine asks it between batches (a
-// failed SaveSnapshot asks from its caller's, after the batch in flight).
+// rolled back: the committer's goroutine asks it between batches.
 func (p *Postgres) recheckEpoch(ctx context.Context, chatID string) error {
 	p.mu.Lock()
 	_, claimed := p.epochs[chatID]
@@ -1152,38 +1151,40 @@ func queueRequests(b *pgx.Batch, chatID string, snap storedSnapshot) {
 // SaveSnapshot writes a chat's snapshot, durably, and acts to its
 // activity log in the same transaction (see Store.SaveSnapshot).
 func (p *Postgres) SaveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
-	return p.saveSnapshot(ctx, chatID, snap, acts, p.w.do)
+	return p.saveSnapshot(ctx, chatID, snap, acts, false)
 }
 
 // SaveSnapshotUnsynced is SaveSnapshot without a sync of its own (see
 // Store.SaveSnapshotUnsynced): a commit with synchronous_commit off, which
 // the next synchronous commit's WAL flush covers.
 func (p *Postgres) SaveSnapshotUnsynced(ctx context.Context, chatID string, snap Snapshot, acts ...Activity) error {
-	return p.saveSnapshot(ctx, chatID, snap, acts, p.w.doUnsynced)
+	return p.saveSnapshot(ctx, chatID, snap, acts, true)
 }
 
-func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts []Activity, do func(func(*pgTxn) error) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// saveSnapshot asks whether a failed save's chat moved (movedOr) on the
+// committer's goroutine, as appends do: asked on each caller's, a failed
+// batch's saves all asked at once, none seeing another's question go
+// unanswered, and each held the writer's connection for a connect timeout.
+func (p *Postgres) saveSnapshot(ctx context.Context, chatID string, snap Snapshot, acts []Activity, unsynced bool) error {
 	val, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}
 	acts = stampedAll(acts)
-	err = do(func(t *pgTxn) error {
-		if err := p.fence(t, chatID); err != nil {
-			return err
-		}
-		if err := appendActivities(t, chatID, acts, appendActivityTx); err != nil {
-			return err
-		}
-		return saveSnapshotTx(t, chatID, val)
+	_, err = waitFor(func(then func(struct{}, error)) {
+		queueResult(ctx, p.w, func(t *pgTxn) error {
+			if err := p.fence(t, chatID); err != nil {
+				return err
+			}
+			if err := appendActivities(t, chatID, acts, appendActivityTx); err != nil {
+				return err
+			}
+			return saveSnapshotTx(t, chatID, val)
+		}, unsynced, struct{}{}, func(err error) error {
+			return fmt.Errorf("save snapshot of %s: %w", chatID, p.movedOr(chatID, err))
+		}, then)
 	})
-	if err != nil {
-		return fmt.Errorf("save snapshot of %s: %w", chatID, p.movedOr(chatID, err))
-	}
-	return nil
+	return err
 }
 
 // LoadSnapshot reads a chat's snapshot, with its request log (in the

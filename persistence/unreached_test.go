@@ -84,6 +84,71 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 	p.cut() // the dials it holds end, so the store's Close waits for none
 }
 
+// TestFailedSnapshotSavesAskAnUnreachableServerOnce: as
+// TestAFailedBatchAsksAnUnreachableServerOnce, for snapshots (a session's
+// fold, on its mailbox). A failed SaveSnapshot asked whether its chat moved
+// (movedOr) on its caller's goroutine, all of a batch's at once, so none
+// saw another's question unanswered: each dialed the silent server, one
+// after another on the writer's connection, and every write of every
+// tenant waited behind n connect timeouts. They ask on the committer's
+// goroutine now, as appends do: once.
+func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
+	p, u, _ := silencedDSN(t)
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	s, _, err := OpenPostgres(context.Background(), u.String(), PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	const n = 12
+	for i := range n {
+		id := fmt.Sprint("c", i)
+		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Claim(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The n saves wait behind a write the committer holds, so they make
+	// one batch (see TestAFailedBatchAsksAnUnreachableServerOnce).
+	held, release := make(chan struct{}), make(chan struct{})
+	blocker := make(chan error, 1)
+	s.w.queue(func(*pgTxn) error {
+		close(held)
+		<-release
+		return nil
+	}, false, func(_ bool, err error) { blocker <- err })
+	<-held
+	p.silence()
+	saves := make(chan error, n)
+	for i := range n {
+		go func() { saves <- s.SaveSnapshot(ctx, fmt.Sprint("c", i), Snapshot{Summary: "s"}) }()
+	}
+	// Every save is queued before the held write lets the batch go.
+	for deadline := time.Now().Add(time.Minute); s.w.unfinished.Load() < n+1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d saves queued after a minute", s.w.unfinished.Load()-1, n)
+		}
+	}
+	close(release)
+	if err := <-blocker; err == nil {
+		t.Error("the held write committed on a cut connection")
+	}
+	for range n {
+		if err := <-saves; err == nil {
+			t.Error("a snapshot saved to a server that does not answer")
+		}
+	}
+	if dials := p.held(); dials >= n/2 {
+		t.Fatalf("%d snapshot saves failed after %d connection attempts to the silent server; want a few for their batch, not one a save", n, dials)
+	}
+	p.cut() // the dials it holds end, so the store's Close waits for none
+}
+
 // silencer forwards connections to a Postgres server until silenced;
 // then it cuts those it carries and holds every new one unanswered, as a
 // partitioned server does.
