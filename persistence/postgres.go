@@ -378,7 +378,8 @@ func (p pgPool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		}
 		p.release(c)
 	}
-	return nil, errors.New("acquire a connection: every one given was closed")
+	// Unavailable: a request that meets it is answered 503, to send again.
+	return nil, fmt.Errorf("acquire a connection: every one given was closed: %w", pgconn.ErrConnClosed)
 }
 
 // release gives c back to the pool when it can be used again, or takes it
