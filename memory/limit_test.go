@@ -31,7 +31,7 @@ func TestAddPastTheLimitStoresNothing(t *testing.T) {
 	if runs, _ := s.Runs(ctx, "t"); len(runs) != 2 {
 		t.Fatalf("%d runs after a refused add, want 2", len(runs))
 	}
-	if mark, _ := s.ReadUntil(ctx, "c"); mark != 0 {
+	if mark, _ := s.ReadUntil(ctx, "t", "c"); mark != 0 {
 		t.Fatalf("a refused add raised the mark to %d", mark)
 	}
 	if r, ms, err := s.Add(ctx, AddInput{Tenant: "t", Texts: []string{"keeps  BEES."}}); err != nil || r.ID != "" || len(ms) != 0 {

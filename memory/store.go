@@ -234,7 +234,7 @@ func (s *Store) Add(ctx context.Context, in AddInput) (Run, []Memory, error) {
 		}
 	}
 	if in.ReadTo > 0 {
-		mark, err := s.raisedMark(ctx, in.ChatID, in.ReadTo)
+		mark, err := s.raisedMark(ctx, in.Tenant, in.ChatID, in.ReadTo)
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -432,11 +432,12 @@ func ChatRecords(chatID string) []persistence.RecordKey {
 	return []persistence.RecordKey{{Kind: readUntilKind, ID: chatID}}
 }
 
-// ReadUntil returns the seq through which the chat's words have been read by
-// the learner (0: nothing read yet).
-func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {
+// ReadUntil returns the seq through which the tenant's chat's words have
+// been read by the learner (0: nothing read yet). It is read as the
+// tenant's (persistence.ReadsFor), not in the lane of reads of no tenant's.
+func (s *Store) ReadUntil(ctx context.Context, tenant, chatID string) (int64, error) {
 	var r readUntil
-	err := s.rec.Record(ctx, readUntilKind, chatID, &r)
+	err := s.rec.Record(persistence.ReadsFor(ctx, tenant), readUntilKind, chatID, &r)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return 0, nil
 	}
@@ -450,7 +451,7 @@ func (s *Store) ReadUntil(ctx context.Context, chatID string) (int64, error) {
 // never lowers it: a late, older run must not make words unread again.
 func (s *Store) SetReadUntil(ctx context.Context, tenant, chatID string, seq int64) error {
 	defer s.lockWrites(tenant)()
-	mark, err := s.raisedMark(ctx, chatID, seq)
+	mark, err := s.raisedMark(ctx, tenant, chatID, seq)
 	if err != nil || len(mark) == 0 {
 		return err
 	}
@@ -463,8 +464,8 @@ func (s *Store) SetReadUntil(ctx context.Context, tenant, chatID string, seq int
 // raisedMark is the record that raises the chat's read-until mark to seq,
 // or none when the mark is there already. Call with the chat's tenant's
 // write lock held.
-func (s *Store) raisedMark(ctx context.Context, chatID string, seq int64) ([]persistence.RecordPut, error) {
-	cur, err := s.ReadUntil(ctx, chatID)
+func (s *Store) raisedMark(ctx context.Context, tenant, chatID string, seq int64) ([]persistence.RecordPut, error) {
+	cur, err := s.ReadUntil(ctx, tenant, chatID)
 	if err != nil || seq <= cur {
 		return nil, err
 	}

@@ -192,7 +192,7 @@ func TestUndoRunRestores(t *testing.T) {
 		t.Fatalf("search still finds undone memories: %v", hits)
 	}
 	// The words stay read: undo must not invite the sweep to learn them again.
-	if mark, _ := s.ReadUntil(ctx, "c"); mark != 9 {
+	if mark, _ := s.ReadUntil(ctx, "t", "c"); mark != 9 {
 		t.Fatalf("read-until after undo = %d, want 9", mark)
 	}
 	runs, _ := s.Runs(ctx, "t")
@@ -204,7 +204,7 @@ func TestUndoRunRestores(t *testing.T) {
 func TestReadUntilOnlyRises(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
-	if got, err := s.ReadUntil(ctx, "c"); err != nil || got != 0 {
+	if got, err := s.ReadUntil(ctx, "t", "c"); err != nil || got != 0 {
 		t.Fatalf("fresh mark = %d, %v; want 0", got, err)
 	}
 	for _, seq := range []int64{5, 3, 8, 8, 2} {
@@ -212,7 +212,7 @@ func TestReadUntilOnlyRises(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, _ := s.ReadUntil(ctx, "c"); got != 8 {
+	if got, _ := s.ReadUntil(ctx, "t", "c"); got != 8 {
 		t.Fatalf("mark = %d, want the highest set (8)", got)
 	}
 }
@@ -243,17 +243,17 @@ func TestAddIsOneWrite(t *testing.T) {
 	if len(rec.writes) != 1 || len(rec.writes[0]) != 5 || len(mems) != 3 || len(run.Added) != 3 {
 		t.Fatalf("%d writes (first of %d records) for a run of %d memories; want one of 5 (the run, 3 memories, the mark)", len(rec.writes), len(rec.writes[0]), len(mems))
 	}
-	if got, _ := s.ReadUntil(ctx, "c"); got != 9 {
+	if got, _ := s.ReadUntil(ctx, "t", "c"); got != 9 {
 		t.Fatalf("mark %d, want 9", got)
 	}
 	if run, _ := mustAdd(t, s, AddInput{Tenant: "t1", ChatID: "c", Texts: []string{"likes tea"}, ReadTo: 5}); run.ID != "" || len(rec.writes) != 1 {
 		t.Fatalf("nothing new and a lower mark: run %+v, %d writes; want none", run, len(rec.writes))
 	}
-	if got, _ := s.ReadUntil(ctx, "c"); got != 9 {
+	if got, _ := s.ReadUntil(ctx, "t", "c"); got != 9 {
 		t.Fatalf("mark %d after a lower ReadTo, want 9", got)
 	}
 	mustAdd(t, s, AddInput{Tenant: "t1", ChatID: "c", Texts: []string{"likes tea"}, ReadTo: 12})
-	if got, _ := s.ReadUntil(ctx, "c"); got != 12 || len(rec.writes) != 2 || len(rec.writes[1]) != 1 {
+	if got, _ := s.ReadUntil(ctx, "t", "c"); got != 12 || len(rec.writes) != 2 || len(rec.writes[1]) != 1 {
 		t.Fatalf("mark %d after a run with nothing new, %d writes; want 12 in one write of the mark", got, len(rec.writes))
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // TestATenantsRecordReadsAreItsOwn: the hub reads a tenant's records
 // (its toolsets, attachments, memories, the OpenAI surfaces' records, its
-// chats' own) as that tenant's (persistence.ReadsFor). They shared the lane of reads of no
+// chats' own, the learner's read-until marks of its chats) as that tenant's (persistence.ReadsFor). They shared the lane of reads of no
 // tenant's, so reads there holding all the connections that lane may take
 // (here reads of a chat this node has not seen, held up by a lock) held
 // up every tenant's records too.
@@ -107,5 +107,13 @@ func TestATenantsRecordReadsAreItsOwn(t *testing.T) {
 	}
 	if _, err := h.MemoryRuns(rctx, "b"); err != nil {
 		t.Fatalf("tenant b's learning runs while reads of no tenant's hold their lane: %v", err)
+	}
+	// The learner's read-until mark of tenant b's chat, read before it is
+	// raised and to run past it.
+	if err := h.memory.SetReadUntil(rctx, "b", c.ID, 3); err != nil {
+		t.Fatalf("raise the read-until mark of tenant b's chat while reads of no tenant's hold their lane: %v", err)
+	}
+	if mark, err := h.memory.ReadUntil(rctx, "b", c.ID); err != nil || mark != 3 {
+		t.Fatalf("the read-until mark of tenant b's chat while reads of no tenant's hold their lane: %d, %v", mark, err)
 	}
 }

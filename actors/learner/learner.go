@@ -375,7 +375,7 @@ func merge(a, b *Learn) *Learn {
 // it found, raise the mark. It runs on a goroutine the actor owns.
 func learn(ctx context.Context, cfg Config, l *Learn) (out Outcome) {
 	out = Outcome{ChatID: l.ChatID, Tenant: l.Tenant, Source: l.Source}
-	mark, err := cfg.Store.ReadUntil(ctx, l.ChatID)
+	mark, err := cfg.Store.ReadUntil(ctx, l.Tenant, l.ChatID)
 	if err != nil {
 		out.Err = err
 		return out
@@ -556,7 +556,7 @@ func sweep(ctx context.Context, cfg Config, send func(*Learn)) ([]string, error)
 
 // sweepChat reads one chat past its mark; nil when there is nothing new.
 func sweepChat(ctx context.Context, cfg Config, c persistence.Chat) (*Learn, error) {
-	mark, err := cfg.Store.ReadUntil(ctx, c.ID)
+	mark, err := cfg.Store.ReadUntil(ctx, c.Tenant, c.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sweep chat %s: %w", c.ID, err)
 	}

@@ -235,9 +235,9 @@ func (e *env) memories(t testing.TB, tenant, state string) []memory.Memory {
 	return ms
 }
 
-func (e *env) mark(t testing.TB, chatID string) int64 {
+func (e *env) mark(t testing.TB, tenant, chatID string) int64 {
 	t.Helper()
-	m, err := e.mem.ReadUntil(context.Background(), chatID)
+	m, err := e.mem.ReadUntil(context.Background(), tenant, chatID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestSharedChatLearnsNothing(t *testing.T) {
 	if calls, _, _ := e.model.stats(); calls != 0 {
 		t.Fatalf("%d model calls for a shared chat", calls)
 	}
-	if len(e.memories(t, "t", "")) != 0 || e.mark(t, "s") != 0 {
+	if len(e.memories(t, "t", "")) != 0 || e.mark(t, "t", "s") != 0 {
 		t.Fatal("a shared chat left memories or a mark")
 	}
 }
@@ -487,7 +487,7 @@ func TestFailureLeavesWordsUnreadForTheSweep(t *testing.T) {
 			if o.Err == nil || (tc.wantErr != nil && !errors.Is(o.Err, tc.wantErr)) {
 				t.Fatalf("outcome err %v, want %v", o.Err, tc.wantErr)
 			}
-			if o.Marked || e.mark(t, "c") != 0 || len(e.memories(t, "t", "")) != 0 {
+			if o.Marked || e.mark(t, "t", "c") != 0 || len(e.memories(t, "t", "")) != 0 {
 				t.Fatalf("a failed run stored or marked something: %+v", o)
 			}
 
