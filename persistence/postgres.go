@@ -275,7 +275,11 @@ func (p *Postgres) CloseContext(ctx context.Context) error {
 	p.end(errGaveUp)
 	p.conns.cut()
 	<-done
-	return fmt.Errorf("close postgres: gave up on the %d writes still pending (their callers were told they failed) and cut its connections: %w", n, ctx.Err())
+	writes := fmt.Sprintf("%d writes", n)
+	if n == 1 {
+		writes = "1 write"
+	}
+	return fmt.Errorf("close postgres: gave up on the %s still pending (their callers were told they failed) and cut its connections: %w", writes, ctx.Err())
 }
 
 // liveConns are a store's connections, so that a Close giving up can end

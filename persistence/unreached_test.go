@@ -457,7 +457,7 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 	stop()
 	select {
 	case err := <-closed:
-		if err == nil || !strings.Contains(err.Error(), "gave up on") {
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("gave up on the %d writes still pending", n)) {
 			t.Fatalf("Close past its bound with writes pending: %v; want an error saying what it gave up", err)
 		}
 	case <-time.After(time.Minute):
@@ -643,7 +643,7 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 	bound, stop := context.WithCancel(ctx)
 	stop()
 	err = s.CloseContext(bound)
-	if err == nil || !strings.Contains(err.Error(), "gave up on the 1 writes") {
+	if err == nil || !strings.Contains(err.Error(), "gave up on the 1 write still pending") {
 		t.Fatalf("Close past its bound, one write's caller not told yet: %v; want it to count that write", err)
 	}
 	if err := <-told; err == nil {
