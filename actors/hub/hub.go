@@ -187,10 +187,11 @@ func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Optio
 	return newOn(ctx, cfg, log, opts, store, metrics)
 }
 
-// newOn is New on an open store, which it closes if it fails (a test's
-// store wraps the one openStore opened), within store.close_wait as Close
-// does: a start that failed on a Postgres that stopped answering would
-// otherwise wait for it as long as it takes.
+// newOn is New on an open store (a test's store wraps the one openStore
+// opened). If it fails, it stops what it started and closes the store as
+// Close does, the store within store.close_wait: a start that failed on a
+// Postgres that stopped answering would otherwise wait for it as long as
+// it takes, and the actors and their dispatchers would run on.
 func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options, store Store, metrics *Metrics) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: log, store: store, bus: eventbus.New(watcherPatience, wireEvent), turns: newTenantSlots(cfg.Limits.TurnsPerTenant), connects: newTenantSlots(mcpConnectsPerTenant), ingest: newIngestLimits(cfg.Limits.IngestBytesPerSecond), metrics: metrics, tracer: telemetry.Tracer(opts.TracerProvider),
 		pgFailingAfter: cfg.Store.FailingAfterOrDefault(), storeCloseWait: cfg.Store.CloseWaitOrDefault()}
@@ -199,8 +200,8 @@ func newOn(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Opt
 		h.metrics.watchStore(h.badgerSizes)
 	}
 	if err := h.build(ctx, opts); err != nil {
-		if cerr := closeStore(ctx, store, h.storeCloseWait); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close the store: %w", cerr))
+		if cerr := h.Close(ctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("stop what the start began: %w", cerr))
 		}
 		return nil, err
 	}
@@ -391,9 +392,32 @@ func (h *Hub) Refresh(ctx context.Context) api.Models {
 // waiting, the store still closes, and the error says what was left. A
 // store on a server (Postgres) has storeCloseWait of its own to commit
 // what was queued (store.close_wait); past it, it gives the rest up and
-// the error says so.
+// the error says so. A start that failed closes what it got to (New).
 func (h *Hub) Close(ctx context.Context) error {
 	h.cancel()
+	var errs []error
+	if h.system != nil {
+		errs = h.stopActors(ctx)
+	} else if !h.work.WaitContext(ctx) {
+		errs = append(errs, fmt.Errorf("hub goroutines still running: %w", ctx.Err()))
+	}
+	if h.closeMCP != nil {
+		if err := h.closeMCP(); err != nil {
+			errs = append(errs, fmt.Errorf("close mcp: %w", err))
+		}
+	}
+	if h.tools != nil {
+		if err := h.tools.CloseToolsets(); err != nil {
+			errs = append(errs, fmt.Errorf("close toolsets: %w", err))
+		}
+	}
+	errs = append(errs, closeStore(ctx, h.store, h.storeCloseWait))
+	return errors.Join(errs...)
+}
+
+// stopActors stops the actors in Close's order, the hub's own goroutines
+// after them, then the actor system and its dispatchers.
+func (h *Hub) stopActors(ctx context.Context) []error {
 	var errs []error
 	root := h.system.Root
 	if h.node != nil {
@@ -428,16 +452,7 @@ func (h *Hub) Close(ctx context.Context) error {
 	if err := h.workers.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop sessions' workers: %w", err))
 	}
-	if h.closeMCP != nil {
-		if err := h.closeMCP(); err != nil {
-			errs = append(errs, fmt.Errorf("close mcp: %w", err))
-		}
-	}
-	if err := h.tools.CloseToolsets(); err != nil {
-		errs = append(errs, fmt.Errorf("close toolsets: %w", err))
-	}
-	errs = append(errs, closeStore(ctx, h.store, h.storeCloseWait))
-	return errors.Join(errs...)
+	return errs
 }
 
 // boundedCloser is a store whose Close may wait on a server (Postgres):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
@@ -106,6 +107,39 @@ func TestAHubThatFailsToStartBoundsTheStoresClose(t *testing.T) {
 	default:
 		t.Fatal("a hub that failed to start closed a store that may wait on a server without a bound")
 	}
+}
+
+// unreadToolsets is a store whose read of the stored toolsets fails: the
+// start's last read, after the actors are spawned.
+type unreadToolsets struct {
+	Store
+	err error
+}
+
+func (s unreadToolsets) Records(ctx context.Context, kind string, fn func(id string, decode func(v any) error) error) error {
+	if kind == recordToolset {
+		return s.err
+	}
+	return s.Store.Records(ctx, kind, fn)
+}
+
+// TestAHubThatFailsToStartStopsWhatItStarted: a start that failed after
+// the actors were spawned (here its read of the stored toolsets; as well
+// joining a cluster) closed its store alone: the sessions' registry, the
+// summariser, the learner, the tool index, their dispatchers' goroutines
+// and the hub's context were left to run for the life of the process (an
+// embedding application that tries New again gained a set each time).
+// Now a failed start stops what it started, as Close does.
+func TestAHubThatFailsToStartStopsWhatItStarted(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	failed := errors.New("toolsets unreadable")
+	_, err := newHubOn(testkit.Config(t.TempDir(), "http://127.0.0.1:1", 4096), Options{}, func(db Store) Store {
+		return unreadToolsets{Store: db, err: failed}
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("a start whose toolsets could not be read: %v; want their error", err)
+	}
+	testkit.NoGoroutineLeft(t, before)
 }
 
 // storeCloseBound closes a hub on cfg, its ctx already used up, and
