@@ -445,6 +445,13 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 	if _, err := s.Append(ctx, "c", user("acknowledged")); err != nil {
 		t.Fatal(err)
 	}
+	// Its caller is told before the committer counts it out: the count
+	// names the pending writes alone once it has.
+	for deadline := time.Now().Add(time.Minute); s.w.unfinished.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the acknowledged write still counted unfinished after a minute")
+		}
+	}
 	p.freeze()
 	const n = 8
 	failed := make(chan error, n)
