@@ -26,40 +26,9 @@ import (
 // other writes do not ask it again — each asking held every write behind
 // it for a connect timeout, n writes for n of them.
 func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
-	p, u, _ := silencedDSN(t)
-	q := u.Query()
-	q.Set("connect_timeout", "1")
-	u.RawQuery = q.Encode()
-	// The store's pings would dial the silent server too: one, at open.
-	s, _, err := OpenPostgres(context.Background(), u.String(), PostgresOptions{PingEvery: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ctx := context.Background()
 	const n = 12
-	for i := range n {
-		id := fmt.Sprint("c", i)
-		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Claim(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The n writes wait behind a write the committer holds, so they make
-	// one batch however the machine schedules this loop: queued while
-	// batches failed, each write could make a batch of its own, and dial
-	// twice (to begin, to ask), past the bound below.
-	held, release := make(chan struct{}), make(chan struct{})
-	blocker := make(chan error, 1)
-	s.w.queue(func(*pgTxn) error {
-		close(held)
-		<-release
-		return nil
-	}, false, func(_ bool, err error) { blocker <- err })
-	<-held
-	p.silence()
+	p, s, release := silencedBehindAHeldWrite(t, n)
+	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -70,10 +39,7 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 			wg.Done()
 		})
 	}
-	close(release)
-	if err := <-blocker; err == nil {
-		t.Error("the held write committed on a cut connection")
-	}
+	release()
 	wg.Wait()
 	// The batch of n writes dials once to begin and once to ask (and the
 	// pings' first may dial once, if it came after the silence); a
@@ -93,37 +59,9 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 // tenant waited behind n connect timeouts. They ask on the committer's
 // goroutine now, as appends do: once.
 func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
-	p, u, _ := silencedDSN(t)
-	q := u.Query()
-	q.Set("connect_timeout", "1")
-	u.RawQuery = q.Encode()
-	s, _, err := OpenPostgres(context.Background(), u.String(), PostgresOptions{PingEvery: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	ctx := context.Background()
 	const n = 12
-	for i := range n {
-		id := fmt.Sprint("c", i)
-		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Claim(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The n saves wait behind a write the committer holds, so they make
-	// one batch (see TestAFailedBatchAsksAnUnreachableServerOnce).
-	held, release := make(chan struct{}), make(chan struct{})
-	blocker := make(chan error, 1)
-	s.w.queue(func(*pgTxn) error {
-		close(held)
-		<-release
-		return nil
-	}, false, func(_ bool, err error) { blocker <- err })
-	<-held
-	p.silence()
+	p, s, release := silencedBehindAHeldWrite(t, n)
+	ctx := context.Background()
 	saves := make(chan error, n)
 	for i := range n {
 		go func() { saves <- s.SaveSnapshot(ctx, fmt.Sprint("c", i), Snapshot{Summary: "s"}) }()
@@ -134,10 +72,7 @@ func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
 			t.Fatalf("%d of %d saves queued after a minute", s.w.unfinished.Load()-1, n)
 		}
 	}
-	close(release)
-	if err := <-blocker; err == nil {
-		t.Error("the held write committed on a cut connection")
-	}
+	release()
 	for range n {
 		if err := <-saves; err == nil {
 			t.Error("a snapshot saved to a server that does not answer")
@@ -147,6 +82,53 @@ func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
 		t.Fatalf("%d snapshot saves failed after %d connection attempts to the silent server; want a few for their batch, not one a save", n, dials)
 	}
 	p.cut() // the dials it holds end, so the store's Close waits for none
+}
+
+// silencedBehindAHeldWrite opens a store (a connect timeout of 1 s) whose
+// chats c0 to c<n-1> are claimed, holds a write in its committer and
+// silences the server. The writes a test queues then wait behind the held
+// one, so they make one batch however the machine schedules the test:
+// queued while batches failed, each could make a batch of its own, and
+// dial twice (to begin, to ask). release lets the held write go, and
+// checks that it failed.
+func silencedBehindAHeldWrite(t *testing.T, n int) (p *silencer, s *Postgres, release func()) {
+	t.Helper()
+	p, u, _ := silencedDSN(t)
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	// The store's pings would dial the silent server too: one, at open.
+	s, _, err := OpenPostgres(context.Background(), u.String(), PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	for i := range n {
+		id := fmt.Sprint("c", i)
+		if err := s.CreateChat(ctx, Chat{ID: id, Tenant: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Claim(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, let := make(chan struct{}), make(chan struct{})
+	blocker := make(chan error, 1)
+	s.w.queue(func(*pgTxn) error {
+		close(held)
+		<-let
+		return nil
+	}, false, func(_ bool, err error) { blocker <- err })
+	<-held
+	p.silence()
+	return p, s, func() {
+		t.Helper()
+		close(let)
+		if err := <-blocker; err == nil {
+			t.Error("the held write committed on a cut connection")
+		}
+	}
 }
 
 // silencer forwards connections to a Postgres server until silenced;

@@ -186,6 +186,17 @@ func (e *env) next(t testing.TB) Outcome {
 	}
 }
 
+// learnFold sends words, numbered from 1, as a fold of chat c hands them
+// over, and waits for the run.
+func (e *env) learnFold(t testing.TB, words []chat.Message) {
+	t.Helper()
+	for i := range words {
+		words[i].Seq = int64(i + 1)
+	}
+	e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: words, ThroughSeq: int64(len(words)), Model: "fake/big"})
+	e.next(t)
+}
+
 func (e *env) status(t testing.TB) *StatusReply {
 	t.Helper()
 	res, err := e.sys.Root.RequestFuture(e.pid, &Status{}, 20*time.Second).Result()
@@ -342,13 +353,8 @@ func TestOnlyThePersonsWords(t *testing.T) {
 	}
 	t.Run("fold", func(t *testing.T) {
 		e := newEnv(t, nil)
-		words := append([]chat.Message{person("I am left-handed.")}, others...)
-		for i := range words {
-			words[i].Seq = int64(i + 1)
-		}
 		// A sender that passed everything: the learner still filters.
-		e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: words, ThroughSeq: int64(len(words)), Model: "fake/big"})
-		e.next(t)
+		e.learnFold(t, append([]chat.Message{person("I am left-handed.")}, others...))
 		check(t, e)
 	})
 	t.Run("sweep", func(t *testing.T) {
@@ -855,12 +861,7 @@ func TestARefusedExchangeIsNotLearnt(t *testing.T) {
 	}
 	t.Run("fold", func(t *testing.T) {
 		e := newEnv(t, nil)
-		words := slices.Clone(log)
-		for i := range words {
-			words[i].Seq = int64(i + 1)
-		}
-		e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: words, ThroughSeq: int64(len(words)), Model: "fake/big"})
-		e.next(t)
+		e.learnFold(t, slices.Clone(log))
 		check(t, e)
 	})
 	t.Run("sweep", func(t *testing.T) {
