@@ -82,6 +82,9 @@ func (h *Hub) announceToolset(tenant, name string) {
 // reloadToolset makes this node's tools and index hold a tenant's toolset
 // as the store has it now (another node put or deleted it).
 func (h *Hub) reloadToolset(ctx context.Context, tenant, name string) {
+	if h.toolsetsReady(ctx, tenant) != nil {
+		return // the hub is closing
+	}
 	var ts Toolset
 	err := h.store.Record(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/"+name, &ts)
 	if errors.Is(err, persistence.ErrNotFound) {

@@ -128,6 +128,9 @@ type Hub struct {
 	totals      attachTotals
 	toolsetPuts tenantLocks
 	connects    *tenantSlots
+	// toolsetGates holds back what uses or changes a tenant's tools until
+	// its stored toolsets, built at start, are registered (toolsetsReady).
+	toolsetGates tenantGates
 
 	system *actor.ActorSystem
 	// sessions runs the session actors' mailboxes, and workers their calls
@@ -143,7 +146,8 @@ type Hub struct {
 	node *cluster.Node
 
 	// work owns the hub's own goroutines (background refreshes, submits
-	// waiting for their turn); cancel ends the refreshes, Close waits.
+	// waiting for their turn, the stored toolsets' builds); cancel ends
+	// the refreshes and the builds, Close waits.
 	work   actors.Group
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,7 +181,8 @@ type Options struct {
 }
 
 // New opens the store, builds the catalog and the tools, and starts the
-// actors. Close stops them.
+// actors. The stored toolsets are built after it returns (loadToolsets).
+// Close stops them.
 func New(ctx context.Context, cfg configs.Config, log zerolog.Logger, opts Options) (*Hub, error) {
 	metrics := newMetrics()
 	store, err := openStore(ctx, cfg, log, opts.InMemory, metrics.storeDurable)
@@ -583,6 +588,9 @@ func (h *Hub) createChat(ctx context.Context, tenant string, c persistence.Chat,
 		return c, fmt.Errorf("%w: this tenant has %d chats, the most allowed", ErrLimit, n)
 	}
 	c.ID, c.Tenant, c.CreatedAt = NewID(), tenant, time.Now().UTC()
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return c, err
+	}
 	if err := h.checkSetup(c); errors.Is(err, tools.ErrUnknownToolset) {
 		return c, fmt.Errorf("%w: %v", ErrNotFound, err)
 	} else if err != nil {
@@ -879,6 +887,9 @@ func (h *Hub) SubmitContinue(ctx context.Context, tenant, chatID, turnID string,
 // and ends in a goroutine of the hub once the session says the turn is
 // over: never in a mailbox. It returns the turn's id.
 func (h *Hub) submit(ctx context.Context, tenant, chatID string, m *session.SubmitTurn) (string, error) {
+	if err := h.toolsetsReady(ctx, tenant); err != nil { // before the slot: the wait holds none of the tenant's turns
+		return "", err
+	}
 	release, ok := h.turns.take(tenant)
 	if !ok {
 		return "", fmt.Errorf("%w: this tenant has %d turns waiting or running, the most allowed", ErrTenantBusy, h.cfg.Limits.TurnsPerTenant)
@@ -927,6 +938,9 @@ func (h *Hub) Context(ctx context.Context, tenant, chatID string) (api.Context, 
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
 		return api.Context{}, err
 	}
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return api.Context{}, err
+	}
 	res, err := h.ask(ctx, chatID, &session.GetContext{}, askTimeout)
 	if err != nil {
 		return api.Context{}, err
@@ -948,6 +962,9 @@ func (h *Hub) Patch(ctx context.Context, tenant, chatID string, req api.PatchCha
 		if err := h.catalog.Check(*req.Model); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+	}
+	if err := h.toolsetsReady(ctx, tenant); err != nil { // a chat's new tools are checked against the registry
+		return err
 	}
 	_, err := h.ask(ctx, chatID, patchOf(req), askTimeout)
 	return err

@@ -181,6 +181,9 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 		return ts, fmt.Errorf("%w: %d tools; a toolset holds at most %d", ErrInvalid, len(ts.Tools), maxToolsetTools)
 	}
 	ts.Tenant = tenant
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return ts, err
+	}
 	// Checked before building too, so a tenant at its limits makes agentd
 	// connect to no server.
 	if _, err := h.toolsetFits(ctx, ts); err != nil {
@@ -327,6 +330,9 @@ func (h *Hub) indexScope(scope string) []toolindex.Tool {
 // tools its server offers now.
 func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error) {
 	var ts Toolset
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return ts, err
+	}
 	// An escaped slash in the path decodes into name: "b/x" would read the
 	// record of tenant "<tenant>/b"'s toolset x, so such a name, and a
 	// record of another tenant, answer as unknown.
@@ -351,6 +357,9 @@ func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error)
 
 // Toolsets lists a tenant's toolsets, by name.
 func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return nil, err
+	}
 	var out []Toolset
 	err := h.store.RecordsPrefix(persistence.ReadsFor(ctx, tenant), recordToolset, tenant+"/", func(_ string, decode func(any) error) error {
 		var ts Toolset
@@ -368,6 +377,9 @@ func (h *Hub) Toolsets(ctx context.Context, tenant string) ([]Toolset, error) {
 // DeleteToolset removes a tenant's toolset; chats that name it go on
 // without it.
 func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return err
+	}
 	if _, err := h.Toolset(ctx, tenant, name); err != nil {
 		return err
 	}
@@ -382,46 +394,115 @@ func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
 	return nil
 }
 
-// loadToolsets registers every stored toolset at start. One that cannot
-// be built now (an MCP server down, a variable unset) is logged and left
-// out until it is put again; its record stays.
+// loadToolsets reads every stored toolset at start and has them built and
+// registered on goroutines of the hub, at most toolsetConnects at once: each
+// MCP server may take its whole connect timeout, and one tenant's hanging
+// server must hold up neither the start nor any other tenant. Until a
+// tenant's are registered, what uses or changes its tools waits for them
+// (toolsetsReady). One that cannot be built (an MCP server down, a variable
+// unset) is logged and left out until it is put again; its record stays.
 func (h *Hub) loadToolsets(ctx context.Context) error {
-	var all []Toolset
+	byTenant := map[string][]Toolset{}
 	err := h.store.Records(ctx, recordToolset, func(_ string, decode func(any) error) error {
 		var ts Toolset
 		if err := decode(&ts); err != nil {
 			return err
 		}
-		all = append(all, ts)
+		byTenant[ts.Tenant] = append(byTenant[ts.Tenant], ts)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("load toolsets: %w", err)
 	}
-	// Built at once, registered in order: each MCP server may take its whole
-	// connect timeout, and one after another a tenant's hanging servers
-	// would hold the start for that many times over.
+	sem := make(chan struct{}, toolsetConnects)
+	for tenant, all := range byTenant {
+		open := h.toolsetGates.shut(tenant)
+		h.work.Go(func() {
+			defer open()
+			h.buildStored(sem, all)
+		})
+	}
+	return nil
+}
+
+// buildStored builds a tenant's stored toolsets at once, each in a place of
+// sem, and registers them in order; Close's cancel ends the builds.
+func (h *Hub) buildStored(sem chan struct{}, all []Toolset) {
 	type builtSet struct {
 		tools   []tools.Tool
 		closeFn func() error
 		err     error
 	}
 	built := make([]builtSet, len(all))
-	sem := make(chan struct{}, toolsetConnects)
 	var wg sync.WaitGroup
 	for i, ts := range all {
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			b := &built[i]
-			b.tools, b.closeFn, b.err = h.buildToolset(ctx, ts)
+			select {
+			case sem <- struct{}{}:
+			case <-h.ctx.Done():
+				b.err = fmt.Errorf("build toolset %s at start: %w", ts.Name, h.ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			b.tools, b.closeFn, b.err = h.buildToolset(h.ctx, ts)
 		})
 	}
 	wg.Wait()
 	for i, ts := range all {
+		if built[i].err != nil && h.ctx.Err() != nil {
+			continue // the hub is closing: nothing is left out
+		}
 		h.registerToolset(ts, built[i].tools, built[i].closeFn, built[i].err)
 	}
-	return nil
+}
+
+// toolsetsReady waits until the tenant's stored toolsets, built at start,
+// are registered (or left out), or ctx ends: a turn, a chat's setup and the
+// toolset API then see them, and a PUT or DELETE is not overtaken by the
+// start's build of the version stored before it. Other tenants never wait.
+func (h *Hub) toolsetsReady(ctx context.Context, tenant string) error {
+	ready := h.toolsetGates.of(tenant)
+	if ready == nil {
+		return nil
+	}
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the caller went away while this tenant's stored toolsets were being built at start: %w", ctx.Err())
+	}
+}
+
+// tenantGates are tenants' gates, each closed (and forgotten) once its
+// tenant's stored toolsets are registered.
+type tenantGates struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// shut shuts tenant's gate and returns what opens it.
+func (g *tenantGates) shut(tenant string) (open func()) {
+	c := make(chan struct{})
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]chan struct{}{}
+	}
+	g.m[tenant] = c
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		delete(g.m, tenant)
+		g.mu.Unlock()
+		close(c)
+	}
+}
+
+// of is tenant's closed gate, nil when it is open.
+func (g *tenantGates) of(tenant string) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[tenant]
 }
 
 // toolsetConnects bounds the stored toolsets built at once at start.
@@ -463,6 +544,9 @@ func (h *Hub) SubmitToolResults(ctx context.Context, tenant, chatID string, req 
 // the resumed turn answers them.
 func (h *Hub) SubmitToolResultsThen(ctx context.Context, tenant, chatID string, req api.ToolResultsRequest, then []api.Message) (string, error) {
 	if err := h.checkChat(ctx, tenant, chatID); err != nil {
+		return "", err
+	}
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
 		return "", err
 	}
 	results := make([]session.ToolResult, len(req.Results))
