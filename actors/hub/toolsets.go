@@ -243,7 +243,7 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 // toolsets.max_tools_per_tenant as far as they are known before it is
 // built (an MCP server's are not yet: at least one).
 func (h *Hub) toolsetFits(ctx context.Context, ts Toolset) (Toolset, error) {
-	old, err := h.Toolset(ctx, ts.Tenant, ts.Name)
+	old, err := h.toolset(ctx, ts.Tenant, ts.Name)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if err := h.toolsetRoom(ctx, ts.Tenant); err != nil {
@@ -329,10 +329,16 @@ func (h *Hub) indexScope(scope string) []toolindex.Tool {
 // Toolset returns one of a tenant's toolsets; an MCP toolset lists the
 // tools its server offers now.
 func (h *Hub) Toolset(ctx context.Context, tenant, name string) (Toolset, error) {
-	var ts Toolset
 	if err := h.toolsetsReady(ctx, tenant); err != nil {
-		return ts, err
+		return Toolset{}, err
 	}
+	return h.toolset(ctx, tenant, name)
+}
+
+// toolset is Toolset for a caller that has waited for the tenant's stored
+// toolsets (toolsetsReady).
+func (h *Hub) toolset(ctx context.Context, tenant, name string) (Toolset, error) {
+	var ts Toolset
 	// An escaped slash in the path decodes into name: "b/x" would read the
 	// record of tenant "<tenant>/b"'s toolset x, so such a name, and a
 	// record of another tenant, answer as unknown.
@@ -380,7 +386,7 @@ func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
 	if err := h.toolsetsReady(ctx, tenant); err != nil {
 		return err
 	}
-	if _, err := h.Toolset(ctx, tenant, name); err != nil {
+	if _, err := h.toolset(ctx, tenant, name); err != nil {
 		return err
 	}
 	if err := h.store.DeleteRecord(ctx, recordToolset, tenant+"/"+name); err != nil {
