@@ -649,29 +649,11 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 // one's cancel request is still held unanswered.
 func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 	p, u, dsn := silencedDSN(t)
-	ctx := context.Background()
-	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{PingEvery: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(ctx, "c", user("before")); err != nil {
-		t.Fatal(err)
-	}
-	p.holdingCancels()
+	s := writtenBeforeACut(t, p, u.String())
 	p.cut()
 	appendAfterCut(t, s, "after")
 	awaitHeldCancels(t, p, 1, time.Now().Add(time.Minute))
-	msgs, err := openStore(t, dsn).Messages(ctx, "c", 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs) != 2 || msgs[1].Content != "after" {
-		t.Fatalf("after the cut: %+v; want the message before it and the one after", msgs)
-	}
+	storedLast(t, dsn, 2, "after")
 	p.cut() // the held cancel requests end, so Close waits for none
 }
 
@@ -717,19 +699,7 @@ func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 // both cancel requests are still held unanswered.
 func TestAWriteAfterTwoCutsWaitsNotForTheirCloses(t *testing.T) {
 	p, u, dsn := silencedDSN(t)
-	ctx := context.Background()
-	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{PingEvery: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(ctx, "c", user("before")); err != nil {
-		t.Fatal(err)
-	}
-	p.holdingCancels()
+	s := writtenBeforeACut(t, p, u.String())
 	deadline := time.Now().Add(time.Minute)
 	for cut := 1; cut <= 2; cut++ {
 		p.blip()
@@ -738,13 +708,7 @@ func TestAWriteAfterTwoCutsWaitsNotForTheirCloses(t *testing.T) {
 		t.Logf("cut %d: a write committed %v after it", cut, time.Since(began))
 		awaitHeldCancels(t, p, cut, deadline)
 	}
-	msgs, err := openStore(t, dsn).Messages(ctx, "c", 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs) != 3 || msgs[2].Content != "after cut 2" {
-		t.Fatalf("after two cuts: %+v; want the message before them and one after each", msgs)
-	}
+	storedLast(t, dsn, 3, "after cut 2")
 	p.cut() // the held cancel requests end, so Close waits for none
 }
 
@@ -793,6 +757,40 @@ func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T
 
 // appendAfterCut appends text to chat c once its connection was cut: the
 // first write may find the cut (its connection, idle under a second, not
+// writtenBeforeACut opens a store at dsn (p's proxy; pings an hour apart)
+// whose chat c holds one message, "before", and has p hold the cancel
+// requests of the connections it cuts from then on.
+func writtenBeforeACut(t *testing.T, p *silencer, dsn string) *Postgres {
+	t.Helper()
+	ctx := context.Background()
+	s, _, err := OpenPostgres(ctx, dsn, PostgresOptions{PingEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "c", user("before")); err != nil {
+		t.Fatal(err)
+	}
+	p.holdingCancels()
+	return s
+}
+
+// storedLast checks, on a new store at dsn, that chat c holds n messages,
+// the last one saying last.
+func storedLast(t *testing.T, dsn string, n int, last string) {
+	t.Helper()
+	msgs, err := openStore(t, dsn).Messages(context.Background(), "c", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != n || msgs[n-1].Content != last {
+		t.Fatalf("after the cuts: %+v; want the message before them and one after each, %q last", msgs, last)
+	}
+}
+
 // pinged first) and fail; the next one begins anew.
 func appendAfterCut(t *testing.T, s *Postgres, text string) {
 	t.Helper()
