@@ -62,6 +62,22 @@ func await[R any](s *session, ctx actor.Context, start func(done func(R)), then 
 	start(func(r R) { root.Send(fut.PID(), r) })
 }
 
+// afterWait runs f once the wait the mailbox is held for, if any, has run
+// its continuation and any wait that started: a handler that may have
+// started a wait starts its next one here, as await holds one at a time.
+func (s *session) afterWait(ctx actor.Context, f func(ctx actor.Context)) {
+	a := s.awaiting
+	if a == nil {
+		f(ctx)
+		return
+	}
+	then := a.then
+	a.then = func(res any) {
+		then(res)
+		s.afterWait(ctx, f)
+	}
+}
+
 // onWorker is await's start for work that blocks: f runs on a worker of s.
 func onWorker[R any](s *session, f func() R) func(done func(R)) {
 	return func(done func(R)) { s.work.GoOn(s.deps.Workers, func() { done(f()) }) }
@@ -72,7 +88,8 @@ type written struct{ err error }
 
 // writeThen runs write on a worker of s, the mailbox held (await), and
 // then then with its error: a synced write of the chat's that no turn's
-// write carries (a pause's snapshot, a turn's problem, a patch) parks no
+// write carries (a pause's snapshot, a turn's problem, a patch, a fold's
+// snapshot) parks no
 // worker of the sessions' dispatcher, and still nobody hears of what it
 // stores before it is stored.
 func (s *session) writeThen(ctx actor.Context, write func(ctx context.Context) error, then func(ctx actor.Context, err error)) {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -113,9 +114,10 @@ func (s *session) overdue(ctx actor.Context, m *foldOverdue) {
 	}
 	f.applied = true
 	s.snap.Digest = summarizer.Digest(s.snap.Digest, f.folded)
-	s.moveBoundary(ctx, f)
-	s.logger().Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
-	s.resumeAfterFold(ctx)
+	s.moveBoundary(ctx, f, func(ctx actor.Context) {
+		s.logger().Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
+		s.resumeAfterFold(ctx)
+	})
 }
 
 // folded applies a fold's result: the boundary moves whether or not a
@@ -134,7 +136,8 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 		// The boundary moved already; only a summary is still news.
 		if m.OK {
 			s.snap.Summary, s.snap.SummaryModel, s.snap.Digest = m.Summary, m.Model, ""
-			s.saveAndAnnounce(f)
+			s.saveAndAnnounce(ctx, f, func(ctx actor.Context, _ chat.Compacted) { s.compactAfterFold(ctx) })
+			return
 		}
 		s.compactAfterFold(ctx)
 		return
@@ -157,14 +160,16 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 	if s.turn != nil {
 		s.turn.summaryUsage = s.turn.summaryUsage.Add(m.Usage)
 	}
-	s.moveBoundary(ctx, f)
-	s.resumeAfterFold(ctx)
-	s.compactAfterFold(ctx)
+	s.moveBoundary(ctx, f, func(ctx actor.Context) {
+		s.resumeAfterFold(ctx)
+		s.compactAfterFold(ctx)
+	})
 }
 
-// moveBoundary makes f.to the first kept seq, durably, announces it, and
-// hands the folded words to the learner.
-func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
+// moveBoundary makes f.to the first kept seq, durably, announces it,
+// hands the folded words to the learner and runs then: once the fold's
+// write is stored, when it has one of its own (saveAndAnnounce).
+func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx actor.Context)) {
 	s.snap.FirstKeptSeq = f.to
 	kept := 0
 	for kept < len(s.msgs) && s.msgs[kept].Seq < f.to {
@@ -175,51 +180,68 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState) {
 		s.win.DropBefore(f.to)
 	}
 	s.dropUncalledTools()
-	view := s.saveAndAnnounce(f)
-	s.learnFrom(ctx, f.folded)
-	if f.replyTo != nil {
-		ctx.Send(f.replyTo, &Compacted{View: view})
-	}
+	s.saveAndAnnounce(ctx, f, func(ctx actor.Context, view chat.Compacted) {
+		s.learnFrom(ctx, f.folded)
+		if f.replyTo != nil {
+			ctx.Send(f.replyTo, &Compacted{View: view})
+		}
+		then(ctx)
+	})
 }
 
-// saveAndAnnounce saves the snapshot and publishes where the model's
-// word-for-word memory starts. A fold someone waits for (POST /compact)
-// is synced before it is told. A background fold writes nothing of its
-// own while a turn runs (unless paused): a write on the mailbox would
-// hold the turn's next step while it waited for the writer, and the
-// turn's last write saves the snapshot anyway, so that write carries the
-// fold's activity too, and the fold is told once it is stored (foldsMet).
-// Between turns a background fold's snapshot and activity are one write
-// with no sync of its own: the next synced write covers them. What a
-// crash before then loses is a boundary the log rebuilds by folding
-// again.
-func (s *session) saveAndAnnounce(f *foldState) chat.Compacted {
-	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
-	t := s.turn
-	if t != nil && t.phase != phasePaused && f.replyTo == nil {
-		t.folds = append(t.folds, view)
-		return view
-	}
-	save := s.deps.Store.SaveSnapshotUnsynced
-	if f.replyTo != nil {
-		save = s.deps.Store.SaveSnapshot
-	}
-	turnID := ""
-	if t != nil {
-		s.tellFolds(t) // the folds before this one are told first
-		turnID = t.id
-	}
-	// The boundary and the fold's item are one write: a second would wait
-	// for the writer's cycle again (and, synced, for a second sync).
-	a, err := activity(chat.EventCompacted, turnID, view)
-	if err == nil {
-		err = s.saveSnapshotWith(save, a)
-	}
-	if err != nil {
-		s.logger().Error().Err(err).Msg("save snapshot after fold")
-	}
-	s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
-	return view
+// saveAndAnnounce saves the snapshot, publishes where the model's
+// word-for-word memory starts and runs then with what it published. A
+// fold someone waits for (POST /compact) is synced before it is told. A
+// background fold writes nothing of its own while a turn runs (unless
+// paused): a write would hold the turn's next step while it waited for
+// the writer, and the turn's last write saves the snapshot anyway, so that
+// write carries the fold's activity too, and the fold is told once it is
+// stored (foldsMet); then runs at once. Between turns a background fold's
+// snapshot and activity are one write with no sync of its own: the next
+// synced write covers them. What a crash before then loses is a boundary
+// the log rebuilds by folding again. A fold's own write runs on a worker,
+// the mailbox held (writeThen), and then once it is stored: a store that
+// hangs (a frozen Postgres, a stalled disk) holds this chat, never a
+// worker of the sessions' dispatcher. A write the handler already awaits
+// goes first (afterWait).
+func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx actor.Context, view chat.Compacted)) {
+	s.afterWait(ctx, func(ctx actor.Context) {
+		view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
+		t := s.turn
+		if t != nil && t.phase != phasePaused && f.replyTo == nil {
+			t.folds = append(t.folds, view)
+			then(ctx, view)
+			return
+		}
+		save := s.deps.Store.SaveSnapshotUnsynced
+		if f.replyTo != nil {
+			save = s.deps.Store.SaveSnapshot
+		}
+		turnID := ""
+		if t != nil {
+			s.tellFolds(t) // the folds before this one are told first
+			turnID = t.id
+		}
+		// The boundary and the fold's item are one write: a second would
+		// wait for the writer's cycle again (and, synced, for a second sync).
+		a, err := activity(chat.EventCompacted, turnID, view)
+		if err != nil {
+			s.logger().Error().Err(err).Msg("save snapshot after fold")
+			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
+			then(ctx, view)
+			return
+		}
+		snap, id := s.snap, s.id
+		s.writeThen(ctx, func(bg context.Context) error { return save(bg, id, snap, a) }, func(ctx actor.Context, err error) {
+			if err != nil {
+				s.logger().Error().Err(err).Msg("save snapshot after fold")
+			} else {
+				s.snap.Stored()
+			}
+			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
+			then(ctx, view)
+		})
+	})
 }
 
 // tellFolds stores and tells the folds t met, for the write of a fold

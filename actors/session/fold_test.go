@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
@@ -98,6 +100,174 @@ func TestAFoldBetweenTurnsIsOneUnsyncedWrite(t *testing.T) {
 	if h.store.writes != w0 || h.store.unsynced != u0+1 || len(acts) != 1 || acts[0].Type != chat.EventCompacted || snap.FirstKeptSeq <= 1 || snap.Summary == "" {
 		t.Fatalf("%d synced and %d unsynced writes, activity %d items, snapshot first kept %d; want 0 and 1, the fold's item, its boundary",
 			h.store.writes-w0, h.store.unsynced-u0, len(acts), snap.FirstKeptSeq)
+	}
+}
+
+// TestAFoldsWriteHoldsNoWorker: a fold's own write — a background fold's
+// between turns, unsynced, and a /compact's, synced — runs off the
+// session's mailbox: while the store holds it, an actor on the sessions'
+// dispatcher's last free worker still answers (a frozen store holds the
+// chat, not every tenant's sessions). Once stored, the fold is as before:
+// its boundary saved, told once, and the /compact answered with it.
+func TestAFoldsWriteHoldsNoWorker(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		name := "between turns"
+		if compact {
+			name = "a compact"
+		}
+		t.Run(name, func(t *testing.T) {
+			var sessions *actors.Dispatcher
+			h, folds := heldFoldsWith(t, func(h *harness, d *Deps) {
+				d.Dispatcher, d.Workers = actors.NewBoundedDispatcher(1), actors.NewDispatcher(0, 0, 0)
+				sessions = d.Dispatcher
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), patience)
+					defer cancel()
+					for _, dd := range []*actors.Dispatcher{d.Dispatcher, d.Workers} {
+						if err := dd.Stop(ctx); err != nil {
+							t.Error(err)
+						}
+					}
+				})
+			})
+			if res, _ := h.turn("and now?"); res.Problem != nil {
+				t.Fatalf("problem: %+v", res.Problem)
+			}
+			fold := wait(t, "the background fold", folds)
+			sub := h.bus.Subscribe("c1", 64)
+			defer sub.Close()
+			var compacted <-chan any
+			if compact {
+				// The background fold lands first; the /compact folds after it.
+				h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked questions"})
+				if ev := wait(t, "the background fold's event", sub.C); ev.Type != chat.EventCompacted {
+					t.Fatalf("event %s, want compacted", ev.Type)
+				}
+				compacted = h.resultOf("c1", &Compact{})
+				fold = wait(t, "the compact's fold", folds)
+			}
+			// Every worker of the sessions' dispatcher but one is busy; the
+			// fold's write must not take that one.
+			busy, free := make(chan struct{}, actors.DefaultWorkerFloor), make(chan struct{})
+			t.Cleanup(sync.OnceFunc(func() { close(free) }))
+			for range actors.DefaultWorkerFloor - 1 {
+				pid := h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+					if _, ok := c.Message().(string); ok {
+						busy <- struct{}{}
+						<-free
+					}
+				}, actor.WithDispatcher(sessions)))
+				h.system.Root.Send(pid, "hold")
+				wait(t, "a busy worker", busy)
+			}
+			probe := h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(string); ok {
+					c.Respond("pong")
+				}
+			}, actor.WithDispatcher(sessions)))
+			held, gate := make(chan struct{}, 1), make(chan struct{})
+			release := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(release) // first: a failed test leaves no write held
+			h.store.mu.Lock()
+			h.store.saving = func() { held <- struct{}{}; <-gate }
+			h.store.mu.Unlock()
+			h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked more"})
+			wait(t, "the fold's write", held)
+			if res, err := h.system.Root.RequestFuture(probe, "ping", patience).Result(); err != nil || res != "pong" {
+				t.Fatalf("an actor on the sessions' dispatcher while a fold's write is held: %v, %v", res, err)
+			}
+			select {
+			case ev := <-sub.C:
+				t.Fatalf("%s told before the fold's write was stored", ev.Type)
+			default:
+			}
+			release()
+			if ev := wait(t, "the fold's event", sub.C); ev.Type != chat.EventCompacted {
+				t.Fatalf("event %s, want compacted", ev.Type)
+			}
+			h.store.mu.Lock()
+			h.store.saving = nil
+			snap := h.store.snaps["c1"]
+			h.store.mu.Unlock()
+			if snap.FirstKeptSeq != foldTo(fold.f) || snap.Summary != "the person asked more" {
+				t.Fatalf("stored first kept %d, summary %q; want %d and the fold's summary", snap.FirstKeptSeq, snap.Summary, foldTo(fold.f))
+			}
+			if compact {
+				if c, ok := wait(t, "the compact's answer", compacted).(*Compacted); !ok || c.View.FirstKeptSeq != snap.FirstKeptSeq {
+					t.Fatalf("the compact's answer: %#v", c)
+				}
+			}
+			// The chat answers once the fold is done; nothing more was told.
+			if _, ok := wait(t, "the chat's context", h.resultOf("c1", &GetContext{})).(*chat.ContextView); !ok {
+				t.Fatal("no context after the fold")
+			}
+			select {
+			case ev := <-sub.C:
+				t.Fatalf("%s told after the fold", ev.Type)
+			default:
+			}
+		})
+	}
+}
+
+// gatedModel answers as its client once gate is closed.
+type gatedModel struct {
+	providers.Client
+	gate <-chan struct{}
+}
+
+func (g gatedModel) Stream(ctx context.Context, req providers.Request, on func(providers.Event)) (providers.Response, error) {
+	<-g.gate
+	return g.Client.Stream(ctx, req, on)
+}
+
+// TestAFoldWithNoSummariserIsStoredBeforeTheQueuedTurnStarts: a turn's
+// background fold with no summariser to ask folds with the digest at
+// once and saves off the mailbox; the turn queued behind starts only once
+// that write is stored, and the fold is told between the two turns.
+func TestAFoldWithNoSummariserIsStoredBeforeTheQueuedTurnStarts(t *testing.T) {
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		one := d.Catalog.(oneModel)
+		one.client = gatedModel{one.client, gate}
+		d.Catalog = one
+	}, reply("ok"), reply("fine"))
+	t.Cleanup(release) // first: a failed test leaves no call held
+	for i := range 9 {
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 100))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 100)})
+	}
+	sub := h.bus.Subscribe("c1", 1024)
+	defer sub.Close()
+	if _, ok := wait(t, "the first turn's answer", h.resultOf("c1", &SubmitTurn{TurnID: "t-1", Message: chat.Message{Content: "and now?"}})).(*TurnAccepted); !ok {
+		t.Fatal("the first turn was not accepted")
+	}
+	queued := make(chan struct{}, 1)
+	second := h.resultOf("c1", &SubmitTurn{TurnID: "t-2", Message: chat.Message{Content: "and then?"}, Queued: func(bool) { queued <- struct{}{} }})
+	wait(t, "the second turn queued", queued)
+	release()
+	if _, ok := wait(t, "the second turn's answer", second).(*TurnAccepted); !ok {
+		t.Fatal("the second turn was not accepted")
+	}
+	var order []string
+	for ev := range sub.C {
+		if ev.Type == chat.EventCompacted || ev.Type == chat.EventTurnCompleted || ev.Type == chat.EventTurnStarted {
+			order = append(order, ev.Type+" "+ev.TurnID)
+		}
+		if ev.Type == chat.EventTurnCompleted && ev.TurnID == "t-2" {
+			break
+		}
+	}
+	i := slices.Index(order, chat.EventTurnCompleted+" t-1")
+	if i < 0 || !slices.Equal(order[i:i+2], []string{chat.EventTurnCompleted + " t-1", chat.EventCompacted + " "}) {
+		t.Fatalf("events %q: want the fold told after the first turn completed, before anything of the second", order)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if first := h.store.snaps["c1"].FirstKeptSeq; first <= 1 {
+		t.Fatalf("stored first kept %d: the fold's boundary was not saved", first)
 	}
 }
 
@@ -267,6 +437,12 @@ type askedFold struct {
 // past the soft threshold after its next turn, not before it.
 func heldFolds(t *testing.T) (*harness, <-chan askedFold) {
 	t.Helper()
+	return heldFoldsWith(t, func(*harness, *Deps) {})
+}
+
+// heldFoldsWith is heldFolds with its deps changed by set.
+func heldFoldsWith(t *testing.T, set func(*harness, *Deps)) (*harness, <-chan askedFold) {
+	t.Helper()
 	folds := make(chan askedFold, 2)
 	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
 		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -274,6 +450,7 @@ func heldFolds(t *testing.T) (*harness, <-chan askedFold) {
 				folds <- askedFold{f, c.Sender()}
 			}
 		}))
+		set(h, d)
 	}, reply("ok"), reply("fine"))
 	for i := range 9 {
 		_, _ = h.store.Append(context.Background(), "c1",

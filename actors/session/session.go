@@ -758,20 +758,6 @@ func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.M
 	})
 }
 
-// saveSnapshot is how saveSnapshotWith stores the snapshot: durably
-// (Store.SaveSnapshot) or for the next sync to cover.
-type saveSnapshot func(ctx context.Context, chatID string, snap persistence.Snapshot, acts ...persistence.Activity) error
-
-// saveSnapshotWith saves the snapshot, and acts in the same write, with
-// save (durably or not) and, once saved, marks its requests stored.
-func (s *session) saveSnapshotWith(save saveSnapshot, acts ...persistence.Activity) error {
-	err := save(context.Background(), s.id, s.snap, acts...)
-	if err == nil {
-		s.snap.Stored()
-	}
-	return err
-}
-
 // logRequest keeps r as the newest of the last requests; the snapshot the
 // turn saves writes the new ones.
 func (s *session) logRequest(r chat.RequestLog) { s.snap.LogRequest(r, maxRequestLog) }

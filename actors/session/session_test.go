@@ -38,6 +38,8 @@ type memStore struct {
 	// write with nothing stored; answering is committing for
 	// AppendWithSnapshotThen.
 	synced, committing, answering func() error
+	// saving, when set, runs before a snapshot's save stores anything.
+	saving func()
 	// writer runs the writes that report through a then, off the caller,
 	// as the store's writer does.
 	writer sync.WaitGroup
@@ -198,6 +200,12 @@ func (m *memStore) SaveSnapshotUnsynced(_ context.Context, chatID string, snap p
 // saveSnapshot saves snap and acts, counted as a write of the kind count
 // counts.
 func (m *memStore) saveSnapshot(chatID string, snap persistence.Snapshot, acts []persistence.Activity, count *int) error {
+	m.mu.Lock()
+	saving := m.saving
+	m.mu.Unlock()
+	if saving != nil {
+		saving()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	*count++

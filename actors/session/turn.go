@@ -1026,8 +1026,10 @@ func (s *session) closeTurn(ctx actor.Context, problem *chat.Problem) {
 	if s.stopping {
 		return
 	}
+	// A fold with nothing to ask (no summariser, or paused) saves now,
+	// the mailbox held: the next turn starts once it is stored.
 	s.maybeBackgroundFold(ctx)
-	s.startNext(ctx)
+	s.afterWait(ctx, s.startNext)
 }
 
 // failed reports whether a turn ending with problem failed, as its
