@@ -210,6 +210,40 @@ func TestAFoldsWriteHoldsNoWorker(t *testing.T) {
 	}
 }
 
+// TestASessionStoppedWhileAFoldIsWrittenStoresAndTellsIt: a stop that
+// comes while a fold's write is held waits for it (settle), so the fold
+// is stored and told before the session is gone.
+func TestASessionStoppedWhileAFoldIsWrittenStoresAndTellsIt(t *testing.T) {
+	h, folds := heldFolds(t)
+	if res, _ := h.turn("and now?"); res.Problem != nil {
+		t.Fatalf("problem: %+v", res.Problem)
+	}
+	fold := wait(t, "the background fold", folds)
+	sub := h.bus.Subscribe("c1", 64)
+	defer sub.Close()
+	held, gate := make(chan struct{}, 1), make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	h.store.mu.Lock()
+	h.store.saving = func() { held <- struct{}{}; <-gate }
+	h.store.mu.Unlock()
+	h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked questions"})
+	wait(t, "the fold's write", held)
+	stop := h.system.Root.StopFuture(h.registry)
+	release()
+	if err := stop.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, "the fold's event", sub.C); ev.Type != chat.EventCompacted {
+		t.Fatalf("event %s, want compacted", ev.Type)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if snap := h.store.snaps["c1"]; snap.FirstKeptSeq != foldTo(fold.f) || snap.Summary != "the person asked questions" {
+		t.Fatalf("stored first kept %d, summary %q; want %d and the fold's summary", snap.FirstKeptSeq, snap.Summary, foldTo(fold.f))
+	}
+}
+
 // gatedModel answers as its client once gate is closed.
 type gatedModel struct {
 	providers.Client
