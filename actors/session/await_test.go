@@ -56,18 +56,7 @@ func TestAWriteATurnWaitsForHoldsNoWorker(t *testing.T) {
 		replies = append(replies, reply("noted"))
 	}
 	h := newHarnessWith(t, 128_000, nil, func(h *harness, d *Deps) {
-		// As the hub runs them: mailboxes on a bounded dispatcher, calls
-		// and writes on their own.
-		d.Dispatcher, d.Workers = actors.NewBoundedDispatcher(1), actors.NewDispatcher(0, 0, 0)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), patience)
-			defer cancel()
-			for _, dd := range []*actors.Dispatcher{d.Dispatcher, d.Workers} {
-				if err := dd.Stop(ctx); err != nil {
-					t.Error(err)
-				}
-			}
-		})
+		hubDispatchers(t, d)
 		h.store.synced = func() error { held <- struct{}{}; <-gate; return nil }
 	}, replies...)
 	t.Cleanup(release) // first: a failed test leaves no write held
@@ -156,4 +145,20 @@ func TestASessionStoppedWhileItsMessageSyncsAcceptsTheTurnAndEndsIt(t *testing.T
 	if len(log) != 2 || log[0].Content != "hi" || !log[1].Partial {
 		t.Fatalf("the log after the stop: %+v", log)
 	}
+}
+
+// hubDispatchers runs d's sessions as the hub does: their mailboxes on a
+// bounded dispatcher, their calls and writes on one of their own; both
+// stop when the test ends.
+func hubDispatchers(t *testing.T, d *Deps) {
+	d.Dispatcher, d.Workers = actors.NewBoundedDispatcher(1), actors.NewDispatcher(0, 0, 0)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		for _, dd := range []*actors.Dispatcher{d.Dispatcher, d.Workers} {
+			if err := dd.Stop(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }

@@ -118,17 +118,8 @@ func TestAFoldsWriteHoldsNoWorker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var sessions *actors.Dispatcher
 			h, folds := heldFoldsWith(t, func(h *harness, d *Deps) {
-				d.Dispatcher, d.Workers = actors.NewBoundedDispatcher(1), actors.NewDispatcher(0, 0, 0)
+				hubDispatchers(t, d)
 				sessions = d.Dispatcher
-				t.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), patience)
-					defer cancel()
-					for _, dd := range []*actors.Dispatcher{d.Dispatcher, d.Workers} {
-						if err := dd.Stop(ctx); err != nil {
-							t.Error(err)
-						}
-					}
-				})
 			})
 			if res, _ := h.turn("and now?"); res.Problem != nil {
 				t.Fatalf("problem: %+v", res.Problem)
