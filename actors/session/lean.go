@@ -243,7 +243,13 @@ func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specs
 	}
 	res, err := root.RequestFuture(index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK, Scopes: scopes}, askTimeout).Result()
 	r, ok := res.(*toolindex.SearchResult)
-	if err != nil || !ok {
+	if err == nil && !ok {
+		err = fmt.Errorf("unexpected answer %T", res)
+		if f, failed := res.(*toolindex.ReadFailed); failed {
+			err = f // the index failed on this search; it says why
+		}
+	}
+	if err != nil {
 		return fmt.Sprintf("tool search failed: %v", err), nil, true
 	}
 	var names []string

@@ -106,6 +106,17 @@ type NamedInResult struct {
 	Names []string
 }
 
+// ReadFailed answers a Search, NamedIn or Get whose answering panicked: Err
+// wraps ErrReadFailed. The read is not tried again (it could panic again);
+// the scope it was reading is indexed again, so asking again can work.
+type ReadFailed struct {
+	ReqID string
+	Err   error
+}
+
+func (r *ReadFailed) Error() string { return r.Err.Error() }
+func (r *ReadFailed) Unwrap() error { return r.Err }
+
 // Get asks for registered tools by name, to hand their schemas to a model.
 type Get struct {
 	ReqID  string

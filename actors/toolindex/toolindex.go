@@ -17,7 +17,9 @@
 // the mailbox keeps answering meanwhile, and a search that reads a scope
 // still being built waits for it (never an empty answer for tools that
 // are coming), as does a tool added to or removed from it, applied on top.
-// The actor waits for those goroutines when it stops.
+// A read whose answering panics is answered with ReadFailed by the
+// restarted actor, not run again. The actor waits for those goroutines
+// when it stops.
 package toolindex
 
 import (
@@ -114,6 +116,10 @@ type kept struct {
 	// built and the changes to them but a replace (see waits), handled
 	// once those are built (or their build is dropped).
 	parked []parked
+	// asking is the read being answered until its answer is sent: a
+	// panic meanwhile leaves it here for the restart to answer with an
+	// error, where its asker heard nothing until its ask timed out.
+	asking parked
 	group  actors.Group // the builds' goroutines
 }
 
@@ -210,12 +216,25 @@ func (a *indexActor) start(ctx actor.Context) {
 		}
 		return
 	}
+	a.failAsking(ctx)
 	if !a.inScope {
 		return
 	}
 	a.leave()
 	delete(a.scopes, a.busy)
 	a.rebuild(ctx, a.busy)
+}
+
+// failAsking answers the read whose answering panicked with ReadFailed,
+// at once. It is not answered again: it could panic again.
+func (a *indexActor) failAsking(ctx actor.Context) {
+	p := a.asking
+	if p.msg == nil {
+		return
+	}
+	a.asking = parked{}
+	err := fmt.Errorf("%w (a bug, logged); the tools it read are indexed again, so ask again", ErrReadFailed)
+	a.respond(ctx, p.sender, &ReadFailed{ReqID: reqIDOf(p.msg), Err: err})
 }
 
 // rebuild indexes scope's tools again from Tools off the mailbox.
@@ -506,13 +525,17 @@ func (a *indexActor) run(ctx actor.Context, sender *actor.PID, m any) {
 	case *Unregister:
 		a.handleUnregister(ctx, sender, m)
 	default:
-		a.respond(ctx, sender, a.answer(m))
+		a.asking = parked{sender: sender, msg: m}
+		res := a.answer(m)
+		a.asking = parked{}
+		a.respond(ctx, sender, res)
 	}
 }
 
 // drain handles, in order, the parked messages whose scopes are built now
 // (after a message that may have built or changed one). One that panics
-// is dropped, and those after it stay parked.
+// is answered with ReadFailed once the actor is restarted (failAsking), and
+// those after it stay parked, handled by the restarted actor.
 func (a *indexActor) drain(ctx actor.Context) {
 	if len(a.parked) == 0 {
 		return
@@ -548,6 +571,19 @@ func scopesOf(m any) []string {
 		return m.Scopes
 	}
 	return nil
+}
+
+// reqIDOf is the ReqID of a read.
+func reqIDOf(m any) string {
+	switch m := m.(type) {
+	case *Search:
+		return m.ReqID
+	case *NamedIn:
+		return m.ReqID
+	case *Get:
+		return m.ReqID
+	}
+	return ""
 }
 
 // answer is a read's answer from the scopes built.

@@ -3,6 +3,7 @@ package toolindex
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -571,7 +572,7 @@ func TestASearchThatPanicsRebuildsOnlyTheScopeItRead(t *testing.T) {
 		crm:       {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}},
 		warehouse: {{Name: "move_pallet", Description: "Move a pallet in the warehouse."}},
 	}
-	sys, pid, free, rebuilt := panicInWarehouse(t, toolsOf)
+	sys, pid, free, rebuilt, _ := panicInWarehouse(t, toolsOf)
 	// While the warehouse is rebuilt, the other scopes answer as they were.
 	for _, c := range []struct{ scope, query, want string }{
 		{crm, "invoice", "crm_lookup_invoice"},
@@ -600,8 +601,9 @@ var warehouse = ToolsetScope("a", "warehouse")
 
 // panicInWarehouse starts an index of toolsOf's scopes, then panics a
 // search as it reads the warehouse's, and returns once the warehouse is
-// being rebuilt, held until free; rebuilt lists the scopes rebuilt.
-func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.ActorSystem, pid *actor.PID, free func(), rebuilt func() []string) {
+// being rebuilt, held until free; rebuilt lists the scopes rebuilt, boom
+// is the panicking search's answer.
+func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.ActorSystem, pid *actor.PID, free func(), rebuilt func() []string, boom *actor.Future) {
 	t.Helper()
 	sys = actor.NewActorSystem()
 	src := func() []*Register {
@@ -634,9 +636,8 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 		}
 	}
 	t.Cleanup(func() { testHookSearching = func(string) {} })
-	// It reads the daemon's scope, then the warehouse, where it panics; its
-	// asker hears nothing.
-	sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	// It reads the daemon's scope, then the warehouse, where it panics.
+	boom = sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
 	select {
 	case <-rebuilding:
 	case <-time.After(wait):
@@ -646,6 +647,84 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(scopes)
+	}, boom
+}
+
+// failed checks that f is answered with ReadFailed for reqID, not left to
+// time out: find_tools told the model "timeout" after 5 s.
+func failed(t *testing.T, f *actor.Future, reqID string) {
+	t.Helper()
+	res, err := f.Result()
+	if err != nil {
+		t.Fatalf("the asker of the read that panicked: %v, want a ReadFailed", err)
+	}
+	rf, ok := res.(*ReadFailed)
+	if !ok || rf.ReqID != reqID || !errors.Is(rf, ErrReadFailed) {
+		t.Fatalf("the asker of the read that panicked got %#v, want a ReadFailed for %q wrapping ErrReadFailed", res, reqID)
+	}
+}
+
+// TestASearchThatPanicsIsAnsweredWithAnError: the asker of a search that
+// panics hears an error at once, without the search being run again; it
+// heard nothing, and find_tools reported a timeout after 5 s.
+func TestASearchThatPanicsIsAnsweredWithAnError(t *testing.T) {
+	_, _, free, _, boom := panicInWarehouse(t, map[string][]Tool{warehouse: {{Name: "move_pallet", Description: "Move a pallet."}}})
+	defer free()
+	failed(t, boom, "boom")
+}
+
+// TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre: a read parked
+// during the first load that panics once the load is in is answered with
+// an error, and the reads parked after it are answered by the restarted
+// actor, the panicking scope's own once it is rebuilt.
+func TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre(t *testing.T) {
+	crm := ToolsetScope("b", "crm")
+	toolsOf := map[string][]Tool{
+		"":        daemonTools,
+		crm:       {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}},
+		warehouse: {{Name: "move_pallet", Description: "Move a pallet in the warehouse."}},
+	}
+	sys := actor.NewActorSystem()
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	src := func() []*Register {
+		<-release
+		var regs []*Register
+		for scope, ts := range toolsOf {
+			regs = append(regs, ReplaceScope(scope, ts))
+		}
+		return regs
+	}
+	var panicked atomic.Bool
+	testHookSearching = func(scope string) {
+		if scope == warehouse && panicked.CompareAndSwap(false, true) {
+			panic("a bad search")
+		}
+	}
+	t.Cleanup(func() { testHookSearching = func(string) {} }) // once the actor is stopped
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(scope string) []Tool { return toolsOf[scope] }}))
+	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
+	// All three are parked behind the load; the first panics as it is
+	// answered.
+	boom := sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	invoice := sys.Root.RequestFuture(pid, &Search{ReqID: "invoice", Query: "invoice", K: 3, Scopes: []string{crm}}, wait)
+	pallet := sys.Root.RequestFuture(pid, &Search{ReqID: "pallet", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
+	free()
+	failed(t, boom, "boom")
+	for _, c := range []struct {
+		f    *actor.Future
+		want string
+	}{{invoice, "crm_lookup_invoice"}, {pallet, "move_pallet"}} {
+		res, err := c.f.Result()
+		if err != nil {
+			t.Fatalf("a read parked after the one that panicked: %v", err)
+		}
+		if sr, ok := res.(*SearchResult); !ok || len(sr.Hits) == 0 || sr.Hits[0].Name != c.want {
+			t.Fatalf("a read parked after the one that panicked got %+v, want %s first", res, c.want)
+		}
+	}
+	if !panicked.Load() {
+		t.Fatal("no search panicked")
 	}
 }
 
@@ -655,7 +734,7 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 // dropped the rebuild: the toolset's other tools were gone until it was
 // put again.
 func TestAChangeToAScopeBeingRebuiltIsAppliedOnTopOfIt(t *testing.T) {
-	sys, pid, free, _ := panicInWarehouse(t, map[string][]Tool{
+	sys, pid, free, _, _ := panicInWarehouse(t, map[string][]Tool{
 		warehouse: {{Name: "move_pallet", Description: "Move a pallet."}, {Name: "scrap_pallet", Description: "Scrap a broken pallet."}},
 	})
 	add := sys.Root.RequestFuture(pid, &Register{ReqID: "add", Scope: warehouse, Tools: []Tool{{Name: "count_pallets", Description: "Count the pallets."}}}, wait)
