@@ -306,10 +306,14 @@ func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
 }
 
 // indexSource is everything the tool index holds: the daemon's tools and
-// every toolset, read when the index starts.
-func (h *Hub) indexSource() []*toolindex.Register {
-	out := []*toolindex.Register{{Tools: h.indexScope("")}}
+// every toolset, read when the index starts. Once ctx is done (the index
+// stops) it indexes no more toolsets.
+func (h *Hub) indexSource(ctx context.Context) []*toolindex.Register {
+	out := []*toolindex.Register{{Tools: h.indexScope(ctx, "")}}
 	for k, ts := range h.tools.Toolsets() {
+		if ctx.Err() != nil {
+			break
+		}
 		out = append(out, toolsetRegister(k[0], k[1], ts))
 	}
 	return out
@@ -317,8 +321,8 @@ func (h *Hub) indexSource() []*toolindex.Register {
 
 // indexScope is what one scope of the tool index holds now: the daemon's
 // tools, or a toolset's (none once deleted), for the index to rebuild a
-// scope a panic hit.
-func (h *Hub) indexScope(scope string) []toolindex.Tool {
+// scope a panic hit. It reads the registry in memory: ctx is not needed.
+func (h *Hub) indexScope(_ context.Context, scope string) []toolindex.Tool {
 	if scope == "" {
 		return indexTools(h.tools.List())
 	}

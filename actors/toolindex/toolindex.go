@@ -18,12 +18,13 @@
 // still being built waits for it (never an empty answer for tools that
 // are coming), as does a tool added to or removed from it, applied on top.
 // A read whose answering panics is answered with ReadFailed by the
-// restarted actor, not run again. The actor waits for those goroutines
-// when it stops.
+// restarted actor, not run again. When the actor stops it cancels the
+// context it gave Source and Tools, then waits for those goroutines.
 package toolindex
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -43,15 +44,18 @@ type Config struct {
 	// scope Source returns (the daemon's tools and each toolset) when it
 	// first starts, Source read and its tools indexed off the mailbox, so
 	// a slow read holds no Register; reads wait for it (see kept.pending).
-	// Optional. Defaults to none: the actor starts empty.
-	Source func() []*Register
+	// ctx is cancelled when the actor stops, which waits for Source to
+	// return (at most stopWait): a read that can hang must end with ctx;
+	// what it returns then is dropped. Optional. Defaults to none: the
+	// actor starts empty.
+	Source func(ctx context.Context) []*Register
 	// Tools returns the tools a scope holds now (its toolset's, or the
 	// daemon's for ""). A restart after a panic keeps every scope built
 	// but the one the panicking message was handling (it may be half
 	// changed), which is rebuilt from Tools off the mailbox: no other
-	// scope's search waits for it. Optional. Defaults to none: that scope
-	// is dropped.
-	Tools func(scope string) []Tool
+	// scope's search waits for it. ctx is Source's. Optional. Defaults to
+	// none: that scope is dropped.
+	Tools func(ctx context.Context, scope string) []Tool
 }
 
 // Props returns the props of a tool-index actor, empty unless cfg.Source.
@@ -85,8 +89,8 @@ const dispatchThroughput = 300
 
 type indexActor struct {
 	log    zerolog.Logger
-	source func() []*Register
-	tools  func(scope string) []Tool
+	source func(context.Context) []*Register
+	tools  func(context.Context, string) []Tool
 	*kept
 }
 
@@ -96,6 +100,10 @@ type indexActor struct {
 // the actor's Receive touches it, one message at a time.
 type kept struct {
 	loaded bool
+	// ctx is the builds' context, made at the first start and cancelled
+	// when the actor stops, so that no Source or Tools holds the stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// scopes holds one index per scope: "" for the daemon's own tools, one
 	// per toolset of a tenant; a search reads the scopes it names.
 	scopes map[string]*scoped
@@ -185,6 +193,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 		a.drain(ctx)
 	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
 		if !a.group.Wait(stopWait) {
 			a.log.Warn().Msg("a build of the index outlived the stop")
 		}
@@ -209,6 +220,7 @@ func (a *indexActor) Receive(ctx actor.Context) {
 func (a *indexActor) start(ctx actor.Context) {
 	if !a.loaded {
 		a.scopes, a.inScope, a.loaded = map[string]*scoped{}, false, true
+		a.ctx, a.cancel = context.WithCancel(context.Background())
 		if a.source != nil {
 			a.builds++
 			a.loading, a.fresh = a.builds, map[string]bool{}
@@ -247,13 +259,15 @@ func (a *indexActor) rebuild(ctx actor.Context, scope string) {
 	a.builds++
 	a.rebuilds[scope] = a.builds
 	tools := a.tools
-	a.build(ctx, &built{token: a.builds, scope: scope}, func() []*Register { return []*Register{ReplaceScope(scope, tools(scope))} })
+	a.build(ctx, &built{token: a.builds, scope: scope}, func(bctx context.Context) []*Register {
+		return []*Register{ReplaceScope(scope, tools(bctx, scope))}
+	})
 }
 
 // build runs produce and indexes what it returns on a goroutine of the
 // actor's, and sends it back as msg for the mailbox to install.
-func (a *indexActor) build(ctx actor.Context, msg *built, produce func() []*Register) {
-	self, root, log := ctx.Self(), ctx.ActorSystem().Root, a.log
+func (a *indexActor) build(ctx actor.Context, msg *built, produce func(context.Context) []*Register) {
+	self, root, log, bctx := ctx.Self(), ctx.ActorSystem().Root, a.log, a.ctx
 	a.group.Go(func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -262,7 +276,10 @@ func (a *indexActor) build(ctx actor.Context, msg *built, produce func() []*Regi
 			}
 			root.Send(self, msg)
 		}()
-		msg.regs = indexAll(produce())
+		regs := produce(bctx)
+		if bctx.Err() == nil { // else the actor is stopping: no indexing to wait for
+			msg.regs = indexAll(regs)
+		}
 	})
 }
 

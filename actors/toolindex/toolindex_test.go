@@ -2,6 +2,7 @@ package toolindex
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,7 +245,7 @@ func TestRestartedIndexComesBackWithEveryTool(t *testing.T) {
 	var loads atomic.Int64
 	crm := ToolsetScope("acme", "crm")
 	crmTools := []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number.", Parameters: json.RawMessage(`{"type":"object"}`)}}
-	src := func() []*Register {
+	src := func(context.Context) []*Register {
 		loads.Add(1)
 		return []*Register{{Tools: daemonTools}, {Scope: crm, Replace: true, Tools: crmTools}}
 	}
@@ -298,10 +299,10 @@ func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
 	crmTools := []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}
 	palletTools := []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}
 	toolsOf := map[string][]Tool{crm: crmTools, warehouse: palletTools}
-	src := func() []*Register {
+	src := func(context.Context) []*Register {
 		return []*Register{ReplaceScope(crm, crmTools), ReplaceScope(warehouse, palletTools)}
 	}
-	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(scope string) []Tool { return toolsOf[scope] }}))
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(_ context.Context, scope string) []Tool { return toolsOf[scope] }}))
 	loaded(t, sys, pid)
 	// Tenant a's tools panic as they are indexed in the mailbox; indexed
 	// again, they are held until the test releases them.
@@ -483,7 +484,7 @@ func TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch(t *testing.T) {
 // for every tenant for the rest of the process.
 func TestAnIndexThatKeepsPanickingStillAnswers(t *testing.T) {
 	sys := actor.NewActorSystem()
-	src := func() []*Register { return []*Register{{Tools: daemonTools}} }
+	src := func(context.Context) []*Register { return []*Register{{Tools: daemonTools}} }
 	pid := sys.Root.Spawn(Props(Config{Source: src}).Configure(actor.WithReceiverMiddleware(panicsOnCrash)))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
 	for range 15 {
@@ -510,7 +511,7 @@ func TestTheFirstLoadHoldsNoMessageBehindIt(t *testing.T) {
 	crm := ToolsetScope("b", "crm")
 	reading, release := make(chan struct{}), make(chan struct{})
 	free := sync.OnceFunc(func() { close(release) })
-	src := func() []*Register {
+	src := func(context.Context) []*Register {
 		close(reading)
 		<-release
 		return []*Register{{Tools: daemonTools[:1]}, {Tools: daemonTools[1:]}, {Scope: crm, Tools: []Tool{{Name: "crm_old_lookup", Description: "Find an invoice, the old way."}}}}
@@ -606,7 +607,7 @@ var warehouse = ToolsetScope("a", "warehouse")
 func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.ActorSystem, pid *actor.PID, free func(), rebuilt func() []string, boom *actor.Future) {
 	t.Helper()
 	sys = actor.NewActorSystem()
-	src := func() []*Register {
+	src := func(context.Context) []*Register {
 		var regs []*Register
 		for scope, ts := range toolsOf {
 			regs = append(regs, ReplaceScope(scope, ts))
@@ -618,7 +619,7 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 	var scopes []string
 	rebuilding, release := make(chan struct{}), make(chan struct{})
 	free = sync.OnceFunc(func() { close(release) })
-	tools := func(scope string) []Tool {
+	tools := func(_ context.Context, scope string) []Tool {
 		mu.Lock()
 		scopes = append(scopes, scope)
 		mu.Unlock()
@@ -687,7 +688,7 @@ func TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre(t *testing.T) {
 	sys := actor.NewActorSystem()
 	release := make(chan struct{})
 	free := sync.OnceFunc(func() { close(release) })
-	src := func() []*Register {
+	src := func(context.Context) []*Register {
 		<-release
 		var regs []*Register
 		for scope, ts := range toolsOf {
@@ -702,7 +703,7 @@ func TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookSearching = func(string) {} }) // once the actor is stopped
-	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(scope string) []Tool { return toolsOf[scope] }}))
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(_ context.Context, scope string) []Tool { return toolsOf[scope] }}))
 	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
 	// All three are parked behind the load; the first panics as it is
 	// answered.
@@ -753,5 +754,36 @@ func TestAChangeToAScopeBeingRebuiltIsAppliedOnTopOfIt(t *testing.T) {
 	}
 	if want := []string{"move_pallet", "count_pallets"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v after the rebuild, want %v", names, want)
+	}
+}
+
+// TestStoppingCancelsAHungSource: stopping the actor cancels the context
+// Source runs under, so a source that hangs until then holds the stop no
+// longer; the stop waited for it up to 10 s (stopWait), and with it the
+// daemon's.
+func TestStoppingCancelsAHungSource(t *testing.T) {
+	sys := actor.NewActorSystem()
+	reading, cancelled := make(chan struct{}), make(chan struct{})
+	src := func(ctx context.Context) []*Register {
+		close(reading)
+		<-ctx.Done()
+		close(cancelled)
+		return []*Register{{Tools: daemonTools}}
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src}))
+	select {
+	case <-reading:
+	case <-time.After(wait):
+		t.Fatal("the source was never read")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- sys.Root.StopFuture(pid).Wait() }()
+	select {
+	case <-cancelled:
+	case <-time.After(wait):
+		t.Fatal("stopping the actor did not cancel the source's context")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stopping the actor: %v", err)
 	}
 }
