@@ -305,11 +305,12 @@ func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
 	return toolindex.ReplaceScope(toolindex.ToolsetScope(tenant, name), indexTools(ts))
 }
 
-// indexSource is everything the tool index holds: the daemon's tools and
-// every toolset, read when the index starts. Once ctx is done (the index
-// stops) it indexes no more toolsets.
+// indexSource is every toolset the tool index holds, read when the index
+// starts; the index reads the daemon's own tools apart (indexScope), so
+// that no search waits for the toolsets' indexing but a search of them.
+// Once ctx is done (the index stops) it indexes no more toolsets.
 func (h *Hub) indexSource(ctx context.Context) []*toolindex.Register {
-	out := []*toolindex.Register{{Tools: h.indexScope(ctx, "")}}
+	var out []*toolindex.Register
 	for k, ts := range h.tools.Toolsets() {
 		if ctx.Err() != nil {
 			break

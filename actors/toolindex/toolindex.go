@@ -44,7 +44,10 @@ type Config struct {
 	// scope Source returns (the daemon's tools and each toolset) when it
 	// first starts, Source read and its tools indexed off the mailbox, so
 	// a slow read holds no Register; reads wait for it (see kept.pending).
-	// ctx is cancelled when the actor stops, which waits for Source to
+	// With Tools set, the daemon's own scope is read from Tools("") instead,
+	// on a goroutine of its own, and a "" Source returns is dropped: every
+	// read reads the daemon's scope, and none waits for a tenant's
+	// toolsets but a read of them. ctx is cancelled when the actor stops, which waits for Source to
 	// return (at most stopWait): a read that can hang must end with ctx;
 	// what it returns then is dropped. Optional. Defaults to none: the
 	// actor starts empty.
@@ -214,9 +217,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 	}
 }
 
-// start loads Source the first time; after a restart it keeps the scopes
-// built and rebuilds the one a panic may have left broken. Both build off
-// the mailbox.
+// start loads Source (and the daemon's scope from Tools) the first time;
+// after a restart it keeps the scopes built and rebuilds the one a panic
+// may have left broken. Both build off the mailbox.
 func (a *indexActor) start(ctx actor.Context) {
 	if !a.loaded {
 		a.scopes, a.inScope, a.loaded = map[string]*scoped{}, false, true
@@ -225,6 +228,9 @@ func (a *indexActor) start(ctx actor.Context) {
 			a.builds++
 			a.loading, a.fresh = a.builds, map[string]bool{}
 			a.build(ctx, &built{token: a.loading, first: true}, a.source)
+			if a.tools != nil {
+				a.rebuild(ctx, "") // the load leaves "" to this build
+			}
 		}
 		return
 	}
@@ -249,7 +255,7 @@ func (a *indexActor) failAsking(ctx actor.Context) {
 	a.respond(ctx, p.sender, &ReadFailed{ReqID: reqIDOf(p.msg), Err: err})
 }
 
-// rebuild indexes scope's tools again from Tools off the mailbox.
+// rebuild indexes scope's tools (again) from Tools off the mailbox.
 func (a *indexActor) rebuild(ctx actor.Context, scope string) {
 	if a.tools == nil {
 		a.log.Warn().Str("scope", scope).Msg("dropped a scope a panic may have broken; nothing to rebuild it from")

@@ -29,10 +29,11 @@ func spawn(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	return sys, pid
 }
 
-// loaded waits for the actor's first load: a search waits for it.
+// loaded waits for the actor's first load: a search of a scope the load
+// may bring (any) waits for it, and for the daemon's scope.
 func loaded(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	t.Helper()
-	ask[*SearchResult](t, sys, pid, &Search{ReqID: "loaded", Query: "loaded", K: 1})
+	ask[*SearchResult](t, sys, pid, &Search{ReqID: "loaded", Query: "loaded", K: 1, Scopes: []string{"loaded"}})
 }
 
 func ask[T any](t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) T {
@@ -614,12 +615,17 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 		}
 		return regs
 	}
-	// The rebuild is held until the test releases it.
+	// The rebuild is held until the test releases it; the first load's
+	// read of the daemon's scope is not.
 	var mu sync.Mutex
 	var scopes []string
+	var armed atomic.Bool
 	rebuilding, release := make(chan struct{}), make(chan struct{})
 	free = sync.OnceFunc(func() { close(release) })
 	tools := func(_ context.Context, scope string) []Tool {
+		if !armed.Load() {
+			return toolsOf[scope]
+		}
 		mu.Lock()
 		scopes = append(scopes, scope)
 		mu.Unlock()
@@ -637,6 +643,7 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 		}
 	}
 	t.Cleanup(func() { testHookSearching = func(string) {} })
+	armed.Store(true)
 	// It reads the daemon's scope, then the warehouse, where it panics.
 	boom = sys.Root.RequestFuture(pid, &Search{ReqID: "boom", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
 	select {
@@ -785,5 +792,42 @@ func TestStoppingCancelsAHungSource(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stopping the actor: %v", err)
+	}
+}
+
+// TestTheDaemonsToolsWaitForNoTenantsToolsets: during the first load, the
+// daemon's own tools (read from Tools("")) are in before the toolsets
+// Source brings, so a search of them alone (every search reads them) is
+// answered while a tenant's toolset is still read, and a search of that
+// toolset waits for it. Both waited for the whole of Source.
+func TestTheDaemonsToolsWaitForNoTenantsToolsets(t *testing.T) {
+	sys := actor.NewActorSystem()
+	crm := ToolsetScope("b", "crm")
+	toolsOf := map[string][]Tool{"": daemonTools, crm: {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}}
+	reading, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	src := func(context.Context) []*Register {
+		close(reading)
+		<-release // a tenant's toolset, slow to read
+		return []*Register{ReplaceScope(crm, toolsOf[crm])}
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(_ context.Context, scope string) []Tool { return toolsOf[scope] }}))
+	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
+	select {
+	case <-reading:
+	case <-time.After(wait):
+		t.Fatal("the source was never read")
+	}
+	if sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "own", Query: "harbour", K: 3}); len(sr.Hits) == 0 || sr.Hits[0].Name != "tide_table" {
+		t.Fatalf("hits %v for the daemon's tools while a toolset is read, want tide_table first", sr.Hits)
+	}
+	invoice := sys.Root.RequestFuture(pid, &Search{ReqID: "crm", Query: "invoice", K: 3, Scopes: []string{crm}}, wait)
+	free()
+	res, err := invoice.Result()
+	if err != nil {
+		t.Fatalf("a search of the toolset asked while it was read: %v", err)
+	}
+	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+		t.Fatalf("hits %v for the toolset asked while it was read, want crm_lookup_invoice first", sr.Hits)
 	}
 }
