@@ -44,13 +44,13 @@ type Config struct {
 	// scope Source returns (the daemon's tools and each toolset) when it
 	// first starts, Source read and its tools indexed off the mailbox, so
 	// a slow read holds no Register; reads wait for it (see kept.pending).
-	// With Tools set, the daemon's own scope is read from Tools("") instead,
-	// on a goroutine of its own, and a "" Source returns is dropped: every
-	// read reads the daemon's scope, and none waits for a tenant's
-	// toolsets but a read of them. ctx is cancelled when the actor stops, which waits for Source to
-	// return (at most stopWait): a read that can hang must end with ctx;
-	// what it returns then is dropped. Optional. Defaults to none: the
-	// actor starts empty.
+	// With Tools set, the daemon's own scope is read from Tools("")
+	// instead, on a goroutine of its own, and a "" Source returns is
+	// dropped: every read reads the daemon's scope, and none waits for a
+	// tenant's toolsets but a read of them. ctx is cancelled when the
+	// actor stops, which waits for Source to return (at most stopWait): a
+	// read that can hang must end with ctx; what it returns then is
+	// dropped. Optional. Defaults to none: the actor starts empty.
 	Source func(ctx context.Context) []*Register
 	// Tools returns the tools a scope holds now (its toolset's, or the
 	// daemon's for ""). A restart after a panic keeps every scope built
