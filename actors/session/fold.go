@@ -40,6 +40,11 @@ type foldState struct {
 // foldOverdue fires when a turn has waited Deps.FoldWait for its fold.
 type foldOverdue struct{ reqID string }
 
+// foldResumed takes turnID's next step after the fold it waited for, once
+// what the mailbox took in while the fold's own write was held has run
+// (resumeAfterFold).
+type foldResumed struct{ turnID string }
+
 // startFold asks the summariser to fold every message before seq to. The
 // boundary is pinned now, so a turn that lands meanwhile is never covered.
 func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *actor.PID) {
@@ -114,9 +119,9 @@ func (s *session) overdue(ctx actor.Context, m *foldOverdue) {
 	}
 	f.applied = true
 	s.snap.Digest = summarizer.Digest(s.snap.Digest, f.folded)
-	s.moveBoundary(ctx, f, func(ctx actor.Context) {
+	s.moveBoundary(ctx, f, func(ctx actor.Context, held bool) {
 		s.logger().Warn().Dur("waited", s.deps.FoldWait).Msg("the summariser is slow; folded with the digest, the summary follows")
-		s.resumeAfterFold(ctx)
+		s.resumeAfterFold(ctx, held)
 	})
 }
 
@@ -136,7 +141,7 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 		// The boundary moved already; only a summary is still news.
 		if m.OK {
 			s.snap.Summary, s.snap.SummaryModel, s.snap.Digest = m.Summary, m.Model, ""
-			s.saveAndAnnounce(ctx, f, func(ctx actor.Context, _ chat.Compacted) { s.compactAfterFold(ctx) })
+			s.saveAndAnnounce(ctx, f, func(ctx actor.Context, _ chat.Compacted, _ bool) { s.compactAfterFold(ctx) })
 			return
 		}
 		s.compactAfterFold(ctx)
@@ -160,16 +165,17 @@ func (s *session) folded(ctx actor.Context, m *summarizer.Folded) {
 	if s.turn != nil {
 		s.turn.summaryUsage = s.turn.summaryUsage.Add(m.Usage)
 	}
-	s.moveBoundary(ctx, f, func(ctx actor.Context) {
-		s.resumeAfterFold(ctx)
+	s.moveBoundary(ctx, f, func(ctx actor.Context, held bool) {
+		s.resumeAfterFold(ctx, held)
 		s.compactAfterFold(ctx)
 	})
 }
 
 // moveBoundary makes f.to the first kept seq, durably, announces it,
 // hands the folded words to the learner and runs then: once the fold's
-// write is stored, when it has one of its own (saveAndAnnounce).
-func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx actor.Context)) {
+// write is stored, when it has one of its own (saveAndAnnounce; held says
+// so).
+func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx actor.Context, held bool)) {
 	s.snap.FirstKeptSeq = f.to
 	kept := 0
 	for kept < len(s.msgs) && s.msgs[kept].Seq < f.to {
@@ -180,17 +186,18 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx ac
 		s.win.DropBefore(f.to)
 	}
 	s.dropUncalledTools()
-	s.saveAndAnnounce(ctx, f, func(ctx actor.Context, view chat.Compacted) {
+	s.saveAndAnnounce(ctx, f, func(ctx actor.Context, view chat.Compacted, held bool) {
 		s.learnFrom(ctx, f.folded)
 		if f.replyTo != nil {
 			ctx.Send(f.replyTo, &Compacted{View: view})
 		}
-		then(ctx)
+		then(ctx, held)
 	})
 }
 
 // saveAndAnnounce saves the snapshot, publishes where the model's
-// word-for-word memory starts and runs then with what it published. A
+// word-for-word memory starts and runs then with what it published, and
+// whether the fold's own write held the mailbox (held). A
 // fold someone waits for (POST /compact) is synced before it is told. A
 // background fold writes nothing of its own while a turn runs (unless
 // paused): a write would hold the turn's next step while it waited for
@@ -204,13 +211,13 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx ac
 // hangs (a frozen Postgres, a stalled disk) holds this chat, never a
 // worker of the sessions' dispatcher. A write the handler already awaits
 // goes first (afterWait).
-func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx actor.Context, view chat.Compacted)) {
+func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx actor.Context, view chat.Compacted, held bool)) {
 	s.afterWait(ctx, func(ctx actor.Context) {
 		view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
 		t := s.turn
 		if t != nil && t.phase != phasePaused && f.replyTo == nil {
 			t.folds = append(t.folds, view)
-			then(ctx, view)
+			then(ctx, view, false)
 			return
 		}
 		save := s.deps.Store.SaveSnapshotUnsynced
@@ -228,7 +235,7 @@ func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx
 		if err != nil {
 			s.logger().Error().Err(err).Msg("save snapshot after fold")
 			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
-			then(ctx, view)
+			then(ctx, view, false)
 			return
 		}
 		snap, id := s.snap, s.id
@@ -239,7 +246,7 @@ func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx
 				s.snap.Stored()
 			}
 			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
-			then(ctx, view)
+			then(ctx, view, true)
 		})
 	})
 }
@@ -276,8 +283,28 @@ func (s *session) foldsStored(t *turn) {
 	t.folds = nil
 }
 
-func (s *session) resumeAfterFold(ctx actor.Context) {
-	if t := s.turn; t != nil && t.phase == phaseFolding {
+// resumeAfterFold takes the next step of the turn waiting for the fold
+// just applied. After the fold's own write (held: a /compact's) it steps
+// behind what the mailbox took in while that write was held: a deletion
+// or a move of the chat queued then (a user message, where a shutdown's
+// stop is not) cuts the turn before it plans a request or calls a model
+// for a chat that is gone.
+func (s *session) resumeAfterFold(ctx actor.Context, held bool) {
+	t := s.turn
+	if t == nil || t.phase != phaseFolding {
+		return
+	}
+	if held && !s.stopping {
+		ctx.Send(ctx.Self(), &foldResumed{turnID: t.id})
+		return
+	}
+	s.prepare(ctx)
+}
+
+// foldResumedFor takes the step resumeAfterFold left to the mailbox, if
+// the turn still waits.
+func (s *session) foldResumedFor(ctx actor.Context, m *foldResumed) {
+	if t := s.turn; t != nil && t.id == m.turnID && t.phase == phaseFolding {
 		s.prepare(ctx)
 	}
 }

@@ -529,3 +529,126 @@ func TestAFoldSaysWhatItsSummaryCost(t *testing.T) {
 		t.Fatalf("compact answered %#v, %v; want its fold's usage %+v", res, err, more)
 	}
 }
+
+// TestAStopWhileACompactsWriteIsHeldCutsTheTurnWaitingForIt: a turn waits
+// for the fold a /compact started; that fold's write is held when the
+// session is stopped (the daemon shuts down, the chat is deleted). The
+// fold is stored and told and the /compact answered, as any held write is,
+// but the turn makes no model call: it ends as a stop ends a turn, with
+// the stop's problem and a cut mark stored after its message.
+func TestAStopWhileACompactsWriteIsHeldCutsTheTurnWaitingForIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		problem string
+		// stop stops the session while its fold's write is held, and
+		// says when it has stopped; stopping and stopped say when the
+		// session took in its Stopping and its Stopped.
+		stop func(h *harness, stopping, stopped <-chan struct{}) <-chan struct{}
+	}{
+		{name: "shut down", problem: chat.ProblemShutdown, stop: func(h *harness, stopping, _ <-chan struct{}) <-chan struct{} {
+			stop := h.system.Root.StopFuture(h.registry)
+			// The session's stop (a system message) runs while the write
+			// is held: it settles it.
+			wait(h.t, "the session's stop", stopping)
+			done := make(chan struct{})
+			go func() { _ = stop.Wait(); close(done) }()
+			return done
+		}},
+		{name: "deleted", problem: chat.ProblemDeleted, stop: func(h *harness, _, _ <-chan struct{}) <-chan struct{} {
+			retired := h.system.Root.RequestFuture(h.registry, &Retire{ChatID: "c1"}, patience)
+			// The registry has sent the session its retire once it answers
+			// what was sent after it: the retire waits behind the write.
+			if _, err := h.system.Root.RequestFuture(h.registry, &CountActive{}, patience).Result(); err != nil {
+				h.t.Fatalf("count the sessions: %v", err)
+			}
+			done := make(chan struct{})
+			go func() { _, _ = retired.Result(); close(done) }()
+			return done
+		}},
+		{name: "moved", problem: chat.ProblemMoved, stop: func(h *harness, _, stopped <-chan struct{}) <-chan struct{} {
+			h.system.Root.Send(h.registry, &Moved{ChatID: "c1"})
+			if _, err := h.system.Root.RequestFuture(h.registry, &CountActive{}, patience).Result(); err != nil {
+				h.t.Fatalf("count the sessions: %v", err)
+			}
+			return stopped // the poison behind the write stops it
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			folds, stopping, stopped := make(chan askedFold, 2), make(chan struct{}, 1), make(chan struct{}, 1)
+			h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+				d.onReceive = func(_ string, msg any) {
+					switch msg.(type) {
+					case *actor.Stopping:
+						stopping <- struct{}{}
+					case *actor.Stopped:
+						stopped <- struct{}{}
+					}
+				}
+				d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+					if f, ok := c.Message().(*summarizer.Fold); ok {
+						folds <- askedFold{f, c.Sender()}
+					}
+				}))
+			}, reply("ok"))
+			for i := range 12 {
+				_, _ = h.store.Append(context.Background(), "c1",
+					chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 300))},
+					chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
+			}
+			compacted := h.resultOf("c1", &Compact{})
+			fold := wait(t, "the compact's fold", folds)
+			sub := h.bus.Subscribe("c1", 1024)
+			defer sub.Close()
+			if _, ok := wait(t, "the turn's acceptance", h.resultOf("c1", &SubmitTurn{TurnID: "t-1", Message: chat.Message{Content: "and now?"}})).(*TurnAccepted); !ok {
+				t.Fatal("the turn was not accepted")
+			}
+			// Accepted, the turn waits for the compact's fold: it needs one
+			// to fit and that one runs.
+			if n := len(h.model.requests()); n != 0 {
+				t.Fatalf("%d model calls before the fold; the test needs the turn to wait for it", n)
+			}
+			held, gate := make(chan struct{}, 1), make(chan struct{})
+			release := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(release) // first: a failed test leaves no write held
+			h.store.mu.Lock()
+			h.store.saving = func() { held <- struct{}{}; <-gate }
+			h.store.mu.Unlock()
+			h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked questions"})
+			wait(t, "the fold's write", held)
+			done := tc.stop(h, stopping, stopped)
+			release()
+			wait(t, "the stop", done)
+			if c, ok := wait(t, "the compact's answer", compacted).(*Compacted); !ok || c.View.FirstKeptSeq != foldTo(fold.f) {
+				t.Fatalf("the compact's answer: %#v; want the fold's boundary %d", c, foldTo(fold.f))
+			}
+			var order []string
+			var end chat.TurnResult
+			for ev := range sub.C {
+				order = append(order, ev.Type)
+				if ev.Type == chat.EventTurnCompleted {
+					end = ev.Data.(chat.TurnResult)
+					break
+				}
+			}
+			if !slices.Contains(order, chat.EventCompacted) || end.Problem == nil || end.Problem.Kind != tc.problem {
+				t.Fatalf("events %q, turn ended with %+v; want the fold told and the turn ended with %s", order, end.Problem, tc.problem)
+			}
+			if n := len(h.model.requests()); n != 0 {
+				t.Fatalf("%d model calls: the stopped turn was planned and sent after the fold", n)
+			}
+			h.store.mu.Lock()
+			defer h.store.mu.Unlock()
+			if snap := h.store.snaps["c1"]; snap.FirstKeptSeq != foldTo(fold.f) || snap.Summary != "the person asked questions" {
+				t.Fatalf("stored first kept %d, summary %q; want %d and the fold's summary", snap.FirstKeptSeq, snap.Summary, foldTo(fold.f))
+			}
+			log := h.store.msgs["c1"]
+			want := 2 // the turn's message, then the cut mark
+			if tc.problem == chat.ProblemMoved {
+				want = 1 // the chat is another node's to write: no mark
+			}
+			if last := log[len(log)-1]; log[len(log)-want].Content != "and now?" || want == 2 && (!last.Partial || last.Problem != end.Problem.Message) {
+				t.Fatalf("the log ends with %+v; want the turn's message, then the cut mark unless the chat moved", log[len(log)-2:])
+			}
+		})
+	}
+}

@@ -145,6 +145,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.condensed(ctx, m)
 	case *foldOverdue:
 		s.overdue(ctx, m)
+	case *foldResumed:
+		s.foldResumedFor(ctx, m)
 	case *CancelQueued:
 		s.cancelQueued(ctx, m)
 	case *SubmitToolResults:
