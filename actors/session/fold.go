@@ -64,8 +64,16 @@ func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *
 		req.Trace = trace.SpanContextFromContext(s.turn.ctx)
 	}
 	if s.deps.Summarizer == nil || time.Now().Before(s.snap.FoldPaused) {
-		// Not asking: fold with the digest alone, now.
-		s.folded(ctx, &summarizer.Folded{ReqID: f.reqID, ChatID: s.id, Digest: summarizer.Digest(s.snap.Digest, folded), Err: "summariser paused after repeated failures"})
+		// Not asking: fold with the digest alone, now, or once the write
+		// this handler already awaits has run its continuation
+		// (afterWait). That write's snapshot is a copy taken before the
+		// fold (a turn's end, after the fold a /compact waited for), and
+		// its continuation puts the copy back: applied meanwhile, the
+		// fold's boundary and digest were lost, and the messages it took
+		// out of the window with them.
+		s.afterWait(ctx, func(ctx actor.Context) {
+			s.folded(ctx, &summarizer.Folded{ReqID: f.reqID, ChatID: s.id, Digest: summarizer.Digest(s.snap.Digest, folded), Err: "summariser paused after repeated failures"})
+		})
 		return
 	}
 	ctx.Request(s.deps.Summarizer, req)
@@ -209,45 +217,44 @@ func (s *session) moveBoundary(ctx actor.Context, f *foldState, then func(ctx ac
 // the log rebuilds by folding again. A fold's own write runs on a worker,
 // the mailbox held (writeThen), and then once it is stored: a store that
 // hangs (a frozen Postgres, a stalled disk) holds this chat, never a
-// worker of the sessions' dispatcher. A write the handler already awaits
-// goes first (afterWait).
+// worker of the sessions' dispatcher. No write is awaited when a fold
+// lands: its message runs with the mailbox free, and a fold made at once
+// waits for the write its handler awaits (startFold).
 func (s *session) saveAndAnnounce(ctx actor.Context, f *foldState, then func(ctx actor.Context, view chat.Compacted, held bool)) {
-	s.afterWait(ctx, func(ctx actor.Context) {
-		view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
-		t := s.turn
-		if t != nil && t.phase != phasePaused && f.replyTo == nil {
-			t.folds = append(t.folds, view)
-			then(ctx, view, false)
-			return
-		}
-		save := s.deps.Store.SaveSnapshotUnsynced
-		if f.replyTo != nil {
-			save = s.deps.Store.SaveSnapshot
-		}
-		turnID := ""
-		if t != nil {
-			s.tellFolds(t) // the folds before this one are told first
-			turnID = t.id
-		}
-		// The boundary and the fold's item are one write: a second would
-		// wait for the writer's cycle again (and, synced, for a second sync).
-		a, err := activity(chat.EventCompacted, turnID, view)
+	view := chat.Compacted{FirstKeptSeq: s.snap.FirstKeptSeq, Summary: s.snap.Summary, Model: s.snap.Model, Digest: s.snap.Digest, Usage: f.usage}
+	t := s.turn
+	if t != nil && t.phase != phasePaused && f.replyTo == nil {
+		t.folds = append(t.folds, view)
+		then(ctx, view, false)
+		return
+	}
+	save := s.deps.Store.SaveSnapshotUnsynced
+	if f.replyTo != nil {
+		save = s.deps.Store.SaveSnapshot
+	}
+	turnID := ""
+	if t != nil {
+		s.tellFolds(t) // the folds before this one are told first
+		turnID = t.id
+	}
+	// The boundary and the fold's item are one write: a second would
+	// wait for the writer's cycle again (and, synced, for a second sync).
+	a, err := activity(chat.EventCompacted, turnID, view)
+	if err != nil {
+		s.logger().Error().Err(err).Msg("save snapshot after fold")
+		s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
+		then(ctx, view, false)
+		return
+	}
+	snap, id := s.snap, s.id
+	s.writeThen(ctx, func(bg context.Context) error { return save(bg, id, snap, a) }, func(ctx actor.Context, err error) {
 		if err != nil {
 			s.logger().Error().Err(err).Msg("save snapshot after fold")
-			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
-			then(ctx, view, false)
-			return
+		} else {
+			s.snap.Stored()
 		}
-		snap, id := s.snap, s.id
-		s.writeThen(ctx, func(bg context.Context) error { return save(bg, id, snap, a) }, func(ctx actor.Context, err error) {
-			if err != nil {
-				s.logger().Error().Err(err).Msg("save snapshot after fold")
-			} else {
-				s.snap.Stored()
-			}
-			s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
-			then(ctx, view, true)
-		})
+		s.deps.Bus.PublishMust(s.event(chat.EventCompacted, turnID, view))
+		then(ctx, view, true)
 	})
 }
 

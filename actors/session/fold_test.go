@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/eventbus"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/providers"
 )
 
@@ -623,11 +625,11 @@ func TestAStopWhileACompactsWriteIsHeldCutsTheTurnWaitingForIt(t *testing.T) {
 			}
 			var order []string
 			var end chat.TurnResult
-			for ev := range sub.C {
+			for end.TurnID == "" {
+				ev := wait(t, fmt.Sprintf("the turn's end (so far %q)", order), sub.C)
 				order = append(order, ev.Type)
 				if ev.Type == chat.EventTurnCompleted {
 					end = ev.Data.(chat.TurnResult)
-					break
 				}
 			}
 			if !slices.Contains(order, chat.EventCompacted) || end.Problem == nil || end.Problem.Kind != tc.problem {
@@ -650,5 +652,79 @@ func TestAStopWhileACompactsWriteIsHeldCutsTheTurnWaitingForIt(t *testing.T) {
 				t.Fatalf("the log ends with %+v; want the turn's message, then the cut mark unless the chat moved", log[len(log)-2:])
 			}
 		})
+	}
+}
+
+// vanishing is a catalog of one model that is gone once gone is set.
+type vanishing struct {
+	oneModel
+	gone *atomic.Bool
+}
+
+func (c vanishing) Resolve(ref string) (providers.Client, providers.ModelInfo, error) {
+	if c.gone.Load() {
+		return nil, providers.ModelInfo{}, fmt.Errorf("model %s is gone", ref)
+	}
+	return c.oneModel.Resolve(ref)
+}
+
+// TestACompactFoldedAtOnceWaitsForTheWriteOfTheTurnBeforeIt: a /compact
+// that waited for a turn's fold folds the moment that fold lands, with
+// the digest alone when the summariser is paused, in the handler where
+// the turn, going on after the fold, ended and started its snapshot's
+// write. The /compact's own write waits for that one (afterWait): the
+// turn ends (its problem told, turn.completed), then the /compact is
+// stored and answered. Two writes at once, the turn's continuation was
+// dropped and it never ended.
+func TestACompactFoldedAtOnceWaitsForTheWriteOfTheTurnBeforeIt(t *testing.T) {
+	folds, gone := make(chan askedFold, 2), &atomic.Bool{}
+	h := newHarnessWith(t, 4096, nil, func(h *harness, d *Deps) {
+		d.Summarizer = h.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if f, ok := c.Message().(*summarizer.Fold); ok {
+				folds <- askedFold{f, c.Sender()}
+			}
+		}))
+		d.Catalog = vanishing{d.Catalog.(oneModel), gone}
+	})
+	for i := range 12 {
+		_, _ = h.store.Append(context.Background(), "c1",
+			chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("words ", 300))},
+			chat.Message{Role: chat.RoleAssistant, Content: strings.Repeat("answer ", 300)})
+	}
+	// One more failed fold pauses the summariser: the /compact's fold is
+	// then made at once, with the digest.
+	h.store.snaps["c1"] = persistence.Snapshot{FoldFailures: maxFoldFailures - 1}
+	sub := h.bus.Subscribe("c1", 1024)
+	defer sub.Close()
+	if _, ok := wait(t, "the turn's acceptance", h.resultOf("c1", &SubmitTurn{TurnID: "t-1", Message: chat.Message{Content: "and now?"}})).(*TurnAccepted); !ok {
+		t.Fatal("the turn was not accepted")
+	}
+	fold := wait(t, "the turn's fold", folds)
+	compacted := h.resultOf("c1", &Compact{})
+	// Answered after the /compact: it waits for the turn's fold now.
+	if _, ok := wait(t, "the chat's context", h.resultOf("c1", &GetContext{})).(*chat.ContextView); !ok {
+		t.Fatal("no context")
+	}
+	// Once the fold lands the turn goes on, finds its model gone and ends,
+	// writing its snapshot; the /compact folds in the same handler.
+	gone.Store(true)
+	h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, Digest: "the person asked questions", Err: "the summariser failed"})
+	var order []string
+	for len(order) < 3 {
+		if ev := wait(t, fmt.Sprintf("event %d of the folds and the turn's end (so far %q)", len(order)+1, order), sub.C); ev.Type == chat.EventCompacted || ev.Type == chat.EventTurnCompleted {
+			order = append(order, ev.Type)
+		}
+	}
+	if want := []string{chat.EventCompacted, chat.EventTurnCompleted, chat.EventCompacted}; !slices.Equal(order, want) {
+		t.Fatalf("events %q, want %q: the turn's fold, its end, then the /compact's fold", order, want)
+	}
+	c, ok := wait(t, "the compact's answer", compacted).(*Compacted)
+	if !ok {
+		t.Fatalf("the compact's answer: %#v", c)
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if first := h.store.snaps["c1"].FirstKeptSeq; first != c.View.FirstKeptSeq || first <= foldTo(fold.f) {
+		t.Fatalf("stored first kept %d, the compact answered %d; want both past the turn's fold (%d)", first, c.View.FirstKeptSeq, foldTo(fold.f))
 	}
 }
