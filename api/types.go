@@ -571,4 +571,16 @@ type Health struct {
 	BadgerVlogBytes int64             `json:"badger_vlog_bytes"`
 	EventsDropped   int64             `json:"events_dropped"`   // deltas skipped for lagging clients
 	WatchersDropped int64             `json:"watchers_dropped"` // streams ended by stream.dropped
+	// ToolsetsBuilding is there while stored toolsets are still being
+	// built after the start; the status does not change for it.
+	ToolsetsBuilding *ToolsetsBuilding `json:"toolsets_building,omitempty"`
+}
+
+// ToolsetsBuilding counts what of the stored toolsets is still being built
+// after the start (an MCP server still being connected): the tenants whose
+// requests wait for theirs, and the toolsets not yet built. Counts only:
+// /healthz answers without a token.
+type ToolsetsBuilding struct {
+	Tenants  int `json:"tenants"`
+	Toolsets int `json:"toolsets"`
 }

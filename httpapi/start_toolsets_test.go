@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -28,31 +29,7 @@ import (
 // toolsets (a request whose caller gives up first gets its context's
 // error), then run without the one left out once its server gives up.
 func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
-	var hanging atomic.Bool
-	asked, release := make(chan struct{}), make(chan struct{})
-	var askedOnce, releaseOnce sync.Once
-	server := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "lookup", Description: "Looks a thing up"},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
-		})
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
-		if hanging.Load() && strings.Contains(string(body), `"method":"initialize"`) {
-			askedOnce.Do(func() { close(asked) })
-			select {
-			case <-release:
-				http.Error(w, "gone", http.StatusServiceUnavailable) // the connect gives up
-			case <-r.Context().Done():
-			}
-			return
-		}
-		handler.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before srv.Close: its handler returns
+	srv := hangingMCP(t)
 
 	var mu sync.Mutex
 	var aliceTools [][]string
@@ -84,14 +61,10 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hanging.Store(true)
+	srv.hanging.Store(true)
 	d = d.Restart() // returned before alice's server gave up (only release ends it)
 	alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
-	select {
-	case <-asked:
-	case <-time.After(time.Minute):
-		t.Fatal("the start never connected alice's stored MCP toolset")
-	}
+	srv.waitAsked(t)
 
 	bobChat, err := bob.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"crm"}})
 	if err != nil {
@@ -138,7 +111,7 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 		t.Fatalf("alice's turn reached the model while her toolsets were being built")
 	}
 
-	releaseOnce.Do(func() { close(release) })
+	srv.release()
 	if res, err := alice.Send(ctx, aliceChat.ID, api.SendMessageRequest{Content: "hello again from alice"}, nil); err != nil || res.Status != "completed" {
 		t.Fatalf("alice's turn once her server gave up: %+v %v", res, err)
 	}
@@ -155,5 +128,133 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 	}
 	if _, err := alice.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"slow"}}); status(err) != 404 {
 		t.Fatalf("a chat naming the toolset left out: %v; want 404 as before", err)
+	}
+}
+
+// heldMCP is an MCP server whose initialize, while hanging is set, is held
+// until release, then refused (the connect gives up).
+type heldMCP struct {
+	*httptest.Server
+	hanging atomic.Bool
+	asked   chan struct{} // closed at the first initialize held
+	release func()
+}
+
+func hangingMCP(t *testing.T) *heldMCP {
+	t.Helper()
+	h := &heldMCP{asked: make(chan struct{})}
+	released := make(chan struct{})
+	var askedOnce, releaseOnce sync.Once
+	h.release = func() { releaseOnce.Do(func() { close(released) }) }
+	server := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "lookup", Description: "Looks a thing up"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		if h.hanging.Load() && strings.Contains(string(body), `"method":"initialize"`) {
+			askedOnce.Do(func() { close(h.asked) })
+			select {
+			case <-released:
+				http.Error(w, "gone", http.StatusServiceUnavailable) // the connect gives up
+			case <-r.Context().Done():
+			}
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(h.Close)
+	t.Cleanup(h.release) // before h.Close: its handler returns
+	return h
+}
+
+// waitAsked waits until the server holds an initialize.
+func (h *heldMCP) waitAsked(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the start never connected the stored MCP toolset")
+	}
+}
+
+// /healthz says, without a token and with counts only, that a tenant's
+// stored toolsets are still being built while its MCP server is held at
+// start, and stays 200 "ok" meanwhile: the node serves every other tenant,
+// so a readiness probe keeps it. Once the server gives up, the field is
+// gone.
+func TestHealthzSaysToolsetsAreBeingBuiltWhileAServerIsHeld(t *testing.T) {
+	srv := hangingMCP(t)
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
+	t.Cleanup(fake.Close)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d := daemontest.Start(t, cfg, twoTenants)
+	ctx := context.Background()
+	alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
+	if _, err := alice.PutToolset(ctx, "slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}); err != nil {
+		t.Fatalf("alice's MCP toolset: %v", err)
+	}
+	if _, err := alice.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
+		t.Fatalf("alice's client toolset: %v", err)
+	}
+	if _, err := bob.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
+		t.Fatalf("bob's toolset: %v", err)
+	}
+	health := func() (int, string, api.Health) {
+		t.Helper()
+		res, err := http.Get(d.Server.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		var h api.Health
+		if err := json.Unmarshal(body, &h); err != nil {
+			t.Fatalf("/healthz body %s: %v", body, err)
+		}
+		return res.StatusCode, string(body), h
+	}
+	if code, body, h := health(); code != 200 || h.ToolsetsBuilding != nil {
+		t.Fatalf("/healthz before the restart: %d %s; want 200 without toolsets_building", code, body)
+	}
+
+	srv.hanging.Store(true)
+	d = d.Restart()
+	srv.waitAsked(t)
+	// Bob's gate opens on its own; wait for it, so alice's held server is
+	// all that is left.
+	want := api.ToolsetsBuilding{Tenants: 1, Toolsets: 1}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body, h := health()
+		if code != 200 || h.Status != api.HealthOK || h.ToolsetsBuilding == nil {
+			t.Fatalf("/healthz while alice's MCP server is held: %d %s; want 200 ok with toolsets_building", code, body)
+		}
+		for _, secret := range []string{"tok-a", "alice", "slow", srv.URL} {
+			if strings.Contains(body, secret) {
+				t.Fatalf("/healthz, answered without a token, names %q: %s", secret, body)
+			}
+		}
+		if *h.ToolsetsBuilding == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz while alice's MCP server is held: toolsets_building %+v, want %+v", *h.ToolsetsBuilding, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	srv.release()
+	// Alice's turn waits for her toolsets: once it runs, they are built.
+	c, err := asTenant(d, "tok-a").CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, h := health(); code != 200 || h.ToolsetsBuilding != nil {
+		t.Fatalf("/healthz once alice's toolsets are built (chat %s): %d %s; want 200 without toolsets_building", c.ID, code, body)
 	}
 }

@@ -1033,7 +1033,11 @@ func (h *Hub) Health() api.Health {
 		}
 	}
 	return api.Health{Status: status, StoreError: storeErr, ProviderErrors: errs, Heals: h.metrics.Heals(), ActiveSessions: h.ActiveSessions(),
-		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers()}
+		BadgerLSMBytes: lsm, BadgerVlogBytes: vlog, EventsDropped: h.bus.Dropped(), WatchersDropped: h.bus.DroppedWatchers(),
+		// One tenant's MCP server that hangs at start holds only that
+		// tenant's requests: the status stays what it is, so a readiness
+		// probe keeps the node that serves every other tenant.
+		ToolsetsBuilding: h.toolsetGates.building()}
 }
 
 // unreachable is a store on a server that may stop answering (Postgres):

@@ -427,7 +427,7 @@ func (h *Hub) loadToolsets(ctx context.Context) error {
 	}
 	sem := make(chan struct{}, toolsetConnects)
 	for tenant, all := range byTenant {
-		open := h.toolsetGates.shut(tenant)
+		open := h.toolsetGates.shut(tenant, len(all))
 		h.work.Go(func() {
 			defer open()
 			h.buildStored(sem, all)
@@ -457,6 +457,7 @@ func (h *Hub) buildStored(sem chan struct{}, all []Toolset) {
 			}
 			defer func() { <-sem }()
 			b.tools, b.closeFn, b.err = h.buildToolset(h.ctx, ts)
+			h.toolsetGates.built(ts.Tenant)
 		})
 	}
 	wg.Wait()
@@ -486,20 +487,27 @@ func (h *Hub) toolsetsReady(ctx context.Context, tenant string) error {
 }
 
 // tenantGates are tenants' gates, each closed (and forgotten) once its
-// tenant's stored toolsets are registered.
+// tenant's stored toolsets are registered, with the count of its toolsets
+// not yet built (/healthz's toolsets_building).
 type tenantGates struct {
 	mu sync.Mutex
-	m  map[string]chan struct{}
+	m  map[string]*gate
 }
 
-// shut shuts tenant's gate and returns what opens it.
-func (g *tenantGates) shut(tenant string) (open func()) {
+type gate struct {
+	c    chan struct{}
+	left int
+}
+
+// shut shuts tenant's gate, with n toolsets to build, and returns what
+// opens it.
+func (g *tenantGates) shut(tenant string, n int) (open func()) {
 	c := make(chan struct{})
 	g.mu.Lock()
 	if g.m == nil {
-		g.m = map[string]chan struct{}{}
+		g.m = map[string]*gate{}
 	}
-	g.m[tenant] = c
+	g.m[tenant] = &gate{c: c, left: n}
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()
@@ -509,11 +517,38 @@ func (g *tenantGates) shut(tenant string) (open func()) {
 	}
 }
 
+// built counts one of tenant's toolsets built (or given up).
+func (g *tenantGates) built(tenant string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gt := g.m[tenant]; gt != nil {
+		gt.left--
+	}
+}
+
 // of is tenant's closed gate, nil when it is open.
 func (g *tenantGates) of(tenant string) <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.m[tenant]
+	if gt := g.m[tenant]; gt != nil {
+		return gt.c
+	}
+	return nil
+}
+
+// building counts the tenants whose gates are closed and their toolsets
+// not yet built; nil once every gate is open.
+func (g *tenantGates) building() *api.ToolsetsBuilding {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.m) == 0 {
+		return nil
+	}
+	out := &api.ToolsetsBuilding{Tenants: len(g.m)}
+	for _, gt := range g.m {
+		out.Toolsets += gt.left
+	}
+	return out
 }
 
 // toolsetConnects bounds the stored toolsets built at once at start.
