@@ -98,16 +98,47 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
 	}
 	// protoactor panics where it cannot start (a port taken, etcd refusing):
-	// agentd reports that as an error at start instead.
+	// agentd reports that as an error at start instead, having stopped
+	// what the start got to.
 	defer func() {
 		if r := recover(); r != nil {
 			system.Root.Stop(n.notices)
+			n.stopStarted(provider)
 			err = fmt.Errorf("join cluster %s: %v", cc.Name, r)
 		}
 	}()
 	n.c.StartMember()
 	cfg.Log.Info().Str("cluster", cc.Name).Str("address", n.Address()).Str("http", cfg.AdvertiseHTTP).Msg("joined the cluster")
 	return n, nil
+}
+
+// noAddress is an actor system's address until its remote listener binds.
+const noAddress = "nonhost"
+
+// stopStarted stops what a StartMember that panicked midway started, in
+// Leave's order: the provider's watch and registration, the identity
+// lookup's actors, the gossip loop, then the remote listener, so the
+// cluster port is free and no goroutine of the member runs on. Unlike
+// Leave, it leaves the actor system to its caller (the hub shuts it down
+// after a failed start). StartMember binds the listener first and sets
+// the identity lookup up right after it: an address still unset means it
+// started nothing.
+func (n *Node) stopStarted(provider pcluster.ClusterProvider) {
+	c := n.c
+	if c.Remote == nil || c.ActorSystem.Address() == noAddress {
+		return
+	}
+	// A provider StartMember never reached (gossip or pubsub failed first)
+	// panics on Shutdown, knowing no member: it has nothing to undo.
+	func() {
+		defer func() { _ = recover() }()
+		if err := provider.Shutdown(false); err != nil {
+			n.cfg.Log.Warn().Err(err).Msg("leave the membership after a failed join")
+		}
+	}()
+	c.IdentityLookup.Shutdown()
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(true)
 }
 
 // askTimeout bounds a question to a chat's grain, activation included.
