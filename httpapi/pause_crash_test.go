@@ -48,13 +48,14 @@ func onStore(t *testing.T, cfg configs.Config, f func(st snapshotStore)) {
 }
 
 // pausedOnCRM sends content to a new chat with the application's crm
-// toolset, which pauses its turn on calls calls of the application's.
-func pausedOnCRM(t *testing.T, d *daemontest.Daemon, content string, calls int) (api.Chat, api.TurnResult) {
+// toolset (and the stored toolsets also named), which pauses its turn on
+// calls calls of the application's.
+func pausedOnCRM(t *testing.T, d *daemontest.Daemon, content string, calls int, also ...string) (api.Chat, api.TurnResult) {
 	t.Helper()
 	if st := askJSON(t, d, "", "PUT", "/v1/toolsets/crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}, nil); st != 200 {
 		t.Fatalf("PUT toolset: %d", st)
 	}
-	c, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: []string{"crm"}})
+	c, err := d.Client.CreateChat(context.Background(), api.CreateChatRequest{Toolsets: append([]string{"crm"}, also...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -29,7 +30,7 @@ import (
 // toolsets (a request whose caller gives up first gets its context's
 // error), then run without the one left out once its server gives up.
 func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
-	srv := hangingMCP(t)
+	srv := hangingMCP(t, true)
 
 	var mu sync.Mutex
 	var aliceTools [][]string
@@ -132,7 +133,8 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 }
 
 // heldMCP is an MCP server whose initialize, while hanging is set, is held
-// until release, then refused (the connect gives up).
+// until release, then refused (the connect gives up) or, unless giveUp,
+// answered.
 type heldMCP struct {
 	*httptest.Server
 	hanging atomic.Bool
@@ -140,7 +142,7 @@ type heldMCP struct {
 	release func()
 }
 
-func hangingMCP(t *testing.T) *heldMCP {
+func hangingMCP(t *testing.T, giveUp bool) *heldMCP {
 	t.Helper()
 	h := &heldMCP{asked: make(chan struct{})}
 	released := make(chan struct{})
@@ -159,10 +161,13 @@ func hangingMCP(t *testing.T) *heldMCP {
 			askedOnce.Do(func() { close(h.asked) })
 			select {
 			case <-released:
-				http.Error(w, "gone", http.StatusServiceUnavailable) // the connect gives up
+				if giveUp {
+					http.Error(w, "gone", http.StatusServiceUnavailable) // the connect gives up
+					return
+				}
 			case <-r.Context().Done():
+				return
 			}
-			return
 		}
 		handler.ServeHTTP(w, r)
 	}))
@@ -187,7 +192,7 @@ func (h *heldMCP) waitAsked(t *testing.T) {
 // so a readiness probe keeps it. Once the server gives up, the field is
 // gone.
 func TestHealthzSaysToolsetsAreBeingBuiltWhileAServerIsHeld(t *testing.T) {
-	srv := hangingMCP(t)
+	srv := hangingMCP(t, true)
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
@@ -256,5 +261,70 @@ func TestHealthzSaysToolsetsAreBeingBuiltWhileAServerIsHeld(t *testing.T) {
 	}
 	if code, body, h := health(); code != 200 || h.ToolsetsBuilding != nil {
 		t.Fatalf("/healthz once alice's toolsets are built (chat %s): %d %s; want 200 without toolsets_building", c.ID, code, body)
+	}
+}
+
+// A turn paused on calls that all have their results (a crash after the
+// last one was stored, before the turn went on) is resumed when its chat's
+// session starts. Woken right after the daemon's start by a request that
+// does not wait for the tenant's toolsets (a /compact here; a message
+// added, its grain activating), it called the model before the tenant's
+// stored MCP toolset was registered, without its tools; now the turn waits
+// for them, and the model is sent them.
+func TestAResumedTurnWaitsForItsTenantsToolsetsAtStart(t *testing.T) {
+	srv := hangingMCP(t, false)
+	var mu sync.Mutex
+	var resumed [][]string // the tools of each request that answers a result
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+		if requestKind(r) == kindTurn && r.Messages[len(r.Messages)-1].Role == chat.RoleTool {
+			mu.Lock()
+			resumed = append(resumed, r.Tools)
+			mu.Unlock()
+		}
+		return crmScript(r)
+	}})
+	t.Cleanup(fake.Close)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	ctx := context.Background()
+	d := daemontest.Start(t, cfg, nil)
+	if _, err := d.Client.PutToolset(ctx, "slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}); err != nil {
+		t.Fatalf("the MCP toolset: %v", err)
+	}
+	c, paused := pausedOnCRM(t, d, "How is Ada doing?", 1, "slow")
+	d.Close()
+	onStore(t, cfg, func(st snapshotStore) {
+		call := paused.ToolCalls[0]
+		if _, err := st.Append(ctx, c.ID, chat.Message{Role: chat.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: "3 orders"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	srv.hanging.Store(true)
+	d = daemontest.Start(t, cfg, nil)
+	srv.waitAsked(t)
+	sub := d.Hub.Subscribe(c.ID, 64)
+	defer sub.Close()
+	// Wakes the chat, its session resuming the turn, while the toolset is
+	// being built; what /compact answers is beside the point.
+	askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/compact", map[string]string{}, nil)
+	srv.release()
+	for ended := false; !ended; {
+		select {
+		case ev := <-sub.C:
+			if ev.Type == api.EventTurnCompleted {
+				if r := ev.Data.(api.TurnResult); r.TurnID != paused.TurnID || r.Status != "completed" {
+					t.Fatalf("the resumed turn ended %+v", r)
+				}
+				ended = true
+			}
+		case <-time.After(time.Minute): // a liveness bound, not a speed check
+			t.Fatal("the turn whose results were all stored did not go on after the restart")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) != 1 || !slices.ContainsFunc(resumed[0], func(n string) bool { return strings.HasPrefix(n, "slow") }) {
+		t.Fatalf("the resumed turn's requests were sent the tools %v; want the stored MCP toolset's among them", resumed)
 	}
 }

@@ -329,6 +329,7 @@ func (h *Hub) startActors(opts Options) {
 		FoldAsLines:        h.cfg.Limits.FoldAsLines,
 		NoModelHelp:        h.noModelHelp,
 		TenantInstructions: tenantInstructions(h.cfg.Tenants), ToolResultsWait: h.cfg.Toolsets.ResultsWait.Duration,
+		ToolsReady: h.toolsetGates.of,
 	}
 	h.registry = root.Spawn(session.Props(deps))
 }

@@ -195,10 +195,47 @@ func (s *session) resumePaused(ctx actor.Context) {
 	s.turn = t
 	s.armProgress(ctx)
 	if len(t.awaiting) == 0 {
-		s.resume(ctx, t)
+		s.resumeWhenToolsReady(ctx, t)
 		return
 	}
 	s.armPause(ctx, time.Until(p.Since.Add(s.deps.ToolResultsWait)))
+}
+
+// resumeWhenToolsReady resumes t, paused on calls that all have their
+// results, once the tenant's stored toolsets are registered: a start right
+// after the daemon's, woken by what does not wait for them (a message
+// added, a /compact, its grain activating), would call the model without
+// them. Until then the turn stays paused, and durable (a stop halts it and
+// the next start resumes it), while the mailbox runs on.
+func (s *session) resumeWhenToolsReady(ctx actor.Context, t *turn) {
+	var ready <-chan struct{}
+	if s.deps.ToolsReady != nil {
+		ready = s.deps.ToolsReady(s.meta.Tenant)
+	}
+	if ready == nil {
+		s.resume(ctx, t)
+		return
+	}
+	root, self, halted := ctx.ActorSystem().Root, ctx.Self(), t.ctx.Done()
+	s.work.Go(func() {
+		select {
+		case <-ready:
+			root.Send(self, &toolsReady{turn: t})
+		case <-halted:
+		}
+	})
+}
+
+// toolsReady: the tenant's toolsets that turn's resume waited for are
+// registered.
+type toolsReady struct{ turn *turn }
+
+// toolsAreReady resumes the turn that waited for its tenant's toolsets, if
+// it still waits.
+func (s *session) toolsAreReady(ctx actor.Context, m *toolsReady) {
+	if t := s.turn; t == m.turn && t.phase == phasePaused && len(t.awaiting) == 0 {
+		s.resume(ctx, t)
+	}
 }
 
 // toolResults stores the application's results and resumes the turn once

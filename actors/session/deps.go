@@ -154,6 +154,11 @@ type Deps struct {
 	// ToolResultsWait bounds how long a turn waits for the application's
 	// results of its own tool calls.
 	ToolResultsWait time.Duration
+	// ToolsReady is closed once the tenant's stored toolsets, built after
+	// the start, are registered; nil when they are. A paused turn that a
+	// session's start resumes at once waits for it (resumeWhenToolsReady).
+	// Optional: nil means always ready.
+	ToolsReady func(tenant string) <-chan struct{}
 
 	// onReceive, set by tests only, runs first in every Receive of a
 	// session: a panic it raises stands for a bug of the session's.

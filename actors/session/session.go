@@ -157,6 +157,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.overduePause(ctx, m)
 	case *progressTick:
 		s.progressed(ctx, m)
+	case *toolsReady:
+		s.toolsAreReady(ctx, m)
 	default:
 		s.logger().Warn().Str("type", typeName(m)).Msg("session: unknown message")
 	}
