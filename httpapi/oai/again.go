@@ -115,7 +115,7 @@ func (h *Handler) respondAgain(w http.ResponseWriter, r *http.Request, tenant st
 		WriteHubError(w, r, err)
 		return
 	}
-	b := &builder{resp: p.response()}
+	b := p.builder()
 	b.resp.ID = id
 	b.replay(msgs, readBack(msgs))
 	if err := h.storeOnce(ctx, tenant, p, "", b.resp); err != nil {
@@ -157,7 +157,7 @@ func (h *Handler) respondJoined(w http.ResponseWriter, r *http.Request, tenant s
 		WriteError(w, http.StatusGatewayTimeout, "timeout", "", why)
 		return
 	}
-	b := &builder{resp: p.response()}
+	b := p.builder()
 	b.resp.ID = id
 	b.replay(res.Messages, res)
 	err := h.storeOnce(r.Context(), tenant, p, turnID, b.resp)
@@ -226,6 +226,14 @@ func replayItems(out *stream, resp response) {
 				out.send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": j, "text": pt.Text, "logprobs": []any{}})
 				out.send("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": j, "part": pt})
 			}
+		case itemReasoning:
+			added.Summary = &[]summaryPart{}
+			out.send("response.output_item.added", map[string]any{"output_index": i, "item": added})
+			for j, sp := range *it.Summary {
+				out.send("response.reasoning_summary_part.added", map[string]any{"item_id": it.ID, "output_index": i, "summary_index": j, "part": summaryPart{Type: sp.Type}})
+				out.send("response.reasoning_summary_text.done", map[string]any{"item_id": it.ID, "output_index": i, "summary_index": j, "text": sp.Text})
+				out.send("response.reasoning_summary_part.done", map[string]any{"item_id": it.ID, "output_index": i, "summary_index": j, "part": sp})
+			}
 		case itemFunctionCall:
 			added.Arguments = new(string)
 			out.send("response.output_item.added", map[string]any{"output_index": i, "item": added})
@@ -248,8 +256,8 @@ func derefParts(ps *[]part) []part {
 // with words, then the turn's end (finish), costing what res says.
 func (b *builder) replay(msgs []api.Message, res api.TurnResult) {
 	for _, m := range msgs {
-		if m.Role == api.RoleAssistant && m.Content != "" {
-			b.closeText(m.Content, messageStatus(m))
+		if m.Role == api.RoleAssistant {
+			b.endAnswer(m)
 		}
 	}
 	b.spent = res.Usage

@@ -785,10 +785,12 @@ func (a *answer) failure() (status int, code, param, msg string) {
 var wholeEvents = []string{api.EventMessage, api.EventUsage, api.EventTurnCompleted, api.EventTurnRequiresAction}
 
 // whole waits for the turn to complete or pause and answers it in one
-// chat.completion object. Its text is the assistant messages stored while
+// chat.completion object. Its text (and reasoning_content, the model's
+// reasoning, when it reasoned) is the assistant messages stored while
 // this request waited (a resumed turn's result also lists the ones its
 // client was answered before the pause).
 func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub, turnID string) {
+	var thoughts []string // each answer's reasoning, as stored
 	for a.res == nil {
 		select {
 		case ev, ok := <-sub.C:
@@ -798,6 +800,9 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 			}
 			if m, ok := ev.Data.(api.Message); ok && ev.TurnID == turnID && ev.Type == api.EventMessage && m.Role == api.RoleAssistant {
 				a.text.WriteString(m.Content)
+				if m.Thinking != "" {
+					thoughts = append(thoughts, m.Thinking)
+				}
 			}
 			a.take(ev, turnID)
 		case <-r.Context().Done():
@@ -816,6 +821,9 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 	}
 	a.kept(a)
 	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
+	if len(thoughts) > 0 && !a.late {
+		msg["reasoning_content"] = strings.Join(thoughts, "\n\n")
+	}
 	if calls := a.toolCalls(false); len(calls) > 0 {
 		msg["tool_calls"] = calls
 	}
@@ -841,8 +849,9 @@ func (a *answer) take(ev *eventbus.Event, turnID string) {
 	}
 }
 
-// stream answers the turn as chat.completion.chunk events: the text as it
-// comes, the client's tool calls when the turn pauses for them, the finish
+// stream answers the turn as chat.completion.chunk events: the model's
+// reasoning (delta.reasoning_content, as llama.cpp's server, vLLM and
+// DeepSeek stream it) and the text as they come, the client's tool calls when the turn pauses for them, the finish
 // reason, the usage chunk when asked, then [DONE]. A turn that faulted ends
 // with an error event and no [DONE]: the SDKs raise the error, and a client
 // that reads [DONE] as "complete" is not told so.
@@ -866,6 +875,9 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 			out.data(chunk(map[string]any{"content": s}, nil))
 		}
 	}
+	// thought: reasoning was streamed since the last reset or answer;
+	// apart: an answer with reasoning ended since reasoning last streamed.
+	thought, apart := false, false
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for a.res == nil && !out.gone() {
@@ -878,6 +890,25 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 			switch {
 			case ev.TurnID != turnID:
 			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage): // told whole at the end
+			case a.late && (ev.Type == api.EventThinkingDelta || ev.Type == api.EventThinkingReset): // the stored answer is told, not its reasoning
+			case ev.Type == api.EventThinkingDelta:
+				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
+					text := d["text"]
+					if apart {
+						// The next answer's reasoning (after agentd's own
+						// tools) is not spliced onto the last one's.
+						text, apart = "\n\n"+text, false
+					}
+					thought = true
+					out.data(chunk(map[string]any{"reasoning_content": text}, nil))
+				}
+			case ev.Type == api.EventThinkingReset:
+				// The wire cannot take back what it streamed: the cut
+				// attempt's reasoning ends, marked, and the retry's follows.
+				if thought {
+					thought = false
+					out.data(chunk(map[string]any{"reasoning_content": reasoningBreak}, nil))
+				}
 			case ev.Type == api.EventMessageDelta:
 				if d, ok := ev.Data.(map[string]string); ok {
 					say(d["text"])
@@ -889,6 +920,7 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 						say(rest)
 					}
 					round.Reset()
+					apart = apart || thought
 				}
 			default:
 				a.take(ev, turnID)

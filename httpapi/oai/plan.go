@@ -37,7 +37,8 @@ type gathered struct {
 }
 
 // gather sorts the input's items. A continued chain may echo the
-// function_calls of its last output; agentd has them already. Assistant
+// function_calls and reasoning items of its last output, as OpenAI asks a
+// client that keeps its own context to; agentd has them already. Assistant
 // messages are refused: agentd keeps the chat's history itself.
 func gather(its []inputItem, continued bool) (gathered, error) {
 	var g gathered
@@ -82,9 +83,9 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 			}
 			g.results = append(g.results, api.ToolResult{CallID: it.CallID, Output: out})
 			g.input = append(g.input, item{Type: itemCallOutput, ID: newID("fco_"), Status: statusCompleted, CallID: it.CallID, Output: &out})
-		case itemFunctionCall:
+		case itemFunctionCall, itemReasoning:
 			if !continued {
-				return g, refuse(param+".type", "a function_call in input needs previous_response_id or conversation: agentd keeps the chat's history itself")
+				return g, refuse(param+".type", "a %s item in input needs previous_response_id or conversation: agentd keeps the chat's history itself", it.Type)
 			}
 		default:
 			return g, refuse(param+".type", "input item type %q is not supported by agentd: use message or function_call_output", it.Type)

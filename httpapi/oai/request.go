@@ -2,6 +2,7 @@ package oai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -40,11 +41,30 @@ type createRequest struct {
 			Type string `json:"type"`
 		} `json:"format"`
 	} `json:"text"`
-	Prompt            json.RawMessage `json:"prompt"`
+	Prompt    json.RawMessage `json:"prompt"`
+	Reasoning *struct {
+		Summary string `json:"summary"`
+		// GenerateSummary is summary's deprecated name.
+		GenerateSummary string `json:"generate_summary"`
+	} `json:"reasoning"`
 	ContextManagement []struct {
 		Type             string `json:"type"`
 		CompactThreshold *int   `json:"compact_threshold"`
 	} `json:"context_management"`
+}
+
+// summarises reports whether the request asks to be shown the model's
+// reasoning, as OpenAI's reasoning.summary does: its reasoning is then
+// streamed as a reasoning item's summary (docs/openai.md).
+func (req *createRequest) summarises() bool {
+	if req.Reasoning == nil {
+		return false
+	}
+	switch cmp.Or(req.Reasoning.Summary, req.Reasoning.GenerateSummary) {
+	case "auto", "concise", "detailed":
+		return true
+	}
+	return false
 }
 
 // functionTool is a tool of type function: one the client runs.

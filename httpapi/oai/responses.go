@@ -109,7 +109,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		h.writeSubmitError(w, r, err)
 		return
 	}
-	b := &builder{resp: p.response()}
+	b := p.builder()
 	// A first sending's response is no other's: the same input may follow
 	// the same response again.
 	if key.Value != "" && !key.Unsought {
@@ -188,6 +188,12 @@ func (h *Handler) writeSubmitError(w http.ResponseWriter, r *http.Request, err e
 		return
 	}
 	WriteHubError(w, r, err)
+}
+
+// builder is the builder of the plan's response, which shows the model's
+// reasoning when the request asks for it.
+func (p *plan) builder() *builder {
+	return &builder{resp: p.response(), reasoning: reasoning{shown: p.req.summarises()}}
 }
 
 // response is the plan's response as it starts: in progress, no output.
@@ -359,6 +365,8 @@ type builder struct {
 	// followed it: a response that resumes a paused turn does not count
 	// the calls an earlier response already reported.
 	spent api.Usage
+	// reasoning is the reasoning item being told (reasoning.go).
+	reasoning reasoning
 }
 
 // follow reads the turn's events until it completes or pauses for the
@@ -385,9 +393,15 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string, 
 				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
 					b.delta(d["text"])
 				}
+			case api.EventThinkingDelta:
+				if d, ok := ev.Data.(map[string]string); ok {
+					b.think(d["text"])
+				}
+			case api.EventThinkingReset:
+				b.rethink()
 			case api.EventMessage:
-				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant && (m.Content != "" || b.has) {
-					b.closeText(m.Content, messageStatus(m))
+				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant {
+					b.endAnswer(m)
 				}
 			case api.EventUsage:
 				if u, ok := ev.Data.(api.Usage); ok {
@@ -413,6 +427,9 @@ func (b *builder) openText() {
 
 func (b *builder) delta(text string) {
 	if !b.has {
+		if b.reasoning.open {
+			b.closeReasoning("", statusCompleted)
+		}
 		b.openText()
 	}
 	b.text = append(b.text, text...)
@@ -440,6 +457,13 @@ func (b *builder) closeText(text, status string) {
 // at the client's max_output_tokens makes it incomplete, as on OpenAI, and
 // so does one the provider refused (reason content_filter).
 func (b *builder) finish(res api.TurnResult) {
+	if b.reasoning.open {
+		status := statusCompleted
+		if failedBy(res.Problem) {
+			status = statusIncomplete
+		}
+		b.closeReasoning("", status)
+	}
 	if b.has {
 		status := statusCompleted
 		if res.Refused {

@@ -77,7 +77,8 @@ type usage struct {
 }
 
 // item is one item of a response's output, its input or a conversation:
-// a message, a function_call or a function_call_output.
+// a message, a function_call, a function_call_output or (output only) a
+// reasoning item.
 type item struct {
 	Type   string `json:"type"`
 	ID     string `json:"id"`
@@ -91,6 +92,14 @@ type item struct {
 	Name      string  `json:"name,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
 	Output    *string `json:"output,omitempty"`
+	// reasoning: its summary parts, there even when empty.
+	Summary *[]summaryPart `json:"summary,omitempty"`
+}
+
+// summaryPart is one part of a reasoning item's summary: summary_text.
+type summaryPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // textBytes is the length of the text an item carries.
@@ -106,6 +115,11 @@ func (it item) textBytes() int {
 	}
 	if it.Output != nil {
 		n += len(*it.Output)
+	}
+	if it.Summary != nil {
+		for _, p := range *it.Summary {
+			n += len(p.Text)
+		}
 	}
 	return n
 }
@@ -125,6 +139,7 @@ const (
 	itemMessage      = "message"
 	itemFunctionCall = "function_call"
 	itemCallOutput   = "function_call_output"
+	itemReasoning    = "reasoning"
 
 	statusInProgress = "in_progress"
 	statusCompleted  = "completed"

@@ -1,0 +1,386 @@
+package oai_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/httpapi/oai"
+	"github.com/agentd/agentd/testkit"
+)
+
+const (
+	thought = "First I weigh it."
+	said    = "The answer is four."
+	// Over OpenAI's wire, a cut after the role chunk and two pieces of
+	// reasoning of five runes: "First I we".
+	cutThought = "First I we"
+	retried    = "A second thought."
+	saidOnce   = "Said once."
+	lookUp     = "Look it up."
+)
+
+// reasoner answers every turn with reply; the summariser's and learner's
+// requests as talker does.
+func reasoner(replies ...testkit.Reply) testkit.Script {
+	var n atomic.Int64
+	return func(r testkit.Received) testkit.Reply {
+		if !isTurn(r) {
+			return talker(r)
+		}
+		return replies[min(int(n.Add(1))-1, len(replies)-1)]
+	}
+}
+
+// toolThenAnswer reasons and calls agentd's own find_tools, then reasons
+// again and answers: two answers in one turn.
+func toolThenAnswer(r testkit.Received) testkit.Reply {
+	if !isTurn(r) {
+		return talker(r)
+	}
+	if r.Messages[len(r.Messages)-1].Role == chat.RoleTool {
+		return testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5}
+	}
+	return testkit.Reply{Thinking: lookUp, ChunkRunes: 5, ToolCalls: []chat.ToolCall{{ID: "call_find", Name: "find_tools", Arguments: `{"query":"sums"}`}}}
+}
+
+// cutWhileReasoning is a first try cut after two pieces of its reasoning,
+// before its first word, then a whole answer to the try again.
+func cutWhileReasoning() testkit.Script {
+	return reasoner(testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5, CutAfterChunks: 3},
+		testkit.Reply{Thinking: retried, Text: saidOnce, ChunkRunes: 5})
+}
+
+// reasoningTrace streams a response through the SDK, feeding each event to
+// its accumulator, and returns the events as lines (consecutive deltas of
+// one part joined) with the final response.
+func reasoningTrace(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) ([]string, responses.Response) {
+	t.Helper()
+	s := sdk.Responses.NewStreaming(context.Background(), params)
+	defer s.Close()
+	var trace []string
+	var final responses.Response
+	var acc responses.ResponseAccumulator
+	add := func(line string) {
+		if n := len(trace); n > 0 {
+			if head, _, ok := strings.Cut(line, "|"); ok && strings.HasPrefix(trace[n-1], head+"|") {
+				trace[n-1] += line[len(head)+1:]
+				return
+			}
+		}
+		trace = append(trace, line)
+	}
+	for s.Next() {
+		ev := s.Current()
+		var same responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(ev.RawJSON()), &same); err != nil {
+			t.Fatal(err)
+		}
+		if err := acc.AddEvent(same); err != nil {
+			t.Fatalf("the accumulator refuses %s: %v", ev.Type, err)
+		}
+		at := fmt.Sprintf("%d/%d", ev.OutputIndex, ev.SummaryIndex)
+		switch ev.Type {
+		case "response.output_item.added", "response.output_item.done":
+			add(fmt.Sprintf("%s %s@%d", strings.TrimPrefix(ev.Type, "response.output_item."), ev.Item.Type, ev.OutputIndex))
+		case "response.reasoning_summary_part.added":
+			add("part.added " + at + " " + ev.Part.Text)
+		case "response.reasoning_summary_text.delta":
+			add("think " + at + "|" + ev.Delta)
+		case "response.reasoning_summary_text.done":
+			add("think.done " + at + " " + ev.Text)
+		case "response.reasoning_summary_part.done":
+			add("part.done " + at + " " + ev.Part.Text)
+		case "response.output_text.delta":
+			add(fmt.Sprintf("say %d|%s", ev.OutputIndex, ev.Delta))
+		case "response.output_text.done":
+			add(fmt.Sprintf("say.done %d %s", ev.OutputIndex, ev.Text))
+		case "response.completed", "response.incomplete", "response.failed":
+			add(ev.Type)
+			final = ev.Response
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt, err := acc.ReconstructedResponse(); err != nil || len(rebuilt.Output) != len(final.Output) {
+		t.Fatalf("the accumulator rebuilt %d items (%v), the stream ended with %d", len(rebuilt.Output), err, len(final.Output))
+	}
+	return trace, final
+}
+
+// summaries reads a response's output as "reasoning: part|part" and
+// "message: text" lines.
+func summaries(resp responses.Response) []string {
+	var out []string
+	for _, it := range resp.Output {
+		switch it.Type {
+		case "reasoning":
+			var parts []string
+			for _, s := range it.AsReasoning().Summary {
+				parts = append(parts, s.Text)
+			}
+			out = append(out, "reasoning: "+strings.Join(parts, "|"))
+		case "message":
+			out = append(out, "message: "+it.AsMessage().Content[0].Text)
+		default:
+			out = append(out, it.Type)
+		}
+	}
+	return out
+}
+
+func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+func asked(summary bool) responses.ResponseNewParams {
+	p := responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is two and two?")}}
+	if summary {
+		p.Reasoning = shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto}
+	}
+	return p
+}
+
+// TestResponsesStreamTheModelsReasoningAsASummary: a request that asks for
+// reasoning summaries (reasoning.summary) is streamed the model's reasoning
+// as it comes, a reasoning item with one summary_text part before the
+// message, with OpenAI's events in OpenAI's order; the final response, the
+// whole one and the stored one hold the item. A request that does not ask,
+// and a model that does not reason, get no reasoning event or item.
+func TestResponsesStreamTheModelsReasoningAsASummary(t *testing.T) {
+	for name, c := range map[string]struct {
+		reply  testkit.Reply
+		script testkit.Script // else reasoner(reply)
+		asks   bool
+		events []string
+		output []string
+	}{
+		"asked": {reply: testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5}, asks: true,
+			events: []string{"added reasoning@0", "part.added 0/0 ", "think 0/0|" + thought, "think.done 0/0 " + thought, "part.done 0/0 " + thought,
+				"done reasoning@0", "added message@1", "say 1|" + said, "say.done 1 " + said, "done message@1", "response.completed"},
+			output: []string{"reasoning: " + thought, "message: " + said}},
+		"asked, two answers in a turn": {script: toolThenAnswer, asks: true,
+			events: []string{"added reasoning@0", "part.added 0/0 ", "think 0/0|" + lookUp, "think.done 0/0 " + lookUp, "part.done 0/0 " + lookUp, "done reasoning@0",
+				"added reasoning@1", "part.added 1/0 ", "think 1/0|" + thought, "think.done 1/0 " + thought, "part.done 1/0 " + thought, "done reasoning@1",
+				"added message@2", "say 2|" + said, "say.done 2 " + said, "done message@2", "response.completed"},
+			output: []string{"reasoning: " + lookUp, "reasoning: " + thought, "message: " + said}},
+		"not asked": {reply: testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5},
+			events: []string{"added message@0", "say 0|" + said, "say.done 0 " + said, "done message@0", "response.completed"},
+			output: []string{"message: " + said}},
+		"asked of a model that does not reason": {reply: testkit.Reply{Text: said, ChunkRunes: 5}, asks: true,
+			events: []string{"added message@0", "say 0|" + said, "say.done 0 " + said, "done message@0", "response.completed"},
+			output: []string{"message: " + said}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if c.script == nil {
+				c.script = reasoner(c.reply)
+			}
+			_, _, sdk := start(t, 32000, c.script)
+			events, final := reasoningTrace(t, sdk, asked(c.asks))
+			if !equal(events, c.events) {
+				t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(c.events, "\n"))
+			}
+			if got := summaries(final); !equal(got, c.output) {
+				t.Fatalf("response.completed's output %q, want %q", got, c.output)
+			}
+			stored, err := sdk.Responses.Get(context.Background(), final.ID, responses.ResponseGetParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summaries(*stored); !equal(got, c.output) {
+				t.Fatalf("the stored response's output %q, want %q", got, c.output)
+			}
+			whole, err := sdk.Responses.New(context.Background(), asked(c.asks))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summaries(*whole); !equal(got, c.output) {
+				t.Fatalf("a whole response's output %q, want %q", got, c.output)
+			}
+		})
+	}
+}
+
+// TestResponsesAReasoningCutAndAskedAgainIsANewSummaryPart: a stream cut
+// while the model reasons is asked again (thinking.reset); the client was
+// shown part of the cut reasoning, which no event takes back, so that part
+// ends as it was shown and the retry's reasoning is the next summary part
+// of the same item: nothing shown twice, nothing contradicted by the final
+// response.
+func TestResponsesAReasoningCutAndAskedAgainIsANewSummaryPart(t *testing.T) {
+	_, _, sdk := start(t, 32000, cutWhileReasoning())
+	events, final := reasoningTrace(t, sdk, asked(true))
+	want := []string{"added reasoning@0",
+		"part.added 0/0 ", "think 0/0|" + cutThought, "think.done 0/0 " + cutThought, "part.done 0/0 " + cutThought,
+		"part.added 0/1 ", "think 0/1|" + retried, "think.done 0/1 " + retried, "part.done 0/1 " + retried,
+		"done reasoning@0", "added message@1", "say 1|" + saidOnce, "say.done 1 " + saidOnce, "done message@1", "response.completed"}
+	if !equal(events, want) {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := summaries(final), []string{"reasoning: " + cutThought + "|" + retried, "message: " + saidOnce}; !equal(got, want) {
+		t.Fatalf("output %q, want %q", got, want)
+	}
+}
+
+// TestResponsesAnEchoedReasoningItemIsSkipped: a client that keeps its own
+// context sends a response's output back (OpenAI asks it to send reasoning
+// items with the function_call_outputs): on a continued chain the
+// reasoning item is skipped, as an echoed function_call is; without one it
+// is refused, naming its type.
+func TestResponsesAnEchoedReasoningItemIsSkipped(t *testing.T) {
+	_, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said}))
+	ctx := context.Background()
+	first, err := sdk.Responses.New(ctx, asked(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Output[0].Type != "reasoning" {
+		t.Fatalf("output %q: want a reasoning item first", summaries(*first))
+	}
+	echoed := first.Output[0].AsReasoning().ToParam()
+	input := responses.ResponseInputParam{
+		{OfReasoning: &echoed},
+		responses.ResponseInputItemParamOfMessage("And three and three?", responses.EasyInputMessageRoleUser),
+	}
+	next, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatalf("an echoed reasoning item on a continued chain: %v", err)
+	}
+	if next.Status != "completed" {
+		t.Fatalf("the next response is %s", next.Status)
+	}
+	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "input[0].type" || !strings.Contains(e.Message, "reasoning") {
+		t.Fatalf("a reasoning item without a chain: %v, want a 400 on input[0].type naming it", err)
+	}
+}
+
+// chunks posts a streamed Chat Completions request and returns its data
+// lines' deltas as "r:" (reasoning_content) and "c:" (content) lines,
+// consecutive ones of a kind joined, and whether any line named
+// reasoning_content.
+func chunks(t *testing.T, base string) (trace []string, named bool) {
+	t.Helper()
+	resp := postQuestion(t, base, true)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	add := func(kind, text string) {
+		if n := len(trace); n > 0 && strings.HasPrefix(trace[n-1], kind) {
+			trace[n-1] += text
+			return
+		}
+		trace = append(trace, kind+text)
+	}
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		named = named || strings.Contains(data, "reasoning_content")
+		var ev struct {
+			Choices []struct {
+				Delta struct {
+					Content          string `json:"content"`
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("data line %q: %v", data, err)
+		}
+		for _, c := range ev.Choices {
+			if c.Delta.ReasoningContent != "" {
+				add("r:", c.Delta.ReasoningContent)
+			}
+			if c.Delta.Content != "" {
+				add("c:", c.Delta.Content)
+			}
+		}
+	}
+	return trace, named
+}
+
+// postQuestion asks a new chat a question on Chat Completions.
+func postQuestion(t *testing.T, base string, stream bool) *http.Response {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":"fake/m","stream":%v,"messages":[{"role":"user","content":"What is two and two?"}]}`, stream)
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tok-a")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("answered %s", resp.Status)
+	}
+	return resp
+}
+
+// wholeReasoning asks a question unstreamed and returns its message's
+// reasoning_content, and whether it has one.
+func wholeReasoning(t *testing.T, base string) (string, bool) {
+	t.Helper()
+	resp := postQuestion(t, base, false)
+	defer resp.Body.Close()
+	var c struct {
+		Choices []struct {
+			Message map[string]any `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || len(c.Choices) != 1 {
+		t.Fatalf("a completion of %d choices: %v", len(c.Choices), err)
+	}
+	r, ok := c.Choices[0].Message["reasoning_content"].(string)
+	return r, ok
+}
+
+// TestChatCompletionsStreamTheModelsReasoningAsReasoningContent: the
+// model's reasoning streams as delta.reasoning_content, as llama.cpp's
+// server, vLLM and DeepSeek stream it, before the answer's content; a
+// reasoning cut and asked again is followed by a marked break, then the
+// retry's reasoning, never spliced onto the cut one, nor is a second
+// answer's onto the first's; a model that does not reason streams no
+// reasoning_content at all. An unstreamed answer carries the stored
+// reasoning as message.reasoning_content.
+func TestChatCompletionsStreamTheModelsReasoningAsReasoningContent(t *testing.T) {
+	for name, c := range map[string]struct {
+		script testkit.Script
+		want   []string
+		whole  string // the unstreamed answer's reasoning_content: none when ""
+	}{
+		"reasoning": {script: reasoner(testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5}), want: []string{"r:" + thought, "c:" + said}, whole: thought},
+		"two answers in a turn": {script: toolThenAnswer, want: []string{"r:" + lookUp + "\n\n" + thought, "c:" + said},
+			whole: lookUp + "\n\n" + thought},
+		"cut and retried": {script: cutWhileReasoning(), want: []string{"r:" + cutThought + oai.ReasoningBreak + retried, "c:" + saidOnce},
+			whole: retried},
+		"no reasoning":      {script: reasoner(testkit.Reply{Text: said, ChunkRunes: 5}), want: []string{"c:" + said}},
+		"no reasoning, cut": {script: reasoner(testkit.Reply{Text: said, ChunkRunes: 5, CutAfterChunks: 1}, testkit.Reply{Text: saidOnce}), want: []string{"c:" + saidOnce}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, _, _ := start(t, 32000, c.script)
+			trace, named := chunks(t, d.Server.URL)
+			if !equal(trace, c.want) {
+				t.Fatalf("deltas:\n%s\nwant:\n%s", strings.Join(trace, "\n"), strings.Join(c.want, "\n"))
+			}
+			if reasons := strings.HasPrefix(c.want[0], "r:"); named != reasons {
+				t.Fatalf("a data line names reasoning_content: %v, want %v", named, reasons)
+			}
+			if got, ok := wholeReasoning(t, d.Server.URL); got != c.whole || ok != (c.whole != "") {
+				t.Fatalf("the unstreamed answer's reasoning_content %q (there: %v), want %q", got, ok, c.whole)
+			}
+		})
+	}
+}
