@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -65,9 +66,9 @@ func cutWhileReasoning() testkit.Script {
 // reasoningTrace streams a response through the SDK, feeding each event to
 // its accumulator, and returns the events as lines (consecutive deltas of
 // one part joined) with the final response.
-func reasoningTrace(t *testing.T, sdk openai.Client, params responses.ResponseNewParams) ([]string, responses.Response) {
+func reasoningTrace(t *testing.T, sdk openai.Client, params responses.ResponseNewParams, opts ...option.RequestOption) ([]string, responses.Response) {
 	t.Helper()
-	s := sdk.Responses.NewStreaming(context.Background(), params)
+	s := sdk.Responses.NewStreaming(context.Background(), params, opts...)
 	defer s.Close()
 	var trace []string
 	var final responses.Response
@@ -208,6 +209,35 @@ func TestResponsesStreamTheModelsReasoningAsASummary(t *testing.T) {
 				t.Fatalf("a whole response's output %q, want %q", got, c.output)
 			}
 		})
+	}
+}
+
+// TestResponsesSentAgainUnderItsKeyTellsItsReasoning: a streamed response
+// of a chain sent again under its Idempotency-Key after it ended is told again whole
+// from what was stored, its reasoning item's summary parts with it, as
+// OpenAI's events that the SDK's accumulator takes.
+func TestResponsesSentAgainUnderItsKeyTellsItsReasoning(t *testing.T) {
+	// A key is a continued chain's: the chain's first answer, then the
+	// keyed one cut while it reasons and asked again.
+	_, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said},
+		testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5, CutAfterChunks: 3}, testkit.Reply{Thinking: retried, Text: saidOnce}))
+	chain, err := sdk.Responses.New(context.Background(), asked(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := asked(true)
+	params.PreviousResponseID = openai.String(chain.ID)
+	_, first := reasoningTrace(t, sdk, params, withKey("k-reasoning"))
+	events, again := reasoningTrace(t, sdk, params, withKey("k-reasoning"))
+	want := []string{"added reasoning@0",
+		"part.added 0/0 ", "think.done 0/0 " + cutThought, "part.done 0/0 " + cutThought,
+		"part.added 0/1 ", "think.done 0/1 " + retried, "part.done 0/1 " + retried,
+		"done reasoning@0", "added message@1", "say.done 1 " + saidOnce, "done message@1", "response.completed"}
+	if !equal(events, want) {
+		t.Fatalf("events told again:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+	if again.ID != first.ID || !equal(summaries(again), summaries(first)) {
+		t.Fatalf("told again %s %q, first %s %q", again.ID, summaries(again), first.ID, summaries(first))
 	}
 }
 
