@@ -414,3 +414,35 @@ func TestChatCompletionsStreamTheModelsReasoningAsReasoningContent(t *testing.T)
 		})
 	}
 }
+
+// TestChatCompletionsReasoningContentReachesOpenAIGo: openai-go, which has
+// no reasoning field, hands a client the streamed reasoning_content as an
+// extra field of each delta (docs/openai-chat-completions.md).
+func TestChatCompletionsReasoningContentReachesOpenAIGo(t *testing.T) {
+	_, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5}))
+	s := sdk.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "fake/m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is two and two?")}})
+	defer s.Close()
+	var reasoned, content strings.Builder
+	for s.Next() {
+		for _, c := range s.Current().Choices {
+			if f, ok := c.Delta.JSON.ExtraFields["reasoning_content"]; ok {
+				var piece string
+				if err := json.Unmarshal([]byte(f.Raw()), &piece); err != nil {
+					t.Fatalf("reasoning_content %s: %v", f.Raw(), err)
+				}
+				if content.Len() > 0 {
+					t.Fatalf("reasoning %q came after content %q", piece, content.String())
+				}
+				reasoned.WriteString(piece)
+			}
+			content.WriteString(c.Delta.Content)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if reasoned.String() != thought || content.String() != said {
+		t.Fatalf("openai-go read reasoning %q and content %q, want %q and %q", reasoned.String(), content.String(), thought, said)
+	}
+}
