@@ -512,17 +512,57 @@ func (p *Postgres) exec(ctx context.Context, sql string, args ...any) error {
 // tenant holding fewest (fairshare.Share). A read that fails once the
 // store is closed (its Close cut it, giving up on a server that does not
 // answer) says so: errors.Is ErrClosed, not a connection's error.
+//
+// A read is idempotent, so one that failed only because its connection
+// was dead runs again on another, as acquire takes them: at most one try a
+// connection of the pool's, and a new one. After a network blip cut the
+// pool's connections, those idle under a second are not pinged first
+// (pingIdle), and each read given one failed, 503, until a live one came.
+// fn starts its results afresh on each try.
 func (p *Postgres) read(ctx context.Context, tenant string, fn func(c *pgxpool.Conn) error) error {
+	return p.onReader(ctx, tenant, p.pool.size+1, fn)
+}
+
+// onReader runs fn as read does, in up to tries tries: Claim, a write on a
+// reading connection, tries once.
+func (p *Postgres) onReader(ctx context.Context, tenant string, tries int32, fn func(c *pgxpool.Conn) error) error {
 	release, err := p.reads.Acquire(ctx, tenant)
 	if err != nil {
 		return err
 	}
 	defer release()
-	err = p.pool.with(ctx, fn)
-	if err != nil && p.life.Err() != nil {
-		err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
+	for range tries {
+		var dead bool
+		err = p.pool.with(ctx, func(c *pgxpool.Conn) error {
+			err := fn(c)
+			dead = err != nil && c.Conn().IsClosed() && lostConn(err)
+			return err
+		})
+		if !dead || ctx.Err() != nil || p.life.Err() != nil {
+			if err != nil && p.life.Err() != nil {
+				err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
+			}
+			return err
+		}
+	}
+	// Every try lost its connection. pgx returns a cut connection's end of
+	// stream bare (io.ErrUnexpectedEOF), which Unavailable does not tell
+	// from another's: said here, it is a 503, to send again, not a 500.
+	if !Unavailable(err) {
+		err = fmt.Errorf("%w: %w", pgconn.ErrConnClosed, err)
 	}
 	return err
+}
+
+// lostConn reports whether err, a statement's on a connection pgx then
+// closed, is that connection's loss: it never reached the server, or the
+// network or the server ended the connection. Not a statement's failure,
+// which another try would meet again. pgx returns a cut's end of stream
+// bare; the connection closed says it was the store's.
+func lostConn(err error) bool {
+	_, netErr := errors.AsType[net.Error](err)
+	return pgconn.SafeToRetry(err) || Unavailable(err) || netErr ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // readsForKey carries ReadsFor's tenant.
@@ -788,7 +828,9 @@ func (p *Postgres) DeleteChat(ctx context.Context, id string, records ...RecordK
 // whole, and nothing of it lands.
 func (p *Postgres) Claim(ctx context.Context, chatID string) error {
 	var epoch int64
-	err := p.read(ctx, p.lane(ctx, chatID), func(c *pgxpool.Conn) error {
+	// Once: a claim that reached the server may have taken the chat, and
+	// another would take it again.
+	err := p.onReader(ctx, p.lane(ctx, chatID), 1, func(c *pgxpool.Conn) error {
 		// One statement, its own transaction, one round trip: the insert
 		// reads the lock's row, so the lock is taken before the insert
 		// waits for the owner row, and held until the claim commits.
@@ -1258,6 +1300,7 @@ func (p *Postgres) LearnWindow(ctx context.Context, provider, model string, wind
 func (p *Postgres) LearnedWindows(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	err := p.read(ctx, p.lane(ctx, ""), func(c *pgxpool.Conn) error {
+		clear(out) // a try cut midway left some
 		rows, err := c.Query(ctx, `SELECT provider, model, size FROM learned_windows`)
 		if err != nil {
 			return err
@@ -1335,6 +1378,7 @@ func (p *Postgres) RecordsPrefix(ctx context.Context, kind, prefix string, fn fu
 	var ids []string
 	var vals [][]byte
 	err := p.read(ctx, p.lane(ctx, ""), func(c *pgxpool.Conn) error {
+		ids, vals = ids[:0], vals[:0] // a try cut midway left some
 		rows, err := c.Query(ctx, `SELECT id, data FROM records
 			WHERE kind = $1 AND id >= $2 AND left(id, length($2)) = $2 ORDER BY id`, kind, prefix)
 		if err != nil {

@@ -1,0 +1,157 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentd/agentd/testkit/pgtest"
+)
+
+// TestAReadThatFailsForItsOwnReasonIsTriedOnce: a read given a dead
+// connection tries again on another; one that failed for a reason another
+// connection would meet again (a bad statement, no row, its caller gone
+// mid-statement) is tried once.
+func TestAReadThatFailsForItsOwnReasonIsTriedOnce(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openPooled(t, dsn, 4, PostgresOptions{PingEvery: time.Hour})
+	watch := connect(t, dsn)
+	for name, c := range map[string]struct {
+		sql  string
+		stop bool // the caller goes away once the statement runs
+		want func(error) bool
+	}{
+		"bad statement": {sql: `SELECT no_such_column FROM chats`, want: func(err error) bool {
+			pgErr, ok := errors.AsType[*pgconn.PgError](err)
+			return ok && pgErr.Code == "42703"
+		}},
+		"no row":                    {sql: `SELECT 1 WHERE false`, want: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) }},
+		"caller gone mid-statement": {sql: `SELECT pg_sleep(60)`, stop: true, want: func(err error) bool { return errors.Is(err, context.Canceled) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.stop {
+				go cancelOnceSleeping(t, watch, cancel)
+			}
+			tries := 0
+			err := s.read(ctx, "t", func(conn *pgxpool.Conn) error {
+				tries++
+				var v any
+				return conn.QueryRow(ctx, c.sql).Scan(&v)
+			})
+			if !c.want(err) || tries != 1 {
+				t.Fatalf("%d tries, %v; want one, failed for its own reason", tries, err)
+			}
+		})
+	}
+}
+
+// cancelOnceSleeping calls cancel once a connection of the test's sleeps
+// in the server (pg_sleep).
+func cancelOnceSleeping(t *testing.T, watch *pgx.Conn, cancel context.CancelFunc) {
+	defer cancel()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); runtime.Gosched() {
+		var n int
+		if err := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND wait_event = 'PgSleep'`).Scan(&n); err != nil {
+			t.Error(err)
+			return
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Error("no statement slept in the server within a minute")
+}
+
+// TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries: the
+// readers' connections are cut and the server stays out of reach (a
+// partition). A read tries each cut connection, then a new one whose dial
+// fails at the connect timeout, and ends there, at most one try a
+// connection and one more, Unavailable (503, to send again): the cut's bare
+// end of stream (io.ErrUnexpectedEOF), which the read returned as it was,
+// was not, and the request was answered 500. A read whose every try loses
+// its connection mid-answer ends after one try a connection and one more,
+// Unavailable too. And a pool that hands acquire only closed connections
+// (each new one ended as soon as made) fails after as many and one more,
+// with pgconn.ErrConnClosed, Unavailable, fn never run.
+func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.T) {
+	const conns = 4
+	t.Run("cut, the server out of reach", func(t *testing.T) {
+		p, u, _ := silencedDSN(t)
+		q := u.Query()
+		q.Set("pool_min_conns", fmt.Sprint(conns))
+		q.Set("connect_timeout", "1")
+		u.RawQuery = q.Encode()
+		s := openPooled(t, u.String(), conns, PostgresOptions{PingEvery: time.Hour})
+		ctx := context.Background()
+		for deadline := time.Now().Add(time.Minute); s.pool.Stat().IdleConns() < conns; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of the readers' %d connections open after a minute; the test wants them all to cut", s.pool.Stat().IdleConns(), conns)
+			}
+		}
+		// Each just used: not pinged before the read is given it.
+		for _, c := range s.pool.AcquireAllIdle(ctx) {
+			c.Release()
+		}
+		p.silence()
+		tries := 0
+		err := s.read(ctx, "t", func(c *pgxpool.Conn) error {
+			tries++
+			var n int
+			return c.QueryRow(ctx, `SELECT 1`).Scan(&n)
+		})
+		if err == nil || !Unavailable(err) || tries > conns+1 {
+			t.Fatalf("a read after the cut, the server out of reach: %d tries, %v; want at most %d, Unavailable", tries, err, conns+1)
+		}
+		p.cut() // the held dials end, so the store's Close waits for none
+	})
+	t.Run("every connection lost mid-read", func(t *testing.T) {
+		s := openPooled(t, pgtest.DSN(t), conns, PostgresOptions{PingEvery: time.Hour})
+		ctx := context.Background()
+		tries := 0
+		err := s.read(ctx, "t", func(c *pgxpool.Conn) error {
+			tries++
+			// Its answer ends mid-stream, as a cut's does.
+			_ = c.Conn().PgConn().Conn().(*liveConn).Conn.(*net.TCPConn).CloseRead()
+			var n int
+			return c.QueryRow(ctx, `SELECT 1`).Scan(&n)
+		})
+		if err == nil || !Unavailable(err) || tries != conns+1 {
+			t.Fatalf("a read whose every try loses its connection: %d tries, %v; want %d, Unavailable", tries, err, conns+1)
+		}
+	})
+	t.Run("every connection closed when given", func(t *testing.T) {
+		s := openPooled(t, pgtest.DSN(t), conns, PostgresOptions{PingEvery: time.Hour})
+		cfg := s.pool.Config()
+		var made atomic.Int32
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			made.Add(1)
+			return c.Close(ctx)
+		}
+		dead, err := newPgPool(context.Background(), cfg, s.conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.pool.Close()
+		s.pool = dead
+		tries := 0
+		err = s.read(context.Background(), "t", func(*pgxpool.Conn) error { tries++; return nil })
+		if !errors.Is(err, pgconn.ErrConnClosed) || !Unavailable(err) || tries != 0 {
+			t.Fatalf("a read given only closed connections: %v, fn run %d times; want pgconn.ErrConnClosed, Unavailable, fn not run", err, tries)
+		}
+		if n := made.Load(); n != conns+1 {
+			t.Fatalf("the read was given %d connections; want one a place in the pool and one more, %d", n, conns+1)
+		}
+	})
+}
