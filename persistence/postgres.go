@@ -361,9 +361,14 @@ func newPgPool(ctx context.Context, cfg *pgxpool.Config, conns *liveConns) (pgPo
 // pingIdle is the pools' ShouldPing: it pings a connection idle for a
 // second before use, as pgx does, and hands it out whatever the answer,
 // for acquire to close a dead one off the pool; pgx closed one whose ping
-// failed in its place.
+// failed in its place. The ping is bounded by reachTimeout, not by the
+// caller: a ping its caller's cancel or deadline cut short leaves the
+// connection closed (pgx cannot tell where its answer stopped), and a
+// healthy connection was lost to each request that went away mid-ping.
 func pingIdle(ctx context.Context, c pgxpool.ShouldPingParams) bool {
 	if c.IdleDuration > time.Second {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reachTimeout)
+		defer cancel()
 		_ = c.Conn.Ping(ctx)
 	}
 	return false

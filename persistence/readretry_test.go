@@ -155,3 +155,61 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 		}
 	})
 }
+
+// TestAReadWhoseCallerLeavesMidPingKeepsTheConnection: a reading
+// connection idle for over a second is pinged before use; a caller gone
+// (its request cancelled) while the server had not answered yet ended the
+// ping with it, and pgx closed the connection, healthy, so the next read
+// dialed a new one. The ping is the store's now, bounded on its own: the
+// caller's read ends, the connection answers its ping and stays.
+func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
+	p, u, _ := silencedDSN(t)
+	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
+	ctx := context.Background()
+	if _, err := s.LastSeq(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.pool.Stat().TotalConns(); n != 1 {
+		t.Fatalf("%d reading connections after one read; the test wants the one", n)
+	}
+	// Idle past the second after which pingIdle pings (a clock to pass, not a race).
+	time.Sleep(1100 * time.Millisecond)
+	dialed := p.accepted()
+	resume := p.stall()
+	defer func() {
+		if resume != nil {
+			resume()
+		}
+	}()
+	rctx, cancel := context.WithCancel(ctx)
+	read := make(chan error, 1)
+	go func() {
+		_, err := s.LastSeq(rctx, "c")
+		read <- err
+	}()
+	// The ping is sent, its answer held: the read's statement waits for it.
+	for deadline := time.Now().Add(time.Minute); p.askedWhileStalled() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read sent nothing to the server within a minute; the test wants its ping held")
+		}
+	}
+	cancel()
+	// A ping that took the caller's cancel ends now; give it its chance
+	// before the answer comes (one that does not end waits for the answer).
+	select {
+	case <-read:
+		t.Fatal("the read ended while its ping's answer was held: the caller's cancel ended the ping")
+	case <-time.After(2 * time.Second):
+	}
+	resume()
+	resume = nil
+	if err := <-read; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the read whose caller left: %v; want context.Canceled", err)
+	}
+	if _, err := s.LastSeq(ctx, "c"); err != nil {
+		t.Fatalf("a read after: %v", err)
+	}
+	if n := p.accepted() - dialed; n != 0 {
+		t.Fatalf("the reads after the caller left dialed %d new connections; want the pinged one kept", n)
+	}
+}

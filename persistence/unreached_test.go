@@ -143,6 +143,7 @@ type silencer struct {
 	frozen bool
 	conns  []net.Conn
 	dials  int
+	taken  int // connections accepted
 	// ready counts the server's ReadyForQuery messages, one a round trip.
 	ready int
 	// sentOn are the connections on which something was dropped once
@@ -155,6 +156,39 @@ type silencer struct {
 	cancels, cancelsEnded int
 	// holding are the cancel requests held (blip spares them).
 	holding map[net.Conn]bool
+	// answers, while not nil, holds the server's answers until closed
+	// (stall); asked counts the sends of clients meanwhile.
+	answers chan struct{}
+	asked   int
+}
+
+// stall holds the server's answers from now on, until the function it
+// returns lets them go: a server slow to answer.
+func (p *silencer) stall() (resume func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gate := make(chan struct{})
+	p.answers, p.asked = gate, 0
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.answers = nil
+		close(gate)
+	}
+}
+
+// askedWhileStalled is how many sends clients made since stall.
+func (p *silencer) askedWhileStalled() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asked
+}
+
+// accepted is how many connections p took.
+func (p *silencer) accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.taken
 }
 
 // cancelRequest opens a connection that cancels another's query: its
@@ -268,11 +302,17 @@ func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 	for {
 		n, err := src.Read(buf)
 		p.mu.Lock()
-		frozen := p.frozen
+		frozen, answers := p.frozen, p.answers
 		if frozen && n > 0 {
 			p.sentOn[src] = true
 		}
+		if answers != nil && seen == nil && n > 0 {
+			p.asked++
+		}
 		p.mu.Unlock()
+		if answers != nil && seen != nil {
+			<-answers // the server's side: held while stalled
+		}
 		if n > 0 && !frozen {
 			if seen != nil {
 				seen(buf[:n])
@@ -329,6 +369,9 @@ func newSilencer(t *testing.T, target string) *silencer {
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			p.taken++
+			p.mu.Unlock()
 			if !p.keep(c) {
 				continue
 			}
