@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,19 +116,19 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 		}
 		p.cut() // the held dials end, so the store's Close waits for none
 	})
-	t.Run("every connection lost mid-read", func(t *testing.T) {
-		s := openPooled(t, pgtest.DSN(t), conns, PostgresOptions{PingEvery: time.Hour})
+	t.Run("every connection lost mid-answer", func(t *testing.T) {
+		p, u, _ := silencedDSN(t)
+		s := openPooled(t, u.String(), conns, PostgresOptions{PingEvery: time.Hour})
 		ctx := context.Background()
+		cuts := p.cutMidAnswers(conns + 1)
 		tries := 0
 		err := s.read(ctx, "t", func(c *pgxpool.Conn) error {
 			tries++
-			// Its answer ends mid-stream, as a cut's does.
-			_ = c.Conn().PgConn().Conn().(*liveConn).Conn.(*net.TCPConn).CloseRead()
-			var n int
-			return c.QueryRow(ctx, `SELECT 1`).Scan(&n)
+			var long string
+			return c.QueryRow(ctx, `SELECT repeat('x', 100000)`).Scan(&long)
 		})
-		if err == nil || !Unavailable(err) || tries != conns+1 {
-			t.Fatalf("a read whose every try loses its connection: %d tries, %v; want %d, Unavailable", tries, err, conns+1)
+		if err == nil || !Unavailable(err) || tries != conns+1 || cuts() != conns+1 {
+			t.Fatalf("a read whose every try loses its connection: %d tries, %d cut, %v; want %d, Unavailable", tries, cuts(), err, conns+1)
 		}
 	})
 	t.Run("every connection closed when given", func(t *testing.T) {
@@ -211,5 +211,38 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 	}
 	if n := p.accepted() - dialed; n != 0 {
 		t.Fatalf("the reads after the caller left dialed %d new connections; want the pinged one kept", n)
+	}
+}
+
+// TestAReadCutMidAnswerTriedAgainHoldsEachRowOnce: a read that lists rows
+// is cut midway through the server's answer (a blip), after some rows
+// came, and tries again on another connection: the list holds each row
+// once, not those of the cut try a second time.
+func TestAReadCutMidAnswerTriedAgainHoldsEachRowOnce(t *testing.T) {
+	p, u, _ := silencedDSN(t)
+	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
+	ctx := context.Background()
+	const n = 200
+	var recs []RecordPut
+	for i := range n {
+		recs = append(recs, RecordPut{Kind: "k", ID: fmt.Sprintf("p/%03d", i), V: strings.Repeat("x", 100)})
+	}
+	if err := s.PutRecords(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	cuts := p.cutMidAnswers(1)
+	var ids []string
+	err := s.RecordsPrefix(ctx, "k", "p/", func(id string, _ func(any) error) error {
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a listing cut midway, the server taking new connections: %v", err)
+	}
+	if cuts() != 1 {
+		t.Fatal("no answer was cut: the test proves nothing")
+	}
+	if len(ids) != n || ids[0] != "p/000" || ids[n-1] != fmt.Sprintf("p/%03d", n-1) {
+		t.Fatalf("the listing after a cut holds %d records (first %q); want each of the %d once", len(ids), ids[0], n)
 	}
 }

@@ -160,6 +160,28 @@ type silencer struct {
 	// (stall); asked counts the sends of clients meanwhile.
 	answers chan struct{}
 	asked   int
+	// toCut answers of the server's at least midAnswer long are cut in
+	// their middle, cutsDone so far (cutMidAnswers).
+	toCut, cutsDone int
+}
+
+// midAnswer is how long an answer cutMidAnswers cuts is at least: longer
+// than a connection's start or a statement's preparation.
+const midAnswer = 4096
+
+// cutMidAnswers cuts the next n answers of the server's at least
+// midAnswer long in their middle: the client is given the first half of
+// each, then the connection ends, as a blip does mid-read. cuts says how
+// many it cut.
+func (p *silencer) cutMidAnswers(n int) (cuts func() int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.toCut, p.cutsDone = n, 0
+	return func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.cutsDone
+	}
 }
 
 // stall holds the server's answers from now on, until the function it
@@ -312,6 +334,17 @@ func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 		p.mu.Unlock()
 		if answers != nil && seen != nil {
 			<-answers // the server's side: held while stalled
+		}
+		p.mu.Lock()
+		cut := p.toCut > 0 && seen != nil && n >= midAnswer
+		if cut {
+			p.toCut, p.cutsDone = p.toCut-1, p.cutsDone+1
+		}
+		p.mu.Unlock()
+		if cut {
+			_, _ = dst.Write(buf[:n/2])
+			_ = src.Close()
+			return
 		}
 		if n > 0 && !frozen {
 			if seen != nil {
