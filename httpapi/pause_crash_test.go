@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/eventbus"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -64,6 +65,25 @@ func pausedOnCRM(t *testing.T, d *daemontest.Daemon, content string, calls int, 
 		t.Fatalf("send: %d %+v, want a pause on %d calls", st, paused, calls)
 	}
 	return c, paused
+}
+
+// resumedAndCompleted waits on sub for the turn paused as turnID, resumed
+// after a restart, to complete.
+func resumedAndCompleted(t *testing.T, sub *eventbus.Sub, turnID string) {
+	t.Helper()
+	for {
+		select {
+		case ev := <-sub.C:
+			if ev.Type == api.EventTurnCompleted {
+				if r := ev.Data.(api.TurnResult); r.TurnID != turnID || r.Status != "completed" {
+					t.Fatalf("the resumed turn ended %+v", r)
+				}
+				return
+			}
+		case <-time.After(time.Minute): // a liveness bound, not a speed check
+			t.Fatal("the turn whose results were all stored did not go on after the restart")
+		}
+	}
 }
 
 // TestAResultStoredBeforeACrashIsNotAwaitedAgain: a paused turn's results
@@ -170,19 +190,7 @@ func TestAllResultsStoredBeforeACrashResumeTheTurn(t *testing.T) {
 		if st := askJSON(t, d, "", "GET", "/v1/chats/"+c.ID+"/context", nil, nil); st != 200 {
 			t.Fatalf("context: %d", st)
 		}
-		for ended := false; !ended; {
-			select {
-			case ev := <-sub.C:
-				if ev.Type == api.EventTurnCompleted {
-					if r := ev.Data.(api.TurnResult); r.TurnID != paused.TurnID || r.Status != "completed" {
-						t.Fatalf("the resumed turn ended %+v", r)
-					}
-					ended = true
-				}
-			case <-time.After(time.Minute): // a liveness bound, not a speed check
-				t.Fatal("the turn whose results were all stored did not go on after the restart")
-			}
-		}
+		resumedAndCompleted(t, sub, paused.TurnID)
 		msgs, err := d.Client.Transcript(ctx, c.ID)
 		if err != nil {
 			t.Fatal(err)

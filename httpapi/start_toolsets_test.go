@@ -34,7 +34,7 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 
 	var mu sync.Mutex
 	var aliceTools [][]string
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(r testkit.Received) testkit.Reply {
+	d, alice, _ := aliceOnAHeldServerBobNot(t, srv, func(r testkit.Received) testkit.Reply {
 		if requestKind(r) != kindTurn {
 			return testkit.Reply{Text: "[]"}
 		}
@@ -44,19 +44,8 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 			mu.Unlock()
 		}
 		return testkit.Reply{Text: "ok"}
-	}})
-	t.Cleanup(fake.Close)
-	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
-	cfg.Toolsets.WebhooksAllowPrivate = true
-	d := daemontest.Start(t, cfg, twoTenants)
+	})
 	ctx := context.Background()
-	alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
-	if _, err := alice.PutToolset(ctx, "slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}); err != nil {
-		t.Fatalf("alice's MCP toolset: %v", err)
-	}
-	if _, err := bob.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
-		t.Fatalf("bob's toolset: %v", err)
-	}
 	aliceChat, err := alice.CreateChat(ctx, api.CreateChatRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +53,7 @@ func TestAHangingMCPToolsetHoldsOnlyItsTenantAtStart(t *testing.T) {
 
 	srv.hanging.Store(true)
 	d = d.Restart() // returned before alice's server gave up (only release ends it)
-	alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
+	alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
 	srv.waitAsked(t)
 
 	bobChat, err := bob.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{"crm"}})
@@ -142,6 +131,27 @@ type heldMCP struct {
 	release func()
 }
 
+// aliceOnAHeldServerBobNot starts a two-tenant daemon whose model answers
+// by script, where alice stores an MCP toolset "slow" on srv and bob a
+// client toolset "crm".
+func aliceOnAHeldServerBobNot(t *testing.T, srv *heldMCP, script func(testkit.Received) testkit.Reply) (d *daemontest.Daemon, alice, bob *api.Client) {
+	t.Helper()
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
+	t.Cleanup(fake.Close)
+	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
+	cfg.Toolsets.WebhooksAllowPrivate = true
+	d = daemontest.Start(t, cfg, twoTenants)
+	ctx := context.Background()
+	alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
+	if _, err := alice.PutToolset(ctx, "slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}); err != nil {
+		t.Fatalf("alice's MCP toolset: %v", err)
+	}
+	if _, err := bob.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
+		t.Fatalf("bob's toolset: %v", err)
+	}
+	return d, alice, bob
+}
+
 func hangingMCP(t *testing.T, giveUp bool) *heldMCP {
 	t.Helper()
 	h := &heldMCP{asked: make(chan struct{})}
@@ -193,21 +203,10 @@ func (h *heldMCP) waitAsked(t *testing.T) {
 // gone.
 func TestHealthzSaysToolsetsAreBeingBuiltWhileAServerIsHeld(t *testing.T) {
 	srv := hangingMCP(t, true)
-	fake := openaifake.New(openaifake.Options{Window: 32000, Script: func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} }})
-	t.Cleanup(fake.Close)
-	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
-	cfg.Toolsets.WebhooksAllowPrivate = true
-	d := daemontest.Start(t, cfg, twoTenants)
+	d, alice, _ := aliceOnAHeldServerBobNot(t, srv, func(testkit.Received) testkit.Reply { return testkit.Reply{Text: "ok"} })
 	ctx := context.Background()
-	alice, bob := asTenant(d, "tok-a"), asTenant(d, "tok-b")
-	if _, err := alice.PutToolset(ctx, "slow", api.PutToolsetRequest{Executor: api.Executor{Kind: "mcp", URL: srv.URL}}); err != nil {
-		t.Fatalf("alice's MCP toolset: %v", err)
-	}
 	if _, err := alice.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
 		t.Fatalf("alice's client toolset: %v", err)
-	}
-	if _, err := bob.PutToolset(ctx, "crm", api.PutToolsetRequest{Tools: crmTools, Executor: api.Executor{Kind: "client"}}); err != nil {
-		t.Fatalf("bob's toolset: %v", err)
 	}
 	health := func() (int, string, api.Health) {
 		t.Helper()
@@ -309,19 +308,7 @@ func TestAResumedTurnWaitsForItsTenantsToolsetsAtStart(t *testing.T) {
 	// being built; what /compact answers is beside the point.
 	askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/compact", map[string]string{}, nil)
 	srv.release()
-	for ended := false; !ended; {
-		select {
-		case ev := <-sub.C:
-			if ev.Type == api.EventTurnCompleted {
-				if r := ev.Data.(api.TurnResult); r.TurnID != paused.TurnID || r.Status != "completed" {
-					t.Fatalf("the resumed turn ended %+v", r)
-				}
-				ended = true
-			}
-		case <-time.After(time.Minute): // a liveness bound, not a speed check
-			t.Fatal("the turn whose results were all stored did not go on after the restart")
-		}
-	}
+	resumedAndCompleted(t, sub, paused.TurnID)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(resumed) != 1 || !slices.ContainsFunc(resumed[0], func(n string) bool { return strings.HasPrefix(n, "slow") }) {

@@ -158,12 +158,7 @@ func TestAFoldsWriteHoldsNoWorker(t *testing.T) {
 					c.Respond("pong")
 				}
 			}, actor.WithDispatcher(sessions)))
-			held, gate := make(chan struct{}, 1), make(chan struct{})
-			release := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(release) // first: a failed test leaves no write held
-			h.store.mu.Lock()
-			h.store.saving = func() { held <- struct{}{}; <-gate }
-			h.store.mu.Unlock()
+			held, release := h.holdSaves(t)
 			h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked more"})
 			wait(t, "the fold's write", held)
 			if res, err := h.system.Root.RequestFuture(probe, "ping", patience).Result(); err != nil || res != "pong" {
@@ -214,12 +209,7 @@ func TestASessionStoppedWhileAFoldIsWrittenStoresAndTellsIt(t *testing.T) {
 	fold := wait(t, "the background fold", folds)
 	sub := h.bus.Subscribe("c1", 64)
 	defer sub.Close()
-	held, gate := make(chan struct{}, 1), make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(release)
-	h.store.mu.Lock()
-	h.store.saving = func() { held <- struct{}{}; <-gate }
-	h.store.mu.Unlock()
+	held, release := h.holdSaves(t)
 	h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked questions"})
 	wait(t, "the fold's write", held)
 	stop := h.system.Root.StopFuture(h.registry)
@@ -609,12 +599,7 @@ func TestAStopWhileACompactsWriteIsHeldCutsTheTurnWaitingForIt(t *testing.T) {
 			if n := len(h.model.requests()); n != 0 {
 				t.Fatalf("%d model calls before the fold; the test needs the turn to wait for it", n)
 			}
-			held, gate := make(chan struct{}, 1), make(chan struct{})
-			release := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(release) // first: a failed test leaves no write held
-			h.store.mu.Lock()
-			h.store.saving = func() { held <- struct{}{}; <-gate }
-			h.store.mu.Unlock()
+			held, release := h.holdSaves(t)
 			h.system.Root.Send(fold.from, &summarizer.Folded{ReqID: fold.f.ReqID, ChatID: fold.f.ChatID, OK: true, Summary: "the person asked questions"})
 			wait(t, "the fold's write", held)
 			done := tc.stop(h, stopping, stopped)

@@ -302,6 +302,19 @@ func newHarnessWith(t *testing.T, window int, reg *tools.Registry, set func(*har
 }
 
 // turn submits text and returns the turn's result and the events it caused.
+// holdSaves holds every snapshot save until release: held takes one
+// value as each save starts. The test's cleanup releases them first, so a
+// failed test leaves no write held.
+func (h *harness) holdSaves(t *testing.T) (held <-chan struct{}, release func()) {
+	c, gate := make(chan struct{}, 1), make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	h.store.mu.Lock()
+	h.store.saving = func() { c <- struct{}{}; <-gate }
+	h.store.mu.Unlock()
+	return c, release
+}
+
 func (h *harness) turn(text string) (chat.TurnResult, []eventbus.Event) {
 	h.t.Helper()
 	return h.submit(&SubmitTurn{TurnID: "t-" + text, Message: chat.Message{Content: text}})
