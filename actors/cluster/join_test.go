@@ -9,12 +9,16 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -46,17 +50,32 @@ func TestClusterJoinThatFailsMidwayReleasesWhatItStarted(t *testing.T) {
 	}
 	defer func() { _, _ = cli.Delete(context.Background(), bad) }()
 
-	bind := testkit.FreeAddr(t)
-	sys := actors.NewSystem(zerolog.Nop())
-	cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints, Bind: bind}
-	if _, err := Join(ctx, sys, cc, Config{Log: zerolog.Nop()}); err == nil || !strings.Contains(err.Error(), "join cluster "+name) {
-		t.Fatalf("join with a member record that is not one: %v; want the join refused", err)
+	// A port another process's socket takes between FreeAddr and the bind
+	// (CI runs other packages' cluster tests, which dial out, alongside)
+	// fails the join before the provider is asked: that join proves
+	// nothing, and another port is tried.
+	var bind string
+	var sys *actor.ActorSystem
+	for try := 0; ; try++ {
+		bind, sys = testkit.FreeAddr(t), actors.NewSystem(zerolog.Nop())
+		cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints, Bind: bind}
+		_, err := Join(ctx, sys, cc, Config{Log: zerolog.Nop()})
+		if err != nil && strings.Contains(err.Error(), "failed to listen") && try < 3 {
+			sys.Shutdown()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "join cluster "+name) {
+			t.Fatalf("join with a member record that is not one: %v; want the join refused", err)
+		}
+		break
 	}
-	l, err := net.Listen("tcp", bind)
-	if err != nil {
-		t.Fatalf("the cluster port after a failed join: %v; want it free", err)
+	// No socket listens on the cluster port: this process's listener is
+	// closed, and a start retried in the process can bind the port. (A
+	// bind would also fail on another process's outgoing connection given
+	// the port since.)
+	if listening(t, bind) {
+		t.Fatalf("the cluster port %s still listens after a failed join; want it closed", bind)
 	}
-	_ = l.Close()
 	// What the hub does after a failed start: the system is its own.
 	sys.Shutdown()
 	for _, left := range []string{"grpc.(*Server).Serve", "(*Gossiper).gossipLoop"} {
@@ -68,6 +87,34 @@ func TestClusterJoinThatFailsMidwayReleasesWhatItStarted(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// listening says whether a TCP socket listens on addr's port, from
+// /proc/net/tcp and tcp6 (local address and port in hex, state 0A).
+func listening(t *testing.T, addr string) bool {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf(":%04X", n)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Skipf("no %s to read listening sockets from: %v", f, err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && strings.HasSuffix(fields[1], suffix) && fields[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // running says whether any goroutine's stack names fn.
