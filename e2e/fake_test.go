@@ -72,6 +72,9 @@ func (b *brain) Script(r testkit.Received) testkit.Reply {
 	case strings.Contains(last.Content, "cut your answer"):
 		// The connection drops after the role and three deltas.
 		return testkit.Reply{Text: filler(last.Content, b.Words), ChunkRunes: 16, CutAfterChunks: 4}
+	case strings.Contains(last.Content, "think it over"):
+		// The model reasons before it answers, in several deltas.
+		return testkit.Reply{Thinking: "Weighing it: " + filler(last.Content, b.Words/4), Text: filler(last.Content, b.Words), ChunkRunes: 16}
 	case strings.Contains(last.Content, "slow"):
 		time.Sleep(1500 * time.Millisecond)
 	}

@@ -21,7 +21,8 @@ import (
 // OpenAI-style fake: a Responses chain, a conversation, a Chat Completions
 // client re-sending its growing history, all streamed, an answer the client
 // loses, which the SDK sends again by itself, and a Chat Completions answer
-// cut by its provider, which the SDK must raise. The script checks what the
+// cut by its provider, which the SDK must raise, and a model's reasoning on
+// both surfaces. The script checks what the
 // SDK sees; this test checks that no request the fake received was over its
 // window, that the re-sent history stayed one chat holding each message
 // once, and that the message whose answer was lost was stored and asked

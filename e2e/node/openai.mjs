@@ -2,10 +2,10 @@
 // application would after pointing baseURL at agentd: a Responses chain, a
 // conversation, a Chat Completions client that re-sends its whole growing
 // history, every call streamed, an answer the client loses (the SDK's own
-// retry), and a Chat Completions answer whose
-// provider's stream drops midway. It checks what the SDK itself sees
-// and prints one JSON line for the Go test (e2e TestNodeOpenAIClient), which
-// checks what the provider received.
+// retry), a Chat Completions answer whose provider's stream drops midway,
+// and a model that reasons. It checks what the SDK itself sees and prints
+// one JSON line for the Go test (e2e TestNodeOpenAIClient), which checks
+// what the provider received.
 //
 // Environment: AGENTD_BASE_URL (…/v1), AGENTD_TOKEN, AGENTD_MODEL, TURNS.
 import OpenAI from 'openai';
@@ -172,6 +172,51 @@ async function lostAnswer(previous) {
   return r.id;
 }
 
+// Reasoning: a model that reasons before it answers, as the SDK sees it on
+// both surfaces. Chat Completions carries it as `reasoning_content` (an
+// extra field the SDK passes through), streamed before the first word and
+// whole on the message; Responses gives a reasoning item with summary text
+// to a request that asks (`reasoning.summary`), before the message, and
+// none to one that does not.
+async function reasoning() {
+  const messages = [{ role: 'user', content: 'Please think it over first.' }];
+  const stream = await client.chat.completions.create({ model, messages, stream: true });
+  let thought = '';
+  let text = '';
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      if (c.delta?.reasoning_content) {
+        check(text === '', `chat reasoning after the answer began: ${JSON.stringify(chunk)}`);
+        thought += c.delta.reasoning_content;
+      }
+      text += c.delta?.content || '';
+    }
+  }
+  check(thought.length > 0 && text.length > 0, `chat stream: reasoning ${JSON.stringify(thought)}, text ${JSON.stringify(text)}`);
+  const whole = await client.chat.completions.create({ model, messages });
+  const m = whole.choices[0].message;
+  check(m.reasoning_content?.length > 0 && m.content.length > 0, `chat whole: ${JSON.stringify(m)}`);
+
+  const rs = await client.responses.create({ model, input: 'Please think it over first.', stream: true, reasoning: { summary: 'auto' } });
+  const order = [];
+  let summary = '';
+  let completed;
+  for await (const ev of rs) {
+    check(ev.type !== 'response.failed' && ev.type !== 'error', `responses reasoning: ${JSON.stringify(ev)}`);
+    if (ev.type === 'response.reasoning_summary_text.delta') summary += ev.delta;
+    if (ev.type === 'response.output_item.added') order.push(ev.item.type);
+    if (ev.type === 'response.completed') completed = ev.response;
+  }
+  check(order.join() === 'reasoning,message', `responses items were added in the order ${JSON.stringify(order)}`);
+  const item = completed.output.find((o) => o.type === 'reasoning');
+  check(summary.length > 0 && item && item.summary.map((p) => p.text).join('') === summary,
+    `responses reasoning streamed ${JSON.stringify(summary)}, the completed item holds ${JSON.stringify(item)}`);
+  check(completed.output.at(-1).type === 'message' && outputText(completed).length > 0, `responses reasoning: output ${JSON.stringify(completed.output)}`);
+  const plain = await client.responses.create({ model, input: 'Please think it over first.' });
+  check(plain.output.every((o) => o.type !== 'reasoning'), `a response not asked for reasoning holds ${JSON.stringify(plain.output)}`);
+  return summary.length;
+}
+
 const lostWords = 'An answer the client lost on the way back.';
 const last = await responses();
 const out = {
@@ -180,5 +225,6 @@ const out = {
   conversation: await conversations(),
   chat_completions: await chatCompletions(),
   cut: await chatCompletionsCut(),
+  reasoning: await reasoning(),
 };
 console.log(JSON.stringify(out));
