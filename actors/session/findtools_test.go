@@ -12,13 +12,13 @@ import (
 )
 
 // TestFindToolsSaysWhyTheIndexFailed: a search the tool index failed on
-// (it panicked) is answered with ReadFailed, and find_tools hands the model
+// (it panicked) is answered with Failed, and find_tools hands the model
 // that error; it said "tool search failed: <nil>".
 func TestFindToolsSaysWhyTheIndexFailed(t *testing.T) {
 	sys := actor.NewActorSystem()
 	index := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if s, ok := c.Message().(*toolindex.Search); ok {
-			c.Respond(&toolindex.ReadFailed{ReqID: s.ReqID, Err: fmt.Errorf("%w (a bug, logged)", toolindex.ErrReadFailed)})
+			c.Respond(&toolindex.Failed{ReqID: s.ReqID, Err: fmt.Errorf("%w (a bug, logged)", toolindex.ErrReadFailed)})
 		}
 	}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(index).Wait() })

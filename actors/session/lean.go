@@ -245,7 +245,7 @@ func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specs
 	r, ok := res.(*toolindex.SearchResult)
 	if err == nil && !ok {
 		err = fmt.Errorf("unexpected answer %T", res)
-		if f, failed := res.(*toolindex.ReadFailed); failed {
+		if f, failed := res.(*toolindex.Failed); failed {
 			err = f // the index failed on this search; it says why
 		}
 	}

@@ -2,6 +2,12 @@ package toolindex
 
 import "errors"
 
-// ErrReadFailed is what a Search, NamedIn or Get is answered with, inside a
-// ReadFailed, when answering it panicked (a bug, logged with its stack).
-var ErrReadFailed = errors.New("the tool index failed while answering")
+// The errors a Failed wraps.
+var (
+	// ErrReadFailed: answering a Search, NamedIn or Get panicked (a bug,
+	// logged with its stack).
+	ErrReadFailed = errors.New("the tool index failed while answering")
+	// ErrChangeFailed: handling a Register or Unregister panicked (a bug,
+	// logged with its stack); it was not applied.
+	ErrChangeFailed = errors.New("the tool index failed while changing its tools")
+)

@@ -19,7 +19,7 @@ type Tool struct {
 // the tools sent hold, not what the index holds: one tool can be registered
 // at a time. A tool registered is seen by every request the actor receives
 // after it. If the sender is known
-// (Request, RequestFuture) the actor answers *Registered.
+// (Request, RequestFuture) the actor answers *Registered, or *Failed.
 type Register struct {
 	ReqID string
 	// Scope is "" for the daemon's own tools, else one toolset's (Scope
@@ -63,7 +63,7 @@ type Registered struct {
 }
 
 // Unregister removes tools by name; unknown names are ignored. If the
-// sender is known the actor answers *Unregistered.
+// sender is known the actor answers *Unregistered, or *Failed.
 type Unregister struct {
 	ReqID string
 	Scope string
@@ -106,16 +106,19 @@ type NamedInResult struct {
 	Names []string
 }
 
-// ReadFailed answers a Search, NamedIn or Get whose answering panicked: Err
-// wraps ErrReadFailed. The read is not tried again (it could panic again);
-// the scope it was reading is indexed again, so asking again can work.
-type ReadFailed struct {
+// Failed answers a request the actor could not handle: Err wraps
+// ErrReadFailed (answering a read panicked) or ErrChangeFailed (a Register
+// or Unregister panicked). A request that panicked is not tried
+// again (it could panic again): a change was not applied, and a scope it
+// had half changed is indexed again, as is the scope a read was reading,
+// so asking again can work.
+type Failed struct {
 	ReqID string
 	Err   error
 }
 
-func (r *ReadFailed) Error() string { return r.Err.Error() }
-func (r *ReadFailed) Unwrap() error { return r.Err }
+func (f *Failed) Error() string { return f.Err.Error() }
+func (f *Failed) Unwrap() error { return f.Err }
 
 // Get asks for registered tools by name, to hand their schemas to a model.
 type Get struct {

@@ -17,9 +17,11 @@
 // the mailbox keeps answering meanwhile, and a search that reads a scope
 // still being built waits for it (never an empty answer for tools that
 // are coming), as does a tool added to or removed from it, applied on top.
-// A read whose answering panics is answered with ReadFailed by the
-// restarted actor, not run again. When the actor stops it cancels the
-// context it gave Source and Tools, then waits for those goroutines.
+// A request whose handling panics is answered with Failed by the restarted
+// actor, not run again: a Register is indexed before it is installed, so
+// one that panics leaves its scope as it was. When the actor stops it
+// cancels the context it gave Source and Tools, then waits for those
+// goroutines.
 package toolindex
 
 import (
@@ -127,7 +129,7 @@ type kept struct {
 	// built and the changes to them but a replace (see waits), handled
 	// once those are built (or their build is dropped).
 	parked []parked
-	// asking is the read being answered until its answer is sent: a
+	// asking is the request being handled until its answer is sent: a
 	// panic meanwhile leaves it here for the restart to answer with an
 	// error, where its asker heard nothing until its ask timed out.
 	asking parked
@@ -243,8 +245,8 @@ func (a *indexActor) start(ctx actor.Context) {
 	a.rebuild(ctx, a.busy)
 }
 
-// failAsking answers the read whose answering panicked with ReadFailed,
-// at once. It is not answered again: it could panic again.
+// failAsking answers the request whose handling panicked with Failed, at
+// once. It is not handled again: it could panic again.
 func (a *indexActor) failAsking(ctx actor.Context) {
 	p := a.asking
 	if p.msg == nil {
@@ -252,7 +254,15 @@ func (a *indexActor) failAsking(ctx actor.Context) {
 	}
 	a.asking = parked{}
 	err := fmt.Errorf("%w (a bug, logged); the tools it read are indexed again, so ask again", ErrReadFailed)
-	a.respond(ctx, p.sender, &ReadFailed{ReqID: reqIDOf(p.msg), Err: err})
+	if isChange(p.msg) {
+		err = fmt.Errorf("%w (a bug, logged); it was not applied, and a scope it had half changed is indexed again from the daemon's registry", ErrChangeFailed)
+	}
+	a.fail(ctx, p, err)
+}
+
+// fail answers p's sender, if any, with Failed for err.
+func (a *indexActor) fail(ctx actor.Context, p parked, err error) {
+	a.respond(ctx, p.sender, &Failed{ReqID: reqIDOf(p.msg), Err: err})
 }
 
 // rebuild indexes scope's tools (again) from Tools off the mailbox.
@@ -315,7 +325,7 @@ func (a *indexActor) handleBuilt(ctx actor.Context, m *built) {
 		a.loading, a.fresh = 0, nil
 		for _, r := range m.regs {
 			if !fresh[r.Scope] { // else a change since the load began is newer
-				a.handleRegister(ctx, nil, r)
+				a.handleRegister(r)
 			}
 		}
 		return
@@ -325,7 +335,7 @@ func (a *indexActor) handleBuilt(ctx actor.Context, m *built) {
 	}
 	delete(a.rebuilds, m.scope)
 	for _, r := range m.regs {
-		a.handleRegister(ctx, nil, r)
+		a.handleRegister(r)
 	}
 }
 
@@ -345,33 +355,43 @@ func newScoped(name string, n int) *scoped {
 	return &scoped{name: name, ix: toolsearch.NewIndex(nil), tools: make(map[string]Tool, n)}
 }
 
-func (a *indexActor) handleRegister(ctx actor.Context, sender *actor.PID, m *Register) {
-	a.changed(m.Scope)
-	added := m.indexed
+func (a *indexActor) handleRegister(m *Register) *Registered {
+	added := m.indexed // built by ReplaceScope
 	if added == nil {
-		if m.Replace {
-			delete(a.scopes, m.Scope)
-		}
-		sc := a.scope(m.Scope, len(m.Tools))
-		a.enter(sc)
-		added = sc.add(m.Tools)
-		a.leave()
-	} else {
-		a.scopes[m.Scope] = added.sc // built by ReplaceScope
+		added = a.index(m)
 	}
+	a.changed(m.Scope)
+	sc := added.sc
+	a.scopes[m.Scope] = sc
 	for _, u := range added.unparsed {
 		a.log.Warn().Err(u.err).Str("tool", u.name).Msg("tool indexed without its parameters")
 	}
-	sc := a.scopes[m.Scope]
 	a.log.Debug().Str("scope", m.Scope).Int("added", added.count).Int("total", sc.ix.Len()).Msg("tools indexed")
-	a.respond(ctx, sender, &Registered{ReqID: m.ReqID, Count: added.count, Total: len(sc.tools), Invalid: added.invalid})
+	return &Registered{ReqID: m.ReqID, Count: added.count, Total: len(sc.tools), Invalid: added.invalid}
+}
+
+// index indexes m's tools. A replace, or a scope not held yet, is built
+// apart and installed once indexed, so a panic there leaves the index as
+// it was; tools added to a scope held are indexed into it, which a panic
+// may leave half changed: the restart indexes it again (enter).
+func (a *indexActor) index(m *Register) *indexed {
+	sc, ok := a.scopes[m.Scope]
+	if m.Replace || !ok {
+		return newScoped(m.Scope, len(m.Tools)).add(m.Tools)
+	}
+	a.enter(sc)
+	added := sc.add(m.Tools)
+	a.leave() // not deferred: a panic must leave the scope marked
+	return added
 }
 
 // testHookIndexing runs as tools start being indexed; tests hold it.
-// testHookSearching runs as a search reads a scope; tests panic there.
+// testHookSearching runs as a search reads a scope, testHookRemoving as an
+// Unregister has half changed one; tests panic there.
 var (
 	testHookIndexing  = func() {}
 	testHookSearching = func(scope string) {}
+	testHookRemoving  = func(scope string) {}
 )
 
 // indexed is what adding a Register's tools to a scope did.
@@ -427,11 +447,12 @@ func (sc *scoped) add(tools []Tool) *indexed {
 	return res
 }
 
-func (a *indexActor) handleUnregister(ctx actor.Context, sender *actor.PID, m *Unregister) {
+func (a *indexActor) handleUnregister(m *Unregister) *Unregistered {
 	a.changed(m.Scope)
 	sc := a.scope(m.Scope, 0)
+	// Not left in a defer: a panic must leave the scope marked, for the
+	// restart to index it again rather than keep it half changed.
 	a.enter(sc)
-	defer a.leave()
 	var gone []string
 	for _, n := range m.Names {
 		if _, ok := sc.tools[n]; ok {
@@ -439,13 +460,15 @@ func (a *indexActor) handleUnregister(ctx actor.Context, sender *actor.PID, m *U
 			gone = append(gone, n)
 		}
 	}
+	testHookRemoving(sc.name)
 	if len(gone) > 0 {
 		sc.ix.Remove(gone...)
 	}
+	a.leave()
 	if m.Scope != "" && len(sc.tools) == 0 {
 		delete(a.scopes, m.Scope)
 	}
-	a.respond(ctx, sender, &Unregistered{ReqID: m.ReqID, Total: len(sc.tools)})
+	return &Unregistered{ReqID: m.ReqID, Total: len(sc.tools)}
 }
 
 // read returns the indexes a request reads: the daemon's own, then each
@@ -540,24 +563,26 @@ func isChange(m any) bool {
 	return false
 }
 
-// run handles m, answering sender if there is one.
+// run handles m, answering sender if there is one; if it panics, the
+// restarted actor answers (failAsking).
 func (a *indexActor) run(ctx actor.Context, sender *actor.PID, m any) {
+	a.asking = parked{sender: sender, msg: m}
+	var res any
 	switch m := m.(type) {
 	case *Register:
-		a.handleRegister(ctx, sender, m)
+		res = a.handleRegister(m)
 	case *Unregister:
-		a.handleUnregister(ctx, sender, m)
+		res = a.handleUnregister(m)
 	default:
-		a.asking = parked{sender: sender, msg: m}
-		res := a.answer(m)
-		a.asking = parked{}
-		a.respond(ctx, sender, res)
+		res = a.answer(m)
 	}
+	a.asking = parked{}
+	a.respond(ctx, sender, res)
 }
 
 // drain handles, in order, the parked messages whose scopes are built now
 // (after a message that may have built or changed one). One that panics
-// is answered with ReadFailed once the actor is restarted (failAsking), and
+// is answered with Failed once the actor is restarted (failAsking), and
 // those after it stay parked, handled by the restarted actor.
 func (a *indexActor) drain(ctx actor.Context) {
 	if len(a.parked) == 0 {
@@ -596,9 +621,13 @@ func scopesOf(m any) []string {
 	return nil
 }
 
-// reqIDOf is the ReqID of a read.
+// reqIDOf is the ReqID of a request.
 func reqIDOf(m any) string {
 	switch m := m.(type) {
+	case *Register:
+		return m.ReqID
+	case *Unregister:
+		return m.ReqID
 	case *Search:
 		return m.ReqID
 	case *NamedIn:

@@ -658,17 +658,17 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 	}, boom
 }
 
-// failed checks that f is answered with ReadFailed for reqID, not left to
-// time out: find_tools told the model "timeout" after 5 s.
-func failed(t *testing.T, f *actor.Future, reqID string) {
+// failed checks that f is answered with Failed for reqID wrapping want,
+// not left to time out: find_tools told the model "timeout" after 5 s.
+func failed(t *testing.T, f *actor.Future, reqID string, want error) {
 	t.Helper()
 	res, err := f.Result()
 	if err != nil {
-		t.Fatalf("the asker of the read that panicked: %v, want a ReadFailed", err)
+		t.Fatalf("the asker of %q: %v, want a Failed", reqID, err)
 	}
-	rf, ok := res.(*ReadFailed)
-	if !ok || rf.ReqID != reqID || !errors.Is(rf, ErrReadFailed) {
-		t.Fatalf("the asker of the read that panicked got %#v, want a ReadFailed for %q wrapping ErrReadFailed", res, reqID)
+	rf, ok := res.(*Failed)
+	if !ok || rf.ReqID != reqID || !errors.Is(rf, want) {
+		t.Fatalf("the asker of %q got %#v, want a Failed for it wrapping %q", reqID, res, want)
 	}
 }
 
@@ -678,7 +678,7 @@ func failed(t *testing.T, f *actor.Future, reqID string) {
 func TestASearchThatPanicsIsAnsweredWithAnError(t *testing.T) {
 	_, _, free, _, boom := panicInWarehouse(t, map[string][]Tool{warehouse: {{Name: "move_pallet", Description: "Move a pallet."}}})
 	defer free()
-	failed(t, boom, "boom")
+	failed(t, boom, "boom", ErrReadFailed)
 }
 
 // TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre: a read parked
@@ -718,7 +718,7 @@ func TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre(t *testing.T) {
 	invoice := sys.Root.RequestFuture(pid, &Search{ReqID: "invoice", Query: "invoice", K: 3, Scopes: []string{crm}}, wait)
 	pallet := sys.Root.RequestFuture(pid, &Search{ReqID: "pallet", Query: "pallet", K: 3, Scopes: []string{warehouse}}, wait)
 	free()
-	failed(t, boom, "boom")
+	failed(t, boom, "boom", ErrReadFailed)
 	for _, c := range []struct {
 		f    *actor.Future
 		want string
@@ -829,5 +829,77 @@ func TestTheDaemonsToolsWaitForNoTenantsToolsets(t *testing.T) {
 	}
 	if sr := res.(*SearchResult); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
 		t.Fatalf("hits %v for the toolset asked while it was read, want crm_lookup_invoice first", sr.Hits)
+	}
+}
+
+// TestAChangeThatPanicsIsAnsweredAndChangesNothing: a Register or
+// Unregister asked (RequestFuture) that panics is answered with Failed
+// (ErrChangeFailed) at once, the index goes on serving another tenant's
+// toolset, and the toolset changed holds what it held before: a replace
+// is indexed apart and never installed, tools added to or removed from a
+// toolset are indexed again from the registry (Tools). Its asker heard
+// nothing until its ask timed out, and an Unregister's panic left its
+// toolset half changed (its tools gone, its index still finding them).
+func TestAChangeThatPanicsIsAnsweredAndChangesNothing(t *testing.T) {
+	crm := ToolsetScope("b", "crm")
+	pallets := []Tool{{Name: "move_pallet", Description: "Move a pallet."}, {Name: "scrap_pallet", Description: "Scrap a broken pallet."}}
+	toolsOf := map[string][]Tool{
+		crm:       {{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}},
+		warehouse: pallets,
+	}
+	counting := []Tool{{Name: "count_pallets", Description: "Count the pallets."}}
+	for _, c := range []struct {
+		name string
+		// noTools leaves Config.Tools unset: nothing to index a scope
+		// again from.
+		noTools bool
+		change  any
+		arm     func(panicOnce func())
+	}{
+		{name: "add", change: &Register{ReqID: "change", Scope: warehouse, Tools: counting},
+			arm: func(p func()) { testHookIndexing = p }},
+		{name: "replace", noTools: true, change: &Register{ReqID: "change", Scope: warehouse, Replace: true, Tools: counting},
+			arm: func(p func()) { testHookIndexing = p }},
+		{name: "remove", change: &Unregister{ReqID: "change", Scope: warehouse, Names: []string{"scrap_pallet"}},
+			arm: func(p func()) { testHookRemoving = func(string) { p() } }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Cleanup(func() { testHookIndexing, testHookRemoving = func() {}, func(string) {} }) // once the actor is stopped
+			cfg := Config{Source: func(context.Context) []*Register {
+				return []*Register{ReplaceScope(crm, toolsOf[crm]), ReplaceScope(warehouse, toolsOf[warehouse])}
+			}}
+			if !c.noTools {
+				cfg.Tools = func(_ context.Context, scope string) []Tool { return toolsOf[scope] }
+			}
+			sys := actor.NewActorSystem()
+			pid := sys.Root.Spawn(Props(cfg))
+			t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+			loaded(t, sys, pid)
+			var panicked atomic.Bool
+			c.arm(func() {
+				if panicked.CompareAndSwap(false, true) {
+					panic("a bad change")
+				}
+			})
+			failed(t, sys.Root.RequestFuture(pid, c.change, wait), "change", ErrChangeFailed)
+			if !panicked.Load() {
+				t.Fatal("the change did not panic")
+			}
+			if sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "b", Query: "invoice", K: 3, Scopes: []string{crm}}); len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+				t.Fatalf("tenant b's hits %v after the panic, want crm_lookup_invoice first", sr.Hits)
+			}
+			g := ask[*GetResult](t, sys, pid, &Get{ReqID: "g", Names: []string{"move_pallet", "scrap_pallet", "count_pallets"}, Scopes: []string{warehouse}})
+			var names []string
+			for _, tl := range g.Tools {
+				names = append(names, tl.Name)
+			}
+			if want := []string{"move_pallet", "scrap_pallet"}; !slices.Equal(names, want) {
+				t.Fatalf("the warehouse holds %v after its change panicked, want %v as before", names, want)
+			}
+			// Its index agrees with its tools.
+			if sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "a", Query: "scrap a broken pallet", K: 1, Scopes: []string{warehouse}}); len(sr.Hits) == 0 || sr.Hits[0].Name != "scrap_pallet" {
+				t.Fatalf("the warehouse's hits %v after its change panicked, want scrap_pallet", sr.Hits)
+			}
+		})
 	}
 }
