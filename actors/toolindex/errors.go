@@ -10,4 +10,7 @@ var (
 	// ErrChangeFailed: handling a Register or Unregister panicked (a bug,
 	// logged with its stack); it was not applied.
 	ErrChangeFailed = errors.New("the tool index failed while changing its tools")
+	// ErrStopping: the actor stopped while the request waited for a scope
+	// being built.
+	ErrStopping = errors.New("the tool index is stopping")
 )

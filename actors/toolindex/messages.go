@@ -107,8 +107,9 @@ type NamedInResult struct {
 }
 
 // Failed answers a request the actor could not handle: Err wraps
-// ErrReadFailed (answering a read panicked) or ErrChangeFailed (a Register
-// or Unregister panicked). A request that panicked is not tried
+// ErrReadFailed (answering a read panicked), ErrChangeFailed (a Register or
+// Unregister panicked) or ErrStopping (the actor stopped while the request
+// waited for a scope being built). A request that panicked is not tried
 // again (it could panic again): a change was not applied, and a scope it
 // had half changed is indexed again, as is the scope a read was reading,
 // so asking again can work.

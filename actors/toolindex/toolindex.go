@@ -20,8 +20,8 @@
 // A request whose handling panics is answered with Failed by the restarted
 // actor, not run again: a Register is indexed before it is installed, so
 // one that panics leaves its scope as it was. When the actor stops it
-// cancels the context it gave Source and Tools, then waits for those
-// goroutines.
+// answers the requests still parked with Failed (ErrStopping), cancels the
+// context it gave Source and Tools, then waits for those goroutines.
 package toolindex
 
 import (
@@ -198,6 +198,7 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 		a.drain(ctx)
 	case *actor.Stopping:
+		a.failParked(ctx)
 		if a.cancel != nil {
 			a.cancel()
 		}
@@ -258,6 +259,17 @@ func (a *indexActor) failAsking(ctx actor.Context) {
 		err = fmt.Errorf("%w (a bug, logged); it was not applied, and a scope it had half changed is indexed again from the daemon's registry", ErrChangeFailed)
 	}
 	a.fail(ctx, p, err)
+}
+
+// failParked answers every request still parked, as the actor stops:
+// they waited for a build the stop cancels, and their askers for their
+// timeouts.
+func (a *indexActor) failParked(ctx actor.Context) {
+	ps := a.parked
+	a.parked = nil
+	for _, p := range ps {
+		a.fail(ctx, p, fmt.Errorf("%w: ask again once it is back", ErrStopping))
+	}
 }
 
 // fail answers p's sender, if any, with Failed for err.

@@ -903,3 +903,27 @@ func TestAChangeThatPanicsIsAnsweredAndChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppingAnswersTheParkedRequests: the reads and changes still parked
+// for a scope being built when the actor stops are answered with Failed
+// (ErrStopping) as it stops; their askers waited for their timeouts (5 s
+// for find_tools), the daemon's shutdown with them.
+func TestStoppingAnswersTheParkedRequests(t *testing.T) {
+	sys := actor.NewActorSystem()
+	src := func(ctx context.Context) []*Register {
+		<-ctx.Done() // the first load never ends before the stop
+		return nil
+	}
+	pid := sys.Root.Spawn(Props(Config{Source: src}))
+	crm := ToolsetScope("b", "crm")
+	search := sys.Root.RequestFuture(pid, &Search{ReqID: "search", Query: "invoice", K: 3, Scopes: []string{crm}}, wait)
+	add := sys.Root.RequestFuture(pid, &Register{ReqID: "add", Scope: crm, Tools: []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice."}}}, wait)
+	// A replace waits for no build: answered, it was handled after the two
+	// parked before it.
+	ask[*Registered](t, sys, pid, &Register{ReqID: "put", Scope: ToolsetScope("c", "x"), Replace: true, Tools: []Tool{{Name: "x", Description: "x"}}})
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatalf("stopping the actor: %v", err)
+	}
+	failed(t, search, "search", ErrStopping)
+	failed(t, add, "add", ErrStopping)
+}
