@@ -381,7 +381,7 @@ func runGuarded(ctx context.Context, t Tool, args json.RawMessage, timeout time.
 		case errors.As(o.err, &pe):
 			return errorResult("The tool %s failed with an internal error (a bug in the tool, not in your arguments). Do not retry the same call; tell the person it failed.", t.Name), o.err
 		case o.err != nil && ctx.Err() != nil:
-			return cancelledResult(t.Name), fmt.Errorf("tools: %s: %w", t.Name, o.err)
+			return CancelledResult(t.Name), fmt.Errorf("tools: %s: %w", t.Name, o.err)
 		case o.err != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded):
 			return timeoutResult(t.Name, timeout), fmt.Errorf("tools: %s: timed out after %s: %w", t.Name, timeout, o.err)
 		case o.err != nil:
@@ -390,13 +390,15 @@ func runGuarded(ctx context.Context, t Tool, args json.RawMessage, timeout time.
 		return o.res, nil
 	case <-callCtx.Done():
 		if ctx.Err() != nil {
-			return cancelledResult(t.Name), fmt.Errorf("tools: %s: %w", t.Name, ctx.Err())
+			return CancelledResult(t.Name), fmt.Errorf("tools: %s: %w", t.Name, ctx.Err())
 		}
 		return timeoutResult(t.Name, timeout), fmt.Errorf("tools: %s: timed out after %s", t.Name, timeout)
 	}
 }
 
-func cancelledResult(name string) Result {
+// CancelledResult is what the model reads of a call to name whose turn
+// was cancelled (stopped, deleted) before the call finished.
+func CancelledResult(name string) Result {
 	return errorResult("The call to %s was cancelled before it finished.", name)
 }
 

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/toolindex"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/providers"
@@ -32,8 +34,11 @@ const (
 	findToolsK     = 5
 	namedToolsMax  = 3
 	findToolsName  = tools.FindToolsName
-	askTimeout     = 5 * time.Second
 )
+
+// askTimeout bounds a wait for the tool index, which also ends with the
+// turn. A var: a test makes it outlast a stop's wait for the turn's work.
+var askTimeout = 5 * time.Second
 
 // maxDeclinedTools bounds the tools words load no more.
 const maxDeclinedTools = 32
@@ -158,16 +163,18 @@ func (s *session) loadTools(su setup, names ...string) []string {
 
 // askNamedTools asks the tool index which tools the person's message names.
 // The ask runs in a goroutine: a future may block there, never in Receive.
+// It ends with the turn's context: a turn stopped or deleted meanwhile
+// waits for no slow index.
 func (s *session) askNamedTools(ctx actor.Context) {
 	t := s.turn
 	text := ""
 	if n := len(s.msgs); n > 0 {
 		text = s.msgs[n-1].Content
 	}
-	root, self, index, turnID, scopes := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.id, indexScopes(t.setup)
+	root, self, index, turnCtx, turnID, scopes := ctx.ActorSystem().Root, ctx.Self(), s.deps.ToolIndex, t.ctx, t.id, indexScopes(t.setup)
 	s.work.Go(func() {
 		var names []string
-		res, err := root.RequestFuture(index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax, Scopes: scopes}, askTimeout).Result()
+		res, err := actors.Ask(turnCtx, root, index, &toolindex.NamedIn{ReqID: turnID, Message: text, Max: namedToolsMax, Scopes: scopes}, askTimeout)
 		if r, ok := res.(*toolindex.NamedInResult); ok && err == nil {
 			names = r.Names
 		}
@@ -230,8 +237,9 @@ func newestThatFit(specs []chat.ToolSpec, room int) []chat.ToolSpec {
 
 // findTools answers a find_tools call: the best matches that fit room
 // tokens (at least the best one) are loaded and their descriptions and
-// schemas returned.
-func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
+// schemas returned. Its wait for the index ends with ctx, the turn's: a
+// turn stopped or deleted meanwhile hears "cancelled" at once.
+func findTools(ctx context.Context, root *actor.RootContext, index *actor.PID, scopes []string, specsOf func(...string) []chat.ToolSpec, args string, room int) (string, []string, bool) {
 	var a struct {
 		Query string `json:"query"`
 	}
@@ -241,7 +249,10 @@ func findTools(root *actor.RootContext, index *actor.PID, scopes []string, specs
 	if index == nil {
 		return "no tool index is running", nil, true
 	}
-	res, err := root.RequestFuture(index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK, Scopes: scopes}, askTimeout).Result()
+	res, err := actors.Ask(ctx, root, index, &toolindex.Search{ReqID: a.Query, Query: a.Query, K: findToolsK, Scopes: scopes}, askTimeout)
+	if err != nil && ctx.Err() != nil {
+		return tools.CancelledResult(findToolsName).Text, nil, true
+	}
 	r, ok := res.(*toolindex.SearchResult)
 	if err == nil && !ok {
 		err = fmt.Errorf("unexpected answer %T", res)

@@ -70,7 +70,7 @@ func (s *session) runTools(ctx actor.Context, calls []chat.ToolCall, cut *chat.T
 					return
 				}
 				if c.Name == findToolsName {
-					text, load, isErr := findTools(root, index, scopes, view.Specs, c.Arguments, findRoom)
+					text, load, isErr := findTools(callCtx, root, index, scopes, view.Specs, c.Arguments, findRoom)
 					out[i] = toolOutcome{call: c, res: tools.Result{Text: text, IsError: isErr}, load: load}
 					return
 				}
