@@ -27,8 +27,10 @@ const maxBatch = 256
 const idleSync = 2 * time.Millisecond
 
 // txns is what the committer needs of a database (Badger's or Postgres's
-// transactions, T): begin one, commit or drop it, sync, and tell a write
-// that does not fit beside the others (tooBig) from one that failed.
+// transactions, T): begin one, commit or drop it, sync, tell a write
+// that does not fit beside the others (tooBig) from one that failed, and
+// name a write's or a commit's failure in a transaction (failed: Postgres
+// says a lost connection's Unavailable).
 // commit makes a transaction readable, ordered before every later one;
 // sync then makes every commit so far durable (Badger's journal and
 // Postgres's WAL are each one log, written in commit order). durable
@@ -40,6 +42,7 @@ type txns[T any] interface {
 	sync() error
 	discard(T)
 	tooBig(err error) bool
+	failed(txn T, err error) error
 }
 
 // write is one caller's part of a batch: fn runs inside the shared
@@ -291,20 +294,20 @@ func (c *committer[T]) fill(batch []write[T]) (n int, failed bool, err error) {
 			}
 			for _, w := range batch[:n] {
 				if err := w.fn(txn); err != nil {
-					return 0, true, err
+					return 0, true, c.db.failed(txn, err)
 				}
 			}
 			break
 		}
 		if err != nil {
-			return n, true, err
+			return n, true, c.db.failed(txn, err)
 		}
 		n++
 	}
 	durable := slices.ContainsFunc(batch[:n], func(w write[T]) bool { return !w.unsynced })
 	start := time.Now()
 	if err := c.db.commit(txn, durable); err != nil {
-		return n, false, &batchError{fmt.Errorf("commit %d writes: %w", n, err)}
+		return n, false, &batchError{fmt.Errorf("commit %d writes: %w", n, c.db.failed(txn, err))}
 	}
 	c.unsynced = true
 	for i := range batch[:n] {

@@ -457,6 +457,7 @@ func (p pgTxns) begin() (*pgTxn, error) {
 	var tx pgx.Tx
 	if err == nil {
 		if tx, err = conn.Begin(ctx); err != nil {
+			err, _ = lostOn(conn, err)
 			p.pool.release(conn)
 		}
 	}
@@ -491,6 +492,15 @@ func (p pgTxns) discard(t *pgTxn) {
 	_ = t.tx.Rollback(t.ctx)
 	p.pool.release(t.conn)
 	t.cancel()
+}
+
+// failed says a write's or the commit's err in t Unavailable when t's
+// connection was lost (lostOn). Such a write is not tried again: it may
+// have landed (a commit whose answer the cut lost), so its caller is told
+// to send it again, under its idempotency key where the API has one.
+func (pgTxns) failed(t *pgTxn, err error) error {
+	err, _ = lostOn(t.conn, err)
+	return err
 }
 
 // tooBig: Postgres takes a batch of any size in one transaction.
@@ -537,34 +547,48 @@ func (p *Postgres) onReader(ctx context.Context, tenant string, tries int32, fn 
 	}
 	defer release()
 	for range tries {
-		var dead bool
+		var lost bool
 		err = p.pool.with(ctx, func(c *pgxpool.Conn) error {
-			err := fn(c)
-			dead = err != nil && c.Conn().IsClosed() && lostConn(err)
+			err, lost = lostOn(c, fn(c))
 			return err
 		})
-		if !dead || ctx.Err() != nil || p.life.Err() != nil {
-			if err != nil && p.life.Err() != nil {
-				err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
-			}
-			return err
+		if !lost || ctx.Err() != nil || p.life.Err() != nil {
+			break
 		}
 	}
-	// Every try lost its connection. pgx returns a cut connection's end of
-	// stream bare (io.ErrUnexpectedEOF), which Unavailable does not tell
-	// from another's: said here, it is a 503, to send again, not a 500.
+	if err != nil && p.life.Err() != nil {
+		err = fmt.Errorf("%w: %w", context.Cause(p.life), err)
+	}
+	return err
+}
+
+// lostOn is err, a statement's on c, said Unavailable when it is c's loss
+// (lost): pgx returns a cut connection's end of stream bare
+// (io.ErrUnexpectedEOF, or the network's error), which Unavailable cannot
+// tell from another's (a provider's); said here, the request is a 503, to
+// send again, not a 500. Every statement of the store's, a read's or a
+// write's, is classed by it.
+func lostOn(c *pgxpool.Conn, err error) (_ error, lost bool) {
+	if err == nil || !c.Conn().IsClosed() || !lostConn(err) {
+		return err, false
+	}
 	if !Unavailable(err) {
 		err = fmt.Errorf("%w: %w", pgconn.ErrConnClosed, err)
 	}
-	return err
+	return err, true
 }
 
 // lostConn reports whether err, a statement's on a connection pgx then
 // closed, is that connection's loss: it never reached the server, or the
 // network or the server ended the connection. Not a statement's failure,
-// which another try would meet again. pgx returns a cut's end of stream
-// bare; the connection closed says it was the store's.
+// which another try would meet again, nor its deadline or its caller's
+// cancel (context.DeadlineExceeded is a net.Error to errors.As). pgx
+// returns a cut's end of stream bare; the connection closed says it was
+// the store's.
 func lostConn(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
 	_, netErr := errors.AsType[net.Error](err)
 	return pgconn.SafeToRetry(err) || Unavailable(err) || netErr ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)

@@ -63,6 +63,9 @@ func (b badgerTxns) begin() (*writeTxn, error) {
 
 func (badgerTxns) discard(txn *writeTxn) { txn.tx.Discard() }
 func (badgerTxns) tooBig(err error) bool { return errors.Is(err, badger.ErrTxnTooBig) }
+
+// failed: a Badger write's failure says what it is already.
+func (badgerTxns) failed(_ *writeTxn, err error) error { return err }
 func (b badgerTxns) commit(txn *writeTxn, _ bool) error {
 	if b.j == nil || len(txn.frame) == frameHeader {
 		return txn.tx.Commit()

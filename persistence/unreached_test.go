@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -160,9 +161,10 @@ type silencer struct {
 	// (stall); asked counts the sends of clients meanwhile.
 	answers chan struct{}
 	asked   int
-	// toCut answers of the server's at least midAnswer long are cut in
-	// their middle, cutsDone so far (cutMidAnswers).
+	// toCut answers of the server's that cutIf picks are cut in their
+	// middle, cutsDone so far (cutMidAnswers, cutAnswersWith).
 	toCut, cutsDone int
+	cutIf           func(answer []byte) bool
 }
 
 // midAnswer is how long an answer cutMidAnswers cuts is at least: longer
@@ -174,9 +176,20 @@ const midAnswer = 4096
 // each, then the connection ends, as a blip does mid-read. cuts says how
 // many it cut.
 func (p *silencer) cutMidAnswers(n int) (cuts func() int) {
+	return p.cutAnswers(n, func(b []byte) bool { return len(b) >= midAnswer })
+}
+
+// cutAnswersWith cuts the next n answers of the server's that hold what
+// (a command's tag: "COMMIT") in their middle, as cutMidAnswers does.
+func (p *silencer) cutAnswersWith(n int, what string) (cuts func() int) {
+	return p.cutAnswers(n, func(b []byte) bool { return bytes.Contains(b, []byte(what)) })
+}
+
+// cutAnswers cuts the next n answers of the server's that cutIf picks.
+func (p *silencer) cutAnswers(n int, cutIf func([]byte) bool) (cuts func() int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.toCut, p.cutsDone = n, 0
+	p.toCut, p.cutsDone, p.cutIf = n, 0, cutIf
 	return func() int {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -336,7 +349,7 @@ func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 			<-answers // the server's side: held while stalled
 		}
 		p.mu.Lock()
-		cut := p.toCut > 0 && seen != nil && n >= midAnswer
+		cut := p.toCut > 0 && seen != nil && p.cutIf(buf[:n])
 		if cut {
 			p.toCut, p.cutsDone = p.toCut-1, p.cutsDone+1
 		}
