@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -216,33 +218,87 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 
 // TestAReadCutMidAnswerTriedAgainHoldsEachRowOnce: a read that lists rows
 // is cut midway through the server's answer (a blip), after some rows
-// came, and tries again on another connection: the list holds each row
-// once, not those of the cut try a second time.
+// came, and tries again on another connection; one of the rows the cut
+// try was sent is deleted before the next try. The list holds each row of
+// the try that answered once: not those of the cut try a second time
+// (RecordsPrefix), nor the row deleted since (LearnedWindows, a map, where
+// a row read twice shows only once, so the deleted one is what shows that
+// the cut try's rows stayed).
 func TestAReadCutMidAnswerTriedAgainHoldsEachRowOnce(t *testing.T) {
-	p, u, _ := silencedDSN(t)
-	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
-	ctx := context.Background()
 	const n = 200
-	var recs []RecordPut
-	for i := range n {
-		recs = append(recs, RecordPut{Kind: "k", ID: fmt.Sprintf("p/%03d", i), V: strings.Repeat("x", 100)})
-	}
-	if err := s.PutRecords(ctx, recs...); err != nil {
-		t.Fatal(err)
-	}
-	cuts := p.cutMidAnswers(1)
-	var ids []string
-	err := s.RecordsPrefix(ctx, "k", "p/", func(id string, _ func(any) error) error {
-		ids = append(ids, id)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("a listing cut midway, the server taking new connections: %v", err)
-	}
-	if cuts() != 1 {
-		t.Fatal("no answer was cut: the test proves nothing")
-	}
-	if len(ids) != n || ids[0] != "p/000" || ids[n-1] != fmt.Sprintf("p/%03d", n-1) {
-		t.Fatalf("the listing after a cut holds %d records (first %q); want each of the %d once", len(ids), ids[0], n)
+	name := func(i int) string { return fmt.Sprintf("p/%03d-%s", i, strings.Repeat("x", 100)) }
+	for what, c := range map[string]struct {
+		fill   func(ctx context.Context, s *Postgres) error
+		delete string // the SQL that deletes the row name(0) names
+		list   func(ctx context.Context, s *Postgres) ([]string, error)
+	}{
+		"records": {
+			fill: func(ctx context.Context, s *Postgres) error {
+				var recs []RecordPut
+				for i := range n {
+					recs = append(recs, RecordPut{Kind: "k", ID: name(i), V: "v"})
+				}
+				return s.PutRecords(ctx, recs...)
+			},
+			delete: `DELETE FROM records WHERE kind = 'k' AND id = $1`,
+			list: func(ctx context.Context, s *Postgres) (ids []string, err error) {
+				err = s.RecordsPrefix(ctx, "k", "p/", func(id string, _ func(any) error) error {
+					ids = append(ids, id)
+					return nil
+				})
+				return ids, err
+			},
+		},
+		"learned windows": {
+			fill: func(ctx context.Context, s *Postgres) error {
+				for i := range n {
+					if _, err := s.LearnWindow(ctx, "fake", name(i), 1000); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			delete: `DELETE FROM learned_windows WHERE provider = 'fake' AND model = $1`,
+			list: func(ctx context.Context, s *Postgres) ([]string, error) {
+				ws, err := s.LearnedWindows(ctx)
+				return slices.Sorted(maps.Keys(ws)), err
+			},
+		},
+	} {
+		t.Run(what, func(t *testing.T) {
+			p, u, direct := silencedDSN(t)
+			s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
+			ctx := context.Background()
+			if err := c.fill(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			admin := connect(t, direct)
+			p.whenCut(func() {
+				if _, err := admin.Exec(ctx, c.delete, name(0)); err != nil {
+					t.Errorf("delete a row the cut try was sent: %v", err)
+				}
+			})
+			cuts := p.cutMidAnswers(1)
+			got, err := c.list(ctx, s)
+			if err != nil {
+				t.Fatalf("a listing cut midway, the server taking new connections: %v", err)
+			}
+			if cuts() != 1 {
+				t.Fatal("no answer was cut: the test proves nothing")
+			}
+			var want []string
+			for i := 1; i < n; i++ {
+				want = append(want, name(i))
+			}
+			if what == "learned windows" {
+				for i := range want {
+					want[i] = "fake/" + want[i]
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("the listing after a cut holds %d rows, %d of them the row deleted since; want each of the %d of the try that answered once",
+					len(got), len(got)-len(slices.DeleteFunc(slices.Clone(got), func(s string) bool { return strings.HasSuffix(s, name(0)) })), len(want))
+			}
+		})
 	}
 }

@@ -165,6 +165,8 @@ type silencer struct {
 	// middle, cutsDone so far (cutMidAnswers, cutAnswersWith).
 	toCut, cutsDone int
 	cutIf           func(answer []byte) bool
+	// atCut, when set, runs as each answer is cut (whenCut).
+	atCut func()
 }
 
 // midAnswer is how long an answer cutMidAnswers cuts is at least: longer
@@ -195,6 +197,15 @@ func (p *silencer) cutAnswers(n int, cutIf func([]byte) bool) (cuts func() int) 
 		defer p.mu.Unlock()
 		return p.cutsDone
 	}
+}
+
+// whenCut runs fn as each answer is cut, before its client is given any
+// of it: what fn changes is what a try after the cut reads, and the cut
+// try's answer does not hold.
+func (p *silencer) whenCut(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.atCut = fn
 }
 
 // stall holds the server's answers from now on, until the function it
@@ -350,11 +361,15 @@ func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
 		}
 		p.mu.Lock()
 		cut := p.toCut > 0 && seen != nil && p.cutIf(buf[:n])
+		atCut := p.atCut
 		if cut {
 			p.toCut, p.cutsDone = p.toCut-1, p.cutsDone+1
 		}
 		p.mu.Unlock()
 		if cut {
+			if atCut != nil {
+				atCut()
+			}
 			_, _ = dst.Write(buf[:n/2])
 			_ = src.Close()
 			return
