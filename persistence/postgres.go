@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,7 +139,18 @@ type PostgresOptions struct {
 	// PingEvery is how often the store pings the server for Unreached.
 	// 0: a second.
 	PingEvery time.Duration
+
+	// idlePing stands in for the ping of a connection idle before use
+	// (nil: pgx's), and idleFor for how long idle it is pinged after (0:
+	// idleBeforePing): tests watch the ping, on a connection idle as
+	// long as they say.
+	idlePing func(*pgx.Conn, context.Context) error
+	idleFor  time.Duration
 }
+
+// idleBeforePing is how long a connection idles before its next use pings
+// it (pingIdle), as pgx's default does.
+const idleBeforePing = time.Second
 
 // idleInTxTimeout is how long the server lets a transaction of agentd's
 // wait on it idle; a batch's statements follow each other at once.
@@ -173,7 +185,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (st *Postg
 	life, end := context.WithCancelCause(context.Background())
 	conns := &liveConns{life: life, conns: map[*liveConn]struct{}{}}
 	cfg.ConnConfig.DialFunc = conns.dial(cfg.ConnConfig.DialFunc)
-	cfg.ShouldPing = pingIdle
+	cfg.ShouldPing = pingIdle(cmp.Or(o.idleFor, idleBeforePing), o.idlePing)
 	defer func() {
 		if err != nil {
 			end(err)
@@ -358,20 +370,26 @@ func newPgPool(ctx context.Context, cfg *pgxpool.Config, conns *liveConns) (pgPo
 	return pgPool{Pool: pool, conns: conns, size: cfg.MaxConns}, err
 }
 
-// pingIdle is the pools' ShouldPing: it pings a connection idle for a
-// second before use, as pgx does, and hands it out whatever the answer,
-// for acquire to close a dead one off the pool; pgx closed one whose ping
-// failed in its place. The ping is bounded by reachTimeout, not by the
-// caller: a ping its caller's cancel or deadline cut short leaves the
-// connection closed (pgx cannot tell where its answer stopped), and a
-// healthy connection was lost to each request that went away mid-ping.
-func pingIdle(ctx context.Context, c pgxpool.ShouldPingParams) bool {
-	if c.IdleDuration > time.Second {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reachTimeout)
-		defer cancel()
-		_ = c.Conn.Ping(ctx)
+// pingIdle is the pools' ShouldPing: it pings (with ping, nil: pgx's) a
+// connection idle for longer than after before use, as pgx does, and
+// hands it out whatever the answer, for acquire to close a dead one off
+// the pool; pgx closed one whose ping failed in its place. The ping is
+// bounded by reachTimeout, not by the caller: a ping its caller's cancel
+// or deadline cut short leaves the connection closed (pgx cannot tell
+// where its answer stopped), and a healthy connection was lost to each
+// request that went away mid-ping.
+func pingIdle(after time.Duration, ping func(*pgx.Conn, context.Context) error) func(context.Context, pgxpool.ShouldPingParams) bool {
+	if ping == nil {
+		ping = (*pgx.Conn).Ping
 	}
-	return false
+	return func(ctx context.Context, c pgxpool.ShouldPingParams) bool {
+		if c.IdleDuration > after {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reachTimeout)
+			defer cancel()
+			_ = ping(c.Conn, ctx)
+		}
+		return false
+	}
 }
 
 // acquire takes a live connection, closing the dead ones it is given;

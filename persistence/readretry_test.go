@@ -163,10 +163,21 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 // (its request cancelled) while the server had not answered yet ended the
 // ping with it, and pgx closed the connection, healthy, so the next read
 // dialed a new one. The ping is the store's now, bounded on its own: the
-// caller's read ends, the connection answers its ping and stays.
+// caller's cancel leaves the ping's context live (seen at once, as a
+// context derived from the caller's ends with it), the caller's read
+// ends, and the connection answers its ping and stays. The connection
+// counts as idle after a nanosecond, not a second slept.
 func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 	p, u, _ := silencedDSN(t)
-	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
+	pings := make(chan context.Context, 1)
+	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour, idleFor: time.Nanosecond,
+		idlePing: func(c *pgx.Conn, ctx context.Context) error {
+			select {
+			case pings <- ctx:
+			default:
+			}
+			return c.Ping(ctx)
+		}})
 	ctx := context.Background()
 	if _, err := s.LastSeq(ctx, "c"); err != nil {
 		t.Fatal(err)
@@ -174,8 +185,10 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 	if n := s.pool.Stat().TotalConns(); n != 1 {
 		t.Fatalf("%d reading connections after one read; the test wants the one", n)
 	}
-	// Idle past the second after which pingIdle pings (a clock to pass, not a race).
-	time.Sleep(1100 * time.Millisecond)
+	select { // a ping of the first read's, if any
+	case <-pings:
+	default:
+	}
 	dialed := p.accepted()
 	resume := p.stall()
 	defer func() {
@@ -189,6 +202,12 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 		_, err := s.LastSeq(rctx, "c")
 		read <- err
 	}()
+	var ping context.Context
+	select {
+	case ping = <-pings:
+	case <-time.After(time.Minute):
+		t.Fatal("the read's idle connection was not pinged within a minute")
+	}
 	// The ping is sent, its answer held: the read's statement waits for it.
 	for deadline := time.Now().Add(time.Minute); p.askedWhileStalled() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -196,12 +215,8 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 		}
 	}
 	cancel()
-	// A ping that took the caller's cancel ends now; give it its chance
-	// before the answer comes (one that does not end waits for the answer).
-	select {
-	case <-read:
-		t.Fatal("the read ended while its ping's answer was held: the caller's cancel ended the ping")
-	case <-time.After(2 * time.Second):
+	if err := ping.Err(); err != nil {
+		t.Fatalf("the caller's cancel ended its read's ping (%v): pgx closes the connection the ping was on", err)
 	}
 	resume()
 	resume = nil
