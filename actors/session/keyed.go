@@ -34,6 +34,16 @@ type keyFound struct {
 // once the store has looked it up on a worker, the mailbox held meanwhile
 // (await), so nothing of the chat changes before then runs.
 func (s *session) findKey(ctx actor.Context, key string, then func(ctx actor.Context, f keyFound)) {
+	if s.unsure {
+		s.readTail(ctx, func(ctx actor.Context, err error) {
+			if err != nil {
+				then(ctx, keyFound{err: err})
+				return
+			}
+			s.findKey(ctx, key, then)
+		})
+		return
+	}
 	for i := len(s.msgs) - 1; i >= 0; i-- {
 		if s.msgs[i].IdempotencyKey == key {
 			then(ctx, keyFound{m: &s.msgs[i], after: s.msgs[i+1:]})
@@ -56,6 +66,36 @@ func (s *session) findKey(ctx actor.Context, key string, then func(ctx actor.Con
 			f.after = s.msgs[sort.Search(len(s.msgs), func(i int) bool { return s.msgs[i].Seq > f.m.Seq }):]
 		}
 		then(ctx, f)
+	})
+}
+
+// tail is what readTail read.
+type tail struct {
+	msgs []chat.Message
+	err  error
+}
+
+// readTail reads what the chat's log holds after the session's last
+// message and takes it in, on a worker, the mailbox held (await), once a
+// write failed unseen (unsure): the message it carried, landed, is then
+// found under its key when sent again, not stored a second time. then
+// hears the read's error; the session stays unsure after one.
+func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err error)) {
+	store, id, from := s.deps.Store, s.id, s.lastSeq+1
+	await(s, ctx, onWorker(s, func() tail {
+		ms, err := store.Messages(context.Background(), id, from, 0)
+		return tail{msgs: ms, err: err}
+	}), func(ctx actor.Context, t tail) {
+		if t.err != nil {
+			then(ctx, fmt.Errorf("read the log after a write that failed: %w", t.err))
+			return
+		}
+		s.unsure = false
+		if ms := slices.DeleteFunc(t.msgs, func(m chat.Message) bool { return m.Seq <= s.lastSeq }); len(ms) > 0 {
+			s.log.Warn().Int64("from_seq", ms[0].Seq).Int("messages", len(ms)).Msg("a write reported failed had landed; the session takes its messages in")
+			s.appendMsgs(ms...)
+		}
+		then(ctx, nil)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +208,63 @@ func TestAKeyFoldedOutOfTheKeptMessagesIsStillKnown(t *testing.T) {
 	}
 	if r, ok := ask(keyed("t-items", "other words", "ka")).(*Rejected); !ok || !errors.Is(r.Err, ErrKeyReused) {
 		t.Fatalf("a message of other words under the items' key: %#v, want ErrKeyReused", r)
+	}
+}
+
+// TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce: the store commits
+// a person's message but the write's answer is lost (Postgres: its
+// connection cut in the middle of the COMMIT's answer), so the send
+// fails (503, to send again) though the log holds the message. Sent again
+// under its key, the message is not stored a second time: its turn goes
+// on from the one stored, and the log holds it once, answered.
+func TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce(t *testing.T) {
+	model := &gated{let: make(chan bool, 1)}
+	h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) {
+		d.Catalog = oneModel{client: model, info: providers.ModelInfo{Provider: "fake", ID: "m", Window: 128_000}}
+	})
+	var lose atomic.Bool
+	lose.Store(true)
+	h.store.mu.Lock()
+	h.store.lost = func() error {
+		if lose.CompareAndSwap(true, false) {
+			return errors.New("commit 1 writes: conn closed")
+		}
+		return nil
+	}
+	h.store.mu.Unlock()
+	ask := func(m *SubmitTurn) any {
+		t.Helper()
+		res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: m}, time.Minute).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	keyed := func(turnID string) *SubmitTurn {
+		return &SubmitTurn{TurnID: turnID, Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}}
+	}
+	sub := h.bus.Subscribe("c1", 1024, chat.EventTurnCompleted)
+	defer sub.Close()
+
+	if r, ok := ask(keyed("t1")).(*Rejected); !ok || r.Err == nil {
+		t.Fatalf("a send whose write's answer was lost: %+v; want it refused", r)
+	}
+	acc, ok := ask(keyed("t1-again")).(*TurnAccepted)
+	if !ok {
+		t.Fatalf("sent again under its key: %+v; want a turn", acc)
+	}
+	model.let <- true
+	for ev := range sub.C {
+		if ev.TurnID == acc.TurnID {
+			break
+		}
+	}
+	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+	var got []string
+	for _, m := range stored {
+		got = append(got, string(m.Role)+": "+m.Content)
+	}
+	if len(got) != 2 || got[0] != "user: hello" || !strings.HasPrefix(got[1], "assistant: answer") || acc.UserSeq != 1 {
+		t.Fatalf("the log holds %q, the turn from seq %d; want the message once, from seq 1, answered", got, acc.UserSeq)
 	}
 }

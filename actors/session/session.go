@@ -49,6 +49,11 @@ type session struct {
 	cost    toolsCost
 	lastSeq int64
 	loadErr error
+	// unsure: a write of a person's message failed without the store
+	// saying it stored nothing (Postgres: a COMMIT whose answer a cut
+	// lost may have landed), so the log may hold messages after lastSeq;
+	// findKey reads them first (readTail).
+	unsure bool
 
 	queue []pending
 	turn  *turn

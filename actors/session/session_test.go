@@ -38,6 +38,10 @@ type memStore struct {
 	// write with nothing stored; answering is committing for
 	// AppendWithSnapshotThen.
 	synced, committing, answering func() error
+	// lost, when set, runs once AppendThen has stored the messages, and
+	// its error fails the write as if nothing were stored: a commit whose
+	// answer was lost (Postgres's connection cut mid-answer).
+	lost func() error
 	// saving, when set, runs before a snapshot's save stores anything.
 	saving func()
 	// writer runs the writes that report through a then, off the caller,
@@ -110,8 +114,14 @@ func (m *memStore) AppendThen(_ context.Context, chatID string, msgs []chat.Mess
 		}
 		m.mu.Lock()
 		m.writes++
-		stored, synced := m.appendLocked(chatID, msgs), m.synced
+		stored, synced, lost := m.appendLocked(chatID, msgs), m.synced, m.lost
 		m.mu.Unlock()
+		if lost != nil {
+			if err := lost(); err != nil {
+				then(nil, err)
+				return
+			}
+		}
 		var err error
 		if synced != nil {
 			err = synced()

@@ -255,6 +255,7 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 		s.cancelCall()
 		s.turn.cancel()
 		s.turn = nil
+		s.unsure = s.unsure || w.stored == nil
 		p.refuse(ctx, fmt.Errorf("store message: %w", err))
 		s.movedAway(ctx, err)
 		s.startNext(ctx)
