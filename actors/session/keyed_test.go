@@ -216,7 +216,10 @@ func TestAKeyFoldedOutOfTheKeptMessagesIsStillKnown(t *testing.T) {
 // connection cut in the middle of the COMMIT's answer), so the send
 // fails (503, to send again) though the log holds the message. Sent again
 // under its key, the message is not stored a second time: its turn goes
-// on from the one stored, and the log holds it once, answered.
+// on from the one stored, and the log holds it once, answered. Items
+// added under a key (AddMessages) the same: Answered where they landed.
+// Their write failing in its first batch is refused: the session took in
+// the none it stored, panicked, and the caller waited out its timeout.
 func TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce(t *testing.T) {
 	model := &gated{let: make(chan bool, 1)}
 	h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) {
@@ -232,7 +235,7 @@ func TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce(t *testing.T) {
 		return nil
 	}
 	h.store.mu.Unlock()
-	ask := func(m *SubmitTurn) any {
+	ask := func(m any) any {
 		t.Helper()
 		res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: m}, time.Minute).Result()
 		if err != nil {
@@ -266,5 +269,18 @@ func TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "user: hello" || !strings.HasPrefix(got[1], "assistant: answer") || acc.UserSeq != 1 {
 		t.Fatalf("the log holds %q, the turn from seq %d; want the message once, from seq 1, answered", got, acc.UserSeq)
+	}
+
+	// Items added under a key, the same.
+	lose.Store(true)
+	items := &AddMessages{Key: "ka", Messages: []chat.Message{{Role: chat.RoleUser, Content: "an item"}, {Role: chat.RoleAssistant, Content: "its answer"}}}
+	if r, ok := ask(items).(*Rejected); !ok || r.Err == nil {
+		t.Fatalf("items whose write's answer was lost: %+v; want them refused", r)
+	}
+	if a, ok := ask(items).(*Answered); !ok || a.UserSeq != 3 {
+		t.Fatalf("the items again under their key: %#v; want Answered at seq 3, where they landed", a)
+	}
+	if stored, _ := h.store.Messages(context.Background(), "c1", 0, 0); len(stored) != 4 {
+		t.Fatalf("the log holds %d messages; want the two items once after the answered message", len(stored))
 	}
 }

@@ -49,8 +49,8 @@ type session struct {
 	cost    toolsCost
 	lastSeq int64
 	loadErr error
-	// unsure: a write of a person's message failed without the store
-	// saying it stored nothing (Postgres: a COMMIT whose answer a cut
+	// unsure: a write of a person's message (or of added messages)
+	// failed without the store saying it stored nothing (Postgres: a COMMIT whose answer a cut
 	// lost may have landed), so the log may hold messages after lastSeq;
 	// findKey reads them first (readTail).
 	unsure bool
@@ -755,11 +755,14 @@ func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.M
 		}
 		return added{out, nil}
 	}), func(ctx actor.Context, r added) {
-		s.appendMsgs(r.stored...)
+		if len(r.stored) > 0 { // none when the first batch failed
+			s.appendMsgs(r.stored...)
+		}
 		for _, st := range r.stored {
 			s.publish(chat.EventMessage, "", st)
 		}
 		if r.err != nil {
+			s.unsure = true // the failed batch may have landed
 			s.respondTo(ctx, sender, &Rejected{Err: r.err})
 			return
 		}

@@ -38,7 +38,7 @@ type memStore struct {
 	// write with nothing stored; answering is committing for
 	// AppendWithSnapshotThen.
 	synced, committing, answering func() error
-	// lost, when set, runs once AppendThen has stored the messages, and
+	// lost, when set, runs once Append or AppendThen has stored the messages, and
 	// its error fails the write as if nothing were stored: a commit whose
 	// answer was lost (Postgres's connection cut mid-answer).
 	lost func() error
@@ -98,7 +98,13 @@ func (m *memStore) Append(_ context.Context, chatID string, msgs ...chat.Message
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	return m.appendLocked(chatID, msgs), nil
+	stored := m.appendLocked(chatID, msgs)
+	if m.lost != nil {
+		if err := m.lost(); err != nil {
+			return nil, err
+		}
+	}
+	return stored, nil
 }
 
 func (m *memStore) AppendThen(_ context.Context, chatID string, msgs []chat.Message, then func([]chat.Message, error)) {
