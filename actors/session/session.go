@@ -50,9 +50,9 @@ type session struct {
 	lastSeq int64
 	loadErr error
 	// unsure: a write of a person's message (or of added messages)
-	// failed without the store saying it stored nothing (Postgres: a COMMIT whose answer a cut
-	// lost may have landed), so the log may hold messages after lastSeq;
-	// findKey reads them first (readTail).
+	// failed without the store saying it stored nothing (Postgres: a
+	// COMMIT whose answer a cut lost may have landed), so the log may hold
+	// messages after lastSeq; findKey reads them first (readTail).
 	unsure bool
 
 	queue []pending
