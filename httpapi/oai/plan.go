@@ -176,11 +176,11 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 		c, err := h.hub.CreateNewChat(ctx, tenant, api.CreateChatRequest{Model: req.Model, Instructions: derefOr(setup.Instructions),
 			Settings: setup.Settings, Tools: derefTools(setup.Tools)}, nil)
 		if err != nil {
-			return nil, err
+			return nil, effortRefused(err)
 		}
 		p.chatID, p.model, p.created = c.ID, c.Model, true
 	} else if p.model, err = h.setUp(ctx, tenant, p.chatID, setup, len(g.results) > 0); err != nil {
-		return nil, err
+		return nil, effortRefused(err)
 	}
 	if err := h.attachImages(ctx, tenant, p, g.images); err != nil {
 		if p.created {
@@ -205,14 +205,27 @@ func chatSetup(req createRequest, tools []functionTool, noTools bool, system []s
 	var settings *api.Settings
 	threshold := compactThreshold(req)
 	one := oneToolCall(req.ParallelToolCalls)
-	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil || threshold != nil || one != nil {
-		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens, CompactThreshold: threshold, ParallelToolCalls: one}
+	effort := req.effort()
+	if req.Temperature != nil || req.TopP != nil || req.MaxOutputTokens != nil || threshold != nil || one != nil || effort != "" {
+		settings = &api.Settings{Temperature: req.Temperature, TopP: req.TopP, MaxOutputTokens: req.MaxOutputTokens, CompactThreshold: threshold, ParallelToolCalls: one,
+			ReasoningEffort: effort}
 	}
 	setup := api.PatchChatRequest{Instructions: &instr, Settings: settings, Tools: &ts}
 	if req.Model != "" {
 		setup.Model = &req.Model
 	}
 	return setup
+}
+
+// effortRefused names a reasoning effort the chat's provider refused by
+// this surface's field, reasoning.effort, where Chat Completions names
+// the chat's own reasoning_effort.
+func effortRefused(err error) error {
+	var bad *hub.SettingError
+	if errors.As(err, &bad) && bad.Field == "reasoning_effort" {
+		return refuse("reasoning.effort", "%s", bad.Reason)
+	}
+	return err
 }
 
 // oneToolCall is the chat setting of a request's parallel_tool_calls:

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -444,5 +446,92 @@ func TestChatCompletionsReasoningContentReachesOpenAIGo(t *testing.T) {
 	}
 	if reasoned.String() != thought || content.String() != said {
 		t.Fatalf("openai-go read reasoning %q and content %q, want %q and %q", reasoned.String(), content.String(), thought, said)
+	}
+}
+
+// effortsSeen answers every turn with said and records the
+// reasoning_effort each turn request carried ("" for none).
+func effortsSeen() (testkit.Script, func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	return func(r testkit.Received) testkit.Reply {
+			if !isTurn(r) {
+				return talker(r)
+			}
+			var body struct {
+				ReasoningEffort string `json:"reasoning_effort"`
+			}
+			_ = json.Unmarshal(r.Raw, &body)
+			mu.Lock()
+			seen = append(seen, body.ReasoningEffort)
+			mu.Unlock()
+			return testkit.Reply{Text: said}
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(seen)
+		}
+}
+
+// TestResponsesReasoningEffortIsTheTurns: a Responses request's
+// reasoning.effort is its turn's reasoning effort, as Chat Completions'
+// reasoning_effort is, and a request without one asks for none (OpenAI
+// carries no setting over from a previous response). An effort the chat's
+// protocol has no word for is a 400 on reasoning.effort naming it, and
+// changes nothing: no chat, no message, no setting, no model call.
+func TestResponsesReasoningEffortIsTheTurns(t *testing.T) {
+	script, seen := effortsSeen()
+	d, _, sdk := start(t, 32000, script)
+	ctx := context.Background()
+	ask := func(prev, effort string) (*responses.Response, error) {
+		p := asked(false)
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(effort)}
+		return sdk.Responses.New(ctx, p)
+	}
+	first, err := ask("", "low")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := ask(first.ID, "high")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ask(second.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seen(), []string{"low", "high", ""}; !slices.Equal(got, want) {
+		t.Fatalf("the turns' reasoning_effort %q, want %q", got, want)
+	}
+	third, err := ask(second.ID, "high")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats (%v), want the chain's one", len(cs), err)
+	}
+	before := cs[0]
+	for name, prev := range map[string]string{"a continued chain": third.ID, "a new chain": ""} {
+		_, err := ask(prev, "max")
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "reasoning.effort" || !strings.Contains(e.Message, `"max"`) {
+			t.Fatalf("%s asking effort max of an OpenAI-style model: %v, want a 400 on reasoning.effort naming it", name, err)
+		}
+	}
+	after, err := d.Hub.Chat(ctx, "a", before.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Messages != before.Messages || after.Settings == nil || after.Settings.ReasoningEffort != "high" {
+		t.Fatalf("after the refusals the chat holds %d messages, settings %+v; before, %d and %+v", after.Messages, after.Settings, before.Messages, before.Settings)
+	}
+	if cs, _ := d.Hub.Chats(ctx, "a"); len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats, want the chain's one", len(cs))
+	}
+	if got := seen(); len(got) != 4 {
+		t.Fatalf("the provider was asked %d turns, want 4: %q", len(got), got)
 	}
 }

@@ -43,6 +43,9 @@ type createRequest struct {
 	} `json:"text"`
 	Prompt    json.RawMessage `json:"prompt"`
 	Reasoning *struct {
+		// Effort is the turn's reasoning effort, the chat's
+		// reasoning_effort setting as Chat Completions' is.
+		Effort  string `json:"effort"`
 		Summary string `json:"summary"`
 		// GenerateSummary is summary's deprecated name.
 		GenerateSummary string `json:"generate_summary"`
@@ -65,6 +68,14 @@ func (req *createRequest) summarises() bool {
 		return true
 	}
 	return false
+}
+
+// effort is the request's reasoning.effort, "" when it names none.
+func (req *createRequest) effort() string {
+	if req.Reasoning == nil {
+		return ""
+	}
+	return req.Reasoning.Effort
 }
 
 // functionTool is a tool of type function: one the client runs.
