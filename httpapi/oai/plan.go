@@ -34,12 +34,25 @@ type gathered struct {
 	system  []string
 	results []api.ToolResult
 	input   []item
+	echoes  []echo
 }
+
+// echo is an assistant message of a continued chain's input, skipped once
+// it is found among the previous response's output (echoed).
+type echo struct {
+	param, id, text string
+}
+
+// assistantRefused is why an assistant message agentd did not write is
+// refused.
+const assistantRefused = "assistant messages in input are not supported by agentd: it keeps the chat's history itself; continue with previous_response_id or conversation and send only what is new"
 
 // gather sorts the input's items. A continued chain may echo the
 // function_calls and reasoning items of its last output, as OpenAI asks a
-// client that keeps its own context to; agentd has them already. Assistant
-// messages are refused: agentd keeps the chat's history itself.
+// client that keeps its own context to, and its assistant messages, as the
+// SDKs' clients that append response.output do; agentd has them already.
+// Other assistant messages are refused: agentd keeps the chat's history
+// itself.
 func gather(its []inputItem, continued bool) (gathered, error) {
 	var g gathered
 	for i, it := range its {
@@ -69,7 +82,17 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 				}
 				g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: it.Role, Content: &ps})
 			case "assistant":
-				return g, refuse(param+".role", "assistant messages in input are not supported by agentd: it keeps the chat's history itself; continue with previous_response_id or conversation and send only what is new")
+				if !continued {
+					return g, refuse(param+".role", assistantRefused)
+				}
+				if err := textOnly(ps, param+".content", "an output message of the previous response is text"); err != nil {
+					return g, err
+				}
+				var text strings.Builder
+				for _, p := range ps {
+					text.WriteString(p.Text)
+				}
+				g.echoes = append(g.echoes, echo{param: param + ".role", id: it.ID, text: text.String()})
 			default:
 				return g, refuse(param+".role", "role %q: use user, system or developer", it.Role)
 			}
@@ -161,12 +184,19 @@ func (h *Handler) plan(ctx context.Context, tenant string, req createRequest) (*
 		if err := awaited(prev, g.results); err != nil {
 			return nil, err
 		}
+		if err := echoed(prev, g.echoes); err != nil {
+			return nil, err
+		}
 	case conv != "":
 		chatID, ok := chatOfConversation(conv)
 		if _, err := h.hub.Chat(ctx, tenant, chatID); !ok || errors.Is(err, hub.ErrNotFound) {
 			return nil, notFound("conversation", fmt.Sprintf("Conversation with id '%s' not found.", clip(conv, 100)))
 		} else if err != nil {
 			return nil, err
+		}
+		// A conversation names no previous response to find an echo in.
+		if len(g.echoes) > 0 {
+			return nil, refuse(g.echoes[0].param, assistantRefused)
 		}
 		p.chatID = chatID
 	case len(g.results) > 0:
@@ -334,6 +364,34 @@ func awaited(prev responseRecord, results []api.ToolResult) error {
 	for _, it := range prev.Response.Output {
 		if it.Type == itemFunctionCall && !got[it.CallID] {
 			return refuse("input", "No tool output found for function call %s.", it.CallID)
+		}
+	}
+	return nil
+}
+
+// echoed checks that each assistant message of the input is one of the
+// previous response's output messages sent back: the same id and text, or
+// without an id the same text. agentd holds those already, so they are
+// skipped; any other would be history agentd did not write, and is
+// refused.
+func echoed(prev responseRecord, echoes []echo) error {
+	for _, e := range echoes {
+		found := false
+		for _, it := range prev.Response.Output {
+			if it.Type != itemMessage || it.Content == nil || (e.id != "" && e.id != it.ID) {
+				continue
+			}
+			var text strings.Builder
+			for _, p := range *it.Content {
+				text.WriteString(p.Text)
+			}
+			if text.String() == e.text {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return refuse(e.param, "%s (an echo of the previous response's own output message is skipped; this one is not among its output)", assistantRefused)
 		}
 	}
 	return nil

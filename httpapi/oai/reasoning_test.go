@@ -535,3 +535,80 @@ func TestResponsesReasoningEffortIsTheTurns(t *testing.T) {
 		t.Fatalf("the provider was asked %d turns, want 4: %q", len(got), got)
 	}
 }
+
+// TestResponsesAnEchoedAssistantMessageIsSkipped: a client of the SDKs
+// that appends response.output to its input (the reasoning and the
+// assistant message items) and names previous_response_id has its echo of
+// the previous response's message skipped, with its id or without one
+// (same text): the chat stores only what is new. An assistant message
+// agentd did not write (other text, or the id of an older response's
+// message) is refused on input[i].role, as it is on a new chain, and
+// stores nothing.
+func TestResponsesAnEchoedAssistantMessageIsSkipped(t *testing.T) {
+	d, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said}))
+	ctx := context.Background()
+	first, err := sdk.Responses.New(ctx, asked(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Output) != 2 || first.Output[1].Type != "message" {
+		t.Fatalf("output %q: want a reasoning item, then a message", summaries(*first))
+	}
+	reasoning, message := first.Output[0].AsReasoning().ToParam(), first.Output[1].AsMessage().ToParam()
+	next := func(prev string, echoed ...responses.ResponseInputItemUnionParam) (*responses.Response, error) {
+		input := append(echoed, responses.ResponseInputItemParamOfMessage("And three and three?", responses.EasyInputMessageRoleUser))
+		return sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(prev),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	}
+	chatMessages := func() int64 {
+		cs, err := d.Hub.Chats(ctx, "a")
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("tenant a has %d chats (%v), want the chain's one", len(cs), err)
+		}
+		c, err := d.Hub.Chat(ctx, "a", cs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Messages
+	}
+	held := chatMessages()
+	second, err := next(first.ID, responses.ResponseInputItemUnionParam{OfReasoning: &reasoning}, responses.ResponseInputItemUnionParam{OfOutputMessage: &message})
+	if err != nil {
+		t.Fatalf("the previous response's output echoed with its id: %v", err)
+	}
+	if got := chatMessages(); second.Status != "completed" || got != held+2 {
+		t.Fatalf("the echoed response is %s and the chat holds %d messages, want completed and %d (the question and its answer)", second.Status, got, held+2)
+	}
+	held += 2
+	third, err := next(second.ID, responses.ResponseInputItemParamOfMessage(second.OutputText(), responses.EasyInputMessageRoleAssistant))
+	if err != nil {
+		t.Fatalf("the previous response's answer echoed without an id: %v", err)
+	}
+	if got := chatMessages(); third.Status != "completed" || got != held+2 {
+		t.Fatalf("the echoed response is %s and the chat holds %d messages, want completed and %d", third.Status, got, held+2)
+	}
+	held += 2
+	for name, c := range map[string]struct {
+		prev string
+		echo responses.ResponseInputItemUnionParam
+	}{
+		"other text":                   {third.ID, responses.ResponseInputItemParamOfMessage("I said five.", responses.EasyInputMessageRoleAssistant)},
+		"an older response's message":  {third.ID, responses.ResponseInputItemUnionParam{OfOutputMessage: &message}},
+		"its own id with another text": {first.ID, responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{{OfOutputText: &responses.ResponseOutputTextParam{Text: "I said five."}}}, message.ID, responses.ResponseOutputMessageStatusCompleted)},
+	} {
+		_, err := next(c.prev, c.echo)
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "input[0].role" || !strings.Contains(e.Message, "assistant messages") {
+			t.Fatalf("%s: %v, want a 400 on input[0].role", name, err)
+		}
+	}
+	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		{OfOutputMessage: &message}, responses.ResponseInputItemParamOfMessage("And three and three?", responses.EasyInputMessageRoleUser)}}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "input[0].role" {
+		t.Fatalf("an assistant message on a new chain: %v, want a 400 on input[0].role", err)
+	}
+	if got := chatMessages(); got != held {
+		t.Fatalf("after the refusals the chat holds %d messages, want %d", got, held)
+	}
+}
