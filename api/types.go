@@ -227,11 +227,15 @@ type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens is the part of OutputTokens spent reasoning, where
+	// the provider's protocol reports it (docs/api.md).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens, CachedTokens: u.CachedTokens + o.CachedTokens,
+		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens}
 }
 
 // TurnResult is what a finished turn stored and used.

@@ -116,21 +116,28 @@ type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens is the part of OutputTokens the model spent
+	// reasoning, where the protocol reports it (OpenAI-style
+	// completion_tokens_details.reasoning_tokens); 0 where it does not.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
-// Sane is u as a provider could have meant it: no count below zero, and
-// no more cached tokens than input ones. A provider or proxy that reports
-// otherwise would make the counts a turn sums, and the metrics' counters
-// (which refuse to go down), nonsense or worse.
+// Sane is u as a provider could have meant it: no count below zero, no
+// more cached tokens than input ones, and no more reasoning tokens than
+// output ones. A provider or proxy that reports otherwise would make the
+// counts a turn sums, and the metrics' counters (which refuse to go down),
+// nonsense or worse.
 func (u Usage) Sane() Usage {
 	u.InputTokens, u.OutputTokens, u.CachedTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0), max(u.CachedTokens, 0)
 	u.CachedTokens = min(u.CachedTokens, u.InputTokens)
+	u.ReasoningTokens = min(max(u.ReasoningTokens, 0), u.OutputTokens)
 	return u
 }
 
 // Add sums two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{u.InputTokens + o.InputTokens, u.OutputTokens + o.OutputTokens, u.CachedTokens + o.CachedTokens}
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens, CachedTokens: u.CachedTokens + o.CachedTokens,
+		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens}
 }
 
 // Settings are an application's sampling settings for a chat's model

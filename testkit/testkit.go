@@ -43,7 +43,9 @@ type Reply struct {
 	CutAfterChunks int
 	// Garbage streams bytes that are not the protocol.
 	Garbage bool
-	// Usage overrides the counted usage.
+	// Usage overrides the counted usage. The OpenAI fake sends its
+	// ReasoningTokens as usage.completion_tokens_details.reasoning_tokens,
+	// as OpenAI does (0 unless set: the fakes count no reasoning apart).
 	Usage *chat.Usage
 }
 

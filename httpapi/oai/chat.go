@@ -739,12 +739,16 @@ type chatUsage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
 func (a *answer) usage() chatUsage {
 	u := chatUsage{PromptTokens: a.spent.InputTokens, CompletionTokens: a.spent.OutputTokens,
 		TotalTokens: a.spent.InputTokens + a.spent.OutputTokens}
 	u.PromptTokensDetails.CachedTokens = a.spent.CachedTokens
+	u.CompletionTokensDetails.ReasoningTokens = a.spent.ReasoningTokens
 	return u
 }
 

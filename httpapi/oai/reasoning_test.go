@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/httpapi/oai"
 	"github.com/agentd/agentd/testkit"
@@ -610,5 +611,68 @@ func TestResponsesAnEchoedAssistantMessageIsSkipped(t *testing.T) {
 	}
 	if got := chatMessages(); got != held {
 		t.Fatalf("after the refusals the chat holds %d messages, want %d", got, held)
+	}
+}
+
+// TestReasoningTokensAreReported: the reasoning tokens an OpenAI-style
+// provider reports (usage.completion_tokens_details.reasoning_tokens) are
+// in the native usage event and turn result, in a response's
+// usage.output_tokens_details.reasoning_tokens, whole and streamed, and in
+// a chat completion's usage.completion_tokens_details.reasoning_tokens,
+// whole and in the stream's usage chunk.
+func TestReasoningTokensAreReported(t *testing.T) {
+	const reasoned = 12
+	d, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said,
+		Usage: &chat.Usage{InputTokens: 40, OutputTokens: 30, ReasoningTokens: reasoned}}))
+	ctx := context.Background()
+	native := &api.Client{BaseURL: d.Server.URL, Token: "tok-a"}
+	c, err := native.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []api.Usage
+	res, err := native.Send(ctx, c.ID, api.SendMessageRequest{Content: "What is two and two?"}, func(ev api.Event) {
+		if ev.Type == api.EventUsage {
+			var u api.Usage
+			if err := json.Unmarshal(ev.Data, &u); err != nil {
+				t.Errorf("usage event %s: %v", ev.Data, err)
+			}
+			events = append(events, u)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].ReasoningTokens != reasoned || res.Usage.ReasoningTokens != reasoned {
+		t.Fatalf("native usage events %+v, turn usage %+v: want reasoning_tokens %d", events, res.Usage, reasoned)
+	}
+	for _, stream := range []bool{false, true} {
+		r := created(t, sdk, asked(false), stream)
+		if got := r.Usage.OutputTokensDetails.ReasoningTokens; got != reasoned || r.Usage.OutputTokens != 30 {
+			t.Fatalf("a response (streamed: %v) has usage %+v: want reasoning_tokens %d of 30", stream, r.Usage, reasoned)
+		}
+	}
+	params := openai.ChatCompletionNewParams{Model: "fake/m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is two and two?")}}
+	whole, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := whole.Usage.CompletionTokensDetails.ReasoningTokens; got != reasoned {
+		t.Fatalf("a chat completion's reasoning_tokens %d, want %d", got, reasoned)
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := sdk.Chat.Completions.NewStreaming(ctx, params)
+	defer s.Close()
+	var last openai.CompletionUsage
+	for s.Next() {
+		if u := s.Current().Usage; u.TotalTokens > 0 {
+			last = u
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := last.CompletionTokensDetails.ReasoningTokens; got != reasoned {
+		t.Fatalf("the stream's usage chunk %+v: want reasoning_tokens %d", last, reasoned)
 	}
 }

@@ -484,6 +484,7 @@ func (b *builder) finish(res api.TurnResult) {
 	}
 	u := &usage{InputTokens: b.spent.InputTokens, OutputTokens: b.spent.OutputTokens, TotalTokens: b.spent.InputTokens + b.spent.OutputTokens}
 	u.InputTokensDetails.CachedTokens = b.spent.CachedTokens
+	u.OutputTokensDetails.ReasoningTokens = b.spent.ReasoningTokens
 	b.resp.Usage = u
 	b.resp.Status = statusCompleted
 	switch {

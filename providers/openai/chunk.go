@@ -64,6 +64,11 @@ type chunkUsage struct {
 	PromptTokensDetails struct {
 		CachedTokens lenientInt `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	// CompletionTokensDetails.ReasoningTokens is the part of the
+	// completion spent reasoning (OpenAI's reasoning models).
+	CompletionTokensDetails struct {
+		ReasoningTokens lenientInt `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 	// PromptCacheHitTokens is DeepSeek's name for the cached part.
 	PromptCacheHitTokens int `json:"prompt_cache_hit_tokens"`
 }

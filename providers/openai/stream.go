@@ -516,7 +516,8 @@ func (d delta) thinking() string {
 }
 
 func usageOf(u *chunkUsage) chat.Usage {
-	out := chat.Usage{InputTokens: int(u.PromptTokens), OutputTokens: int(u.CompletionTokens), CachedTokens: int(u.PromptTokensDetails.CachedTokens)}
+	out := chat.Usage{InputTokens: int(u.PromptTokens), OutputTokens: int(u.CompletionTokens), CachedTokens: int(u.PromptTokensDetails.CachedTokens),
+		ReasoningTokens: int(u.CompletionTokensDetails.ReasoningTokens)}
 	if out.CachedTokens == 0 {
 		// DeepSeek reports its cache as prompt_cache_hit_tokens.
 		out.CachedTokens = u.PromptCacheHitTokens

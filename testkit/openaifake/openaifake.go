@@ -543,7 +543,7 @@ func wireUsage(u chat.Usage) map[string]any {
 			"audio_tokens":  0,
 		},
 		"completion_tokens_details": map[string]any{
-			"reasoning_tokens": 0, "audio_tokens": 0,
+			"reasoning_tokens": u.ReasoningTokens, "audio_tokens": 0,
 			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
 		},
 	}
