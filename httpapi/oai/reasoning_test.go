@@ -506,6 +506,13 @@ func TestResponsesReasoningEffortIsTheTurns(t *testing.T) {
 	if got, want := seen(), []string{"low", "high", ""}; !slices.Equal(got, want) {
 		t.Fatalf("the turns' reasoning_effort %q, want %q", got, want)
 	}
+	stored, err := sdk.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Reasoning.Effort != "low" || stored.Reasoning.Effort != "low" || second.Reasoning.Effort != "high" {
+		t.Fatalf("the responses echo reasoning.effort %q (stored %q) and %q, want low and high", first.Reasoning.Effort, stored.Reasoning.Effort, second.Reasoning.Effort)
+	}
 	third, err := ask(second.ID, "high")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package oai
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -196,6 +197,14 @@ func (p *plan) builder() *builder {
 	return &builder{resp: p.response(), reasoning: reasoning{shown: p.req.summarises()}}
 }
 
+// nonEmpty is s, or nil (JSON null) when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // response is the plan's response as it starts: in progress, no output.
 func (p *plan) response() *response {
 	req := p.req
@@ -215,6 +224,9 @@ func (p *plan) response() *response {
 		resp.Metadata = map[string]string{}
 	}
 	resp.Text.Format.Type = "text"
+	if r := req.Reasoning; r != nil {
+		resp.Reasoning = &reasoningConfig{Effort: nonEmpty(r.Effort), Summary: nonEmpty(cmp.Or(r.Summary, r.GenerateSummary))}
+	}
 	if req.PreviousResponseID != "" {
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}

@@ -34,12 +34,20 @@ type response struct {
 	Store              bool               `json:"store"`
 	Temperature        *float64           `json:"temperature"`
 	TopP               *float64           `json:"top_p"`
+	Reasoning          *reasoningConfig   `json:"reasoning"`
 	ToolChoice         json.RawMessage    `json:"tool_choice"`
 	Tools              []json.RawMessage  `json:"tools"`
 	Text               textConfig         `json:"text"`
 	Truncation         string             `json:"truncation"`
 	Usage              *usage             `json:"usage"`
 	Metadata           map[string]string  `json:"metadata"`
+}
+
+// reasoningConfig is a response's reasoning: its request's effort and
+// summary, null where the request named none.
+type reasoningConfig struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
 }
 
 type conversationRef struct {
