@@ -88,11 +88,7 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 				if err := textOnly(ps, param+".content", "an output message of the previous response is text"); err != nil {
 					return g, err
 				}
-				var text strings.Builder
-				for _, p := range ps {
-					text.WriteString(p.Text)
-				}
-				g.echoes = append(g.echoes, echo{param: param + ".role", id: it.ID, text: text.String()})
+				g.echoes = append(g.echoes, echo{param: param + ".role", id: it.ID, text: joinedText(ps)})
 			default:
 				return g, refuse(param+".role", "role %q: use user, system or developer", it.Role)
 			}
@@ -381,11 +377,7 @@ func echoed(prev responseRecord, echoes []echo) error {
 			if it.Type != itemMessage || it.Content == nil || (e.id != "" && e.id != it.ID) {
 				continue
 			}
-			var text strings.Builder
-			for _, p := range *it.Content {
-				text.WriteString(p.Text)
-			}
-			if text.String() == e.text {
+			if joinedText(*it.Content) == e.text {
 				found = true
 				break
 			}

@@ -240,11 +240,16 @@ func callOutput(raw json.RawMessage, param string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return joinedText(ps), nil
+}
+
+// joinedText is the text of ps, one part after another.
+func joinedText(ps []part) string {
 	var b strings.Builder
 	for _, p := range ps {
 		b.WriteString(p.Text)
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // functionTools reads the request's tools: only type function, which the
