@@ -16,8 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd/agentd/actors/summarizer"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/configs"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -133,13 +135,16 @@ type heldMCP struct {
 
 // aliceOnAHeldServerBobNot starts a two-tenant daemon whose model answers
 // by script, where alice stores an MCP toolset "slow" on srv and bob a
-// client toolset "crm".
-func aliceOnAHeldServerBobNot(t *testing.T, srv *heldMCP, script func(testkit.Received) testkit.Reply) (d *daemontest.Daemon, alice, bob *api.Client) {
+// client toolset "crm"; tune, if any, changes the configuration first.
+func aliceOnAHeldServerBobNot(t *testing.T, srv *heldMCP, script func(testkit.Received) testkit.Reply, tune ...func(*configs.Config)) (d *daemontest.Daemon, alice, bob *api.Client) {
 	t.Helper()
 	fake := openaifake.New(openaifake.Options{Window: 32000, Script: script})
 	t.Cleanup(fake.Close)
 	cfg := daemontest.Config(t.TempDir(), fake.URL(), 32000)
 	cfg.Toolsets.WebhooksAllowPrivate = true
+	for _, f := range tune {
+		f(&cfg)
+	}
 	d = daemontest.Start(t, cfg, twoTenants)
 	ctx := context.Background()
 	alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
@@ -266,10 +271,11 @@ func TestHealthzSaysToolsetsAreBeingBuiltWhileAServerIsHeld(t *testing.T) {
 // A turn paused on calls that all have their results (a crash after the
 // last one was stored, before the turn went on) is resumed when its chat's
 // session starts. Woken right after the daemon's start by a request that
-// does not wait for the tenant's toolsets (a /compact here; a message
-// added, its grain activating), it called the model before the tenant's
-// stored MCP toolset was registered, without its tools; now the turn waits
-// for them, and the model is sent them.
+// does not wait for the tenant's toolsets (a message
+// added here; its grain activating), it called the model before the
+// tenant's stored MCP toolset was registered, without its tools; now the
+// turn waits for them, and the model is sent them. (A /compact now waits
+// for them itself, before it wakes the chat.)
 func TestAResumedTurnWaitsForItsTenantsToolsetsAtStart(t *testing.T) {
 	srv := hangingMCP(t, false)
 	var mu sync.Mutex
@@ -305,13 +311,92 @@ func TestAResumedTurnWaitsForItsTenantsToolsetsAtStart(t *testing.T) {
 	sub := d.Hub.Subscribe(c.ID, 64)
 	defer sub.Close()
 	// Wakes the chat, its session resuming the turn, while the toolset is
-	// being built; what /compact answers is beside the point.
-	askJSON(t, d, "", "POST", "/v1/chats/"+c.ID+"/compact", map[string]string{}, nil)
+	// being built; what the added message is answered is beside the point.
+	askJSON(t, d, "", "POST", "/v1/conversations/conv_"+c.ID+"/items",
+		map[string]any{"items": []map[string]string{{"type": "message", "role": "user", "content": "still there?"}}}, nil)
 	srv.release()
 	resumedAndCompleted(t, sub, paused.TurnID)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(resumed) != 1 || !slices.ContainsFunc(resumed[0], func(n string) bool { return strings.HasPrefix(n, "slow") }) {
 		t.Fatalf("the resumed turn's requests were sent the tools %v; want the stored MCP toolset's among them", resumed)
+	}
+}
+
+// A /compact right after the start waits for its tenant's stored toolsets,
+// as a turn does: its summary request, which carries the chat's tools (the
+// turn's cached prefix), is sent only once the held MCP server's toolset
+// is registered, and carries it. It asked at once, without that toolset.
+// Another tenant's /compact meanwhile is not held.
+func TestACompactWaitsForItsTenantsToolsetsAtStart(t *testing.T) {
+	srv := hangingMCP(t, false)
+	var released atomic.Bool
+	type summaryReq struct {
+		tools    []string
+		released bool
+	}
+	var mu sync.Mutex
+	asked := map[string][]summaryReq{} // by tenant, told by the chat's words
+	d, alice, bob := aliceOnAHeldServerBobNot(t, srv, func(r testkit.Received) testkit.Reply {
+		// A summary asked on the chat's own prefix ends with the summariser's
+		// question.
+		if len(r.Messages) == 0 || !strings.HasPrefix(r.Messages[len(r.Messages)-1].Content, summarizer.PrefixMark) {
+			return testkit.Reply{Text: "Noted."}
+		}
+		who := "bob"
+		if strings.Contains(string(r.Raw), "note from alice") {
+			who = "alice"
+		}
+		mu.Lock()
+		asked[who] = append(asked[who], summaryReq{tools: r.Tools, released: released.Load()})
+		mu.Unlock()
+		return testkit.Reply{Text: "What the person wants: orders.\nDecided or done: nothing.\nStill open: nothing."}
+	}, func(cfg *configs.Config) { cfg.Limits.FoldAsLines = false })
+	ctx := context.Background()
+	chats := map[string]string{}
+	for who, cl := range map[string]*api.Client{"alice": alice, "bob": bob} {
+		c, err := cl.CreateChat(ctx, api.CreateChatRequest{Toolsets: []string{map[string]string{"alice": "slow", "bob": "crm"}[who]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"first note from " + who, "second note from " + who} {
+			if res, err := cl.Send(ctx, c.ID, api.SendMessageRequest{Content: text}, nil); err != nil || res.Status != "completed" {
+				t.Fatalf("%s's turn: %+v %v", who, res, err)
+			}
+		}
+		chats[who] = c.ID
+	}
+
+	srv.hanging.Store(true)
+	d = d.Restart()
+	srv.waitAsked(t)
+	alice, bob = asTenant(d, "tok-a"), asTenant(d, "tok-b")
+	aliceDone := make(chan error, 1)
+	go func() {
+		var folded api.Compacted
+		aliceDone <- alice.Post(ctx, "/v1/chats/"+chats["alice"]+"/compact", map[string]string{}, &folded)
+	}()
+	var folded api.Compacted
+	if err := bob.Post(ctx, "/v1/chats/"+chats["bob"]+"/compact", map[string]string{}, &folded); err != nil || folded.FirstKeptSeq <= 1 {
+		t.Fatalf("bob's /compact while alice's toolset is being connected: %+v %v; want it folded", folded, err)
+	}
+
+	released.Store(true)
+	srv.release()
+	select {
+	case err := <-aliceDone:
+		if err != nil {
+			t.Fatalf("alice's /compact once her toolset is built: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("alice's /compact never answered once her toolset was built")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked["bob"]) != 1 {
+		t.Fatalf("bob's summary requests: %+v; want one (all: %+v)", asked["bob"], asked)
+	}
+	if a := asked["alice"]; len(a) != 1 || !a[0].released || !slices.ContainsFunc(a[0].tools, func(n string) bool { return strings.HasPrefix(n, "slow") }) {
+		t.Fatalf("alice's summary requests: %+v; want one, sent once her MCP toolset was built, with its tools", a)
 	}
 }

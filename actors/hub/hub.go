@@ -984,6 +984,11 @@ func (h *Hub) Compact(ctx context.Context, tenant, chatID, focus string) (api.Co
 	if n := utf8.RuneCountInString(focus); n > MaxFocusRunes {
 		return api.Compacted{}, fmt.Errorf("%w: focus is %d characters, at most %d: say in a few words what to keep", ErrInvalid, n, MaxFocusRunes)
 	}
+	// As a turn does: the summary request carries the chat's tools (its
+	// cached prefix), which a fold asked before the start's build would lack.
+	if err := h.toolsetsReady(ctx, tenant); err != nil {
+		return api.Compacted{}, err
+	}
 	res, err := h.ask(ctx, chatID, &session.Compact{Focus: focus}, 5*time.Minute)
 	if err != nil {
 		return api.Compacted{}, err
