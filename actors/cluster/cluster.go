@@ -20,14 +20,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/agentd/agentd/actors"
 	"github.com/agentd/agentd/actors/cluster/clusterpb"
@@ -64,6 +61,10 @@ type Config struct {
 	// put or deleted a toolset; it must not block (start the reload in a
 	// goroutine it owns).
 	ToolsetChanged func(tenant, name string)
+
+	// failProviderStart, set by tests only, fails the etcd provider's
+	// StartMember once it has registered this node and started watching.
+	failProviderStart error
 }
 
 // Node is this process's membership of the cluster.
@@ -84,7 +85,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	if err != nil {
 		return nil, fmt.Errorf("cluster.bind %q: %w", cc.Bind, err)
 	}
-	provider, err := newProvider(ctx, cc)
+	provider, err := newProvider(ctx, cc, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +96,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 	n.c = pcluster.New(system, pc)
 	// The notices actor is there before the other nodes can see this one.
 	if n.notices, err = system.Root.SpawnNamed(actors.Props(cfg.Log, func() actor.Actor { return &notices{node: n} }), noticesName); err != nil {
+		n.release(provider)
 		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
 	}
 	// protoactor panics where it cannot start (a port taken, etcd refusing):
@@ -126,6 +128,7 @@ const noAddress = "nonhost"
 func (n *Node) stopStarted(provider pcluster.ClusterProvider) {
 	c := n.c
 	if c.Remote == nil || c.ActorSystem.Address() == noAddress {
+		n.release(provider)
 		return
 	}
 	// A provider StartMember never reached (gossip or pubsub failed first)
@@ -141,17 +144,22 @@ func (n *Node) stopStarted(provider pcluster.ClusterProvider) {
 	c.Remote.Shutdown(true)
 }
 
+// release closes what a provider StartMember never reached holds: etcd's
+// has its client open from the start (newProvider).
+func (n *Node) release(provider pcluster.ClusterProvider) {
+	if p, ok := provider.(*etcdProvider); ok {
+		if err := p.Shutdown(false); err != nil {
+			n.cfg.Log.Warn().Err(err).Msg("close the etcd client after a failed join")
+		}
+	}
+}
+
 // askTimeout bounds a question to a chat's grain, activation included.
 const askTimeout = 10 * time.Second
 
-// newProvider builds the membership provider cc names.
-//
-// The etcd client's own log (zap, stderr at Info by default) is off: the
-// provider never closes its client, which outlives the node and would log
-// into a closed logger ("lease keepalive response queue is full" once a
-// second after Leave); the provider logs its failures itself, through the
-// actor system's logger.
-func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvider, error) {
+// newProvider builds the membership provider cc names. etcd's is
+// agentd's own (etcd.go), connected and checked to answer.
+func newProvider(ctx context.Context, cc configs.Cluster, cfg Config) (pcluster.ClusterProvider, error) {
 	switch cc.Provider {
 	case configs.ClusterKubernetes:
 		p, err := k8s.New()
@@ -160,38 +168,20 @@ func newProvider(ctx context.Context, cc configs.Cluster) (pcluster.ClusterProvi
 		}
 		return p, nil
 	case configs.ClusterEtcd:
-		if err := reachEtcd(ctx, cc.EtcdEndpoints); err != nil {
+		p, err := newEtcdProvider(ctx, cc.EtcdEndpoints, cfg.Log)
+		if err != nil {
 			return nil, err
 		}
-		p, err := etcd.NewWithConfig("/agentd", clientv3.Config{Endpoints: cc.EtcdEndpoints, DialTimeout: 5 * time.Second,
-			Context: context.WithoutCancel(ctx), Logger: zap.NewNop()})
-		if err != nil {
-			return nil, fmt.Errorf("cluster provider etcd at %v: %w", cc.EtcdEndpoints, err)
-		}
+		p.failStart = cfg.failProviderStart
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
 }
 
-// etcdWait bounds the check that etcd answers before joining.
+// etcdWait bounds each of the etcd provider's requests: the check that
+// etcd answers before joining, the join's reads and writes, the leave's
+// deregistration.
 const etcdWait = 10 * time.Second
-
-// reachEtcd reads one key from etcd, bounded: protoactor's provider asks
-// etcd without a deadline, so an etcd that does not answer would hang the
-// start instead of failing it.
-func reachEtcd(ctx context.Context, endpoints []string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: etcdWait, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("cluster provider etcd at %v: %w", endpoints, err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, etcdWait)
-	defer cancel()
-	if _, err := cli.Get(ctx, "/agentd", clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("cluster provider etcd at %v does not answer: %w", endpoints, err)
-	}
-	return nil
-}
 
 // Address is this node's cluster (gRPC) address.
 func (n *Node) Address() string { return n.c.ActorSystem.Address() }

@@ -9,8 +9,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -29,64 +31,225 @@ import (
 	"github.com/agentd/agentd/testkit/etcdtest"
 )
 
-// A Join that fails midway — the listener bound, gossip and the identity
-// lookup started, then the membership provider refusing (here: etcd holds
-// a member record that is not one) — stops what it started: the cluster
-// port is free again, so a start retried in the process can bind it, and
-// neither the gRPC server nor the gossip loop runs on.
-func TestClusterJoinThatFailsMidwayReleasesWhatItStarted(t *testing.T) {
+// Records under the cluster's etcd key that are not members' (not JSON,
+// JSON without an id, a host or a port) no longer keep every node out:
+// each join skips them, warning once per key with what is wrong, and the
+// nodes see each other. One put while they are members is skipped too.
+func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	endpoints := etcdtest.Endpoints(t)
 	name := etcdtest.ClusterName()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	cli := etcdClient(t, endpoints)
+	prefix := "/agentd/" + name + "/"
+	t.Cleanup(func() { _, _ = cli.Delete(context.Background(), prefix, clientv3.WithPrefix()) })
+	bad := map[string]struct{ value, why string }{
+		prefix + "not-json": {"not json", "not a member's JSON"},
+		prefix + "empty":    {"{}", "the member has no id"},
+		prefix + "no-host":  {`{"id":"x@1","port":7000}`, "member x@1 has no host"},
+		prefix + "no-port":  {`{"id":"x@2","host":"127.0.0.1"}`, "member x@2 has no port (0)"},
+	}
+	for key, rec := range bad {
+		if _, err := cli.Put(ctx, key, rec.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var logs testkit.LogBuffer
+	cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
+	a := joinOn(ctx, t, cc, Config{Log: zerolog.New(&logs)})
+	b := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	for key, rec := range bad {
+		if n := strings.Count(logs.String(), `"key":"`+key+`"`); n != 1 || !strings.Contains(logs.String(), rec.why) {
+			t.Fatalf("the join's warnings for %s (%s): %d in %s; want one saying %q", key, rec.value, n, logs.String(), rec.why)
+		}
+	}
+	waitMembers(t, 2, a, b)
+
+	late := prefix + "late"
+	if _, err := cli.Put(ctx, late, "[]"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(logs.String(), `"key":"`+late+`"`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning for %s put while the nodes were members: %s", late, logs.String())
+		}
+	}
+	waitMembers(t, 2, a, b)
+}
+
+// A Join that fails — the cluster port taken before anything started, or
+// midway: the listener bound, gossip and the identity lookup started, the
+// provider registered and watching, then refusing — stops what it started:
+// the etcd client it opened is closed (this process has no more
+// connections to etcd than before), this node's record is gone, the
+// cluster port is free again, so a start retried in the process can bind
+// it, and neither the gRPC server nor the gossip loop runs on.
+func TestClusterJoinThatFailsReleasesWhatItStarted(t *testing.T) {
+	endpoints := etcdtest.Endpoints(t)
+	cli := etcdClient(t, endpoints)
+	for what, tc := range map[string]struct {
+		cfg  Config
+		bind func(t *testing.T) string
+	}{
+		"midway": {cfg: Config{Log: zerolog.Nop(), failProviderStart: errors.New("etcd refused")}},
+		"port taken": {cfg: Config{Log: zerolog.Nop()}, bind: func(t *testing.T) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return l.Addr().String()
+		}},
+	} {
+		t.Run(what, func(t *testing.T) {
+			name := etcdtest.ClusterName()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			before := etcdConns(t, endpoints[0])
+			cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
+			var sys *actor.ActorSystem
+			var err error
+			// A port another process's socket takes between FreeAddr and
+			// the bind (CI runs other packages' cluster tests, which dial
+			// out, alongside) fails the join before the provider is asked:
+			// for the midway case that join proves nothing, and another
+			// port is tried.
+			for try := 0; ; try++ {
+				if tc.bind != nil {
+					cc.Bind = tc.bind(t)
+				} else {
+					cc.Bind = testkit.FreeAddr(t)
+				}
+				sys = actors.NewSystem(zerolog.Nop())
+				_, err = Join(ctx, sys, cc, tc.cfg)
+				if err != nil && strings.Contains(err.Error(), "failed to listen") && tc.bind == nil && try < 3 {
+					sys.Shutdown()
+					continue
+				}
+				break
+			}
+			if err == nil || !strings.Contains(err.Error(), "join cluster "+name) {
+				t.Fatalf("join %s: %v; want the join refused", what, err)
+			}
+			for deadline := time.Now().Add(time.Minute); etcdConns(t, endpoints[0]) > before; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("this process has %d connections to etcd a minute after a failed join, %d before; want its client closed", etcdConns(t, endpoints[0]), before)
+				}
+			}
+			res, err := cli.Get(ctx, "/agentd/"+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil || res.Count != 0 {
+				t.Fatalf("records under the cluster's key after a failed join: %v %v; want none", res, err)
+			}
+			// No socket listens on the cluster port: this process's listener
+			// is closed, and a start retried in the process can bind the
+			// port. (A bind would also fail on another process's outgoing
+			// connection given the port since.)
+			if tc.bind == nil && listening(t, cc.Bind) {
+				t.Fatalf("the cluster port %s still listens after a failed join; want it closed", cc.Bind)
+			}
+			// What the hub does after a failed start: the system is its own.
+			sys.Shutdown()
+			for _, left := range []string{"grpc.(*Server).Serve", "(*Gossiper).gossipLoop"} {
+				deadline := time.Now().Add(time.Minute)
+				for running(left) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s still runs a minute after a failed join", left)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// joinOn joins a node of its own actor system, on a free port: one
+// another process's socket took between FreeAddr and the bind is tried
+// again on another. The node leaves when t ends.
+func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) *Node {
+	t.Helper()
+	for try := 0; ; try++ {
+		cc.Bind = testkit.FreeAddr(t)
+		n, err := Join(ctx, actors.NewSystem(zerolog.Nop()), cc, cfg)
+		if err != nil && strings.Contains(err.Error(), "failed to listen") && try < 3 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		t.Cleanup(n.Leave)
+		return n
+	}
+}
+
+// waitMembers waits until every node sees want members.
+func waitMembers(t *testing.T, want int, nodes ...*Node) {
+	t.Helper()
+	for _, n := range nodes {
+		for deadline := time.Now().Add(time.Minute); n.c.MemberList.Members().Len() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s sees %d members; want %d", n.Address(), n.c.MemberList.Members().Len(), want)
+			}
+		}
+	}
+}
+
+func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	bad := "/agentd/" + name + "/not-a-member"
-	if _, err := cli.Put(ctx, bad, "not json"); err != nil {
+	t.Cleanup(func() { _ = cli.Close() })
+	// Connected now, not in the background: etcdConns counts it from here.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/agentd", clientv3.WithCountOnly()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = cli.Delete(context.Background(), bad) }()
+	return cli
+}
 
-	// A port another process's socket takes between FreeAddr and the bind
-	// (CI runs other packages' cluster tests, which dial out, alongside)
-	// fails the join before the provider is asked: that join proves
-	// nothing, and another port is tried.
-	var bind string
-	var sys *actor.ActorSystem
-	for try := 0; ; try++ {
-		bind, sys = testkit.FreeAddr(t), actors.NewSystem(zerolog.Nop())
-		cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints, Bind: bind}
-		_, err := Join(ctx, sys, cc, Config{Log: zerolog.Nop()})
-		if err != nil && strings.Contains(err.Error(), "failed to listen") && try < 3 {
-			sys.Shutdown()
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), "join cluster "+name) {
-			t.Fatalf("join with a member record that is not one: %v; want the join refused", err)
-		}
-		break
+// etcdConns counts this process's established TCP connections to the
+// endpoint's port: its sockets (/proc/self/fd) matched by inode in
+// /proc/net/tcp and tcp6 (remote address and port in hex, state 01).
+func etcdConns(t *testing.T, endpoint string) int {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// No socket listens on the cluster port: this process's listener is
-	// closed, and a start retried in the process can bind the port. (A
-	// bind would also fail on another process's outgoing connection given
-	// the port since.)
-	if listening(t, bind) {
-		t.Fatalf("the cluster port %s still listens after a failed join; want it closed", bind)
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
 	}
-	// What the hub does after a failed start: the system is its own.
-	sys.Shutdown()
-	for _, left := range []string{"grpc.(*Server).Serve", "(*Gossiper).gossipLoop"} {
-		deadline := time.Now().Add(time.Minute)
-		for running(left) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still runs a minute after a failed join", left)
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to read this process's sockets from: %v", err)
+	}
+	mine := map[string]bool{}
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil {
+			if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+				mine[strings.TrimSuffix(inode, "]")] = true
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	suffix := fmt.Sprintf(":%04X", port)
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Skipf("no %s to read sockets from: %v", f, err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 9 && strings.HasSuffix(fields[2], suffix) && fields[3] == "01" && mine[fields[9]] {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // listening says whether a TCP socket listens on addr's port, from
