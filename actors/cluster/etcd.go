@@ -217,7 +217,8 @@ func (p *etcdProvider) register(ctx context.Context) error {
 
 // publish tells protoactor's member list who the members are: this node
 // and each other id once. Two valid records of one id are one member, the
-// later key's in etcd's key order, as protoactor's provider read them.
+// later key's in etcd's key order, as protoactor's provider read them (the
+// member list itself keeps the address of an id it already knows).
 func (p *etcdProvider) publish() {
 	at := map[string]int{}
 	list := pcluster.Members{p.self.MemberStatus()}

@@ -15,12 +15,15 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -34,7 +37,11 @@ import (
 // Records under the cluster's etcd key that are not members' (not JSON,
 // JSON without an id, a host or a port) no longer keep every node out:
 // each join skips them, warning once per key with what is wrong, and the
-// nodes see each other. One put while they are members is skipped too.
+// nodes see each other. One put while they are members is skipped too. A
+// valid copy of a known member's record under another key, at another
+// address, changes nothing: protoactor's member list knows members by id
+// and keeps the address it has. Leaving, the nodes deregister and close
+// their etcd clients.
 func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	endpoints := etcdtest.Endpoints(t)
 	name := etcdtest.ClusterName()
@@ -43,6 +50,7 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	cli := etcdClient(t, endpoints)
 	prefix := "/agentd/" + name + "/"
 	t.Cleanup(func() { _, _ = cli.Delete(context.Background(), prefix, clientv3.WithPrefix()) })
+	before := etcdConns(t, endpoints[0])
 	bad := map[string]struct{ value, why string }{
 		prefix + "not-json": {"not json", "not a member's JSON"},
 		prefix + "empty":    {"{}", "the member has no id"},
@@ -57,8 +65,8 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 
 	var logs testkit.LogBuffer
 	cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
-	a := joinOn(ctx, t, cc, Config{Log: zerolog.New(&logs)})
-	b := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	a, leaveA := joinOn(ctx, t, cc, Config{Log: zerolog.New(&logs)})
+	b, leaveB := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
 	for key, rec := range bad {
 		if n := strings.Count(logs.String(), `"key":"`+key+`"`); n != 1 || !strings.Contains(logs.String(), rec.why) {
 			t.Fatalf("the join's warnings for %s (%s): %d in %s; want one saying %q", key, rec.value, n, logs.String(), rec.why)
@@ -70,12 +78,55 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	if _, err := cli.Put(ctx, late, "[]"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(logs.String(), `"key":"`+late+`"`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning for %s put while the nodes were members: %s", late, logs.String())
+	waitFor(t, "a warning for "+late, func() bool { return strings.Contains(logs.String(), `"key":"`+late+`"`) })
+	waitMembers(t, 2, a, b)
+
+	bID := name + "@" + b.c.ActorSystem.ID
+	bAt := func(host string, port int32) func() bool {
+		return func() bool {
+			m := a.c.MemberList.Members().Members()
+			i := slices.IndexFunc(m, func(m *pcluster.Member) bool { return m.Id == bID })
+			return len(m) == 2 && i >= 0 && m[i].Host == host && m[i].Port == port
 		}
 	}
-	waitMembers(t, 2, a, b)
+	host, port, err := splitAddress(b.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := prefix + "~copy"
+	if _, err := cli.Put(ctx, copied, fmt.Sprintf(`{"id":%q,"host":"127.0.0.2","port":1,"kinds":["chat"],"alive":true}`, bID)); err != nil {
+		t.Fatal(err)
+	}
+	// Watch events come in order: once the record put after the copy is
+	// warned of, a has taken the copy in.
+	after := prefix + "after-the-copy"
+	if _, err := cli.Put(ctx, after, "{"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a warning for "+after, func() bool { return strings.Contains(logs.String(), `"key":"`+after+`"`) })
+	if !bAt(host, int32(port))() {
+		t.Fatalf("a's members after a copy of b's record at another address: %v; want b at %s", a.c.MemberList.Members().Members(), b.Address())
+	}
+
+	leaveA()
+	leaveB()
+	waitFor(t, "this process's connections to etcd back to those before the joins", func() bool { return etcdConns(t, endpoints[0]) <= before })
+	for _, n := range []*Node{a, b} {
+		key := prefix + name + "@" + n.c.ActorSystem.ID
+		if res, err := cli.Get(ctx, key, clientv3.WithCountOnly()); err != nil || res.Count != 0 {
+			t.Fatalf("%s after its node left: %v %v; want it gone", key, res, err)
+		}
+	}
+}
+
+// waitFor waits a minute at most for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute without %s", what)
+		}
+	}
 }
 
 // A Join that fails — the cluster port taken before anything started, or
@@ -165,8 +216,8 @@ func TestClusterJoinThatFailsReleasesWhatItStarted(t *testing.T) {
 
 // joinOn joins a node of its own actor system, on a free port: one
 // another process's socket took between FreeAddr and the bind is tried
-// again on another. The node leaves when t ends.
-func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) *Node {
+// again on another. The node leaves by the func returned, or when t ends.
+func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) (*Node, func()) {
 	t.Helper()
 	for try := 0; ; try++ {
 		cc.Bind = testkit.FreeAddr(t)
@@ -177,8 +228,9 @@ func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) *
 		if err != nil {
 			t.Fatalf("join: %v", err)
 		}
-		t.Cleanup(n.Leave)
-		return n
+		leave := sync.OnceFunc(n.Leave)
+		t.Cleanup(leave)
+		return n, leave
 	}
 }
 
