@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -221,5 +222,49 @@ func TestACompactWaitingForItsFoldIsToldWhenTheChatIsDeleted(t *testing.T) {
 	}
 	if st := <-answered; st != http.StatusNotFound {
 		t.Fatalf("the /compact of a chat deleted during its fold answered %d, want 404", st)
+	}
+}
+
+// TestDeleteChatEndsItsPausedTurnBeforeTheChat: a turn paused for the
+// application's tool results ends, for a watcher that saw it pause, with
+// turn.completed of problem deleted before chat.deleted; it ended on
+// chat.deleted alone, so a client waiting for the turn's end never heard it.
+func TestDeleteChatEndsItsPausedTurnBeforeTheChat(t *testing.T) {
+	d, _, c := startCRM(t, nil)
+	ctx := context.Background()
+	req, _ := http.NewRequest("GET", d.Server.URL+"/v1/chats/"+c.ID+"/events", nil)
+	watch, err := http.DefaultClient.Do(req)
+	if err != nil || watch.StatusCode != 200 {
+		t.Fatalf("watch: %v", err)
+	}
+	defer watch.Body.Close()
+	paused, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "How is Ada doing?"}, nil)
+	if err != nil || paused.Status != "requires_action" {
+		t.Fatalf("send: %v %+v", err, paused)
+	}
+	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var ended *api.TurnResult
+	err = api.ReadSSE(watch.Body, func(ev api.Event) bool {
+		seen = append(seen, ev.Type)
+		if ev.Type == api.EventTurnCompleted && ev.TurnID == paused.TurnID {
+			var res api.TurnResult
+			if err := json.Unmarshal(ev.Data, &res); err != nil {
+				t.Errorf("turn.completed: %v", err)
+			}
+			ended = &res
+		}
+		return ev.Type != api.EventChatDeleted
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended == nil || ended.Problem == nil || ended.Problem.Kind != api.ProblemDeleted {
+		t.Fatalf("the paused turn did not end as deleted for its watcher: %+v, events %v", ended, seen)
+	}
+	if seen[len(seen)-1] != api.EventChatDeleted {
+		t.Fatalf("the watcher's events: %v, want %s last, after turn.completed", seen, api.EventChatDeleted)
 	}
 }

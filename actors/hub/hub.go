@@ -638,7 +638,8 @@ func (h *Hub) Chat(ctx context.Context, tenant, id string) (api.Chat, error) {
 }
 
 // DeleteChat deletes a tenant's chat. Its session is stopped first (a
-// running turn is cancelled, waiting ones refused) and refuses every message
+// running or paused turn ends with problem deleted, its turn.completed
+// told before chat.deleted; waiting ones refused) and refuses every message
 // until the deletion is over; then its log, snapshot and records go
 // (persistence.DeleteChat); then its watchers hear chat.deleted. The chat
 // no longer counts against the tenant's limit.

@@ -207,7 +207,8 @@ type Compact struct{ Focus string }
 type Compacted struct{ View chat.Compacted }
 
 // Retire stops a chat's session for good, before the chat is deleted: a
-// running turn is cancelled, waiting ones are refused, and until Retired
+// running or paused turn ends with problem deleted (turn.completed told),
+// waiting ones are refused, and until Retired
 // every message for the chat is answered *Rejected (ErrNotFound). Send it
 // to the registry itself, not in an Envelope. Reply: *RetireDone once no
 // session of the chat runs.

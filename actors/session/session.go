@@ -308,10 +308,17 @@ func (s *session) stop(ctx actor.Context, e ending) {
 		s.stopTick()
 	}
 	if t := s.turn; t != nil && t.phase == phasePaused {
-		// A paused turn is durable: the next start resumes it.
-		t.halt()
-		t.ended()
-		s.turn = nil
+		if why.Kind == chat.ProblemDeleted {
+			// Its chat goes with it: whoever waits for its end (a watcher
+			// that saw it pause) hears it ended so, before chat.deleted.
+			// Nothing is stored, as the chat is being deleted.
+			s.closeTurn(ctx, why)
+		} else {
+			// A paused turn is durable: the next start resumes it.
+			t.halt()
+			t.ended()
+			s.turn = nil
+		}
 	}
 	if s.turn != nil {
 		// Mark the cut in the log, after the words of the answer already
