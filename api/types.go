@@ -394,6 +394,12 @@ const (
 	// text of this answer so far (data: {"reason": "..."}); the retry's
 	// reasoning follows, and the stored answer holds it alone.
 	EventThinkingReset = "thinking.reset"
+	// EventMessageReset: the answer, streamed already, is taken back and
+	// asked again (a prompt the server cut silently, seen only once the
+	// answer ended): drop the message.delta text of this answer so far
+	// (data: {"reason": "..."}); the retry's text follows, and the stored
+	// answer holds it alone.
+	EventMessageReset = "message.reset"
 	// EventStreamDropped is a stream's last event when it fell behind and
 	// was dropped (data: StreamDropped).
 	EventStreamDropped = "stream.dropped"

@@ -28,6 +28,12 @@ const (
 	// of that answer so far is void (data: {"reason": "..."}). The retry's
 	// reasoning follows, and the stored answer holds it alone.
 	EventThinkingReset = "thinking.reset"
+	// EventMessageReset: the model's answer, streamed already, is taken
+	// back and asked again (Ollama cut the prompt silently, which shows
+	// only once the answer ended); the message.delta text of that answer
+	// so far is void (data: {"reason": "..."}). The retry's text follows,
+	// and the stored answer holds it alone.
+	EventMessageReset = "message.reset"
 	// Progress while a turn waits: lossy, like deltas, and never stored.
 	EventFoldWaiting  = "fold.waiting"  // data: Waiting, at least once a second while a turn waits
 	EventToolProgress = "tool.progress" // data: ToolProgress, as a running tool reports it

@@ -192,6 +192,16 @@ func TestTooLongHealsSilentlyAndTheWindowIsLearned(t *testing.T) {
 			if answer == nil || !strings.HasPrefix(answer.Content, "Noted (") || answer.Partial {
 				t.Fatalf("the turn stored %+v, want the answer to the retry", res.Messages)
 			}
+			// The stream leaves its client the stored answer: Ollama's
+			// answer to the cut prompt, streamed before the cut showed, is
+			// taken back (message.reset); a refusal streamed nothing.
+			resets := 0
+			if tc.fakeWindow > 0 {
+				resets = 1
+			}
+			if said := ev.said(); said != answer.Content || ev.count(api.EventMessageReset) != resets {
+				t.Fatalf("the stream said %q with %d message.reset; want the stored %q with %d", said, ev.count(api.EventMessageReset), answer.Content, resets)
+			}
 
 			// Nothing is lost: the stored transcript keeps every note.
 			msgs, err := d.Client.Transcript(ctx, c.ID)

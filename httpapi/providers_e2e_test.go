@@ -162,6 +162,25 @@ func (s *eventLog) add(ev api.Event) {
 	}
 }
 
+// said is the text the stream leaves its client, as docs/api.md has it
+// read: message.delta text, dropped at each message.reset.
+func (s *eventLog) said() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range s.events {
+		switch ev.Type {
+		case api.EventMessageReset:
+			b.Reset()
+		case api.EventMessageDelta:
+			var d struct{ Text string }
+			_ = json.Unmarshal(ev.Data, &d)
+			b.WriteString(d.Text)
+		}
+	}
+	return b.String()
+}
+
 func (s *eventLog) count(typ string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -771,6 +771,14 @@ func (s *session) modelFailed(ctx actor.Context, m *modelDone) {
 	// A refusal before any word or thought heals; so does a server that cut the
 	// prompt silently and answered (Ollama: status 200), whatever it said.
 	if isPE && pe.TooLong && ((!m.spoke && m.thought == "") || pe.Status == 200) {
+		// What the cut prompt's answer streamed is dropped: the watchers
+		// drop it too, and the retry's, streamed next, is the one stored.
+		if m.thought != "" {
+			s.publish(chat.EventThinkingReset, t.id, map[string]string{"reason": m.err.Error()})
+		}
+		if m.partial != "" {
+			s.publish(chat.EventMessageReset, t.id, map[string]string{"reason": m.err.Error()})
+		}
 		s.tooLong(ctx, pe)
 		return
 	}

@@ -426,6 +426,10 @@ func (t *terminal) show(sp *spinner, ev api.Event) {
 		sp.set("waiting for " + t.model)
 	case api.EventMessageDelta:
 		sp.print(fmt.Sprint(d["text"]))
+	case api.EventMessageReset:
+		// A terminal cannot take back what it printed: the retry's answer
+		// follows a marked break.
+		sp.print("\n— that answer was taken back; asked again —\n")
 	case api.EventThinkingDelta:
 		sp.set(t.model + " is thinking")
 	case api.EventToolCall:

@@ -532,6 +532,11 @@ class ChatView {
         b.thinkingText.append(d.text || '');
         break;
       }
+      case 'message.reset':
+        // The answer streamed was taken back and is asked again: the
+        // retry's text replaces what was shown.
+        this.bubbles.get(ev.turn_id)?.text.replaceChildren();
+        break;
       case 'thinking.reset':
         // The answer was cut while the model reasoned and is asked again:
         // the retry's reasoning replaces what was shown.

@@ -893,7 +893,7 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 			}
 			switch {
 			case ev.TurnID != turnID:
-			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage): // told whole at the end
+			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage || ev.Type == api.EventMessageReset): // told whole at the end
 			case a.late && (ev.Type == api.EventThinkingDelta || ev.Type == api.EventThinkingReset): // the stored answer is told, not its reasoning
 			case ev.Type == api.EventThinkingDelta:
 				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
@@ -912,6 +912,14 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 				if thought {
 					thought = false
 					out.data(chunk(map[string]any{"reasoning_content": reasoningBreak}, nil))
+				}
+			case ev.Type == api.EventMessageReset:
+				// The wire cannot take back what it streamed: the answer
+				// taken back ends, marked, and the retry's follows; the
+				// client keeps what it was streamed (a.text) with the break.
+				if round.Len() > 0 {
+					say(answerBreak)
+					round.Reset()
 				}
 			case ev.Type == api.EventMessageDelta:
 				if d, ok := ev.Data.(map[string]string); ok {

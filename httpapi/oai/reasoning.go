@@ -8,12 +8,31 @@ import "github.com/agentd/agentd/api"
 // Completions streams it as delta.reasoning_content. Neither wire can take
 // back text it streamed, so a reasoning cut and asked again
 // (thinking.reset) ends what was shown of it, and the retry's follows
-// apart from it: a new summary part, or after a marked break.
+// apart from it: a new summary part, or after a marked break. An answer
+// taken back once it was streamed (message.reset) ends the same way, after
+// a marked break in its text on both surfaces; the stored answer, which
+// Responses' .done events and final response carry, is the retry's alone.
 
 // reasoningBreak is what Chat Completions streams as reasoning_content on
 // a thinking.reset: what came before it was cut, and the retry's reasoning,
 // not a continuation of it, follows.
 const reasoningBreak = "\n\n[agentd: the model's reply was cut off while it reasoned and was asked again; its reasoning starts over below]\n\n"
+
+// answerBreak is what both surfaces stream as text on a message.reset:
+// what came before it was taken back, and the retry's answer, not a
+// continuation of it, follows.
+const answerBreak = "\n\n[agentd: this answer was taken back (the model's server had cut its prompt) and asked again; it starts over below]\n\n"
+
+// unsay ends the text an answer taken back (message.reset) streamed in
+// the open message item with answerBreak; the retry's deltas follow in
+// the same item, whose .done text is the stored answer alone.
+func (b *builder) unsay() {
+	if !b.has || len(b.text) == 0 {
+		return
+	}
+	b.delta(answerBreak)
+	b.text = b.text[:0]
+}
 
 // reasoning is the state of a response's reasoning item.
 type reasoning struct {

@@ -411,6 +411,8 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string, 
 				}
 			case api.EventThinkingReset:
 				b.rethink()
+			case api.EventMessageReset:
+				b.unsay()
 			case api.EventMessage:
 				if m, ok := ev.Data.(api.Message); ok && m.Role == api.RoleAssistant {
 					b.endAnswer(m)
