@@ -1,7 +1,6 @@
 package oai_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,26 +87,11 @@ func TestChatCompletionsAnAnswerTakenBackEndsAtABreak(t *testing.T) {
 		t.Fatalf("chat completions: %v %v", err, resp)
 	}
 	defer resp.Body.Close()
+	trace, _ := chatDeltas(t, resp.Body)
 	var content strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var ev struct {
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatalf("data line %q: %v", data, err)
-		}
-		for _, c := range ev.Choices {
-			content.WriteString(c.Delta.Content)
+	for _, line := range trace {
+		if text, ok := strings.CutPrefix(line, "c:"); ok {
+			content.WriteString(text)
 		}
 	}
 	if want := cutAnswer + oai.AnswerBreak + healedAnswer; content.String() != want {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -300,15 +301,22 @@ func TestResponsesAnEchoedReasoningItemIsSkipped(t *testing.T) {
 	}
 }
 
-// chunks posts a streamed Chat Completions request and returns its data
-// lines' deltas as "r:" (reasoning_content) and "c:" (content) lines,
-// consecutive ones of a kind joined, and whether any line named
-// reasoning_content.
+// chunks posts a streamed Chat Completions request and returns its
+// deltas (chatDeltas).
 func chunks(t *testing.T, base string) (trace []string, named bool) {
 	t.Helper()
 	resp := postQuestion(t, base, true)
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return chatDeltas(t, resp.Body)
+}
+
+// chatDeltas reads a streamed Chat Completions answer and returns its data
+// lines' deltas as "r:" (reasoning_content) and "c:" (content) lines,
+// consecutive ones of a kind joined, and whether any line named
+// reasoning_content.
+func chatDeltas(t *testing.T, body io.Reader) (trace []string, named bool) {
+	t.Helper()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 1<<20)
 	add := func(kind, text string) {
 		if n := len(trace); n > 0 && strings.HasPrefix(trace[n-1], kind) {
