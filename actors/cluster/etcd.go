@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -25,6 +26,11 @@ import (
 // protoactor's etcd.Node in JSON at /agentd/<cluster>/<its id>, on a 3 s
 // lease kept alive.
 //
+// A node whose lease was lost registers again under a new member id
+// (<cluster>@<system id>#<n>): protoactor's member list blocks, for good,
+// every id it saw leave, so the others would never take the node back
+// under its old one.
+//
 // StartMember runs on the joining goroutine; it then leaves the member
 // list to one goroutine (run), which Shutdown stops before it closes the
 // client. Shutdown is also what undoes a join that failed at any step.
@@ -37,6 +43,8 @@ type etcdProvider struct {
 
 	c      *pcluster.Cluster
 	prefix string // /agentd/<cluster>/
+	base   string // <cluster>@<system id>, this node's first member id
+	gen    int    // registrations after a lost lease
 	self   *etcd.Node
 	key    string
 	// lease holds key while registered is set; run renews both.
@@ -85,8 +93,8 @@ func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
 		return fmt.Errorf("etcd member address: %w", err)
 	}
 	p.c, p.prefix = c, etcdBaseKey+"/"+c.Config.Name+"/"
-	name := c.Config.Name + "@" + c.ActorSystem.ID
-	p.self, p.key = etcd.NewNode(name, host, port, c.GetClusterKinds()), p.prefix+name
+	p.base = c.Config.Name + "@" + c.ActorSystem.ID
+	p.self, p.key = etcd.NewNode(p.base, host, port, c.GetClusterKinds()), p.prefix+p.base
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan struct{})
 	rev, err := p.list(ctx)
@@ -170,8 +178,8 @@ func (p *etcdProvider) put(key string, value []byte) {
 		p.log.Warn().Str("key", key).Err(err).Msg("skipped a record under the cluster's etcd key that is not a member")
 		return
 	}
-	if n.ID == p.self.ID {
-		return // this node's own record: itself
+	if n.ID == p.base || strings.HasPrefix(n.ID, p.base+"#") {
+		return // this node's own record, or one of an id it had: itself
 	}
 	p.members[key] = n
 }
@@ -248,7 +256,11 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 			return
 		case _, ok := <-ka:
 			if !ok {
+				if ctx.Err() != nil {
+					return // Shutdown's: the record is still there for it to delete
+				}
 				ka, retryLease = nil, time.After(0)
+				p.renew()
 			}
 		case <-retryLease:
 			retryLease = nil
@@ -288,6 +300,15 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 			watch = p.cli.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		}
 	}
+}
+
+// renew gives this node its next member id, for the registration after a
+// lost lease; the old record went with the lease.
+func (p *etcdProvider) renew() {
+	p.gen++
+	host, port := p.self.GetAddress()
+	id := fmt.Sprintf("%s#%d", p.base, p.gen)
+	p.self, p.key, p.registered = etcd.NewNode(id, host, port, p.self.Kinds), p.prefix+id, false
 }
 
 // apply takes a watch's events in and publishes the members.
