@@ -584,6 +584,20 @@ type Health struct {
 	// ToolsetsBuilding is there while stored toolsets are still being
 	// built after the start; the status does not change for it.
 	ToolsetsBuilding *ToolsetsBuilding `json:"toolsets_building,omitempty"`
+	// Cluster is this node's view of the cluster, in cluster mode only;
+	// the status does not change for it.
+	Cluster *ClusterHealth `json:"cluster,omitempty"`
+}
+
+// ClusterHealth is what a node in cluster mode says of its membership.
+type ClusterHealth struct {
+	Members int `json:"members"` // members this node sees, itself included
+	// Registered says whether this node's record is in etcd on a lease
+	// kept alive; absent with the Kubernetes provider, which does not say.
+	Registered *bool `json:"registered,omitempty"`
+	// RecordsSkipped counts the records under the cluster's etcd key
+	// skipped as not a member's since the start, each time one is read.
+	RecordsSkipped int64 `json:"records_skipped"`
 }
 
 // ToolsetsBuilding counts what of the stored toolsets is still being built

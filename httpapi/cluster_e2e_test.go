@@ -11,6 +11,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/chat"
@@ -275,4 +278,51 @@ func TestClusterResponsesChainedThroughEveryNodeAreOneChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WantLog(t, msgs, "one", "answer to one", "two", "answer to two", "three", "answer to three", "four", "answer to four")
+}
+
+// In cluster mode /healthz says each node's view of the cluster — the
+// members it sees, that its etcd record is alive, the records under the
+// cluster's key it skipped — and /metrics has the same; a record that is
+// not a member's, put while the nodes run, is counted on each.
+func TestClusterHealthzAndMetricsSayTheClusterState(t *testing.T) {
+	fake := openaifake.New(openaifake.Options{Window: 32000, Script: testkit.NewHold("").Script})
+	defer fake.Close()
+	ds := startCluster(t, 2, fake.URL(), 32000, nil)
+	want := func(skipped int64) {
+		t.Helper()
+		for _, d := range ds {
+			var h api.Health
+			for deadline := time.Now().Add(clusterWait); ; time.Sleep(50 * time.Millisecond) {
+				if err := json.Unmarshal([]byte(call(t, context.Background(), http.MethodGet, d.Server.URL+"/healthz", "", "").body), &h); err != nil {
+					t.Fatal(err)
+				}
+				c := h.Cluster
+				if c != nil && c.Members == 2 && c.Registered != nil && *c.Registered && c.RecordsSkipped == skipped {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/healthz of %s: cluster %+v; want 2 members, registered, %d records skipped", d.Server.URL, c, skipped)
+				}
+			}
+			for name, v := range map[string]float64{"agentd_cluster_members": 2, "agentd_cluster_registered": 1, "agentd_cluster_records_skipped_total": float64(skipped)} {
+				if got := metricValue(t, d, name); got != v {
+					t.Fatalf("/metrics of %s: %s %v; want %v", d.Server.URL, name, got, v)
+				}
+			}
+		}
+	}
+	want(0)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: ds[0].Cfg.Cluster.EtcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	bad := "/agentd/" + ds[0].Cfg.Cluster.Name + "/not-a-member"
+	if _, err := cli.Put(ctx, bad, "{}"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = cli.Delete(context.Background(), bad) }()
+	want(1)
 }

@@ -16,12 +16,14 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
@@ -65,6 +67,9 @@ type Config struct {
 	// failProviderStart, set by tests only, fails the etcd provider's
 	// StartMember once it has registered this node and started watching.
 	failProviderStart error
+	// endWatch, set by tests only, ends the etcd provider's watch of the
+	// members at each receive.
+	endWatch <-chan struct{}
 }
 
 // Node is this process's membership of the cluster.
@@ -72,6 +77,34 @@ type Node struct {
 	c       *pcluster.Cluster
 	cfg     Config
 	notices *actor.PID
+	etcd    *etcdProvider // the provider when it is etcd's, else nil
+	// members counts the last topology's members, kept from the event
+	// stream: protoactor's MemberList.Members reads without its lock.
+	members  atomic.Int64
+	topology *eventstream.Subscription
+}
+
+// State is what a node says of its membership (/healthz, /metrics).
+type State struct {
+	// Members counts the members this node's member list holds, itself
+	// included.
+	Members int
+	// Registered says whether this node's record is in etcd on a lease
+	// kept alive; nil where the provider does not say (Kubernetes).
+	Registered *bool
+	// RecordsSkipped counts the records under the cluster's etcd key
+	// skipped as not a member's since the join, each time one is read.
+	RecordsSkipped int64
+}
+
+// State answers this node's view of the cluster; safe from any goroutine.
+func (n *Node) State() State {
+	s := State{Members: int(n.members.Load())}
+	if n.etcd != nil {
+		s.Registered = new(n.etcd.alive.Load())
+		s.RecordsSkipped = n.etcd.skipped.Load()
+	}
+	return s
 }
 
 // Join starts this node's remote listener on cc.Bind, registers it with
@@ -90,6 +123,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 		return nil, err
 	}
 	n = &Node{cfg: cfg}
+	n.etcd, _ = provider.(*etcdProvider)
 	kind := pcluster.NewKind(Kind, actors.Props(cfg.Log, func() actor.Actor { return &grain{node: n} }))
 	pc := pcluster.Configure(cc.Name, provider, disthash.New(), remote.Configure(host, port),
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(askTimeout))
@@ -99,11 +133,19 @@ func Join(ctx context.Context, system *actor.ActorSystem, cc configs.Cluster, cf
 		n.release(provider)
 		return nil, fmt.Errorf("join cluster %s: %w", cc.Name, err)
 	}
+	// The member list publishes each topology it takes in, on the
+	// goroutine that updates it.
+	n.topology = system.EventStream.Subscribe(func(evt any) {
+		if t, ok := evt.(*pcluster.ClusterTopology); ok {
+			n.members.Store(int64(len(t.Members)))
+		}
+	})
 	// protoactor panics where it cannot start (a port taken, etcd refusing):
 	// agentd reports that as an error at start instead, having stopped
 	// what the start got to.
 	defer func() {
 		if r := recover(); r != nil {
+			system.EventStream.Unsubscribe(n.topology)
 			system.Root.Stop(n.notices)
 			n.stopStarted(provider)
 			err = fmt.Errorf("join cluster %s: %v", cc.Name, r)
@@ -172,7 +214,7 @@ func newProvider(ctx context.Context, cc configs.Cluster, cfg Config) (pcluster.
 		if err != nil {
 			return nil, err
 		}
-		p.failStart = cfg.failProviderStart
+		p.failStart, p.endWatch = cfg.failProviderStart, cfg.endWatch
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)
@@ -225,6 +267,7 @@ func (n *Node) ToolsetChanged(tenant, name string) {
 func (n *Node) Leave() {
 	_ = n.c.ActorSystem.Root.StopFuture(n.notices).Wait()
 	n.c.Shutdown(true)
+	n.c.ActorSystem.EventStream.Unsubscribe(n.topology)
 }
 
 // grain is a chat's virtual actor: while it lives on this node, so does

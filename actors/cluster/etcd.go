@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -40,6 +41,9 @@ type etcdProvider struct {
 	// failStart, set by tests only, fails StartMember once it has
 	// registered this node and started watching.
 	failStart error
+	// endWatch, set by tests only, ends the watch of the cluster's key
+	// at each receive.
+	endWatch <-chan struct{}
 
 	c      *pcluster.Cluster
 	prefix string // /agentd/<cluster>/
@@ -55,6 +59,12 @@ type etcdProvider struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 	closed bool
+
+	// alive says this node's record is in etcd on a lease kept alive;
+	// skipped counts the records put skipped. Node.State reads both from
+	// any goroutine.
+	alive   atomic.Bool
+	skipped atomic.Int64
 }
 
 var _ pcluster.ClusterProvider = (*etcdProvider)(nil)
@@ -111,6 +121,7 @@ func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
 		close(p.done)
 		return fmt.Errorf("keep the etcd lease of %s alive: %w", p.key, err)
 	}
+	p.alive.Store(true)
 	p.publish()
 	go p.run(ctx, rev, ka)
 	return p.failStart
@@ -133,6 +144,7 @@ func (p *etcdProvider) Shutdown(bool) error {
 		p.cancel()
 		<-p.done
 	}
+	p.alive.Store(false)
 	var errs []error
 	if p.registered {
 		ctx, cancel := context.WithTimeout(context.Background(), etcdWait)
@@ -175,6 +187,7 @@ func (p *etcdProvider) put(key string, value []byte) {
 	n, err := memberOf(value)
 	if err != nil {
 		delete(p.members, key)
+		p.skipped.Add(1)
 		p.log.Warn().Str("key", key).Err(err).Msg("skipped a record under the cluster's etcd key that is not a member")
 		return
 	}
@@ -248,7 +261,8 @@ func (p *etcdProvider) publish() {
 // the members are read afresh, each retried every etcdRetry.
 func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(p.done)
-	watch := p.cli.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	watch, endWatch := p.watch(ctx, rev)
+	defer func() { endWatch() }()
 	var retryLease, retryWatch <-chan time.Time
 	for {
 		select {
@@ -260,6 +274,7 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 					return // Shutdown's: the record is still there for it to delete
 				}
 				ka, retryLease = nil, time.After(0)
+				p.alive.Store(false)
 				p.renew()
 			}
 		case <-retryLease:
@@ -275,7 +290,9 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 			var err error
 			if ka, err = p.cli.KeepAlive(ctx, p.lease); err != nil {
 				ka, retryLease = nil, time.After(etcdRetry)
+				continue
 			}
+			p.alive.Store(true)
 		case res, ok := <-watch:
 			if !ok || res.Err() != nil {
 				if ctx.Err() == nil {
@@ -285,6 +302,8 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 				continue
 			}
 			p.apply(res.Events)
+		case <-p.endWatch:
+			endWatch() // the watch's channel closes, as when etcd ends it
 		case <-retryWatch:
 			retryWatch = nil
 			rev, err := p.list(ctx)
@@ -297,9 +316,17 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 				continue
 			}
 			p.publish()
-			watch = p.cli.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+			endWatch()
+			watch, endWatch = p.watch(ctx, rev)
 		}
 	}
+}
+
+// watch watches the cluster's key from the revision after rev, until ctx
+// ends or the func returned is called.
+func (p *etcdProvider) watch(ctx context.Context, rev int64) (clientv3.WatchChan, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	return p.cli.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)), cancel
 }
 
 // renew gives this node its next member id, for the registration after a

@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/agentd/agentd/configs"
+	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/etcdtest"
 )
 
@@ -50,6 +52,8 @@ func TestEtcdMemberWhoseLeaseIsLostRegistersAgain(t *testing.T) {
 	})
 	waitFor(t, "b to see a a member again", func() bool { return hasMember(b, a.Address()) })
 	waitMembers(t, 2, a, b)
+	wantState(t, a, 2, true, 0)
+	wantState(t, b, 2, true, 0)
 }
 
 // topologies records the addresses of the members n's member list saw
@@ -91,4 +95,28 @@ func leaseOf(ctx context.Context, t *testing.T, cli *clientv3.Client, key string
 // hasMember says whether n's member list has a member at addr.
 func hasMember(n *Node, addr string) bool {
 	return slices.ContainsFunc(n.c.MemberList.Members().Members(), func(m *pcluster.Member) bool { return m.Address() == addr })
+}
+
+// A node whose watch of the members ends (as when etcd compacts past it or
+// cancels it) reads the members afresh and watches again: a node that
+// joins after, and leaves again, is seen doing both.
+func TestEtcdMemberWhoseWatchEndsWatchesAgain(t *testing.T) {
+	endpoints := etcdtest.Endpoints(t)
+	name := etcdtest.ClusterName()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cc := configs.Cluster{Enabled: true, Name: name, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
+	var logs testkit.LogBuffer
+	end := make(chan struct{})
+	a, _ := joinOn(ctx, t, cc, Config{Log: zerolog.New(&logs), endWatch: end})
+	b, _ := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	waitMembers(t, 2, a, b)
+
+	end <- struct{}{}
+	waitFor(t, "a's watch to end", func() bool { return strings.Contains(logs.String(), "etcd watch of the members ended") })
+	c, leaveC := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	waitFor(t, "a to see c join", func() bool { return hasMember(a, c.Address()) })
+	leaveC()
+	waitFor(t, "a to see c leave", func() bool { return !hasMember(a, c.Address()) })
+	waitMembers(t, 2, a, b)
 }

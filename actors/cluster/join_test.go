@@ -73,6 +73,7 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 		}
 	}
 	waitMembers(t, 2, a, b)
+	wantState(t, a, 2, true, int64(len(bad)))
 
 	late := prefix + "late"
 	if _, err := cli.Put(ctx, late, "[]"); err != nil {
@@ -107,9 +108,14 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	if !bAt(host, int32(port))() {
 		t.Fatalf("a's members after a copy of b's record at another address: %v; want b at %s", a.c.MemberList.Members().Members(), b.Address())
 	}
+	// The late record and the one after the copy; the copy is a member's.
+	wantState(t, a, 2, true, int64(len(bad))+2)
 
 	leaveA()
 	leaveB()
+	if r := a.State().Registered; r == nil || *r {
+		t.Fatalf("a's state after it left: registered %s; want false", said(r))
+	}
 	waitFor(t, "this process's connections to etcd back to those before the joins", func() bool { return etcdConns(t, endpoints[0]) <= before })
 	for _, n := range []*Node{a, b} {
 		key := prefix + name + "@" + n.c.ActorSystem.ID
@@ -117,6 +123,30 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 			t.Fatalf("%s after its node left: %v %v; want it gone", key, res, err)
 		}
 	}
+}
+
+// wantState waits a minute at most until n's state says members
+// members, registered or not, and skipped records skipped.
+func wantState(t *testing.T, n *Node, members int, registered bool, skipped int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		got := n.State()
+		if got.Members == members && got.Registered != nil && *got.Registered == registered && got.RecordsSkipped == skipped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s's state: %d members, registered %s, %d records skipped; want %d, %v, %d",
+				n.Address(), got.Members, said(got.Registered), got.RecordsSkipped, members, registered, skipped)
+		}
+	}
+}
+
+// said prints what a state says of its registration.
+func said(registered *bool) string {
+	if registered == nil {
+		return "unsaid"
+	}
+	return strconv.FormatBool(*registered)
 }
 
 // waitFor waits a minute at most for cond.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentd/agentd/actors/cluster"
 	"github.com/agentd/agentd/actors/session"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -48,7 +49,17 @@ func (h *Hub) joinCluster(ctx context.Context, opts Options) error {
 		return err
 	}
 	h.node = node
+	h.metrics.watchCluster(node.State)
 	return nil
+}
+
+// clusterHealth is /healthz's cluster part: nil outside cluster mode.
+func (h *Hub) clusterHealth() *api.ClusterHealth {
+	if h.node == nil {
+		return nil
+	}
+	s := h.node.State()
+	return &api.ClusterHealth{Members: s.Members, Registered: s.Registered, RecordsSkipped: s.RecordsSkipped}
 }
 
 // Owner says where a tenant's chat is served: "" for this node (always

@@ -1044,7 +1044,7 @@ func (h *Hub) Health() api.Health {
 		// One tenant's MCP server that hangs at start holds only that
 		// tenant's requests: the status stays what it is, so a readiness
 		// probe keeps the node that serves every other tenant.
-		ToolsetsBuilding: h.toolsetGates.building()}
+		ToolsetsBuilding: h.toolsetGates.building(), Cluster: h.clusterHealth()}
 }
 
 // unreachable is a store on a server that may stop answering (Postgres):

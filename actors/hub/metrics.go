@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/agentd/agentd/actors/cluster"
 	"github.com/agentd/agentd/chat"
 )
 
@@ -155,6 +156,28 @@ func (m *Metrics) watchStore(sizes func() (lsm, vlog int64)) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_lsm_bytes", Help: "Size of Badger's LSM tree."}, func() float64 { l, _ := sizes(); return float64(l) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_badger_vlog_bytes", Help: "Size of Badger's value log."}, func() float64 { _, v := sizes(); return float64(v) }),
 	)
+}
+
+// watchCluster exports this node's view of the cluster (cluster mode);
+// whether it is registered only where the provider says (etcd).
+func (m *Metrics) watchCluster(state func() cluster.State) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_cluster_members", Help: "Members of the cluster this node sees, itself included."},
+			func() float64 { return float64(state().Members) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentd_cluster_records_skipped_total",
+			Help: "Records under the cluster's etcd key skipped as not a member's, each time one was read."},
+			func() float64 { return float64(state().RecordsSkipped) }),
+	)
+	if state().Registered != nil {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_cluster_registered",
+			Help: "1 while this node's record is in etcd on a lease kept alive, else 0."},
+			func() float64 {
+				if *state().Registered {
+					return 1
+				}
+				return 0
+			}))
+	}
 }
 
 // storeDurable observes a durable batch's commit and sync (the store's
