@@ -364,12 +364,65 @@ func listening(t *testing.T, addr string) bool {
 
 // running says whether any goroutine's stack names fn.
 func running(fn string) bool {
+	return strings.Contains(allStacks(), fn)
+}
+
+// allStacks is every goroutine's stack, as runtime.Stack prints them.
+func allStacks() string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Contains(string(buf[:n]), fn)
+			return string(buf[:n])
 		}
 		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// goroutines are the goroutines running now, their stacks by id.
+func goroutines() map[string]string {
+	gs := map[string]string{}
+	for _, g := range strings.Split(allStacks(), "\n\n") {
+		if f := strings.Fields(g); len(f) > 1 && f[0] == "goroutine" {
+			gs[f[1]] = g
+		}
+	}
+	return gs
+}
+
+// throttle says whether a goroutine is a protoactor throttle's timer.
+func throttle(stack string) bool {
+	return strings.Contains(stack, "asynkron/protoactor-go") && strings.Contains(stack, "/actor/throttler.go:")
+}
+
+// Two nodes that join and leave leave no goroutine running but
+// protoactor's throttles' (docs/cluster.md, "Goroutines after Leave"):
+// each waits out one 60 s tick with nothing to stop it. Everything else
+// — the etcd client's and provider's, gRPC's, the gossip loop, the
+// grains' timers — has ended.
+func TestClusterLeaveStopsEveryGoroutineButProtoactorsThrottles(t *testing.T) {
+	endpoints := etcdtest.Endpoints(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := goroutines()
+	cc := configs.Cluster{Enabled: true, Name: etcdtest.ClusterName(), Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
+	a, leaveA := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	b, leaveB := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+	waitMembers(t, 2, a, b)
+	leaveA()
+	leaveB()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		var left []string
+		for id, g := range goroutines() {
+			if _, ok := before[id]; !ok && !throttle(g) {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after both nodes left, %d goroutines they started still run:\n\n%s", len(left), strings.Join(left, "\n\n"))
+		}
 	}
 }
