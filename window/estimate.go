@@ -100,6 +100,47 @@ func EstimateText(s string) int {
 		return 0
 	}
 	c := countFeatures(s)
+	return tokens(&c)
+}
+
+// Counts are what a text's estimate is made of. Two texts joined where the
+// first ends or the second starts with a line break count as the sum of
+// their counts, so a request built of lines already counted is estimated
+// without reading them again: Count(a+"\n"+b).Tokens() is
+// Count(a).Add(Count("\n")).Add(Count(b)).Tokens().
+type Counts struct {
+	c     [nFeatures]float64
+	bytes int // 0: the empty text, which costs nothing
+}
+
+// Count counts s's features, as EstimateText does.
+func Count(s string) Counts {
+	if s == "" {
+		return Counts{}
+	}
+	return Counts{c: countFeatures(s), bytes: len(s)}
+}
+
+// Add returns the counts of c's text followed by o's: exact when the first
+// ends or the second starts with a line break.
+func (c Counts) Add(o Counts) Counts {
+	for i := range c.c {
+		c.c[i] += o.c[i]
+	}
+	c.bytes += o.bytes
+	return c
+}
+
+// Tokens is the estimate of the counted text: EstimateText of it.
+func (c Counts) Tokens() int {
+	if c.bytes == 0 {
+		return 0
+	}
+	return tokens(&c.c)
+}
+
+// tokens charges each feature counted its rate.
+func tokens(c *[nFeatures]float64) int {
 	var sum float64
 	for i, n := range c {
 		sum += n * rates[i]

@@ -1,6 +1,7 @@
 package learner
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -42,6 +43,29 @@ func BenchmarkLearnSend(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkExtractFold is the learner's own CPU for the person's words of
+// one fold as the overhead bench's chat makes it (125 short questions; the
+// model answers at once): masking, cutting into pieces, estimating and
+// building each request.
+func BenchmarkExtractFold(b *testing.B) {
+	var words []chat.Message
+	for i := range 125 {
+		words = append(words, chat.Message{Seq: int64(2 * i), Role: chat.RoleUser, Origin: chat.OriginPerson,
+			Content: fmt.Sprintf("Question %d: how does the export of order %d to the warehouse work, and what happens when it fails twice?", i, 48213+i)})
+	}
+	model := &fakeModel{answer: func(int, string) (providers.Response, error) { return reply("[]"), nil }}
+	cfg := Config{CallTimeout: time.Minute, PieceBytes: 24_000}
+	info := providers.ModelInfo{ID: "m", Window: 32768}
+	l := &Learn{ChatID: "c", Tenant: "t", Words: words, Factor: 1.1}
+	b.ReportAllocs()
+	for b.Loop() {
+		var out Outcome
+		if _, _, err := extractAll(context.Background(), cfg, model, "fake/m", info, l, words, &out); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

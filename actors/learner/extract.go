@@ -47,6 +47,10 @@ func PersonWords(msgs []chat.Message, after int64) []chat.Message {
 type piece struct {
 	lines   []string
 	lastSeq int64
+	// counts are lines joined with line breaks, counted when they were
+	// cut: the request's estimate adds them to its framing's instead of
+	// reading every line again.
+	counts window.Counts
 }
 
 // pieces renders words as masked "Person:" lines and cuts them into pieces
@@ -58,12 +62,16 @@ func pieces(words []chat.Message, limit, room int) []piece {
 	var cur piece
 	size, tokens := 0, 0
 	for i, l := range lines {
-		l, n := cutTo(l, limit, room)
-		n++
+		l, c := cutTo(l, limit, room)
+		n := c.Tokens() + 1
 		if (size+len(l) > limit || tokens+n > room) && len(cur.lines) > 0 {
 			out = append(out, cur)
 			cur, size, tokens = piece{}, 0, 0
 		}
+		if len(cur.lines) > 0 {
+			cur.counts = cur.counts.Add(newline)
+		}
+		cur.counts = cur.counts.Add(c)
 		cur.lines = append(cur.lines, l)
 		cur.lastSeq = words[i].Seq
 		size += len(l) + 1
@@ -76,27 +84,44 @@ func pieces(words []chat.Message, limit, room int) []piece {
 }
 
 // cutTo shortens a line to at most limit bytes and room estimated tokens,
-// on a rune boundary, and returns what is left with its estimate (made once:
+// on a rune boundary, and returns what is left with its counts (made once:
 // a fold hands over hundreds of lines).
-func cutTo(l string, limit, room int) (string, int) {
+func cutTo(l string, limit, room int) (string, window.Counts) {
 	cut := min(len(l), limit)
-	n := window.EstimateText(l[:cut])
-	for n > room && cut > 0 {
+	c := window.Count(l[:cut])
+	for n := c.Tokens(); n > room && cut > 0; n = c.Tokens() {
 		cut = cut * room / (n + 1)
-		n = window.EstimateText(l[:cut])
+		c = window.Count(l[:cut])
 	}
 	if cut > 0 && cut < len(l) && !utf8.RuneStart(l[cut]) {
 		for cut > 0 && !utf8.RuneStart(l[cut]) {
 			cut--
 		}
-		n = window.EstimateText(l[:cut])
+		c = window.Count(l[:cut])
 	}
-	return l[:cut], n
+	return l[:cut], c
 }
+
+// promptHead starts an extraction request's user message; the piece's
+// lines follow it.
+const promptHead = "The person's messages, oldest first:\n\n"
+
+// The fixed parts' counts, made once.
+var (
+	newline            = window.Count("\n")
+	headCounts         = window.Count(promptHead)
+	instructionsTokens = window.EstimateText(Instructions)
+)
 
 // userPrompt is the one user message of an extraction request.
 func userPrompt(p piece) string {
-	return "The person's messages, oldest first:\n\n" + strings.Join(p.lines, "\n")
+	return promptHead + strings.Join(p.lines, "\n")
+}
+
+// rawEstimate is an extraction request's estimate before correction, its
+// lines counted once (pieces).
+func rawEstimate(p piece) int {
+	return instructionsTokens + headCounts.Add(p.counts).Tokens()
 }
 
 // ParseFacts reads an extraction answer leniently: the first JSON array in

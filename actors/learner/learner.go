@@ -469,7 +469,7 @@ func extractAll(ctx context.Context, cfg Config, client providers.Client, ref st
 		var pe *providers.Error
 		if errors.As(err, &pe) && pe.TooLong && !healed {
 			healed = true
-			sent := window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(userPrompt(p)), cal)
+			sent := window.OneShotEstimate(rawEstimate(p), cal)
 			var lerr error
 			info.Window, lerr = providers.RetryWindow(ctx, pe, sent, answer, info.Window, func(ctx context.Context, w int) (int, error) {
 				return cfg.Catalog.Learn(ctx, ref, w)
@@ -495,7 +495,7 @@ func extractAll(ctx context.Context, cfg Config, client providers.Client, ref st
 // pieceRoom is the estimated tokens of words one extraction request may
 // carry on a window, besides its instructions and framing.
 func pieceRoom(windowTokens, answer int, cal window.Calibration) int {
-	fixed := window.EstimateText(Instructions) + window.EstimateText(userPrompt(piece{})) + 16
+	fixed := rawEstimate(piece{}) + 16
 	return max(window.InputRoom(windowTokens, answer, cal)-fixed, 64)
 }
 
@@ -505,12 +505,11 @@ func pieceRoom(windowTokens, answer int, cal window.Calibration) int {
 func extract(ctx context.Context, cfg Config, client providers.Client, info providers.ModelInfo, p piece, answer int, cal window.Calibration) ([]string, chat.Usage, error) {
 	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
-	prompt := userPrompt(p)
 	resp, err := client.Stream(cctx, providers.Request{
 		Model: info.ID, System: Instructions, MaxTokens: answer,
-		Messages:       []chat.Message{{Role: chat.RoleUser, Content: prompt}},
+		Messages:       []chat.Message{{Role: chat.RoleUser, Content: userPrompt(p)}},
 		NumCtx:         info.Window,
-		EstimatedInput: window.OneShotEstimate(window.EstimateText(Instructions)+window.EstimateText(prompt), cal),
+		EstimatedInput: window.OneShotEstimate(rawEstimate(p), cal),
 	}, func(providers.Event) {})
 	if err != nil {
 		return nil, resp.Usage, err

@@ -698,7 +698,11 @@ func TestPiecesFitTheModelsWindow(t *testing.T) {
 		t.Run(fmt.Sprint(win), func(t *testing.T) {
 			e := newEnv(t, nil)
 			e.catalog.window = win
-			msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, csvWords(6)...)
+			// Lines of other scripts, indents and hashes besides the CSV:
+			// a request's estimate, added from its lines' counts, must be
+			// its whole text's (window.Counts).
+			words := append(csvWords(6), person("Größe über ÄÖÜ — «ok»  \n\tindented, 你好, Привет "+strings.Repeat("9f86d081884c7d65 ", 200)), person("  two spaces first!?"))
+			msgs := e.chatLog(t, persistence.Chat{ID: "c", Tenant: "t"}, words...)
 			factor := 1.3
 			e.sys.Root.Send(e.pid, &Learn{ChatID: "c", Tenant: "t", Words: msgs, ThroughSeq: msgs[len(msgs)-1].Seq, Model: "fake/big", Factor: factor})
 			if o := e.next(t); o.Err != nil || !o.Marked {
@@ -791,7 +795,8 @@ func TestCutToKeepsAPrefixThatFitsAndItsEstimate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, n := cutTo(tc.line, tc.limit, tc.room)
+			got, c := cutTo(tc.line, tc.limit, tc.room)
+			n := c.Tokens()
 			if !strings.HasPrefix(tc.line, got) || !utf8.ValidString(got) {
 				t.Fatalf("kept %.40q…, not a prefix on a rune boundary", got)
 			}

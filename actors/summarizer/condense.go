@@ -45,8 +45,8 @@ func runCondense(ctx context.Context, cfg Config, m *Condense, models []string, 
 	mk := redact.NewMasker()
 	prior := mk.Mask(m.Prior)
 	o := job{models: models, sems: sems, lines: Lines(WithoutRefused(m.Turn), mk), system: CondenseInstructions, start: prior, cal: window.Calibration{Factor: m.Factor},
-		prompt: func(state string, p Piece) string {
-			return "State so far:\n" + orNone(state) + "\n\nTask and steps:\n" + strings.Join(p.Lines, "\n") + "\n\nWrite the five sections now."
+		frame: func(state string) frame {
+			return frame{head: "State so far:\n" + orNone(state) + "\n\nTask and steps:\n", tail: "\n\nWrite the five sections now."}
 		},
 		valid: func(text string) bool { return strings.Contains(text, "REMAINING") }}.do(ctx, cfg)
 	res := &Condensed{ReqID: m.ReqID, OK: o.ok, Text: o.state, Usage: o.usage}

@@ -210,3 +210,35 @@ func TestAFoldAsksTheChatsOwnModelAfterItsOwnRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestEstimateIsItsWholeText: the estimate a summarising or
+// condensing request carries, made from its lines' counts, is the one of
+// its whole text read again, on pieces cut whole, halved for the chat's
+// correction or squeezed.
+func TestRequestEstimateIsItsWholeText(t *testing.T) {
+	turns := append(pastedTurns(10), chat.Message{Role: chat.RoleUser, Content: "Größe über ÄÖÜ — «ok»  \n\tindented, 你好 " + strings.Repeat("9f86d081884c7d65 ", 3000)},
+		chat.Message{Role: chat.RoleAssistant, Content: "Привет! Noted.", ToolCalls: []chat.ToolCall{{Name: "read_file", Arguments: `{"path":"a.go"}`}}})
+	for _, win := range []int{4096, 32768} {
+		for _, factor := range []float64{1, 1.6} {
+			t.Run(fmt.Sprintf("%d/%v", win, factor), func(t *testing.T) {
+				m := &fitModel{}
+				cfg := Config{Catalog: &fitCatalog{model: m, window: win, learned: map[string]int{}}, Log: zerolog.Nop()}
+				sems := []lane{newLane(fairshare.NewSlots(1, 1), "t")}
+				res := run(context.Background(), cfg, &Fold{ChatID: "c", Model: "p/m", Summary: "What the person wants: bees.", Focus: "the SKUs", Turns: turns, Factor: factor}, []string{"p/m"}, sems)
+				if !res.OK {
+					t.Fatalf("fold failed: %s", res.Err)
+				}
+				if con := runCondense(context.Background(), cfg, &Condense{ChatID: "c", Model: "p/m", Turn: turns, Factor: factor}, []string{"p/m"}, sems); !con.OK {
+					t.Fatalf("condense failed: %s", con.Err)
+				}
+				cal := window.Calibration{Factor: factor}
+				for i, r := range m.reqs {
+					want := window.OneShotEstimate(window.EstimateText(r.System)+window.EstimateText(r.Messages[0].Content), cal)
+					if r.EstimatedInput != want {
+						t.Errorf("request %d of %d: estimated %d, its text %d", i, len(m.reqs), r.EstimatedInput, want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -61,7 +61,28 @@ func target(windowTokens int) int {
 func answerRoom(windowTokens int) int { return 2 * target(windowTokens) }
 
 // Piece is one summarising request's share of the folded lines.
-type Piece struct{ Lines []string }
+type Piece struct {
+	Lines []string
+	// counts are Lines joined with line breaks, when Pieces counted them
+	// already: a request's estimate adds them to its framing's, where
+	// estimating the whole prompt read every line a second time.
+	counts  window.Counts
+	counted bool
+}
+
+// linesCount is the counts of p's lines joined with line breaks.
+func (p Piece) linesCount() window.Counts {
+	if p.counted {
+		return p.counts
+	}
+	return window.Count(strings.Join(p.Lines, "\n"))
+}
+
+// newline is the count of the line break between two lines of a piece.
+var newline = window.Count("\n")
+
+// instructionsTokens is Instructions' estimate, made once.
+var instructionsTokens = window.EstimateText(Instructions)
 
 // Pieces splits lines into pieces that each fit the summarising model's
 // window together with the instructions, the summary so far (at most its
@@ -70,26 +91,32 @@ type Piece struct{ Lines []string }
 // head and tail kept. The summariser splits a piece further when the chat's
 // own correction says it would not fit.
 func Pieces(lines []string, windowTokens int, focus string) []Piece {
-	fixed := window.EstimateText(Instructions) + window.EstimateText(focus) + 2*target(windowTokens) + 64
+	fixed := instructionsTokens + window.EstimateText(focus) + 2*target(windowTokens) + 64
 	room := max(window.InputRoom(windowTokens, answerRoom(windowTokens), window.Calibration{})-fixed, 256)
 	var out []Piece
-	var cur []string
+	cur := Piece{counted: true}
 	used := 0
 	for _, l := range lines {
-		n := window.EstimateText(l) + 2
+		c := window.Count(l)
+		n := c.Tokens() + 2
 		if n > room {
 			l = cutMiddle(l, room)
-			n = window.EstimateText(l) + 2
+			c = window.Count(l)
+			n = c.Tokens() + 2
 		}
-		if used+n > room && len(cur) > 0 {
-			out = append(out, Piece{Lines: cur})
-			cur, used = nil, 0
+		if used+n > room && len(cur.Lines) > 0 {
+			out = append(out, cur)
+			cur, used = Piece{counted: true}, 0
 		}
-		cur = append(cur, l)
+		if len(cur.Lines) > 0 {
+			cur.counts = cur.counts.Add(newline)
+		}
+		cur.Lines = append(cur.Lines, l)
+		cur.counts = cur.counts.Add(c)
 		used += n
 	}
-	if len(cur) > 0 {
-		out = append(out, Piece{Lines: cur})
+	if len(cur.Lines) > 0 {
+		out = append(out, cur)
 	}
 	return out
 }
@@ -110,8 +137,9 @@ func cutMiddle(l string, room int) string {
 	return head + fmt.Sprintf(" […%d characters left out…] ", len(l)-len(head)-len(tail)) + tail
 }
 
-// UserPrompt is the request text for one piece.
-func UserPrompt(summary string, p Piece, focus string) string {
+// userFrame is a fold's prompt around a piece's lines: the summary so far,
+// the focus asked for, then the lines.
+func userFrame(summary, focus string) frame {
 	var b strings.Builder
 	b.WriteString("Summary so far:\n")
 	if strings.TrimSpace(summary) == "" {
@@ -123,9 +151,22 @@ func UserPrompt(summary string, p Piece, focus string) string {
 		b.WriteString("\nThe person asked to keep especially: " + focus + "\n")
 	}
 	b.WriteString("\nNext part of the chat:\n")
-	b.WriteString(strings.Join(p.Lines, "\n"))
-	b.WriteString("\n\nWrite the new summary now.")
-	return b.String()
+	return frame{head: b.String(), tail: "\n\nWrite the new summary now."}
+}
+
+// frame is a summarising prompt's text around its piece's lines. head
+// ends and tail starts with a line break, so the prompt counts as theirs
+// and the lines' added (window.Counts).
+type frame struct{ head, tail string }
+
+// framed is the prompt of p in f.
+func framed(f frame, p Piece) string {
+	return f.head + strings.Join(p.Lines, "\n") + f.tail
+}
+
+// estimate is the raw estimate of p's prompt in f, its lines counted once.
+func (f frame) estimate(p Piece) int {
+	return window.Count(f.head).Add(p.linesCount()).Add(window.Count(f.tail)).Tokens()
 }
 
 // refusals are how a model says it will not summarise.

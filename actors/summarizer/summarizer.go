@@ -183,8 +183,9 @@ type job struct {
 	focus  string
 	system string
 	start  string
-	prompt func(state string, p Piece) string
-	valid  func(text string) bool
+	// frame is the prompt's text around a piece, for the state so far.
+	frame func(state string) frame
+	valid func(text string) bool
 	// cal corrects estimates the way the chat's turns are corrected.
 	cal window.Calibration
 }
@@ -227,26 +228,28 @@ func (j job) do(ctx context.Context, cfg Config) outcome {
 // learned for ref, what is left is cut again and the piece asked again.
 func (j job) fold(ctx context.Context, cfg Config, sem lane, client providers.Client, ref string, info providers.ModelInfo, o *outcome) (string, bool) {
 	state, healed := j.start, false
+	system := window.EstimateText(j.system)
 	queue := Pieces(j.lines, info.Window, j.focus)
 	for len(queue) > 0 {
 		p := queue[0]
 		room := answerRoom(info.Window)
-		prompt := j.prompt(state, p)
-		raw, ok := fits(j.system, prompt, room, info.Window, j.cal)
-		if !ok {
+		f := j.frame(state)
+		// The piece's lines were counted when it was cut (Pieces): the
+		// request's estimate adds their counts, where estimating the whole
+		// prompt read a fold's text a second time.
+		raw := system + f.estimate(p)
+		if raw > window.InputRoom(info.Window, room, j.cal) {
 			if len(p.Lines) > 1 {
 				half := len(p.Lines) / 2
 				queue = append([]Piece{{Lines: p.Lines[:half]}, {Lines: p.Lines[half:]}}, queue[1:]...)
 				continue
 			}
 			state, p = j.squeeze(state, p, room, info.Window)
-			prompt = j.prompt(state, p)
-			raw = rawEstimate(j.system, prompt)
+			f = j.frame(state)
+			raw = system + f.estimate(p)
 		}
-		// The estimate fits made is the request's: a piece is most of a
-		// fold's text, and estimating it again cost as much as its masking.
 		sent := window.OneShotEstimate(raw, j.cal)
-		text, usage, err := callWith(ctx, cfg, sem, client, info, j.system, prompt, room, sent)
+		text, usage, err := callWith(ctx, cfg, sem, client, info, j.system, framed(f, p), room, sent)
 		o.usage = o.usage.Add(usage)
 		o.requests++
 		var pe *providers.Error
@@ -283,8 +286,9 @@ func (j job) fold(ctx context.Context, cfg Config, sem lane, client providers.Cl
 // little room, until the request fits the window.
 func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, Piece) {
 	total := window.InputRoom(windowTokens, answer, j.cal)
+	system := window.EstimateText(j.system)
 	for range 8 {
-		lineRoom := total - window.EstimateText(j.system) - window.EstimateText(j.prompt(state, Piece{}))
+		lineRoom := total - system - j.frame(state).estimate(Piece{})
 		if lineRoom < total/4 {
 			state = cutMiddle(state, max(total/4, 64))
 			continue
@@ -292,24 +296,12 @@ func (j job) squeeze(state string, p Piece, answer, windowTokens int) (string, P
 		if len(p.Lines) == 1 {
 			p = Piece{Lines: []string{cutMiddle(p.Lines[0], lineRoom)}}
 		}
-		if _, ok := fits(j.system, j.prompt(state, p), answer, windowTokens, j.cal); ok {
+		if system+j.frame(state).estimate(p) <= window.InputRoom(windowTokens, answer, j.cal) {
 			break
 		}
 		total = total * 3 / 4
 	}
 	return state, p
-}
-
-// fits reports whether a request of system and prompt, corrected, and its
-// answer room fit the window, and returns the request's raw estimate.
-func fits(system, prompt string, answer, windowTokens int, cal window.Calibration) (raw int, ok bool) {
-	raw = rawEstimate(system, prompt)
-	return raw, raw <= window.InputRoom(windowTokens, answer, cal)
-}
-
-// rawEstimate is a request's estimate of system and prompt, uncorrected.
-func rawEstimate(system, prompt string) int {
-	return window.EstimateText(system) + window.EstimateText(prompt)
 }
 
 // run folds a chat's turns into its summary. With no model succeeding, the
@@ -333,7 +325,7 @@ func run(ctx context.Context, cfg Config, m *Fold, models []string, sems []lane)
 		}
 	}
 	o := job{models: models, sems: sems, lines: Lines(WithoutRefused(m.Turns), mk), focus: focus, system: Instructions, start: start, cal: window.Calibration{Factor: m.Factor},
-		prompt: func(state string, p Piece) string { return UserPrompt(state, p, focus) }}.do(ctx, cfg)
+		frame: func(state string) frame { return userFrame(state, focus) }}.do(ctx, cfg)
 	o.usage, o.requests, o.errs = o.usage.Add(first.usage), o.requests+first.requests, append(first.errs, o.errs...)
 	res.Usage, res.Requests = o.usage, o.requests
 	if o.ok {
