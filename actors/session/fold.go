@@ -48,13 +48,13 @@ type foldResumed struct{ turnID string }
 // startFold asks the summariser to fold every message before seq to. The
 // boundary is pinned now, so a turn that lands meanwhile is never covered.
 func (s *session) startFold(ctx actor.Context, to int64, focus string, replyTo *actor.PID) {
-	var folded []chat.Message
-	for _, m := range s.msgs {
-		if m.Seq >= to {
-			break
-		}
-		folded = append(folded, m)
+	cut := slices.IndexFunc(s.msgs, func(m chat.Message) bool { return m.Seq >= to })
+	if cut < 0 {
+		cut = len(s.msgs)
 	}
+	// One copy of its size: grown by append, a fold of hundreds of
+	// messages was copied about twice over, on the mailbox.
+	folded := append([]chat.Message(nil), s.msgs[:cut]...)
 	f := &foldState{reqID: fmt.Sprintf("%s/%d-%d", s.id, s.snap.FirstKeptSeq, to), from: s.snap.FirstKeptSeq, to: to, folded: folded, replyTo: replyTo, started: time.Now()}
 	s.fold = f
 	req := &summarizer.Fold{ReqID: f.reqID, ChatID: s.id, Tenant: s.meta.Tenant, Model: s.snap.Model, Summary: s.snap.Summary, Digest: s.snap.Digest, Turns: folded, Focus: focus, Factor: s.snap.Factor,
