@@ -34,10 +34,26 @@ const answerRoom = 1024
 // (summarizer.WithoutRefused): the chat's own requests leave it out, so a
 // memory made of it would hand it back to the model.
 func PersonWords(msgs []chat.Message, after int64) []chat.Message {
-	var out []chat.Message
-	for _, m := range summarizer.WithoutRefused(msgs) {
-		if m.Seq > after && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != "" {
-			out = append(out, m)
+	msgs = summarizer.WithoutRefused(msgs)
+	keep := func(m *chat.Message) bool {
+		return m.Seq > after && m.Role == chat.RoleUser && m.Origin == chat.OriginPerson && strings.TrimSpace(m.Content) != ""
+	}
+	// Counted first, then copied once: a fold's words pass here three
+	// times (the session, the learner's mailbox, its run), and append grew
+	// each copy of hundreds of messages in steps.
+	n := 0
+	for i := range msgs {
+		if keep(&msgs[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]chat.Message, 0, n)
+	for i := range msgs {
+		if keep(&msgs[i]) {
+			out = append(out, msgs[i])
 		}
 	}
 	return out

@@ -877,3 +877,24 @@ func TestARefusedExchangeIsNotLearnt(t *testing.T) {
 		check(t, e)
 	})
 }
+
+// TestPersonWordsCopiesOnce: the person's words of a fold are copied in one
+// allocation of their size, not grown in steps (a fold's pass through the
+// session's mailbox, the learner's and its run).
+func TestPersonWordsCopiesOnce(t *testing.T) {
+	var msgs []chat.Message
+	for i := range 250 {
+		msgs = append(msgs, chat.Message{Seq: int64(2*i + 1), Role: chat.RoleUser, Origin: chat.OriginPerson, Content: fmt.Sprint("question ", i)},
+			chat.Message{Seq: int64(2*i + 2), Role: chat.RoleAssistant, Content: "answer"})
+	}
+	var words []chat.Message
+	if allocs := testing.AllocsPerRun(10, func() { words = PersonWords(msgs, 100) }); allocs != 1 {
+		t.Errorf("%v allocations, want 1", allocs)
+	}
+	if len(words) != 200 || words[0].Seq != 101 || cap(words) != len(words) {
+		t.Errorf("kept %d words from seq %d (cap %d), want 200 from 101", len(words), words[0].Seq, cap(words))
+	}
+	if PersonWords(msgs[1:2], 0) != nil {
+		t.Error("an assistant's answer alone gave words")
+	}
+}
