@@ -6,6 +6,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -78,6 +79,15 @@ type Message struct {
 	// IdempotencyKey is the key a person's message was sent with: its
 	// chat stores it, and answers it, once however often it comes.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// SameAdded reports whether a and b are the same message as an
+// application adds it between turns (a conversation's item): the same
+// role, words, origin, calls and result. What the store sets (seq, date,
+// idempotency key) is not compared.
+func SameAdded(a, b *Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID && a.ToolName == b.ToolName &&
+		a.IsError == b.IsError && a.Origin == b.Origin && slices.Equal(a.ToolCalls, b.ToolCalls)
 }
 
 // ToolCall is one call an assistant asks for. Arguments is the JSON text the

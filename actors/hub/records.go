@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/agentd/agentd/actors/session"
@@ -173,9 +172,8 @@ func (h *Hub) addedBefore(ctx context.Context, chatID string, seq int64, in []ch
 	if len(stored) != len(in) {
 		return nil, fmt.Errorf("%w: the chat stored other messages under it", ErrKeyReused)
 	}
-	for i, m := range in {
-		st := stored[i]
-		if st.Role != m.Role || st.Content != m.Content || st.ToolCallID != m.ToolCallID || st.ToolName != m.ToolName || st.IsError != m.IsError || st.Origin != m.Origin || !slices.Equal(st.ToolCalls, m.ToolCalls) {
+	for i := range in {
+		if !chat.SameAdded(&stored[i], &in[i]) {
 			return nil, fmt.Errorf("%w: the chat stored other messages under it", ErrKeyReused)
 		}
 	}

@@ -77,9 +77,11 @@ type tail struct {
 
 // readTail reads what the chat's log holds after the session's last
 // message and takes it in, on a worker, the mailbox held (await), once a
-// write failed unseen (unsure): the message it carried, landed, is then
-// found under its key when sent again, not stored a second time. then
-// hears the read's error; the session stays unsure after one.
+// write failed unseen (unsure), or a write landed after messages the
+// session did not know of: what landed is then found under its key when
+// sent again, not stored a second time, and the next write is numbered
+// after it. then hears the read's error; the session stays unsure after
+// one.
 func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err error)) {
 	store, id, from := s.deps.Store, s.id, s.lastSeq+1
 	await(s, ctx, onWorker(s, func() tail {
@@ -97,6 +99,18 @@ func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err e
 		}
 		then(ctx, nil)
 	})
+}
+
+// whole runs then once the session holds the chat's whole log: at once,
+// or once readTail has read what a write that failed unseen may have
+// landed, so the write then makes is numbered after it and a turn's
+// context holds it. then hears the read's error.
+func (s *session) whole(ctx actor.Context, then func(ctx actor.Context, err error)) {
+	if !s.unsure {
+		then(ctx, nil)
+		return
+	}
+	s.readTail(ctx, then)
 }
 
 // submitKeyed admits p, whose message has an idempotency key, unless the

@@ -49,10 +49,11 @@ type session struct {
 	cost    toolsCost
 	lastSeq int64
 	loadErr error
-	// unsure: a write of a person's message (or of added messages)
-	// failed without the store saying it stored nothing (Postgres: a
-	// COMMIT whose answer a cut lost may have landed), so the log may hold
-	// messages after lastSeq; findKey reads them first (readTail).
+	// unsure: a write of messages (a person's, added ones, a turn's
+	// answer or tool results) failed without the session taking in what
+	// it stored (Postgres: a COMMIT whose answer a cut lost may have
+	// landed), so the log may hold messages after lastSeq; findKey, the
+	// next turn and the next add read them first (readTail).
 	unsure bool
 
 	queue []pending
@@ -692,9 +693,9 @@ func storedText(m chat.Message) int {
 	return n
 }
 
-// addMessages stores messages between turns and announces them. Messages
-// under a key (AddMessages.Key) the chat's log holds are not stored again:
-// *Answered names where they are.
+// addMessages stores messages between turns and announces them, after
+// what a write that failed unseen landed (whole). Messages under a key
+// (AddMessages.Key) the chat's log holds are not stored again (addedAgain).
 func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	switch {
 	case s.loadErr != nil || len(m.Messages) == 0:
@@ -709,7 +710,16 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 	}
 	sender, msgs := ctx.Sender(), m.Messages
 	if m.Key == "" {
-		s.storeAdded(ctx, sender, msgs, m.Charge)
+		s.whole(ctx, func(ctx actor.Context, err error) {
+			switch {
+			case s.stopping:
+				ctx.Send(sender, &Rejected{Err: ErrStopping})
+			case err != nil:
+				ctx.Send(sender, &Rejected{Err: err})
+			default:
+				s.storeAdded(ctx, sender, nil, msgs, m.Charge)
+			}
+		})
 		return
 	}
 	s.findKey(ctx, m.Key, func(ctx actor.Context, f keyFound) {
@@ -719,22 +729,68 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 		case f.err != nil:
 			ctx.Send(sender, &Rejected{Err: fmt.Errorf("find the idempotency key: %w", f.err)})
 		case f.m != nil:
-			ctx.Send(sender, &Answered{UserSeq: f.m.Seq})
+			s.addedAgain(ctx, sender, msgs, f)
 		default:
 			msgs = slices.Clone(msgs)
 			msgs[0].IdempotencyKey = m.Key
-			s.storeAdded(ctx, sender, msgs, m.Charge)
+			s.storeAdded(ctx, sender, nil, msgs, m.Charge)
 		}
 	})
 }
 
+// addedAgain answers msgs added again under the key the log holds on f.m,
+// from the log's messages from f.m on: the kept ones, or, when f.m was
+// folded, those the store reads.
+func (s *session) addedAgain(ctx actor.Context, sender *actor.PID, msgs []chat.Message, f keyFound) {
+	if f.m.Seq >= s.snap.FirstKeptSeq {
+		s.answerAdded(ctx, sender, msgs, append([]chat.Message{*f.m}, f.after...), true)
+		return
+	}
+	store, id, from := s.deps.Store, s.id, f.m.Seq
+	await(s, ctx, onWorker(s, func() tail {
+		ms, err := store.Messages(context.Background(), id, from, from+int64(len(msgs))-1)
+		return tail{msgs: ms, err: err}
+	}), func(ctx actor.Context, t tail) {
+		if t.err != nil {
+			ctx.Send(sender, &Rejected{Err: fmt.Errorf("read the messages under the idempotency key: %w", t.err)})
+			return
+		}
+		s.answerAdded(ctx, sender, msgs, t.msgs, false)
+	})
+}
+
+// answerAdded answers msgs added again under the key of log[0], log being
+// the chat's log from there (all of it after, when ends). All stored, in
+// order: *Answered. An add whose later batches failed, which the log ends
+// with, is completed: the rest is stored after it, and *Added holds them
+// all. Otherwise it is refused ErrKeyReused, never answered as whole: the
+// messages stored under the key are others, or an add cut partway that
+// the chat went on after.
+func (s *session) answerAdded(ctx actor.Context, sender *actor.PID, msgs, log []chat.Message, ends bool) {
+	n := 0
+	for n < len(msgs) && n < len(log) && chat.SameAdded(&log[n], &msgs[n]) {
+		n++
+	}
+	switch {
+	case n == len(msgs):
+		ctx.Send(sender, &Answered{UserSeq: log[0].Seq})
+	case n > 0 && n == len(log) && ends:
+		// Not charged again: the add was, whole, when first sent.
+		s.storeAdded(ctx, sender, slices.Clone(log), msgs[n:], nil)
+	default:
+		ctx.Send(sender, &Rejected{Err: fmt.Errorf("%w: the chat stored %d of these %d messages under it, then others", ErrKeyReused, n, len(msgs))})
+	}
+}
+
 // storeAdded stores msgs in batches, once charge (if any) allows them,
-// announces them, and answers sender with them stored. The batches are
-// written off the mailbox while it is held (await): a long history is
-// several synced writes, and a worker of the sessions' dispatcher parked
-// on them is one fewer for every other chat. What was stored is kept and
-// announced even when a later batch fails.
-func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.Message, charge func() error) {
+// announces them, and answers sender with them stored after done (the
+// part of the add stored before). The batches are written off the mailbox
+// while it is held (await): a long history is several synced writes, and
+// a worker of the sessions' dispatcher parked on them is one fewer for
+// every other chat. What was stored is kept and announced even when a
+// later batch fails; the add sent again under its key stores the rest
+// (answerAdded).
+func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, done, msgs []chat.Message, charge func() error) {
 	if charge != nil {
 		if err := charge(); err != nil {
 			ctx.Send(sender, &Rejected{Err: err})
@@ -773,7 +829,7 @@ func (s *session) storeAdded(ctx actor.Context, sender *actor.PID, msgs []chat.M
 			s.respondTo(ctx, sender, &Rejected{Err: r.err})
 			return
 		}
-		s.respondTo(ctx, sender, &Added{Messages: r.stored})
+		s.respondTo(ctx, sender, &Added{Messages: append(done, r.stored...)})
 	})
 }
 

@@ -38,8 +38,9 @@ type memStore struct {
 	// write with nothing stored; answering is committing for
 	// AppendWithSnapshotThen.
 	synced, committing, answering func() error
-	// lost, when set, runs once Append or AppendThen has stored the messages, and
-	// its error fails the write as if nothing were stored: a commit whose
+	// lost, when set, runs once a write of messages (Append, AppendThen,
+	// AppendUnsynced, AppendWithSnapshotThen) has stored them, and its
+	// error fails the write as if nothing were stored: a commit whose
 	// answer was lost (Postgres's connection cut mid-answer).
 	lost func() error
 	// saving, when set, runs before a snapshot's save stores anything.
@@ -140,7 +141,13 @@ func (m *memStore) AppendUnsynced(_ context.Context, chatID string, msgs ...chat
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.unsynced++
-	return m.appendLocked(chatID, msgs), nil
+	stored := m.appendLocked(chatID, msgs)
+	if m.lost != nil {
+		if err := m.lost(); err != nil {
+			return nil, err
+		}
+	}
+	return stored, nil
 }
 
 func (m *memStore) AppendWithSnapshotThen(_ context.Context, chatID string, snap func(int64) persistence.Snapshot, acts []persistence.Activity, msgs []chat.Message,
@@ -160,6 +167,12 @@ func (m *memStore) AppendWithSnapshotThen(_ context.Context, chatID string, snap
 		}
 		out := m.appendLocked(chatID, msgs)
 		m.snaps[chatID] = snap(out[len(out)-1].Seq)
+		if m.lost != nil {
+			if err := m.lost(); err != nil {
+				then(nil, err)
+				return
+			}
+		}
 		then(out, nil)
 	})
 }

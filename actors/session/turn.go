@@ -119,16 +119,34 @@ func (s *session) startNext(ctx actor.Context) {
 
 func (s *session) canStart() bool { return len(s.queue) > 0 && s.turn == nil && !s.stopping }
 
-// startFirst starts the first queued turn.
-func (s *session) startFirst(ctx actor.Context) {
-	if !s.canStart() { // stopped while the map was built
-		return
-	}
+// popFirst takes the first queued turn out of the queue.
+func (s *session) popFirst() pending {
 	p := s.queue[0]
 	s.queue = s.queue[1:]
 	if s.deps.Metrics != nil {
 		s.deps.Metrics.TurnsWaiting(-1)
 	}
+	return p
+}
+
+// startFirst starts the first queued turn. After a write that failed
+// unseen (unsure), it reads what landed first (readTail), so the turn's
+// message is numbered after it and its context holds it; a turn is
+// refused when the log cannot be read.
+func (s *session) startFirst(ctx actor.Context) {
+	if !s.canStart() { // stopped while the map was built, or the log read
+		return
+	}
+	if s.unsure {
+		s.readTail(ctx, func(ctx actor.Context, err error) {
+			if err != nil && s.canStart() {
+				s.popFirst().refuse(ctx, err)
+			}
+			s.startFirst(ctx)
+		})
+		return
+	}
+	p := s.popFirst()
 	if p.continues || p.msg.Continue || p.msg.Retry && s.endsUnanswered(p.msg.Message) {
 		s.continueTurn(ctx, p)
 		return
@@ -228,21 +246,38 @@ type starting struct {
 // messageStored goes on with a turn once its message's write has ended:
 // refused if the message is not durable, else accepted and announced.
 func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
-	p, st, warn := sg.p, sg.st, sg.warn
 	if w.stored != nil && w.stored[0].Seq != s.turn.userSeq {
-		// The log holds a message this session does not (a write that
-		// failed may yet have landed): the turn goes on with the message
-		// as stored, planned again.
+		// The log holds messages this session does not (a write that
+		// failed may yet have landed): they are read in with the message,
+		// so the turn's context holds them, and the turn goes on with the
+		// message as stored, planned again.
 		s.turn.log.Warn().Int64("want_seq", s.turn.userSeq).Int64("stored_seq", w.stored[0].Seq).Msg("the chat's log moved under its session")
 		s.cancelCall()
 		s.unappend(sg.kept, sg.lastSeq)
-		s.appendMsgs(w.stored...)
-		s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
-		var again *chat.Problem
-		if st, again = s.firstStep(ctx); warn == nil {
-			warn = again
-		}
+		s.readTail(ctx, func(ctx actor.Context, err error) {
+			if err != nil {
+				// The turn goes on without them; the next turn reads the
+				// log again (unsure).
+				s.turn.log.Error().Err(err).Msg("read the messages the log holds before the turn's")
+				s.unsure = true
+				s.appendMsgs(w.stored...)
+			}
+			s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
+			var again *chat.Problem
+			if sg.st, again = s.firstStep(ctx); sg.warn == nil {
+				sg.warn = again
+			}
+			s.messageTaken(ctx, sg, w)
+		})
+		return
 	}
+	s.messageTaken(ctx, sg, w)
+}
+
+// messageTaken is messageStored once the session holds the log the
+// message's write left.
+func (s *session) messageTaken(ctx actor.Context, sg *starting, w storedMsg) {
+	p, st, warn := sg.p, sg.st, sg.warn
 	err := w.err
 	if w.stored == nil {
 		// Not committed: the message leaves s.msgs, as it is not in the
@@ -720,6 +755,7 @@ func (s *session) storeTurnMsgs(ctx actor.Context, msgs []chat.Message, then fun
 		})
 	}, func(ctx actor.Context, w storedMsg) {
 		if w.err != nil {
+			s.unsure = true // what the session did not take in may have landed
 			s.endTurn(ctx, s.storeProblem(ctx, w.err))
 			then(ctx, false)
 			return
@@ -742,6 +778,7 @@ func (s *session) storeUnsynced(ctx actor.Context, msgs ...chat.Message) bool {
 func (s *session) storeWith(ctx actor.Context, store func(context.Context, string, ...chat.Message) ([]chat.Message, error), msgs []chat.Message) bool {
 	stored, err := store(context.Background(), s.id, msgs...)
 	if err != nil {
+		s.unsure = true // the messages may have landed
 		s.endTurn(ctx, s.storeProblem(ctx, err))
 		return false
 	}
@@ -914,6 +951,7 @@ func (s *session) endTurn(ctx actor.Context, problem *chat.Problem, final ...cha
 			}, acts, final, func(stored []chat.Message, err error) { done(answerStored{stored: stored, err: err}) })
 		}, func(ctx actor.Context, a answerStored) {
 			if a.err != nil {
+				s.unsure = true // the answer may have landed
 				s.endTurn(ctx, s.storeProblem(ctx, a.err))
 				return
 			}

@@ -1,0 +1,215 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/providers"
+)
+
+// loseWrite makes the store's write of messages number n (counted from
+// now, over every write of messages) land but fail, as a commit whose
+// answer a cut connection lost.
+func (h *harness) loseWrite(n int32) {
+	var writes atomic.Int32
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	h.store.lost = func() error {
+		if writes.Add(1) == n {
+			return errors.New("commit: conn closed")
+		}
+		return nil
+	}
+}
+
+// ask sends m to chat c1 and returns the reply.
+func (h *harness) ask(m any) any {
+	h.t.Helper()
+	res, err := h.system.Root.RequestFuture(h.registry, &Envelope{ChatID: "c1", Msg: m}, time.Minute).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+// logOf is chat c1's log as "role: content" lines.
+func (h *harness) logOf() []string {
+	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
+	var got []string
+	for _, m := range stored {
+		got = append(got, string(m.Role)+": "+m.Content)
+	}
+	return got
+}
+
+// TestATurnsWriteThatLandedUnseenIsReadBeforeTheMessageIsSentAgain: a
+// turn's answer, or its tools' results, whose write landed but failed (a
+// cut connection lost the COMMIT's answer) ends the turn with a problem;
+// the session was only unsure after a person's message or added items, so
+// the message sent again under its key was answered a second time (the
+// answer stored twice), or, its log ending with the tool calls, said
+// Answered though nothing answered it. Now it reads what landed first:
+// the answered message is Answered, the tool results are answered once.
+func TestATurnsWriteThatLandedUnseenIsReadBeforeTheMessageIsSentAgain(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lose    int32 // the message's write is 1
+		replies []providers.Response
+		again   func(t *testing.T, res any)
+		log     []string
+	}{
+		"answer": {
+			lose: 2, replies: []providers.Response{reply("hi there"), reply("a second answer")},
+			again: func(t *testing.T, res any) {
+				if a, ok := res.(*Answered); !ok || a.UserSeq != 1 {
+					t.Fatalf("sent again: %#v; want Answered at seq 1", res)
+				}
+			},
+			log: []string{"user: hello", "assistant: hi there"},
+		},
+		"tool results": {
+			lose: 3, replies: []providers.Response{callTool("k1", "echo", `{"text":"x"}`), reply("done")},
+			again: func(t *testing.T, res any) {
+				if _, ok := res.(*TurnAccepted); !ok {
+					t.Fatalf("sent again: %#v; want the turn continued from the stored results", res)
+				}
+			},
+			log: []string{"user: hello", "assistant: ", `tool: echo:{"text":"x"}`, "assistant: done"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 128_000, echoTools(t), tc.replies...)
+			h.loseWrite(tc.lose)
+			keyed := &SubmitTurn{TurnID: "t1", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}}
+			if res, _ := h.submit(keyed); res.Problem == nil {
+				t.Fatalf("the turn whose write failed ended with %+v; want a problem", res)
+			}
+			sub := h.bus.Subscribe("c1", 1024, chat.EventTurnCompleted)
+			defer sub.Close()
+			res := h.ask(&SubmitTurn{TurnID: "t2", Message: keyed.Message})
+			tc.again(t, res)
+			if acc, ok := res.(*TurnAccepted); ok {
+				for ev := range sub.C {
+					if ev.TurnID == acc.TurnID {
+						if p := ev.Data.(chat.TurnResult).Problem; p != nil {
+							t.Fatalf("the continued turn: %+v", p)
+						}
+						break
+					}
+				}
+			}
+			if got := h.logOf(); strings.Join(got, "\n") != strings.Join(tc.log, "\n") {
+				t.Fatalf("the log holds %q; want %q", got, tc.log)
+			}
+		})
+	}
+}
+
+// TestAnAddCutPartwayIsNeverAnsweredWhole: items added in several batches
+// (each message here a batch of its own) whose second batch failed,
+// having landed, were Answered when sent again under their key, the third
+// never stored. Sent again, the add is completed while the log ends with
+// its stored part, and refused (ErrKeyReused) once the chat went on.
+func TestAnAddCutPartwayIsNeverAnsweredWhole(t *testing.T) {
+	big := func(c string) string { return c + strings.Repeat(".", addBatchBytes*3/4) }
+	items := &AddMessages{Key: "ka", Messages: []chat.Message{
+		{Role: chat.RoleUser, Content: big("q")}, {Role: chat.RoleAssistant, Content: big("a")}, {Role: chat.RoleUser, Content: big("q2")},
+	}}
+	for name, wentOn := range map[string]bool{"completed": false, "refused once the chat went on": true} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 4_000_000, nil, reply("answered"))
+			h.loseWrite(2)
+			if r, ok := h.ask(items).(*Rejected); !ok || r.Err == nil {
+				t.Fatalf("the add whose second batch failed: %#v; want it refused", r)
+			}
+			if wentOn {
+				h.loseWrite(0)
+				h.turn("next")
+			}
+			res := h.ask(items)
+			if wentOn {
+				if r, ok := res.(*Rejected); !ok || !errors.Is(r.Err, ErrKeyReused) {
+					t.Fatalf("sent again once the chat went on: %#v; want ErrKeyReused", res)
+				}
+				if got := h.logOf(); len(got) != 4 {
+					t.Fatalf("the log holds %d messages; want the two items stored and the turn", len(got))
+				}
+				return
+			}
+			a, ok := res.(*Added)
+			if !ok || len(a.Messages) != 3 || a.Messages[0].Seq != 1 || a.Messages[2].Seq != 3 {
+				t.Fatalf("sent again: %#v; want Added, the three items at seqs 1 to 3", res)
+			}
+			if got := h.logOf(); len(got) != 3 || !strings.HasPrefix(got[2], "user: q2") {
+				t.Fatalf("the log holds %d messages; want the three items once", len(got))
+			}
+		})
+	}
+}
+
+// TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst: after an answer
+// whose write landed unseen, the next turn's first request (sent while
+// its message commits) left the answer out, numbered its message over it,
+// and was planned again; items added next left it out of every later
+// request. Now the next turn, or add, reads what landed first.
+func TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst(t *testing.T) {
+	for _, add := range []bool{false, true} {
+		t.Run(map[bool]string{false: "turn", true: "add"}[add], func(t *testing.T) {
+			called := make(chan struct{}, 8)
+			h := newHarnessWith(t, 128_000, nil, func(_ *harness, d *Deps) {
+				one := d.Catalog.(oneModel)
+				one.client = calledModel{Client: one.client, called: called, one: &sync.Mutex{}}
+				d.Catalog = one
+			}, reply("hi there"), reply("again"), reply("a spare answer"))
+			h.loseWrite(2)
+			if res, _ := h.turn("hello"); res.Problem == nil {
+				t.Fatalf("the turn whose answer's write failed ended with %+v; want a problem", res)
+			}
+			<-called
+			h.loseWrite(0)
+			want := []string{"user: hello", "assistant: hi there", "user: more", "assistant: again"}
+			if add {
+				if a, ok := h.ask(&AddMessages{Messages: []chat.Message{{Role: chat.RoleUser, Content: "item"}, {Role: chat.RoleAssistant, Content: "its answer"}}}).(*Added); !ok || a.Messages[0].Seq != 3 {
+					t.Fatalf("the items: %#v; want them added from seq 3", a)
+				}
+				want = slices.Insert(want, 2, "user: item", "assistant: its answer")
+			}
+			// The turn's message commits once its first request went out.
+			h.store.mu.Lock()
+			h.store.committing = func() error {
+				select {
+				case <-called:
+				case <-time.After(time.Minute):
+					return errors.New("no request went out while the message committed")
+				}
+				h.store.mu.Lock()
+				defer h.store.mu.Unlock()
+				h.store.committing = nil
+				return nil
+			}
+			h.store.mu.Unlock()
+			if res, _ := h.turn("more"); res.Problem != nil {
+				t.Fatalf("the next turn: %+v", res.Problem)
+			}
+			reqs := h.model.requests()
+			for i, req := range reqs[1:] {
+				n := 0
+				for _, m := range req.Messages {
+					n += strings.Count(m.Content, "hi there")
+				}
+				if n != 1 {
+					t.Fatalf("request %d of the next turn carries the landed answer %d times; want once", i, n)
+				}
+			}
+			if got := h.logOf(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("the log holds %q; want %q", got, want)
+			}
+		})
+	}
+}
