@@ -206,8 +206,9 @@ type Compact struct{ Focus string }
 // Compacted answers Compact.
 type Compacted struct{ View chat.Compacted }
 
-// Retire stops a chat's session for good, before the chat is deleted: a
-// running or paused turn ends with problem deleted (turn.completed told),
+// Retire stops a chat's session for good, before the chat is deleted,
+// waking it when none runs: a running or paused turn (also one a restart
+// left paused) ends with problem deleted (turn.completed told),
 // waiting ones are refused, and until Retired
 // every message for the chat is answered *Rejected (ErrNotFound). Send it
 // to the registry itself, not in an Envelope. Reply: *RetireDone once no

@@ -164,8 +164,11 @@ func refuse(ctx actor.Context, sender *actor.PID, err error) {
 	}
 }
 
-// retire stops a chat's session (if one runs) and answers once it has.
-// Messages held for a passivating session are refused: the chat is going.
+// retire stops a chat's session and answers once it has. A chat whose
+// session is not running is woken to be stopped: a turn a restart left
+// paused (in its snapshot) then ends as deleted, told to its watchers
+// before chat.deleted, as a running session's does. Messages held for a
+// passivating session are refused: the chat is going.
 func (r *registry) retire(ctx actor.Context, chatID string, sender *actor.PID) {
 	waiting, already := r.retiring[chatID]
 	for _, b := range r.passivating[chatID] {
@@ -175,12 +178,14 @@ func (r *registry) retire(ctx actor.Context, chatID string, sender *actor.PID) {
 		r.passivating[chatID] = nil
 	}
 	pid, live := r.children[chatID]
-	if !live {
-		r.retiring[chatID] = waiting
+	switch {
+	case !live && already: // its deletion under way stopped it
 		if sender != nil {
 			ctx.Send(sender, &RetireDone{})
 		}
 		return
+	case !live:
+		pid = r.spawn(ctx, chatID)
 	}
 	r.retiring[chatID] = append(waiting, sender)
 	if !already {
