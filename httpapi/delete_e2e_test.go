@@ -268,3 +268,47 @@ func TestDeleteChatEndsItsPausedTurnBeforeTheChat(t *testing.T) {
 		t.Fatalf("the watcher's events: %v, want %s last, after turn.completed", seen, api.EventChatDeleted)
 	}
 }
+
+// TestDeleteChatEndsATurnARestartLeftPaused: after a restart, a turn
+// paused for the application's tool results waits in its snapshot, its
+// session not running; deleting the chat ends it for a watcher with
+// turn.completed of problem deleted before chat.deleted, as before the
+// restart. Its session was not woken, and the watcher heard only
+// chat.deleted.
+func TestDeleteChatEndsATurnARestartLeftPaused(t *testing.T) {
+	d, _, c := startCRM(t, nil)
+	ctx := context.Background()
+	paused, err := d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: "How is Ada doing?"}, nil)
+	if err != nil || paused.Status != "requires_action" {
+		t.Fatalf("send: %v %+v", err, paused)
+	}
+	d = d.Restart()
+	req, _ := http.NewRequest("GET", d.Server.URL+"/v1/chats/"+c.ID+"/events", nil)
+	watch, err := http.DefaultClient.Do(req)
+	if err != nil || watch.StatusCode != 200 {
+		t.Fatalf("watch: %v", err)
+	}
+	defer watch.Body.Close()
+	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var ended *api.TurnResult
+	err = api.ReadSSE(watch.Body, func(ev api.Event) bool {
+		seen = append(seen, ev.Type)
+		if ev.Type == api.EventTurnCompleted && ev.TurnID == paused.TurnID {
+			var res api.TurnResult
+			if err := json.Unmarshal(ev.Data, &res); err != nil {
+				t.Errorf("turn.completed: %v", err)
+			}
+			ended = &res
+		}
+		return ev.Type != api.EventChatDeleted
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended == nil || ended.Problem == nil || ended.Problem.Kind != api.ProblemDeleted {
+		t.Fatalf("the paused turn did not end as deleted for its watcher: %+v, events %v", ended, seen)
+	}
+}
