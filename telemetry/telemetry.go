@@ -76,6 +76,9 @@ const (
 	// cachedKey is the GenAI conventions' count of input tokens served
 	// from the provider's cache (newer than the semconv package we pin).
 	cachedKey = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	// reasoningKey is their count of output tokens the model spent
+	// reasoning, part of gen_ai.usage.output_tokens (newer too).
+	reasoningKey = attribute.Key("gen_ai.usage.reasoning.output_tokens")
 	// systemKey is gen_ai.provider.name's name before semconv 1.37, which
 	// many backends still read.
 	systemKey = attribute.Key("gen_ai.system")
@@ -91,7 +94,8 @@ func StartModelCall(ctx context.Context, tr trace.Tracer, provider, model string
 
 // EndModelCall ends a model call's span with what the provider reported.
 func EndModelCall(span trace.Span, u chat.Usage, finish string, err error) {
-	span.SetAttributes(semconv.GenAIUsageInputTokens(u.InputTokens), semconv.GenAIUsageOutputTokens(u.OutputTokens), cachedKey.Int(u.CachedTokens))
+	span.SetAttributes(semconv.GenAIUsageInputTokens(u.InputTokens), semconv.GenAIUsageOutputTokens(u.OutputTokens), cachedKey.Int(u.CachedTokens),
+		reasoningKey.Int(u.ReasoningTokens))
 	if finish != "" {
 		span.SetAttributes(semconv.GenAIResponseFinishReasons(finish))
 	}

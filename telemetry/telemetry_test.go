@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
 )
 
@@ -62,5 +66,31 @@ func TestSpansAreExportedOverOTLPHTTP(t *testing.T) {
 				t.Fatal("shutdown returned before the span reached the collector")
 			}
 		})
+	}
+}
+
+// TestAModelCallsSpanCountsItsReasoningTokens: a model call's span has the
+// tokens the provider reported, its reasoning tokens apart from the rest
+// of its output (gen_ai.usage.reasoning.output_tokens), as its cached
+// input tokens are.
+func TestAModelCallsSpanCountsItsReasoningTokens(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	_, span := StartModelCall(context.Background(), Tracer(tp), "openai", "o4")
+	EndModelCall(span, chat.Usage{InputTokens: 100, OutputTokens: 40, CachedTokens: 30, ReasoningTokens: 25}, "stop", nil)
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	got := map[string]int64{}
+	for _, kv := range ended[0].Attributes() {
+		got[string(kv.Key)] = kv.Value.AsInt64()
+	}
+	for key, want := range map[string]int64{"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 40,
+		"gen_ai.usage.cache_read.input_tokens": 30, "gen_ai.usage.reasoning.output_tokens": 25} {
+		if got[key] != want {
+			t.Fatalf("the span's %s is %d, want %d (attributes %v)", key, got[key], want, got)
+		}
 	}
 }

@@ -47,14 +47,17 @@ type turnCounters struct {
 	tokens *tokenCounters
 }
 
-// tokenCounters are one purpose's token counters, by direction.
-type tokenCounters struct{ in, out, cached prometheus.Counter }
+// tokenCounters are one purpose's token counters, by direction: cached
+// is the part of in served from the provider's cache, reasoning the part
+// of out the model spent reasoning.
+type tokenCounters struct{ in, out, cached, reasoning prometheus.Counter }
 
 func (c *tokenCounters) add(u chat.Usage) {
 	u = u.Sane() // a counter that went down would panic
 	c.in.Add(float64(u.InputTokens))
 	c.out.Add(float64(u.OutputTokens))
 	c.cached.Add(float64(u.CachedTokens))
+	c.reasoning.Add(float64(u.ReasoningTokens))
 }
 
 func newMetrics() *Metrics {
@@ -62,7 +65,7 @@ func newMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		turns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_turns_total", Help: "Turns finished, by problem kind (empty: answered)."}, []string{"problem"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tokens_total",
-			Help: "Tokens reported by providers, by purpose (turn, summary, learn) and direction."}, []string{"purpose", "direction"}),
+			Help: "Tokens reported by providers, by purpose (turn, summary, learn) and direction (in, out; cached is part of in, reasoning part of out)."}, []string{"purpose", "direction"}),
 		folds:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_folds_total", Help: "Folds applied, by whether a summary came back."}, []string{"summary"}),
 		heals:    prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_heals_total", Help: "\"Too long\" refusals healed without the person seeing them."}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_session_actors", Help: "Live session actors."}),
@@ -122,7 +125,8 @@ func (m *Metrics) tokensOf(purpose string) *tokenCounters {
 		return v.(*tokenCounters)
 	}
 	v, _ := m.byPurpose.LoadOrStore(purpose, &tokenCounters{in: m.tokens.WithLabelValues(purpose, "in"),
-		out: m.tokens.WithLabelValues(purpose, "out"), cached: m.tokens.WithLabelValues(purpose, "cached")})
+		out: m.tokens.WithLabelValues(purpose, "out"), cached: m.tokens.WithLabelValues(purpose, "cached"),
+		reasoning: m.tokens.WithLabelValues(purpose, "reasoning")})
 	return v.(*tokenCounters)
 }
 

@@ -61,18 +61,19 @@ func TestTurnDoneSeries(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				m.TurnDone("", chat.Usage{InputTokens: 10, OutputTokens: 3, CachedTokens: 2})
+				m.TurnDone("", chat.Usage{InputTokens: 10, OutputTokens: 3, CachedTokens: 2, ReasoningTokens: 2})
 				m.TurnDone(chat.ProblemTooLong, chat.Usage{InputTokens: 7})
 			}
 		})
 	}
 	wg.Wait()
 	m.TurnDone(chat.ProblemProvider, chat.Usage{OutputTokens: 1})
-	want := `# HELP agentd_tokens_total Tokens reported by providers, by purpose (turn, summary, learn) and direction.
+	want := `# HELP agentd_tokens_total Tokens reported by providers, by purpose (turn, summary, learn) and direction (in, out; cached is part of in, reasoning part of out).
 # TYPE agentd_tokens_total counter
 agentd_tokens_total{direction="cached",purpose="turn"} 800
 agentd_tokens_total{direction="in",purpose="turn"} 6800
 agentd_tokens_total{direction="out",purpose="turn"} 1201
+agentd_tokens_total{direction="reasoning",purpose="turn"} 800
 # HELP agentd_turns_total Turns finished, by problem kind (empty: answered).
 # TYPE agentd_turns_total counter
 agentd_turns_total{problem=""} 400
