@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
@@ -67,5 +69,28 @@ func TestSchemaDescribesTheConfigKeys(t *testing.T) {
 	}
 	if strings.Contains(out.String(), `"required"`) {
 		t.Error("every key is optional, but the schema requires some")
+	}
+}
+
+// TestChatShowsATakenBackAnswerApart: a message.reset (an answer taken
+// back after it streamed, then asked again) prints a marked break: the
+// terminal cannot take back what it printed, so the retry's words follow
+// on a line of their own, never spliced onto the dropped ones.
+func TestChatShowsATakenBackAnswerApart(t *testing.T) {
+	var out strings.Builder
+	term := &terminal{out: &out, model: "m"}
+	sp := newSpinner(&out, false)
+	defer sp.stop()
+	for _, ev := range []api.Event{
+		{Type: api.EventTurnStarted},
+		{Type: api.EventMessageDelta, Data: json.RawMessage(`{"text":"Four, as the wor"}`)},
+		{Type: api.EventMessageReset},
+		{Type: api.EventMessageDelta, Data: json.RawMessage(`{"text":"Four."}`)},
+		{Type: api.EventTurnCompleted, Data: json.RawMessage(`{"status":"completed"}`)},
+	} {
+		term.show(sp, ev)
+	}
+	if want := "Four, as the wor\n— that answer was taken back; asked again —\nFour.\n"; out.String() != want {
+		t.Fatalf("the terminal printed %q, want %q", out.String(), want)
 	}
 }
