@@ -667,13 +667,29 @@ func wireToolset(ts Toolset) api.Toolset {
 // take, and toolsets or tools it cannot use.
 func (h *Hub) checkSetup(c persistence.Chat) error {
 	if c.Model != "" {
-		client, _, err := h.catalog.Resolve(c.Model)
-		if err != nil {
-			return err
-		}
-		if err := providers.CheckSettings(client, c.Settings); err != nil {
+		if err := h.checkSettings(c.Model, c.Settings); err != nil {
 			return err
 		}
 	}
 	return h.tools.CheckScope(tools.Scope{Tenant: c.Tenant, Toolsets: c.Toolsets, Inline: c.Tools})
+}
+
+// checkSettings refuses settings model's protocol does not take.
+func (h *Hub) checkSettings(model string, s chat.Settings) error {
+	client, _, err := h.catalog.Resolve(model)
+	if err != nil {
+		return err
+	}
+	return providers.CheckSettings(client, s)
+}
+
+// CheckModelSettings checks settings as a chat of model would take them,
+// without a chat taking them (a refusal is a *SettingError, with
+// ErrInvalid): a request that resumes a paused turn, which keeps the setup
+// it started with, is still refused what its chat would refuse.
+func (h *Hub) CheckModelSettings(model string, s api.Settings) error {
+	if err := h.checkSettings(model, settingsOf(&s)); err != nil {
+		return fmt.Errorf("%w: check settings for %s: %w", ErrInvalid, model, err)
+	}
+	return nil
 }

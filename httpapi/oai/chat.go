@@ -693,18 +693,22 @@ func (a *answer) message() HistoryMessage {
 
 // settleLate settles a late request's answer from its turn's end: what it
 // cost is the turn's whole (zero when read back from the transcript:
-// nothing was spent again), not the part after the request joined, and
-// its text, returned, is what the assistant said in the turn's stored
-// messages.
-func (a *answer) settleLate() string {
+// nothing was spent again), not the part after the request joined. It
+// returns what the assistant said in the turn's stored messages, and
+// their reasoning, each answer's apart, as an early client was told it.
+func (a *answer) settleLate() (text, reasoning string) {
 	a.spent = a.res.Usage
 	var b strings.Builder
+	var thoughts []string
 	for _, m := range a.res.Messages {
 		if m.Role == api.RoleAssistant {
 			b.WriteString(m.Content)
+			if m.Thinking != "" {
+				thoughts = append(thoughts, m.Thinking)
+			}
 		}
 	}
-	return b.String()
+	return b.String(), strings.Join(thoughts, "\n\n")
 }
 
 // finish is the answer's finish_reason.
@@ -819,14 +823,17 @@ func (a *answer) whole(w http.ResponseWriter, r *http.Request, sub *eventbus.Sub
 		WriteError(w, status, code, param, msg)
 		return
 	}
+	reasoning := strings.Join(thoughts, "\n\n")
 	if a.late {
+		var text string
+		text, reasoning = a.settleLate()
 		a.text.Reset()
-		a.text.WriteString(a.settleLate())
+		a.text.WriteString(text)
 	}
 	a.kept(a)
 	msg := map[string]any{"role": "assistant", "content": a.text.String(), "refusal": nil}
-	if len(thoughts) > 0 && !a.late {
-		msg["reasoning_content"] = strings.Join(thoughts, "\n\n")
+	if reasoning != "" {
+		msg["reasoning_content"] = reasoning
 	}
 	if calls := a.toolCalls(false); len(calls) > 0 {
 		msg["tool_calls"] = calls
@@ -893,8 +900,8 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 			}
 			switch {
 			case ev.TurnID != turnID:
-			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage || ev.Type == api.EventMessageReset): // told whole at the end
-			case a.late && (ev.Type == api.EventThinkingDelta || ev.Type == api.EventThinkingReset): // the stored answer is told, not its reasoning
+			case a.late && (ev.Type == api.EventMessageDelta || ev.Type == api.EventMessage || ev.Type == api.EventMessageReset ||
+				ev.Type == api.EventThinkingDelta || ev.Type == api.EventThinkingReset): // the stored answer and its reasoning are told whole at the end
 			case ev.Type == api.EventThinkingDelta:
 				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
 					text := d["text"]
@@ -957,7 +964,13 @@ func (a *answer) stream(r *http.Request, out *stream, sub *eventbus.Sub, turnID 
 		return
 	}
 	if a.late {
-		say(a.settleLate())
+		// Told whole, the reasoning first, as an early client was told
+		// the turn.
+		text, reasoning := a.settleLate()
+		if reasoning != "" {
+			out.data(chunk(map[string]any{"reasoning_content": reasoning}, nil))
+		}
+		say(text)
 	}
 	a.kept(a)
 	// A chunk per call, as OpenAI streams parallel calls: the SDKs'

@@ -195,12 +195,14 @@ func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request, ten
 const itemsPage = 64
 
 // itemSeq is the seq of the message whose item id names it: msg_<seq>,
-// fc_<seq>_<n> or fco_<seq> (transcriptItems).
+// rs_<seq>, fc_<seq>_<n> or fco_<seq> (transcriptItems).
 func itemSeq(id string) (int64, bool) {
 	var rest string
 	switch {
 	case strings.HasPrefix(id, "msg_"):
 		rest = id[len("msg_"):]
+	case strings.HasPrefix(id, "rs_"):
+		rest = id[len("rs_"):]
 	case strings.HasPrefix(id, "fco_"):
 		rest = id[len("fco_"):]
 	case strings.HasPrefix(id, "fc_"):
@@ -214,7 +216,10 @@ func itemSeq(id string) (int64, bool) {
 
 // transcriptItems are messages as items: user and assistant messages,
 // each assistant message's tool calls as function_calls, and tool results
-// as function_call_outputs, with ids that name their seq.
+// as function_call_outputs, with ids that name their seq. An assistant
+// message the model reasoned for has its reasoning item first, its summary
+// the stored reasoning, as a response that asked for summaries holds it
+// (builder.endAnswer).
 func transcriptItems(msgs []api.Message) []item {
 	out := []item{}
 	for _, m := range msgs {
@@ -224,6 +229,9 @@ func transcriptItems(msgs []api.Message) []item {
 			ps := []part{{Type: "input_text", Text: m.Content}}
 			out = append(out, item{Type: itemMessage, ID: "msg_" + seq, Status: statusCompleted, Role: "user", Content: &ps})
 		case api.RoleAssistant:
+			if m.Thinking != "" {
+				out = append(out, item{Type: itemReasoning, ID: "rs_" + seq, Status: messageStatus(m), Summary: &[]summaryPart{{Type: "summary_text", Text: m.Thinking}}})
+			}
 			if m.Content != "" {
 				out = append(out, messageItem("msg_"+seq, messageStatus(m), outputText(m.Content)))
 			}

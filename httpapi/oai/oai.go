@@ -40,6 +40,9 @@ type Hub interface {
 	KeepNewChat(ctx context.Context, tenant, chatID string) error
 	Chat(ctx context.Context, tenant, id string) (api.Chat, error)
 	Patch(ctx context.Context, tenant, id string, req api.PatchChatRequest) error
+	// CheckModelSettings refuses what a chat of model would refuse of
+	// settings, taking nothing.
+	CheckModelSettings(model string, s api.Settings) error
 	DeleteChat(ctx context.Context, tenant, id string) error
 	Transcript(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)
 	TranscriptPage(ctx context.Context, tenant, id string, from, to int64) ([]api.Message, error)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -55,9 +56,17 @@ var weatherTool = []any{map[string]any{"type": "function", "function": map[strin
 // answers at once; the guard only ends a test whose request would wait.
 func postCC(t *testing.T, d *daemontest.Daemon, token, chatID string, msgs []any) ccReply {
 	t.Helper()
+	return postCCWith(t, d, token, chatID, msgs, nil)
+}
+
+// postCCWith is postCC with more fields of the request's body.
+func postCCWith(t *testing.T, d *daemontest.Daemon, token, chatID string, msgs []any, more map[string]any) ccReply {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, _ := json.Marshal(map[string]any{"model": "fake/m", "messages": msgs, "tools": weatherTool})
+	body := map[string]any{"model": "fake/m", "messages": msgs, "tools": weatherTool}
+	maps.Copy(body, more)
+	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.Server.URL+"/v1/chat/completions", bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+token)
 	if chatID != "" {

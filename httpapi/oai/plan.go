@@ -276,14 +276,22 @@ func compactThreshold(req createRequest) *int {
 	return nil
 }
 
-// setUp changes what of the chat's setup the request changes (a paused
-// turn keeps the setup it started with) and returns the chat's model.
+// setUp changes what of the chat's setup the request changes and returns
+// the chat's model. A request that resumes a paused turn changes nothing:
+// the turn keeps the setup it started with (its reasoning effort among
+// it); its settings are still checked against the chat's model, so one
+// refused elsewhere is refused here too.
 func (h *Handler) setUp(ctx context.Context, tenant, chatID string, want api.PatchChatRequest, paused bool) (string, error) {
 	c, err := h.hub.Chat(ctx, tenant, chatID)
 	if err != nil {
 		return "", err
 	}
 	if paused {
+		if want.Settings != nil {
+			if err := h.hub.CheckModelSettings(c.Model, *want.Settings); err != nil {
+				return "", err
+			}
+		}
 		return c.Model, nil
 	}
 	var patch api.PatchChatRequest

@@ -2,6 +2,7 @@ package oai_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +10,15 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
@@ -374,17 +378,7 @@ func postQuestion(t *testing.T, base string, stream bool) *http.Response {
 // reasoning_content, and whether it has one.
 func wholeReasoning(t *testing.T, base string) (string, bool) {
 	t.Helper()
-	resp := postQuestion(t, base, false)
-	defer resp.Body.Close()
-	var c struct {
-		Choices []struct {
-			Message map[string]any `json:"message"`
-		} `json:"choices"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || len(c.Choices) != 1 {
-		t.Fatalf("a completion of %d choices: %v", len(c.Choices), err)
-	}
-	r, ok := c.Choices[0].Message["reasoning_content"].(string)
+	r, ok := answerOf(t, postQuestion(t, base, false))["reasoning_content"].(string)
 	return r, ok
 }
 
@@ -689,5 +683,178 @@ func TestReasoningTokensAreReported(t *testing.T) {
 	}
 	if got := last.CompletionTokensDetails.ReasoningTokens; got != reasoned {
 		t.Fatalf("the stream's usage chunk %+v: want reasoning_tokens %d", last, reasoned)
+	}
+}
+
+// TestConversationItemsListTheReasoning: a conversation's items hold an
+// answer's reasoning as its response that asked for summaries holds it: a
+// reasoning item, its summary the stored reasoning, before the answer's
+// message, named rs_<seq> for a get and for paging after it.
+func TestConversationItemsListTheReasoning(t *testing.T) {
+	_, _, sdk := start(t, 32000, reasoner(testkit.Reply{Thinking: thought, Text: said}))
+	ctx := context.Background()
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := asked(true)
+	p.Model = ""
+	p.Conversation = responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}
+	resp, err := sdk.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summaries(*resp)
+	if !equal(want, []string{"reasoning: " + thought, "message: " + said}) {
+		t.Fatalf("the response's output %q", want)
+	}
+	page, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	var ids []string
+	for _, it := range page.Data[1:] { // after the person's message
+		ids = append(ids, it.ID)
+		switch it.Type {
+		case "reasoning":
+			var parts []string
+			for _, s := range it.AsReasoning().Summary {
+				parts = append(parts, s.Text)
+			}
+			listed = append(listed, "reasoning: "+strings.Join(parts, "|"))
+		case "message":
+			listed = append(listed, "message: "+it.AsMessage().Content[0].AsOutputText().Text)
+		default:
+			listed = append(listed, it.Type)
+		}
+	}
+	if !equal(listed, want) {
+		t.Fatalf("the conversation's items after the person's message %q (%q), want the response's output %q", listed, ids, want)
+	}
+	one, err := sdk.Conversations.Items.Get(ctx, conv.ID, ids[0], conversations.ItemGetParams{})
+	if err != nil || one.Type != "reasoning" || !strings.Contains(one.RawJSON(), thought) {
+		t.Fatalf("get %s: %v %+v", ids[0], err, one)
+	}
+	rest, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc, After: openai.String(ids[0])})
+	if err != nil || len(rest.Data) != 1 || rest.Data[0].ID != ids[1] {
+		t.Fatalf("items after %s: %v %+v", ids[0], err, rest.Data)
+	}
+}
+
+// postCounted sends history to Chat Completions as the SDKs' attempt
+// number try (X-Stainless-Retry-Count) and returns the answer once its
+// headers came.
+func postCounted(ctx context.Context, base string, history []any, try int, stream bool) (*http.Response, error) {
+	b, _ := json.Marshal(map[string]any{"model": "fake/m", "stream": stream, "messages": history})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer tok-a")
+	req.Header.Set(oai.RetryCountHeader, strconv.Itoa(try))
+	return http.DefaultClient.Do(req)
+}
+
+// answerOf decodes a whole Chat Completions answer's message.
+func answerOf(t *testing.T, resp *http.Response) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	var c struct {
+		Choices []struct {
+			Message map[string]any `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || len(c.Choices) != 1 {
+		t.Fatalf("%s: a completion of %d choices: %v", resp.Status, len(c.Choices), err)
+	}
+	return c.Choices[0].Message
+}
+
+// TestChatCompletionsALateRequestIsToldTheReasoning: the SDK's retry of a
+// question is told the turn's stored reasoning as an early client was,
+// before its content: streamed, joining the turn while it runs (its first
+// attempt given up), as one reasoning_content delta; not streamed, after
+// the turn answered (its first answer lost), as message.reasoning_content.
+// The provider is asked once.
+func TestChatCompletionsALateRequestIsToldTheReasoning(t *testing.T) {
+	const question = "What is two and two?"
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream %v", stream), func(t *testing.T) {
+			var asked atomic.Int64
+			heard, release := make(chan struct{}, 1), make(chan struct{})
+			d, _, _ := start(t, 32000, func(r testkit.Received) testkit.Reply {
+				if !isTurn(r) || r.Messages[len(r.Messages)-1].Content != question {
+					return talker(r)
+				}
+				asked.Add(1)
+				select {
+				case heard <- struct{}{}:
+				default:
+				}
+				<-release
+				return testkit.Reply{Thinking: thought, Text: said, ChunkRunes: 5}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// The chat's first exchange: a retry finds its chat by the
+			// history's tip.
+			history := []any{map[string]any{"role": "user", "content": "Hello."}}
+			resp, err := postCounted(ctx, d.Server.URL, history, 0, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			history = append(history, map[string]any{"role": "assistant", "content": answerOf(t, resp)["content"]},
+				map[string]any{"role": "user", "content": question})
+
+			first, gaveUp := context.WithCancel(ctx)
+			defer gaveUp()
+			firstDone := make(chan *http.Response, 1)
+			go func() {
+				resp, err := postCounted(first, d.Server.URL, history, 0, stream)
+				if err != nil {
+					resp = nil
+				}
+				firstDone <- resp
+			}()
+			select {
+			case <-heard:
+			case <-ctx.Done():
+				t.Fatal("the provider was never asked")
+			}
+			if stream {
+				// The client gives up while the turn runs; the retry's
+				// stream starts once it joined the turn, which then goes on.
+				gaveUp()
+				<-firstDone
+				resp, err := postCounted(ctx, d.Server.URL, history, 1, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				close(release)
+				if trace, _ := chatDeltas(t, resp.Body); !equal(trace, []string{"r:" + thought, "c:" + said}) {
+					t.Fatalf("the retry's deltas:\n%s\nwant the reasoning, then the answer", strings.Join(trace, "\n"))
+				}
+			} else {
+				// The first answer comes and is lost; the retry is told
+				// the turn as the chat stored it.
+				close(release)
+				if resp := <-firstDone; resp != nil {
+					resp.Body.Close()
+				}
+				resp, err := postCounted(ctx, d.Server.URL, history, 1, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := answerOf(t, resp)
+				if m["content"] != said {
+					t.Fatalf("the retry's answer %+v", m)
+				}
+				if m["reasoning_content"] != thought {
+					t.Fatalf("the retry's reasoning_content %v, want %q", m["reasoning_content"], thought)
+				}
+			}
+			if n := asked.Load(); n != 1 {
+				t.Fatalf("the provider was asked the question %d times, want once", n)
+			}
+		})
 	}
 }

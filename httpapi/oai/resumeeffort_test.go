@@ -1,0 +1,138 @@
+package oai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentd/agentd/chat"
+	"github.com/agentd/agentd/testkit"
+	"github.com/agentd/agentd/testkit/daemontest"
+)
+
+// weatherEfforts calls get_weather on a turn's first request and answers
+// with the tool's result after it, recording the reasoning_effort each
+// turn request carried ("" for none).
+func weatherEfforts() (testkit.Script, func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	return func(r testkit.Received) testkit.Reply {
+			if !isTurn(r) {
+				return talker(r)
+			}
+			var body struct {
+				ReasoningEffort string `json:"reasoning_effort"`
+			}
+			_ = json.Unmarshal(r.Raw, &body)
+			mu.Lock()
+			seen = append(seen, body.ReasoningEffort)
+			mu.Unlock()
+			if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+				return testkit.Reply{Text: "It is " + last.Content + "."}
+			}
+			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}}
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(seen)
+		}
+}
+
+// messagesOf is how many messages the tenant's chat holds.
+func messagesOf(t *testing.T, d *daemontest.Daemon, tenant, chatID string) int64 {
+	t.Helper()
+	c, err := d.Hub.Chat(context.Background(), tenant, chatID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Messages
+}
+
+// TestResponsesFunctionCallOutputsCheckTheirEffort: function_call_output
+// items resume a paused turn, which keeps the setup it started with. Their
+// reasoning.effort is still checked as any request's: one the chat's
+// protocol has no word for is a 400 on reasoning.effort, storing nothing
+// (the turn still takes its outputs); a valid one leaves the resumed
+// turn's effort as it started (docs/openai.md).
+func TestResponsesFunctionCallOutputsCheckTheirEffort(t *testing.T) {
+	script, seen := weatherEfforts()
+	d, _, sdk := start(t, 32000, script)
+	ctx := context.Background()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
+		Reasoning: shared.ReasoningParam{Effort: "low"}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The weather in Oslo?")}})
+	if err != nil || len(first.Output) != 1 || first.Output[0].Type != "function_call" {
+		t.Fatalf("no paused response: %v %+v", err, first)
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats (%v), want one", len(cs), err)
+	}
+	chatID, before := cs[0].ID, messagesOf(t, d, "a", cs[0].ID)
+	resume := func(effort string) (*responses.Response, error) {
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+		out.OfFunctionCallOutput.CallID = openai.String("call_w")
+		return sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", PreviousResponseID: openai.String(first.ID),
+			Tools: []responses.ToolUnionParam{tool}, Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffort(effort)},
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+	}
+	_, err = resume("max")
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "reasoning.effort" || !strings.Contains(e.Message, `"max"`) {
+		t.Fatalf("outputs asking effort max of an OpenAI-style model: %v, want a 400 on reasoning.effort naming it", err)
+	}
+	if n := messagesOf(t, d, "a", chatID); n != before {
+		t.Fatalf("the refused outputs left the chat with %d messages, it held %d", n, before)
+	}
+	second, err := resume("high")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.OutputText() != "It is sunny." {
+		t.Fatalf("the resumed response says %q", second.OutputText())
+	}
+	if got, want := seen(), []string{"low", "low"}; !slices.Equal(got, want) {
+		t.Fatalf("the turn's requests carried reasoning_effort %q, want %q: the resumed turn keeps its own", got, want)
+	}
+}
+
+// TestChatCompletionsToolResultsCheckTheirEffort: tool messages resume a
+// paused turn, which keeps the setup it started with; their
+// reasoning_effort is still checked: one the chat's protocol has no word
+// for is a 400 on reasoning_effort, storing nothing, and a valid one
+// leaves the resumed turn's effort as it started.
+func TestChatCompletionsToolResultsCheckTheirEffort(t *testing.T) {
+	script, seen := weatherEfforts()
+	d, _, _ := start(t, 32000, script)
+	ask := userMsg("The weather in Oslo?")
+	r := postCCWith(t, d, "tok-a", "", []any{ask}, map[string]any{"reasoning_effort": "low"})
+	if r.status != http.StatusOK || len(r.body.Choices) != 1 || r.body.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("no paused answer: %d %+v", r.status, r.body)
+	}
+	chatID, before := r.chatID, messagesOf(t, d, "a", r.chatID)
+	history := []any{ask, callsMsg("call_w", `{"city":"Oslo"}`), toolMsg("call_w", "sunny")}
+	r = postCCWith(t, d, "tok-a", chatID, history, map[string]any{"reasoning_effort": "max"})
+	if r.status != http.StatusBadRequest || r.body.Error.Param == nil || *r.body.Error.Param != "reasoning_effort" || !strings.Contains(r.body.Error.Message, `"max"`) {
+		t.Fatalf("tool results asking effort max of an OpenAI-style model: %d %+v, want a 400 on reasoning_effort naming it", r.status, r.body.Error)
+	}
+	if n := messagesOf(t, d, "a", chatID); n != before {
+		t.Fatalf("the refused results left the chat with %d messages, it held %d", n, before)
+	}
+	r = postCCWith(t, d, "tok-a", chatID, history, map[string]any{"reasoning_effort": "high"})
+	if r.status != http.StatusOK || r.chatID != chatID || r.body.Choices[0].Message.Content != "It is sunny." {
+		t.Fatalf("the resumed answer: %d chat %q (paused %q) %+v", r.status, r.chatID, chatID, r.body)
+	}
+	if got, want := seen(), []string{"low", "low"}; !slices.Equal(got, want) {
+		t.Fatalf("the turn's requests carried reasoning_effort %q, want %q: the resumed turn keeps its own", got, want)
+	}
+}
