@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -310,4 +311,69 @@ func TestBrowserMarksARefusedAnswer(t *testing.T) {
 	check("heard live")
 	r.do("reload", chromedp.Reload())
 	check("read back")
+}
+
+// TestBrowserAnAnswerTakenBackIsShownOnce: an answer Ollama gave to a
+// prompt it cut silently streams before agentd can tell, then is taken
+// back and asked again (message.reset); the streaming bubble shows the
+// retry's answer alone, not the dropped one spliced before it.
+func TestBrowserAnAnswerTakenBackIsShownOnce(t *testing.T) {
+	const realWindow, question, cut, healed = 4096, "Which note came first? ", "An answer to half the notes.", "An answer to all of them."
+	r := newRig(t, rigOptions{window: 16384, ollamaWindow: realWindow, script: func(rc testkit.Received) testkit.Reply {
+		switch {
+		case rc.InputTokens > realWindow:
+			return testkit.Reply{Text: cut, ChunkRunes: 3}
+		case strings.HasPrefix(rc.Messages[len(rc.Messages)-1].Content, question):
+			return testkit.Reply{Text: healed, ChunkRunes: 3}
+		}
+		return script(rc)
+	}})
+	ctx := context.Background()
+	c, err := r.d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Notes until the history nears the window Ollama really holds.
+	for i := 0; ; i++ {
+		res, err := r.d.Client.Send(ctx, c.ID, api.SendMessageRequest{Content: words("note"+itoa(i), 150)}, nil)
+		if err != nil {
+			t.Fatalf("setup: note %d: %v", i, err)
+		}
+		if res.Usage.InputTokens > realWindow-800 {
+			break
+		}
+		if i > 40 {
+			t.Fatal("setup: the history never neared the real window")
+		}
+	}
+	r.open("#/chats/" + c.ID)
+	r.until("the watch stream", `document.querySelector("#live").dataset.live === "true"`)
+	// The text of each streaming bubble as it leaves.
+	eval[bool](r, `(() => {
+  window.__said = [];
+  new MutationObserver((muts) => {
+    for (const m of muts) for (const n of m.removedNodes)
+      if (n.classList && n.classList.contains("streaming")) window.__said.push(n.querySelector(".text").textContent);
+  }).observe(document.getElementById("transcript"), {childList: true});
+  return true;
+})()`)
+	r.do("send", chromedp.SendKeys(chromedp.CSS("#composer-input"), question+words("last", 1200)), pressEnter(false))
+	r.until("the stored answer", fmt.Sprintf(`[...document.querySelectorAll("#transcript article.msg:not(.streaming)")].some((a) => a.textContent.includes(%s))`, js(healed)))
+	if got := eval[[]string](r, `window.__said`); len(got) != 1 || got[0] != healed {
+		t.Fatalf("the streaming bubble's text %q; want the retry's alone, %q", got, healed)
+	}
+}
+
+// words is n words tagged every tenth word, as notes to fill a window.
+func words(tag string, n int) string {
+	w := []string{"river", "stone", "garden", "window", "lantern", "copper", "meadow", "harbor", "violet"}
+	var b strings.Builder
+	for i := range n {
+		if i%10 == 0 {
+			fmt.Fprintf(&b, "%s-%d ", tag, i/10)
+			continue
+		}
+		b.WriteString(w[i%9] + " ")
+	}
+	return b.String()
 }

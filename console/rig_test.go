@@ -29,6 +29,7 @@ import (
 	"github.com/agentd/agentd/memory"
 	"github.com/agentd/agentd/testkit"
 	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/ollamafake"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
 
@@ -98,6 +99,10 @@ type rigOptions struct {
 	holdActivity chan struct{}
 	// script, when set, answers in place of script.
 	script testkit.Script
+	// ollamaWindow, when set, puts the daemon on the Ollama fake (model
+	// ollama/m), which holds this window while the daemon is told window:
+	// it cuts a longer prompt silently and answers it, as Ollama does.
+	ollamaWindow int
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -111,9 +116,21 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.script == nil {
 		o.script = script
 	}
-	fake := openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: o.script, Models: o.models})
-	t.Cleanup(fake.Close)
-	cfg := daemontest.Config(t.TempDir(), fake.URL(), o.window)
+	var fake *openaifake.Server
+	var cfg configs.Config
+	if o.ollamaWindow > 0 {
+		of := ollamafake.New(ollamafake.Options{Window: o.ollamaWindow, Script: o.script, Models: []ollamafake.ModelEntry{{Name: "m", Size: 2 << 30,
+			Family: "llama", Capabilities: []string{"completion", "tools"}, ModelInfo: map[string]any{"general.architecture": "llama", "llama.context_length": o.ollamaWindow}}}})
+		t.Cleanup(of.Close)
+		var err error
+		if cfg, err = daemontest.ConfigFor("ollama", t.TempDir(), of.URL(), o.window); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		fake = openaifake.New(openaifake.Options{Window: o.fakeWindow, Script: o.script, Models: o.models})
+		t.Cleanup(fake.Close)
+		cfg = daemontest.Config(t.TempDir(), fake.URL(), o.window)
+	}
 	cfg.Limits.RequestsPerSecond = 1000
 	if o.edit != nil {
 		o.edit(&cfg)
