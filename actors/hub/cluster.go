@@ -102,7 +102,7 @@ func (h *Hub) reloadToolset(ctx context.Context, tenant, name string) {
 		if _, err := h.tools.RemoveToolset(tenant, name); err != nil {
 			h.log.Warn().Err(err).Str("tenant", tenant).Str("toolset", name).Msg("close toolset")
 		}
-		h.indexToolset(tenant, name, nil)
+		h.unindexToolset(tenant, name)
 		return
 	}
 	if err != nil {

@@ -2,14 +2,20 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd/agentd/actors"
+	"github.com/agentd/agentd/actors/toolindex"
+	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/testkit"
 )
 
@@ -80,5 +86,45 @@ func TestAToolsetWhoseWriteFailsStaysAsItWas(t *testing.T) {
 	stored, err := h.Toolset(ctx, "alice", "crm")
 	if err != nil || stored.Executor.URL != first || stored.Version != 1 {
 		t.Fatalf("the stored toolset %+v, %v: want the first version", stored, err)
+	}
+}
+
+// TestAToolsetWhoseIndexingFailsIsNotStored: a PUT whose toolset the tool
+// index cannot index (toolindex.ReplaceScope fails, as it does when its
+// indexing panics) is refused, and the store, the registry and the index
+// keep the version put before. The old code stored and registered the
+// toolset, then indexed it: the store held a version find_tools missed
+// until a restart.
+func TestAToolsetWhoseIndexingFailsIsNotStored(t *testing.T) {
+	ctx := context.Background()
+	h := hubOn(t, testkit.Config(t.TempDir(), "http://127.0.0.1:1", 32768), func(db Store) Store { return db })
+	first := Toolset{Name: "crm", Executor: Executor{Kind: ExecClient}, Tools: []chat.ToolSpec{{Name: "lookup_invoice", Description: "Find an invoice by its number.", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	if _, err := h.PutToolset(ctx, "alice", first); err != nil {
+		t.Fatal(err)
+	}
+	replaceScope = func(string, []toolindex.Tool) (*toolindex.Register, error) {
+		return nil, fmt.Errorf("%w: indexing panicked: a bad tool", toolindex.ErrChangeFailed)
+	}
+	t.Cleanup(func() { replaceScope = toolindex.ReplaceScope })
+	second := first
+	second.Tools = []chat.ToolSpec{{Name: "move_pallet", Description: "Move a pallet in the warehouse.", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	if _, err := h.PutToolset(ctx, "alice", second); !errors.Is(err, toolindex.ErrChangeFailed) {
+		t.Fatalf("a toolset that could not be indexed was put: %v", err)
+	}
+	replaceScope = toolindex.ReplaceScope
+	stored, err := h.Toolset(ctx, "alice", "crm")
+	if err != nil || stored.Version != 1 || len(stored.Tools) != 1 || stored.Tools[0].Name != "lookup_invoice" {
+		t.Fatalf("the stored toolset %+v, %v: want the first version", stored, err)
+	}
+	if live, ok := h.tools.Toolset("alice", "crm"); !ok || len(live) != 1 || live[0].Name != "lookup_invoice" {
+		t.Fatalf("the registered toolset %v (%v): want the first version", live, ok)
+	}
+	scope := toolindex.ToolsetScope("alice", "crm")
+	res, err := actors.Ask(ctx, h.system.Root, h.toolIndex, &toolindex.Get{ReqID: "g", Names: []string{"lookup_invoice", "move_pallet"}, Scopes: []string{scope}}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := res.(*toolindex.GetResult); !ok || len(g.Tools) != 1 || g.Tools[0].Name != "lookup_invoice" {
+		t.Fatalf("the tool index holds %+v for the toolset, want the first version's lookup_invoice alone", res)
 	}
 }

@@ -165,8 +165,9 @@ const mcpConnectsPerTenant = 4
 var ErrConnectsBusy = errors.New("too many MCP servers being connected")
 
 // PutToolset registers or replaces a tenant's toolset: it is checked and
-// built (an MCP server is connected), then stored, then indexed. A refused
-// toolset changes nothing; a new name past toolsets.max_per_tenant, or
+// built (an MCP server is connected), then indexed, stored and registered,
+// and the index installs it. A refused toolset changes nothing (one the
+// tool index fails to index wraps toolindex.ErrChangeFailed); a new name past toolsets.max_per_tenant, or
 // tools past toolsets.max_tools_per_tenant, is ErrLimit, refused before
 // any MCP server is connected as far as it is known then; a tenant with
 // mcpConnectsPerTenant MCP servers being connected is ErrConnectsBusy. A
@@ -214,10 +215,16 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	}
 	ts.UpdatedAt = time.Now().UTC()
 	ts.Version = old.Version + 1
-	// Checked, stored, then registered: a failed write leaves the toolset
-	// in use as it was (its connection open), and nothing to rebuild.
+	// Checked, indexed, stored, then registered: a failed write leaves the
+	// toolset in use as it was (its connection open), and nothing to
+	// rebuild; indexing that fails (a bug) stores nothing, where the store
+	// and registry held a version the index missed until a restart.
 	if err := h.tools.CheckToolset(tenant, ts.Name, built); err != nil {
 		return ts, toolsErr(err)
+	}
+	reg, err := toolsetRegister(tenant, ts.Name, built)
+	if err != nil {
+		return ts, err // a 500, logged with its stack by the API
 	}
 	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
 		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)
@@ -232,7 +239,7 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	if ts.Executor.Kind == ExecMCP {
 		ts.Tools = specsOf(built)
 	}
-	h.indexToolset(tenant, ts.Name, built)
+	h.indexToolset(reg)
 	h.announceToolset(tenant, ts.Name)
 	return ts, nil
 }
@@ -297,13 +304,34 @@ func specsOf(ts []tools.Tool) []chat.ToolSpec {
 	return out
 }
 
-func (h *Hub) indexToolset(tenant, name string, ts []tools.Tool) {
-	h.system.Root.Send(h.toolIndex, toolsetRegister(tenant, name, ts))
+// indexToolset has the tool index install reg (toolsetRegister's).
+func (h *Hub) indexToolset(reg *toolindex.Register) {
+	h.system.Root.Send(h.toolIndex, reg)
 }
 
-func toolsetRegister(tenant, name string, ts []tools.Tool) *toolindex.Register {
-	return toolindex.ReplaceScope(toolindex.ToolsetScope(tenant, name), indexTools(ts))
+// unindexToolset empties a removed toolset's scope in the tool index.
+func (h *Hub) unindexToolset(tenant, name string) {
+	reg, err := toolsetRegister(tenant, name, nil)
+	if err != nil {
+		h.log.Error().Err(err).Str("tenant", tenant).Str("toolset", name).Msg("a removed toolset stays in the tool index until a restart")
+		return
+	}
+	h.indexToolset(reg)
 }
+
+// toolsetRegister indexes a toolset's tools on the caller's goroutine, for
+// the tool index to install.
+func toolsetRegister(tenant, name string, ts []tools.Tool) (*toolindex.Register, error) {
+	reg, err := replaceScope(toolindex.ToolsetScope(tenant, name), indexTools(ts))
+	if err != nil {
+		return nil, fmt.Errorf("index toolset %s: %w", name, err)
+	}
+	return reg, nil
+}
+
+// replaceScope is toolindex.ReplaceScope; tests make it fail as a panic
+// in it does.
+var replaceScope = toolindex.ReplaceScope
 
 // indexSource is every toolset the tool index holds, read when the index
 // starts; the index reads the daemon's own tools apart (indexScope), so
@@ -315,7 +343,12 @@ func (h *Hub) indexSource(ctx context.Context) []*toolindex.Register {
 		if ctx.Err() != nil {
 			break
 		}
-		out = append(out, toolsetRegister(k[0], k[1], ts))
+		reg, err := toolsetRegister(k[0], k[1], ts)
+		if err != nil {
+			h.log.Error().Err(err).Str("tenant", k[0]).Msg("toolset left out of the tool index")
+			continue
+		}
+		out = append(out, reg)
 	}
 	return out
 }
@@ -400,7 +433,7 @@ func (h *Hub) DeleteToolset(ctx context.Context, tenant, name string) error {
 	if _, err := h.tools.RemoveToolset(tenant, name); err != nil {
 		h.logFor(ctx).Warn().Err(err).Str("toolset", name).Msg("close toolset")
 	}
-	h.indexToolset(tenant, name, nil)
+	h.unindexToolset(tenant, name)
 	h.announceToolset(tenant, name)
 	return nil
 }
@@ -561,19 +594,24 @@ func (h *Hub) installToolset(ctx context.Context, ts Toolset) {
 	h.registerToolset(ts, built, closeFn, err)
 }
 
-// registerToolset registers and indexes a built toolset; one that could
-// not be built (err) or registered is logged and left out.
+// registerToolset indexes and registers a built toolset; one that could
+// not be built (err), indexed or registered is logged and left out.
 func (h *Hub) registerToolset(ts Toolset, built []tools.Tool, closeFn func() error, err error) {
+	var reg *toolindex.Register
 	if err == nil {
-		if err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn); err != nil && closeFn != nil {
-			_ = closeFn()
-		}
+		reg, err = toolsetRegister(ts.Tenant, ts.Name, built)
+	}
+	if err == nil {
+		err = h.tools.PutToolset(ts.Tenant, ts.Name, built, closeFn)
 	}
 	if err != nil {
+		if closeFn != nil {
+			_ = closeFn()
+		}
 		h.log.Error().Err(err).Str("tenant", ts.Tenant).Str("toolset", ts.Name).Msg("toolset left out")
 		return
 	}
-	h.indexToolset(ts.Tenant, ts.Name, built)
+	h.indexToolset(reg)
 }
 
 // SubmitToolResults hands the application's results to the chat's paused

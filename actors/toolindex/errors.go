@@ -13,4 +13,7 @@ var (
 	// ErrStopping: the actor stopped while the request waited for a scope
 	// being built.
 	ErrStopping = errors.New("the tool index is stopping")
+	// ErrOverloaded: the request was the oldest read parked for a scope
+	// being built when another came past the most that wait (maxParked).
+	ErrOverloaded = errors.New("the tool index has too many requests waiting")
 )

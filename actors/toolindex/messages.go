@@ -2,6 +2,8 @@ package toolindex
 
 import (
 	"encoding/json"
+	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/agentd/agentd/toolsearch"
@@ -36,10 +38,18 @@ type Register struct {
 // indexed now, on the caller's goroutine, so that the actor only installs
 // the scope: a tenant's large toolset, put again and again, holds no other
 // tenant's search behind its indexing in the actor's one mailbox. Send it
-// once.
-func ReplaceScope(scope string, tools []Tool) *Register {
+// once. Indexing that panics (a bug) is an error wrapping ErrChangeFailed,
+// not a panic on the caller's goroutine: a caller that indexes before it
+// stores can then refuse the change, and nothing is stored that the index
+// misses.
+func ReplaceScope(scope string, tools []Tool) (reg *Register, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			reg, err = nil, fmt.Errorf("%w: indexing scope %q panicked: %v\n%s", ErrChangeFailed, scope, r, debug.Stack())
+		}
+	}()
 	sc := newScoped(scope, len(tools))
-	return &Register{Scope: scope, Replace: true, indexed: sc.add(tools)}
+	return &Register{Scope: scope, Replace: true, indexed: sc.add(tools)}, nil
 }
 
 // ToolsetScope names the scope of a tenant's toolset.
@@ -108,8 +118,9 @@ type NamedInResult struct {
 
 // Failed answers a request the actor could not handle: Err wraps
 // ErrReadFailed (answering a read panicked), ErrChangeFailed (a Register or
-// Unregister panicked) or ErrStopping (the actor stopped while the request
-// waited for a scope being built). A request that panicked is not tried
+// Unregister panicked), ErrStopping (the actor stopped while the request
+// waited for a scope being built) or ErrOverloaded (too many requests
+// waited for one; the oldest read is refused). A request that panicked is not tried
 // again (it could panic again): a change was not applied, and a scope it
 // had half changed is indexed again, as is the scope a read was reading,
 // so asking again can work.

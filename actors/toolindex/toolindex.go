@@ -143,9 +143,10 @@ type parked struct {
 }
 
 // maxParked bounds the reads parked while a build runs (a Source that
-// hangs): past it the oldest read is dropped, whose asker has timed out
-// long since. Changes are never dropped.
-const maxParked = 10000
+// hangs): past it the oldest read is answered with Failed (ErrOverloaded)
+// and unparked, so that no asker waits for an answer that never comes.
+// Changes are never dropped. A var: tests lower it.
+var maxParked = 10000
 
 // pending reports whether a read of scopes (and of the daemon's own, which
 // every read reads) would miss tools a build is bringing.
@@ -286,9 +287,14 @@ func (a *indexActor) rebuild(ctx actor.Context, scope string) {
 	a.changed(scope) // what Tools returns now is newer than what the first load brings
 	a.builds++
 	a.rebuilds[scope] = a.builds
-	tools := a.tools
+	tools, log := a.tools, a.log
 	a.build(ctx, &built{token: a.builds, scope: scope}, func(bctx context.Context) []*Register {
-		return []*Register{ReplaceScope(scope, tools(bctx, scope))}
+		reg, err := ReplaceScope(scope, tools(bctx, scope))
+		if err != nil {
+			log.Error().Err(err).Str("scope", scope).Msg("rebuilding a scope failed; it stays empty")
+			return nil
+		}
+		return []*Register{reg}
 	})
 }
 
@@ -539,7 +545,8 @@ func (a *indexActor) handle(ctx actor.Context, m any) {
 	}
 	if len(a.parked) >= maxParked {
 		if i := slices.IndexFunc(a.parked, func(p parked) bool { return !isChange(p.msg) }); i >= 0 {
-			a.log.Warn().Msg("dropped the oldest read waiting for a scope being built")
+			a.log.Warn().Int("parked", len(a.parked)).Msg("refused the oldest read waiting for a scope being built")
+			a.fail(ctx, a.parked[i], fmt.Errorf("%w: %d requests wait for a scope being built; ask again", ErrOverloaded, len(a.parked)))
 			a.parked = slices.Delete(a.parked, i, i+1)
 		}
 	}

@@ -36,6 +36,15 @@ func loaded(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	ask[*SearchResult](t, sys, pid, &Search{ReqID: "loaded", Query: "loaded", K: 1, Scopes: []string{"loaded"}})
 }
 
+// replaced is ReplaceScope for tools whose indexing cannot fail.
+func replaced(scope string, tools []Tool) *Register {
+	reg, err := ReplaceScope(scope, tools)
+	if err != nil {
+		panic(err)
+	}
+	return reg
+}
+
 func ask[T any](t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) T {
 	t.Helper()
 	res, err := sys.Root.RequestFuture(pid, msg, wait).Result()
@@ -301,7 +310,7 @@ func TestARestartRebuildsOnlyTheScopeItsPanicHit(t *testing.T) {
 	palletTools := []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}
 	toolsOf := map[string][]Tool{crm: crmTools, warehouse: palletTools}
 	src := func(context.Context) []*Register {
-		return []*Register{ReplaceScope(crm, crmTools), ReplaceScope(warehouse, palletTools)}
+		return []*Register{replaced(crm, crmTools), replaced(warehouse, palletTools)}
 	}
 	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(_ context.Context, scope string) []Tool { return toolsOf[scope] }}))
 	loaded(t, sys, pid)
@@ -456,7 +465,7 @@ func TestParamsDecodeAsEncodingJSON(t *testing.T) {
 func TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch(t *testing.T) {
 	sys, pid := spawn(t)
 	crm := ToolsetScope("b", "crm")
-	ask[*Registered](t, sys, pid, ReplaceScope(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}))
+	ask[*Registered](t, sys, pid, replaced(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}))
 	indexing, release := make(chan struct{}), make(chan struct{})
 	free := sync.OnceFunc(func() { close(release) })
 	testHookIndexing = func() { close(indexing); <-release }
@@ -465,7 +474,7 @@ func TestATenantsToolsetBeingIndexedHoldsNoOtherTenantsSearch(t *testing.T) {
 	put := make(chan struct{})
 	go func() {
 		defer close(put)
-		sys.Root.Send(pid, ReplaceScope(warehouse, []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}))
+		sys.Root.Send(pid, replaced(warehouse, []Tool{{Name: "move_pallet", Description: "Move a pallet in the warehouse."}}))
 	}()
 	<-indexing // tenant a's toolset is being indexed, and stays so
 	sr := ask[*SearchResult](t, sys, pid, &Search{ReqID: "b", Query: "invoice", K: 3, Scopes: []string{crm}})
@@ -537,7 +546,7 @@ func TestTheFirstLoadHoldsNoMessageBehindIt(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the spawn waited for the source")
 	}
-	put, err := sys.Root.RequestFuture(pid, ReplaceScope(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}), wait).Result()
+	put, err := sys.Root.RequestFuture(pid, replaced(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}}), wait).Result()
 	if err != nil {
 		t.Fatalf("a toolset put while the source is read: %v", err)
 	}
@@ -611,7 +620,7 @@ func panicInWarehouse(t *testing.T, toolsOf map[string][]Tool) (sys *actor.Actor
 	src := func(context.Context) []*Register {
 		var regs []*Register
 		for scope, ts := range toolsOf {
-			regs = append(regs, ReplaceScope(scope, ts))
+			regs = append(regs, replaced(scope, ts))
 		}
 		return regs
 	}
@@ -699,7 +708,7 @@ func TestAParkedReadThatPanicsIsAnsweredAndTheRestStillAre(t *testing.T) {
 		<-release
 		var regs []*Register
 		for scope, ts := range toolsOf {
-			regs = append(regs, ReplaceScope(scope, ts))
+			regs = append(regs, replaced(scope, ts))
 		}
 		return regs
 	}
@@ -809,7 +818,7 @@ func TestTheDaemonsToolsWaitForNoTenantsToolsets(t *testing.T) {
 	src := func(context.Context) []*Register {
 		close(reading)
 		<-release // a tenant's toolset, slow to read
-		return []*Register{ReplaceScope(crm, toolsOf[crm])}
+		return []*Register{replaced(crm, toolsOf[crm])}
 	}
 	pid := sys.Root.Spawn(Props(Config{Source: src, Tools: func(_ context.Context, scope string) []Tool { return toolsOf[scope] }}))
 	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
@@ -866,7 +875,7 @@ func TestAChangeThatPanicsIsAnsweredAndChangesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Cleanup(func() { testHookIndexing, testHookRemoving = func() {}, func(string) {} }) // once the actor is stopped
 			cfg := Config{Source: func(context.Context) []*Register {
-				return []*Register{ReplaceScope(crm, toolsOf[crm]), ReplaceScope(warehouse, toolsOf[warehouse])}
+				return []*Register{replaced(crm, toolsOf[crm]), replaced(warehouse, toolsOf[warehouse])}
 			}}
 			if !c.noTools {
 				cfg.Tools = func(_ context.Context, scope string) []Tool { return toolsOf[scope] }
@@ -926,4 +935,48 @@ func TestStoppingAnswersTheParkedRequests(t *testing.T) {
 	}
 	failed(t, search, "search", ErrStopping)
 	failed(t, add, "add", ErrStopping)
+}
+
+// TestReplaceScopeThatPanicsIsAnError: indexing a scope on the caller's
+// goroutine (ReplaceScope) that panics returns an error wrapping
+// ErrChangeFailed rather than panicking there, so the hub can refuse the
+// toolset before it stores it.
+func TestReplaceScopeThatPanicsIsAnError(t *testing.T) {
+	testHookIndexing = func() { panic("a bad tool") }
+	t.Cleanup(func() { testHookIndexing = func() {} })
+	reg, err := ReplaceScope(ToolsetScope("a", "warehouse"), []Tool{{Name: "move_pallet", Description: "Move a pallet."}})
+	if !errors.Is(err, ErrChangeFailed) || reg != nil || !strings.Contains(err.Error(), "a bad tool") {
+		t.Fatalf("ReplaceScope = %v, %v; want no Register and an error wrapping ErrChangeFailed that names the panic", reg, err)
+	}
+}
+
+// TestTheOldestParkedReadPastTheCapIsAnswered: past maxParked reads
+// waiting for a scope being built, the oldest is answered with Failed
+// (ErrOverloaded) and the others still are once the build is in. It was
+// dropped unanswered, and its asker waited for its timeout.
+func TestTheOldestParkedReadPastTheCapIsAnswered(t *testing.T) {
+	maxParked = 2
+	t.Cleanup(func() { maxParked = 10000 })
+	crm := ToolsetScope("b", "crm")
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	src := func(context.Context) []*Register {
+		<-release
+		return []*Register{replaced(crm, []Tool{{Name: "crm_lookup_invoice", Description: "Find an invoice in the CRM by its number."}})}
+	}
+	sys := actor.NewActorSystem()
+	pid := sys.Root.Spawn(Props(Config{Source: src}))
+	t.Cleanup(func() { free(); _ = sys.Root.StopFuture(pid).Wait() })
+	var asks []*actor.Future
+	for i := range 3 {
+		asks = append(asks, sys.Root.RequestFuture(pid, &Search{ReqID: fmt.Sprint("s", i), Query: "invoice", K: 3, Scopes: []string{crm}}, wait))
+	}
+	failed(t, asks[0], "s0", ErrOverloaded)
+	free()
+	for i, f := range asks[1:] {
+		res, err := f.Result()
+		if sr, ok := res.(*SearchResult); err != nil || !ok || len(sr.Hits) == 0 || sr.Hits[0].Name != "crm_lookup_invoice" {
+			t.Fatalf("search s%d once the build is in: %#v, %v; want crm_lookup_invoice", i+1, res, err)
+		}
+	}
 }
