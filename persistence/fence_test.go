@@ -272,7 +272,7 @@ func waitBlockedBy(t *testing.T, conn *pgx.Conn, pid int) int {
 // chats woken at once pay it many times over; it took four round trips
 // (BEGIN, the claim lock, the epoch, COMMIT), now one statement.
 func TestAClaimIsOneRoundTrip(t *testing.T) {
-	p, u, _ := silencedDSN(t)
+	p, u, _ := pgtest.Silenced(t)
 	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
 	ctx := context.Background()
 	if err := s.CreateChat(ctx, Chat{ID: "c", Tenant: "t", CreatedAt: time.Now()}); err != nil {
@@ -287,13 +287,13 @@ func TestAClaimIsOneRoundTrip(t *testing.T) {
 	if err := s.Claim(ctx, "c"); err != nil { // prepares its statement
 		t.Fatal(err)
 	}
-	before := p.roundTrips()
+	before := p.RoundTrips()
 	if err := s.Claim(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
 	// One, and one more if pgx pings the connection first (it does when
 	// the connection was idle a second).
-	if n := p.roundTrips() - before; n > 2 {
+	if n := p.RoundTrips() - before; n > 2 {
 		t.Fatalf("a claim made %d round trips; want one", n)
 	}
 }

@@ -90,7 +90,7 @@ func cancelOnceSleeping(t *testing.T, watch *pgx.Conn, cancel context.CancelFunc
 func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.T) {
 	const conns = 4
 	t.Run("cut, the server out of reach", func(t *testing.T) {
-		p, u, _ := silencedDSN(t)
+		p, u, _ := pgtest.Silenced(t)
 		q := u.Query()
 		q.Set("pool_min_conns", fmt.Sprint(conns))
 		q.Set("connect_timeout", "1")
@@ -106,7 +106,7 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 		for _, c := range s.pool.AcquireAllIdle(ctx) {
 			c.Release()
 		}
-		p.silence()
+		p.Silence()
 		tries := 0
 		err := s.read(ctx, "t", func(c *pgxpool.Conn) error {
 			tries++
@@ -116,13 +116,13 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 		if err == nil || !Unavailable(err) || tries > conns+1 {
 			t.Fatalf("a read after the cut, the server out of reach: %d tries, %v; want at most %d, Unavailable", tries, err, conns+1)
 		}
-		p.cut() // the held dials end, so the store's Close waits for none
+		p.Cut() // the held dials end, so the store's Close waits for none
 	})
 	t.Run("every connection lost mid-answer", func(t *testing.T) {
-		p, u, _ := silencedDSN(t)
+		p, u, _ := pgtest.Silenced(t)
 		s := openPooled(t, u.String(), conns, PostgresOptions{PingEvery: time.Hour})
 		ctx := context.Background()
-		cuts := p.cutMidAnswers(conns + 1)
+		cuts := p.CutMidAnswers(conns + 1)
 		tries := 0
 		err := s.read(ctx, "t", func(c *pgxpool.Conn) error {
 			tries++
@@ -168,7 +168,7 @@ func TestAReadGivenOnlyDeadConnectionsIsUnavailableAfterBoundedTries(t *testing.
 // ends, and the connection answers its ping and stays. The connection
 // counts as idle after a nanosecond, not a second slept.
 func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
-	p, u, _ := silencedDSN(t)
+	p, u, _ := pgtest.Silenced(t)
 	pings := make(chan context.Context, 1)
 	s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour, idleFor: time.Nanosecond,
 		idlePing: func(c *pgx.Conn, ctx context.Context) error {
@@ -189,8 +189,8 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 	case <-pings:
 	default:
 	}
-	dialed := p.accepted()
-	resume := p.stall()
+	dialed := p.Accepted()
+	resume := p.Stall()
 	defer func() {
 		if resume != nil {
 			resume()
@@ -209,7 +209,7 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 		t.Fatal("the read's idle connection was not pinged within a minute")
 	}
 	// The ping is sent, its answer held: the read's statement waits for it.
-	for deadline := time.Now().Add(time.Minute); p.askedWhileStalled() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); p.AskedWhileStalled() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the read sent nothing to the server within a minute; the test wants its ping held")
 		}
@@ -226,7 +226,7 @@ func TestAReadWhoseCallerLeavesMidPingKeepsTheConnection(t *testing.T) {
 	if _, err := s.LastSeq(ctx, "c"); err != nil {
 		t.Fatalf("a read after: %v", err)
 	}
-	if n := p.accepted() - dialed; n != 0 {
+	if n := p.Accepted() - dialed; n != 0 {
 		t.Fatalf("the reads after the caller left dialed %d new connections; want the pinged one kept", n)
 	}
 }
@@ -281,19 +281,19 @@ func TestAReadCutMidAnswerTriedAgainHoldsEachRowOnce(t *testing.T) {
 		},
 	} {
 		t.Run(what, func(t *testing.T) {
-			p, u, direct := silencedDSN(t)
+			p, u, direct := pgtest.Silenced(t)
 			s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
 			ctx := context.Background()
 			if err := c.fill(ctx, s); err != nil {
 				t.Fatal(err)
 			}
 			admin := connect(t, direct)
-			p.whenCut(func() {
+			p.WhenCut(func() {
 				if _, err := admin.Exec(ctx, c.delete, name(0)); err != nil {
 					t.Errorf("delete a row the cut try was sent: %v", err)
 				}
 			})
-			cuts := p.cutMidAnswers(1)
+			cuts := p.CutMidAnswers(1)
 			got, err := c.list(ctx, s)
 			if err != nil {
 				t.Fatalf("a listing cut midway, the server taking new connections: %v", err)

@@ -1,13 +1,8 @@
 package persistence
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -45,10 +40,10 @@ func TestAFailedBatchAsksAnUnreachableServerOnce(t *testing.T) {
 	// The batch of n writes dials once to begin and once to ask (and the
 	// pings' first may dial once, if it came after the silence); a
 	// question a write gave n dials.
-	if dials := p.held(); dials >= n/2 {
+	if dials := p.Held(); dials >= n/2 {
 		t.Fatalf("%d writes failed after %d connection attempts to the silent server; want a few for their batches, not one a write", n, dials)
 	}
-	p.cut() // the dials it holds end, so the store's Close waits for none
+	p.Cut() // the dials it holds end, so the store's Close waits for none
 }
 
 // TestFailedSnapshotSavesAskAnUnreachableServerOnce: as
@@ -79,10 +74,10 @@ func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
 			t.Error("a snapshot saved to a server that does not answer")
 		}
 	}
-	if dials := p.held(); dials >= n/2 {
+	if dials := p.Held(); dials >= n/2 {
 		t.Fatalf("%d snapshot saves failed after %d connection attempts to the silent server; want a few for their batch, not one a save", n, dials)
 	}
-	p.cut() // the dials it holds end, so the store's Close waits for none
+	p.Cut() // the dials it holds end, so the store's Close waits for none
 }
 
 // silencedBehindAHeldWrite opens a store (a connect timeout of 1 s) whose
@@ -92,9 +87,9 @@ func TestFailedSnapshotSavesAskAnUnreachableServerOnce(t *testing.T) {
 // queued while batches failed, each could make a batch of its own, and
 // dial twice (to begin, to ask). release lets the held write go, and
 // checks that it failed.
-func silencedBehindAHeldWrite(t *testing.T, n int) (p *silencer, s *Postgres, release func()) {
+func silencedBehindAHeldWrite(t *testing.T, n int) (p *pgtest.Silencer, s *Postgres, release func()) {
 	t.Helper()
-	p, u, _ := silencedDSN(t)
+	p, u, _ := pgtest.Silenced(t)
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
@@ -122,7 +117,7 @@ func silencedBehindAHeldWrite(t *testing.T, n int) (p *silencer, s *Postgres, re
 		return nil
 	}, false, func(_ bool, err error) { blocker <- err })
 	<-held
-	p.silence()
+	p.Silence()
 	return p, s, func() {
 		t.Helper()
 		close(let)
@@ -130,384 +125,6 @@ func silencedBehindAHeldWrite(t *testing.T, n int) (p *silencer, s *Postgres, re
 			t.Error("the held write committed on a cut connection")
 		}
 	}
-}
-
-// silencer forwards connections to a Postgres server until silenced;
-// then it cuts those it carries and holds every new one unanswered, as a
-// partitioned server does.
-type silencer struct {
-	addr  string
-	mu    sync.Mutex
-	quiet bool
-	// frozen: the connections it carries stay open, and what is sent on
-	// them is read and dropped (freeze).
-	frozen bool
-	conns  []net.Conn
-	dials  int
-	taken  int // connections accepted
-	// ready counts the server's ReadyForQuery messages, one a round trip.
-	ready int
-	// sentOn are the connections on which something was dropped once
-	// frozen: a client sent the frozen server something on each.
-	sentOn map[net.Conn]bool
-	// holdCancels: a new connection that opens with a cancel request is
-	// held unanswered (holdingCancels), the others forwarded; cancels
-	// counts those held, cancelsEnded those the client then closed.
-	holdCancels           bool
-	cancels, cancelsEnded int
-	// holding are the cancel requests held (blip spares them).
-	holding map[net.Conn]bool
-	// answers, while not nil, holds the server's answers until closed
-	// (stall); asked counts the sends of clients meanwhile.
-	answers chan struct{}
-	asked   int
-	// toCut answers of the server's that cutIf picks are cut in their
-	// middle, cutsDone so far (cutMidAnswers, cutAnswersWith).
-	toCut, cutsDone int
-	cutIf           func(answer []byte) bool
-	// atCut, when set, runs as each answer is cut (whenCut).
-	atCut func()
-}
-
-// midAnswer is how long an answer cutMidAnswers cuts is at least: longer
-// than a connection's start or a statement's preparation.
-const midAnswer = 4096
-
-// cutMidAnswers cuts the next n answers of the server's at least
-// midAnswer long in their middle: the client is given the first half of
-// each, then the connection ends, as a blip does mid-read. cuts says how
-// many it cut.
-func (p *silencer) cutMidAnswers(n int) (cuts func() int) {
-	return p.cutAnswers(n, func(b []byte) bool { return len(b) >= midAnswer })
-}
-
-// cutAnswersWith cuts the next n answers of the server's that hold what
-// (a command's tag: "COMMIT") in their middle, as cutMidAnswers does.
-func (p *silencer) cutAnswersWith(n int, what string) (cuts func() int) {
-	return p.cutAnswers(n, func(b []byte) bool { return bytes.Contains(b, []byte(what)) })
-}
-
-// cutAnswers cuts the next n answers of the server's that cutIf picks.
-func (p *silencer) cutAnswers(n int, cutIf func([]byte) bool) (cuts func() int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.toCut, p.cutsDone, p.cutIf = n, 0, cutIf
-	return func() int {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.cutsDone
-	}
-}
-
-// whenCut runs fn as each answer is cut, before its client is given any
-// of it: what fn changes is what a try after the cut reads, and the cut
-// try's answer does not hold.
-func (p *silencer) whenCut(fn func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.atCut = fn
-}
-
-// stall holds the server's answers from now on, until the function it
-// returns lets them go: a server slow to answer.
-func (p *silencer) stall() (resume func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	gate := make(chan struct{})
-	p.answers, p.asked = gate, 0
-	return func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.answers = nil
-		close(gate)
-	}
-}
-
-// askedWhileStalled is how many sends clients made since stall.
-func (p *silencer) askedWhileStalled() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.asked
-}
-
-// accepted is how many connections p took.
-func (p *silencer) accepted() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.taken
-}
-
-// cancelRequest opens a connection that cancels another's query: its
-// length, then this code.
-const cancelRequest = 80877102
-
-// holdingCancels holds every cancel request from now on, unanswered,
-// until its client closes it: a server whose cancels go unanswered (a
-// partition on the way back, a server restarting) while it takes new
-// connections.
-func (p *silencer) holdingCancels() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.holdCancels = true
-}
-
-// heldCancels says how many cancel requests p held, and how many of
-// them their clients closed since.
-func (p *silencer) heldCancels() (held, ended int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cancels, p.cancelsEnded
-}
-
-// serve forwards c to target, or holds it when it opens with a cancel
-// request held (holdingCancels), until its client closes it.
-func (p *silencer) serve(wg *sync.WaitGroup, c net.Conn, target string) {
-	p.mu.Lock()
-	sort := p.holdCancels
-	p.mu.Unlock()
-	var first []byte
-	if sort {
-		first = make([]byte, 8)
-		if _, err := io.ReadFull(c, first); err != nil {
-			_ = c.Close()
-			return
-		}
-		if binary.BigEndian.Uint32(first[4:]) == cancelRequest {
-			p.mu.Lock()
-			p.cancels++
-			p.holding[c] = true
-			p.mu.Unlock()
-			_, _ = io.Copy(io.Discard, c)
-			p.mu.Lock()
-			p.cancelsEnded++
-			p.mu.Unlock()
-			return
-		}
-	}
-	up, err := net.Dial("tcp", target)
-	if err != nil || !p.keep(up) {
-		_ = c.Close()
-		return
-	}
-	if _, err := up.Write(first); err != nil {
-		_ = c.Close()
-		_ = up.Close()
-		return
-	}
-	wg.Go(func() { p.pipe(up, c, nil) })
-	var scan serverScan
-	p.pipe(c, up, func(b []byte) { p.countReady(scan.readies(b)) })
-}
-
-// serverScan follows the messages of a server's side of the protocol
-// (each a type byte and a length), every one typed after startup.
-type serverScan struct {
-	head []byte // the next message's type and length, as far as read
-	body int    // bytes left of the current message
-}
-
-// readies scans b, the stream's next bytes, and says how many
-// ReadyForQuery ('Z') messages began in it.
-func (s *serverScan) readies(b []byte) (n int) {
-	for len(b) > 0 {
-		if s.body > 0 {
-			k := min(s.body, len(b))
-			s.body, b = s.body-k, b[k:]
-			continue
-		}
-		k := min(5-len(s.head), len(b))
-		s.head, b = append(s.head, b[:k]...), b[k:]
-		if len(s.head) == 5 {
-			if s.head[0] == 'Z' {
-				n++
-			}
-			s.body, s.head = int(binary.BigEndian.Uint32(s.head[1:]))-4, s.head[:0]
-		}
-	}
-	return n
-}
-
-func (p *silencer) countReady(n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ready += n
-}
-
-// roundTrips is how many round trips the connections p carried made.
-func (p *silencer) roundTrips() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ready
-}
-
-// pipe forwards src to dst until either closes, dropping what comes once
-// frozen, and shows seen what it forwards; it closes dst when done.
-func (p *silencer) pipe(dst, src net.Conn, seen func([]byte)) {
-	defer func() { _ = dst.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		p.mu.Lock()
-		frozen, answers := p.frozen, p.answers
-		if frozen && n > 0 {
-			p.sentOn[src] = true
-		}
-		if answers != nil && seen == nil && n > 0 {
-			p.asked++
-		}
-		p.mu.Unlock()
-		if answers != nil && seen != nil {
-			<-answers // the server's side: held while stalled
-		}
-		p.mu.Lock()
-		cut := p.toCut > 0 && seen != nil && p.cutIf(buf[:n])
-		atCut := p.atCut
-		if cut {
-			p.toCut, p.cutsDone = p.toCut-1, p.cutsDone+1
-		}
-		p.mu.Unlock()
-		if cut {
-			if atCut != nil {
-				atCut()
-			}
-			_, _ = dst.Write(buf[:n/2])
-			_ = src.Close()
-			return
-		}
-		if n > 0 && !frozen {
-			if seen != nil {
-				seen(buf[:n])
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// freeze stops forwarding without closing anything, and holds the new
-// connections: a partition, where nothing tells the client the server
-// is gone.
-func (p *silencer) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.quiet, p.frozen = true, true
-}
-
-// silencedDSN is a test database's DSN, direct, and reached through a
-// silencer (via).
-func silencedDSN(t *testing.T) (p *silencer, via *url.URL, direct string) {
-	t.Helper()
-	direct = pgtest.DSN(t)
-	via, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = newSilencer(t, via.Host)
-	via.Host = p.addr
-	return p, via, direct
-}
-
-func newSilencer(t *testing.T, target string) *silencer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &silencer{addr: l.Addr().String(), sentOn: map[net.Conn]bool{}, holding: map[net.Conn]bool{}}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		_ = l.Close()
-		p.cut()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			p.taken++
-			p.mu.Unlock()
-			if !p.keep(c) {
-				continue
-			}
-			wg.Go(func() { p.serve(&wg, c, target) })
-		}
-	})
-	return p
-}
-
-// keep tracks c, and says whether to forward it (held unanswered once
-// silenced).
-func (p *silencer) keep(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.conns = append(p.conns, c)
-	if p.quiet {
-		p.dials++
-	}
-	return !p.quiet
-}
-
-// silence cuts the connections and holds the new ones.
-func (p *silencer) silence() {
-	p.mu.Lock()
-	p.quiet = true
-	p.mu.Unlock()
-	p.cut()
-}
-
-// resume forwards the new connections again.
-func (p *silencer) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.quiet, p.frozen = false, false
-}
-
-// cut closes every connection p carries or holds.
-func (p *silencer) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-// blip cuts the connections p forwards, and holds on to the cancel
-// requests it holds: a second blip, with the first one's closes under way.
-func (p *silencer) blip() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	kept := p.conns[:0]
-	for _, c := range p.conns {
-		if p.holding[c] {
-			kept = append(kept, c)
-		} else {
-			_ = c.Close()
-		}
-	}
-	p.conns = kept
-}
-
-// sentOnConns is on how many connections the frozen server was sent
-// something it never got.
-func (p *silencer) sentOnConns() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.sentOn)
-}
-
-// held is how many connections came once silenced.
-func (p *silencer) held() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dials
 }
 
 // TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds: the server stops
@@ -518,7 +135,7 @@ func (p *silencer) held() int {
 // its caller told, Close says how many it gave up, and what was
 // acknowledged before stays stored.
 func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
-	p, u, dsn := silencedDSN(t)
+	p, u, dsn := pgtest.Silenced(t)
 	ctx := context.Background()
 	// A batch timeout far past the wait below: the old Close waited it out.
 	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{BatchTimeout: time.Hour})
@@ -538,7 +155,7 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 			t.Fatal("the acknowledged write still counted unfinished after a minute")
 		}
 	}
-	p.freeze()
+	p.Freeze()
 	const n = 8
 	failed := make(chan error, n)
 	for i := range n {
@@ -579,13 +196,13 @@ func TestCloseGivesUpOnAFrozenServerWhenItsBoundEnds(t *testing.T) {
 // begun after another one began, the pings one at a time), Unreached says
 // so, though nobody asked meanwhile.
 func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
-	p, u, dsn := silencedDSN(t)
+	p, u, dsn := pgtest.Silenced(t)
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
 	s := openStore(t, u.String())
 
-	p.silence()
+	p.Silence()
 	deadline := time.Now().Add(time.Minute)
 	for s.Unreached().IsZero() {
 		if time.Now().After(deadline) {
@@ -595,7 +212,7 @@ func TestReachabilityIsCurrentWithoutAnyoneAsking(t *testing.T) {
 	}
 	direct := connect(t, dsn)
 	back := serverNow(t, direct)
-	p.resume()
+	p.Resume()
 	// Nobody calls Unreached now, until two pings reached the server.
 	awaitPings(t, direct, back, deadline.Add(time.Minute), "the server back, and nobody asking; want the store's own pings")
 	if since := s.Unreached(); !since.IsZero() {
@@ -701,7 +318,7 @@ func awaitPings(t *testing.T, conn *pgx.Conn, since, deadline time.Time, why str
 // it gave up on 0 writes: the count dropped as the batch failed, before
 // the caller was told. It counts the writes whose callers wait still.
 func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
-	p, u, _ := silencedDSN(t)
+	p, u, _ := pgtest.Silenced(t)
 	ctx := context.Background()
 	s, _, err := OpenPostgres(ctx, u.String(), PostgresOptions{BatchTimeout: 300 * time.Millisecond, PingEvery: time.Hour})
 	if err != nil {
@@ -713,7 +330,7 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 	if err := s.Claim(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	p.freeze()
+	p.Freeze()
 	told := make(chan error, 1)
 	s.AppendThen(ctx, "c", []chat.Message{user("pending")}, func(_ []chat.Message, err error) { told <- err })
 	// The frozen server is sent the batch's BEGIN on the writer's
@@ -722,9 +339,9 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 	// writer's connection (the store pings it no more); the frozen
 	// server holds both dials.
 	deadline := time.Now().Add(time.Minute)
-	for p.sentOnConns() < 1 || p.held() < 2 {
+	for p.SentOnConns() < 1 || p.Held() < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after a write to the frozen server, it was sent something on %d connections and held %d dials; want the writer's, then its cancel request and the question's", p.sentOnConns(), p.held())
+			t.Fatalf("a minute after a write to the frozen server, it was sent something on %d connections and held %d dials; want the writer's, then its cancel request and the question's", p.SentOnConns(), p.Held())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -752,13 +369,13 @@ func TestCloseCountsAFailedWriteWhoseCallerIsNotToldYet(t *testing.T) {
 // close ended. A write commits on a new connection now while the old
 // one's cancel request is still held unanswered.
 func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
-	p, u, dsn := silencedDSN(t)
+	p, u, dsn := pgtest.Silenced(t)
 	s := writtenBeforeACut(t, p, u.String())
-	p.cut()
+	p.Cut()
 	appendAfterCut(t, s, "after")
 	awaitHeldCancels(t, p, 1, time.Now().Add(time.Minute))
 	storedLast(t, dsn, 2, "after")
-	p.cut() // the held cancel requests end, so Close waits for none
+	p.Cut() // the held cancel requests end, so Close waits for none
 }
 
 // TestAPingAfterACutWaitsNotForItsClose: the pings' connection is cut (a
@@ -768,30 +385,30 @@ func TestAWriteAfterACutConnectionWaitsNotForItsClose(t *testing.T) {
 // server, back, was out of reach. Pings reach the server on a new
 // connection now while the old one's cancel request is still held.
 func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
-	p, u, dsn := silencedDSN(t)
+	p, u, dsn := pgtest.Silenced(t)
 	s := openPooled(t, u.String(), 16, PostgresOptions{PingEvery: 20 * time.Millisecond})
 	direct := connect(t, dsn)
 	open := serverNow(t, direct)
 	deadline := time.Now().Add(time.Minute)
 	awaitPings(t, direct, open, deadline, "the store open; want its pings to have a connection before the cut")
-	p.holdingCancels()
-	p.cut()
+	p.HoldingCancels()
+	p.Cut()
 	// The pings' the only connection in use: its close sends the one
 	// cancel request; a ping after it is on a new connection.
-	for held, _ := p.heldCancels(); held == 0; held, _ = p.heldCancels() {
+	for held, _ := p.HeldCancels(); held == 0; held, _ = p.HeldCancels() {
 		if time.Now().After(deadline) {
 			t.Fatal("a minute after the cut, the pings' cut connection sent no cancel request; the test wants its close under way")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	awaitPings(t, direct, serverNow(t, direct), deadline, "after the cut, the server taking new connections")
-	if held, ended := p.heldCancels(); ended > 0 {
+	if held, ended := p.HeldCancels(); ended > 0 {
 		t.Fatalf("pings reached the server after the cut once %d of %d cancel requests of cut connections ended; want them on a new connection while those are held", ended, held)
 	}
 	if out := s.Unreached(); !out.IsZero() {
 		t.Fatalf("the server answering pings after the cut, Unreached says out since %v", out)
 	}
-	p.cut() // the held cancel requests end, so Close waits for none
+	p.Cut() // the held cancel requests end, so Close waits for none
 }
 
 // TestAWriteAfterTwoCutsWaitsNotForTheirCloses: the writer's connection
@@ -802,18 +419,18 @@ func TestAPingAfterACutWaitsNotForItsClose(t *testing.T) {
 // for the older close. A write commits on a third connection now while
 // both cancel requests are still held unanswered.
 func TestAWriteAfterTwoCutsWaitsNotForTheirCloses(t *testing.T) {
-	p, u, dsn := silencedDSN(t)
+	p, u, dsn := pgtest.Silenced(t)
 	s := writtenBeforeACut(t, p, u.String())
 	deadline := time.Now().Add(time.Minute)
 	for cut := 1; cut <= 2; cut++ {
-		p.blip()
+		p.Blip()
 		began := time.Now()
 		appendAfterCut(t, s, fmt.Sprint("after cut ", cut))
 		t.Logf("cut %d: a write committed %v after it", cut, time.Since(began))
 		awaitHeldCancels(t, p, cut, deadline)
 	}
 	storedLast(t, dsn, 3, "after cut 2")
-	p.cut() // the held cancel requests end, so Close waits for none
+	p.Cut() // the held cancel requests end, so Close waits for none
 }
 
 // TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses: all 16
@@ -827,7 +444,7 @@ func TestAWriteAfterTwoCutsWaitsNotForTheirCloses(t *testing.T) {
 // reads failed before one went through.
 func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T) {
 	const conns = 16
-	p, u, _ := silencedDSN(t)
+	p, u, _ := pgtest.Silenced(t)
 	q := u.Query()
 	q.Set("pool_min_conns", fmt.Sprint(conns))
 	u.RawQuery = q.Encode()
@@ -843,8 +460,8 @@ func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.holdingCancels()
-	p.cut()
+	p.HoldingCancels()
+	p.Cut()
 	// As many reads at once as the pool has connections, each of which may
 	// be given cut ones: none fails.
 	began, reads := time.Now(), make(chan error, conns)
@@ -861,7 +478,7 @@ func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T
 	}
 	t.Logf("%d reads answered %v after every reader's connection was cut", conns, time.Since(began))
 	awaitHeldCancels(t, p, conns, deadline)
-	p.cut() // the held cancel requests end, so Close waits for none
+	p.Cut() // the held cancel requests end, so Close waits for none
 }
 
 // appendAfterCut appends text to chat c once its connection was cut: the
@@ -869,7 +486,7 @@ func TestAReadAfterEveryReaderConnectionIsCutWaitsNotForTheirCloses(t *testing.T
 // writtenBeforeACut opens a store at dsn (p's proxy; pings an hour apart)
 // whose chat c holds one message, "before", and has p hold the cancel
 // requests of the connections it cuts from then on.
-func writtenBeforeACut(t *testing.T, p *silencer, dsn string) *Postgres {
+func writtenBeforeACut(t *testing.T, p *pgtest.Silencer, dsn string) *Postgres {
 	t.Helper()
 	ctx := context.Background()
 	s, _, err := OpenPostgres(ctx, dsn, PostgresOptions{PingEvery: time.Hour})
@@ -883,7 +500,7 @@ func writtenBeforeACut(t *testing.T, p *silencer, dsn string) *Postgres {
 	if _, err := s.Append(ctx, "c", user("before")); err != nil {
 		t.Fatal(err)
 	}
-	p.holdingCancels()
+	p.HoldingCancels()
 	return s
 }
 
@@ -915,10 +532,10 @@ func appendAfterCut(t *testing.T, s *Postgres, text string) {
 // cuts, it fails the test when that one waited for a cut connection's
 // close, or when the cut connections were not closing (so it proves
 // nothing).
-func awaitHeldCancels(t *testing.T, p *silencer, n int, deadline time.Time) {
+func awaitHeldCancels(t *testing.T, p *pgtest.Silencer, n int, deadline time.Time) {
 	t.Helper()
 	for {
-		held, ended := p.heldCancels()
+		held, ended := p.HeldCancels()
 		if ended > 0 {
 			t.Fatalf("answered once %d of %d cancel requests of cut connections ended; want it answered while they are held", ended, held)
 		}

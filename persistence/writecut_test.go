@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/testkit/pgtest"
 )
 
 // TestAWriteWhoseConnectionIsLostIsUnavailable: the writer's connection is
@@ -25,10 +27,10 @@ func TestAWriteWhoseConnectionIsLostIsUnavailable(t *testing.T) {
 		"commit":    {answer: "COMMIT\x00", landed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, u, _ := silencedDSN(t)
+			p, u, _ := pgtest.Silenced(t)
 			s := openPooled(t, u.String(), 2, PostgresOptions{PingEvery: time.Hour})
 			ctx := context.Background()
-			cuts := p.cutAnswersWith(1, c.answer)
+			cuts := p.CutAnswersWith(1, c.answer)
 			err := s.PutRecord(ctx, "k", "r", "v")
 			if cuts() != 1 {
 				t.Fatalf("no answer was cut (the write: %v): the test proves nothing", err)

@@ -1,6 +1,9 @@
 // Package pgtest gives a test its own empty Postgres schema on the server
 // AGENTD_TEST_PG_DSN names (testkit/pg/pg.sh starts one), and skips the
-// test, saying so, when the variable is unset.
+// test, saying so, when the variable is unset. Silenced puts a Silencer
+// between a test and that server, to cut or hold what passes (a COMMIT's
+// answer cut in its middle, a partition), for the store's tests and the
+// daemon's alike.
 package pgtest
 
 import (
