@@ -234,3 +234,82 @@ func TestAReadHeldAtShutdownIsAnsweredThatAgentdStops(t *testing.T) {
 		t.Fatal("no answer a minute after the hub closed")
 	}
 }
+
+// TestAKeyedMessageWhoseCommitWasCutIsStoredOnce: on real Postgres, the
+// answer to a person's message's COMMIT is cut in its middle, so the
+// message is stored but the daemon does not know it: the send is 503, to
+// send again. Sent again under its Idempotency-Key, it is answered as a
+// send never cut is (the same messages, at the same seqs), and the chat
+// holds it once. (The store's part is TestAWriteWhoseConnectionIsLostIsUnavailable,
+// the session's TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce, on
+// a test store.)
+func TestAKeyedMessageWhoseCommitWasCutIsStoredOnce(t *testing.T) {
+	cut, via, _ := pgtest.Silenced(t)
+	t.Setenv("AGENTD_PG_DSN", via.String())
+	cfg := baseConfig(t, newFake(t, echoScript).URL())
+	cfg.Store = configs.Store{Kind: configs.StorePostgres, DSNEnv: "AGENTD_PG_DSN"}
+	d := daemontest.Start(t, cfg, nil)
+	ctx := context.Background()
+	send := func(chatID string) (int, api.TurnResult, api.Error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.Server.URL+"/v1/chats/"+chatID+"/messages", strings.NewReader(`{"content":"hello"}`))
+		req.Header.Set(httpapi.IdempotencyKeyHeader, "key-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res api.TurnResult
+		var e api.Error
+		if resp.StatusCode == http.StatusOK {
+			err = json.NewDecoder(resp.Body).Decode(&res)
+		} else {
+			err = json.NewDecoder(resp.Body).Decode(&e)
+		}
+		if err != nil {
+			t.Fatalf("chat %s: the answer's %d body: %v", chatID, resp.StatusCode, err)
+		}
+		return resp.StatusCode, res, e
+	}
+	c, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The COMMIT of the write that stores the key: not a write of the
+	// tenant's memory map, say, committing first.
+	cuts := cut.CutAnswersAfter(1, "key-1", "COMMIT\x00")
+	status, _, e := send(c.ID)
+	if cuts() != 1 {
+		t.Fatalf("no COMMIT's answer was cut (the send: %d %q): the test proves nothing", status, e.Kind)
+	}
+	if status != http.StatusServiceUnavailable || e.Kind != "unavailable" {
+		t.Fatalf("a message whose COMMIT's answer was cut: %d %q (%s); want 503 unavailable, to send again", status, e.Kind, e.Message)
+	}
+	status, again, e := send(c.ID)
+	if status != http.StatusOK {
+		t.Fatalf("sent again under its key: %d %q (%s)", status, e.Kind, e.Message)
+	}
+	// A send never cut, in a chat of its own, is what the first would have
+	// been answered.
+	other, err := d.Client.CreateChat(ctx, api.CreateChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, want, e := send(other.ID)
+	if status != http.StatusOK || len(want.Messages) != 2 {
+		t.Fatalf("a send never cut: %d %+v %q", status, want, e.Kind)
+	}
+	if !sameMessages(again.Messages, want.Messages) || again.Replayed != want.Replayed {
+		t.Fatalf("sent again under its key: %+v; want it answered as a send never cut is: %+v", again, want)
+	}
+	msgs, err := d.Client.Transcript(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Role)+": "+m.Content)
+	}
+	if strings.Join(got, "|") != "user: hello|assistant: You said: hello" {
+		t.Fatalf("the chat holds %q; want the message once, answered once", got)
+	}
+}

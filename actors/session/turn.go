@@ -206,14 +206,21 @@ func (s *session) continueTurn(ctx actor.Context, p pending) {
 		s.startNext(ctx)
 		return
 	}
-	userSeq := s.msgs[n-1].Seq
+	userSeq, user := s.msgs[n-1].Seq, -1
 	for i := n - 1; i >= 0; i-- {
 		if s.msgs[i].Role == chat.RoleUser {
-			userSeq = s.msgs[i].Seq
+			userSeq, user = s.msgs[i].Seq, i
 			break
 		}
 	}
-	s.turn = s.newTurn(p, userSeq, nil)
+	var stored []chat.Message
+	if p.continues && user >= 0 {
+		// The keyed message, landed unseen when its send failed, is the
+		// turn's as if stored now: its events and answer hold it, as
+		// those of the send that stored it would have.
+		stored = []chat.Message{s.msgs[user]}
+	}
+	s.turn = s.newTurn(p, userSeq, stored)
 	st, warn := s.firstStep(ctx)
 	s.announce(ctx, p, st, warn)
 }
