@@ -257,10 +257,17 @@ func TestAKeyedMessageWhoseWriteLandedUnseenIsStoredOnce(t *testing.T) {
 		t.Fatalf("sent again under its key: %+v; want a turn", acc)
 	}
 	model.let <- true
+	var res chat.TurnResult
 	for ev := range sub.C {
 		if ev.TurnID == acc.TurnID {
+			res = ev.Data.(chat.TurnResult)
 			break
 		}
+	}
+	// Answered as the first send would have been: the person's message,
+	// then the answer (it held the answer alone).
+	if len(res.Messages) != 2 || res.Messages[0].Seq != 1 || res.Messages[0].Content != "hello" {
+		t.Fatalf("the turn of the message sent again ended with %+v; want the person's message at seq 1, then its answer", res.Messages)
 	}
 	stored, _ := h.store.Messages(context.Background(), "c1", 0, 0)
 	var got []string
