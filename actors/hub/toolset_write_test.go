@@ -102,6 +102,7 @@ func TestAToolsetWhoseIndexingFailsIsNotStored(t *testing.T) {
 	if _, err := h.PutToolset(ctx, "alice", first); err != nil {
 		t.Fatal(err)
 	}
+	indexedFirst(t, h) // the index's first load is done: replaceScope is the test's now
 	replaceScope = func(string, []toolindex.Tool) (*toolindex.Register, error) {
 		return nil, fmt.Errorf("%w: indexing panicked: a bad tool", toolindex.ErrChangeFailed)
 	}
@@ -119,8 +120,16 @@ func TestAToolsetWhoseIndexingFailsIsNotStored(t *testing.T) {
 	if live, ok := h.tools.Toolset("alice", "crm"); !ok || len(live) != 1 || live[0].Name != "lookup_invoice" {
 		t.Fatalf("the registered toolset %v (%v): want the first version", live, ok)
 	}
+	indexedFirst(t, h)
+}
+
+// indexedFirst fails t unless the tool index holds alice's toolset crm
+// as its first version (lookup_invoice alone). The ask waits for the
+// index's first load, which reads replaceScope.
+func indexedFirst(t *testing.T, h *Hub) {
+	t.Helper()
 	scope := toolindex.ToolsetScope("alice", "crm")
-	res, err := actors.Ask(ctx, h.system.Root, h.toolIndex, &toolindex.Get{ReqID: "g", Names: []string{"lookup_invoice", "move_pallet"}, Scopes: []string{scope}}, 5*time.Second)
+	res, err := actors.Ask(context.Background(), h.system.Root, h.toolIndex, &toolindex.Get{ReqID: "g", Names: []string{"lookup_invoice", "move_pallet"}, Scopes: []string{scope}}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
