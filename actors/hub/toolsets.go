@@ -167,9 +167,10 @@ var ErrConnectsBusy = errors.New("too many MCP servers being connected")
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then indexed, stored and registered,
 // and the index installs it. A refused toolset changes nothing (one the
-// tool index fails to index wraps toolindex.ErrChangeFailed); a new name past toolsets.max_per_tenant, or
-// tools past toolsets.max_tools_per_tenant, is ErrLimit, refused before
-// any MCP server is connected as far as it is known then; a tenant with
+// tool index fails to index wraps toolindex.ErrChangeFailed); a new name
+// past toolsets.max_per_tenant, or tools past
+// toolsets.max_tools_per_tenant, is ErrLimit, refused before any MCP
+// server is connected as far as it is known then; a tenant with
 // mcpConnectsPerTenant MCP servers being connected is ErrConnectsBusy. A
 // tenant's PUTs take turns (on this node) once built, so its count is
 // exact and its versions follow each other; other tenants' never wait,
