@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -245,22 +246,7 @@ func TestDeleteChatEndsItsPausedTurnBeforeTheChat(t *testing.T) {
 	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
 		t.Fatal(err)
 	}
-	var seen []string
-	var ended *api.TurnResult
-	err = api.ReadSSE(watch.Body, func(ev api.Event) bool {
-		seen = append(seen, ev.Type)
-		if ev.Type == api.EventTurnCompleted && ev.TurnID == paused.TurnID {
-			var res api.TurnResult
-			if err := json.Unmarshal(ev.Data, &res); err != nil {
-				t.Errorf("turn.completed: %v", err)
-			}
-			ended = &res
-		}
-		return ev.Type != api.EventChatDeleted
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seen, ended := untilDeleted(t, watch.Body, paused.TurnID)
 	if ended == nil || ended.Problem == nil || ended.Problem.Kind != api.ProblemDeleted {
 		t.Fatalf("the paused turn did not end as deleted for its watcher: %+v, events %v", ended, seen)
 	}
@@ -292,11 +278,19 @@ func TestDeleteChatEndsATurnARestartLeftPaused(t *testing.T) {
 	if err := d.Client.DeleteChat(ctx, c.ID); err != nil {
 		t.Fatal(err)
 	}
-	var seen []string
-	var ended *api.TurnResult
-	err = api.ReadSSE(watch.Body, func(ev api.Event) bool {
+	seen, ended := untilDeleted(t, watch.Body, paused.TurnID)
+	if ended == nil || ended.Problem == nil || ended.Problem.Kind != api.ProblemDeleted {
+		t.Fatalf("the paused turn did not end as deleted for its watcher: %+v, events %v", ended, seen)
+	}
+}
+
+// untilDeleted reads a chat's events until chat.deleted: their types, and
+// the result turn.completed gave the turn turnID (nil if none did).
+func untilDeleted(t *testing.T, events io.Reader, turnID string) (seen []string, ended *api.TurnResult) {
+	t.Helper()
+	err := api.ReadSSE(events, func(ev api.Event) bool {
 		seen = append(seen, ev.Type)
-		if ev.Type == api.EventTurnCompleted && ev.TurnID == paused.TurnID {
+		if ev.Type == api.EventTurnCompleted && ev.TurnID == turnID {
 			var res api.TurnResult
 			if err := json.Unmarshal(ev.Data, &res); err != nil {
 				t.Errorf("turn.completed: %v", err)
@@ -308,7 +302,5 @@ func TestDeleteChatEndsATurnARestartLeftPaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ended == nil || ended.Problem == nil || ended.Problem.Kind != api.ProblemDeleted {
-		t.Fatalf("the paused turn did not end as deleted for its watcher: %+v, events %v", ended, seen)
-	}
+	return seen, ended
 }

@@ -455,6 +455,12 @@ func TestChatCompletionsReasoningContentReachesOpenAIGo(t *testing.T) {
 // effortsSeen answers every turn with said and records the
 // reasoning_effort each turn request carried ("" for none).
 func effortsSeen() (testkit.Script, func() []string) {
+	return recordEfforts(func(testkit.Received) testkit.Reply { return testkit.Reply{Text: said} })
+}
+
+// recordEfforts answers every turn request as turn does, and records the
+// reasoning_effort each carried ("" for none); other requests go to talker.
+func recordEfforts(turn testkit.Script) (testkit.Script, func() []string) {
 	var mu sync.Mutex
 	var seen []string
 	return func(r testkit.Received) testkit.Reply {
@@ -468,7 +474,7 @@ func effortsSeen() (testkit.Script, func() []string) {
 			mu.Lock()
 			seen = append(seen, body.ReasoningEffort)
 			mu.Unlock()
-			return testkit.Reply{Text: said}
+			return turn(r)
 		}, func() []string {
 			mu.Lock()
 			defer mu.Unlock()

@@ -2,12 +2,10 @@ package oai_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -23,28 +21,12 @@ import (
 // with the tool's result after it, recording the reasoning_effort each
 // turn request carried ("" for none).
 func weatherEfforts() (testkit.Script, func() []string) {
-	var mu sync.Mutex
-	var seen []string
-	return func(r testkit.Received) testkit.Reply {
-			if !isTurn(r) {
-				return talker(r)
-			}
-			var body struct {
-				ReasoningEffort string `json:"reasoning_effort"`
-			}
-			_ = json.Unmarshal(r.Raw, &body)
-			mu.Lock()
-			seen = append(seen, body.ReasoningEffort)
-			mu.Unlock()
-			if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
-				return testkit.Reply{Text: "It is " + last.Content + "."}
-			}
-			return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}}
-		}, func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(seen)
+	return recordEfforts(func(r testkit.Received) testkit.Reply {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == chat.RoleTool {
+			return testkit.Reply{Text: "It is " + last.Content + "."}
 		}
+		return testkit.Reply{ToolCalls: []chat.ToolCall{{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}}
+	})
 }
 
 // messagesOf is how many messages the tenant's chat holds.
