@@ -518,6 +518,10 @@ func writeHubError(w http.ResponseWriter, r *http.Request, err error) {
 		say(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, hub.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		say(w, http.StatusGatewayTimeout, "timeout", err.Error())
+	case errors.Is(err, hub.ErrIndexFailed):
+		// A bug (the panic's stack is in err), the operator's to read.
+		logInternal(r, err)
+		say(w, http.StatusInternalServerError, "internal", "indexing the toolset failed; the operator's log has it under request id "+w.Header().Get(RequestIDHeader))
 	case errors.Is(err, hub.ErrFailed):
 		// The bare sentence: the panic is the operator's, in the log.
 		say(w, http.StatusInternalServerError, "internal", hub.ErrFailed.Error())

@@ -61,6 +61,9 @@ var (
 	// the next message wakes it afresh.
 	ErrFailed  = session.ErrFailed
 	ErrTimeout = errors.New("timed out")
+	// ErrIndexFailed: indexing a toolset put panicked (a bug, in the
+	// error with its stack); nothing was stored.
+	ErrIndexFailed = toolindex.ErrChangeFailed
 	// ErrUnknownModel: a model no provider serves (with ErrInvalid).
 	ErrUnknownModel = modelcatalog.ErrUnknownModel
 	// ErrStorageFull: a file would pass attachments.max_bytes or the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -27,6 +28,7 @@ func params(raw json.RawMessage) ([]toolsearch.Param, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	testHookParsing(raw)
 	var root schemaNode
 	// encoding/json's own rules, decoded by its successor's engine (the
 	// same code encoding/json runs on under GOEXPERIMENT=jsonv2): half the
@@ -52,7 +54,11 @@ const parallelFrom = 1024
 
 // paramsOf parses the parameter schemas of tools, by index. A large batch is
 // cut into one contiguous part per processor, each parsed by a goroutine that
-// paramsOf waits for: the result is the same as parsing them in order.
+// paramsOf waits for: the result is the same as parsing them in order. A
+// panic in one of them panics paramsOf's caller, with the goroutine's stack,
+// as parsing there would have: a panic on a goroutine of its own would end
+// the process, where ReplaceScope and the actor turn the caller's into an
+// error.
 func paramsOf(tools []Tool) []parsedParams {
 	out := make([]parsedParams, len(tools))
 	parse := func(lo, hi int) {
@@ -66,12 +72,29 @@ func paramsOf(tools []Tool) []parsedParams {
 		return out
 	}
 	var wg sync.WaitGroup
+	panics := make([]string, workers)
 	for w := range workers {
-		wg.Go(func() { parse(w*len(tools)/workers, (w+1)*len(tools)/workers) })
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					panics[w] = fmt.Sprintf("%v\n%s", r, debug.Stack())
+				}
+			}()
+			parse(w*len(tools)/workers, (w+1)*len(tools)/workers)
+		})
 	}
 	wg.Wait()
+	for _, p := range panics {
+		if p != "" {
+			panic("parsing parameter schemas: " + p)
+		}
+	}
 	return out
 }
+
+// testHookParsing runs as a parameter schema starts being parsed; tests
+// panic there, as no schema makes the parser panic.
+var testHookParsing = func(json.RawMessage) {}
 
 // maxDepth bounds recursion into nested schemas; deeper levels rarely name
 // anything a person would ask for.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -947,6 +948,50 @@ func TestReplaceScopeThatPanicsIsAnError(t *testing.T) {
 	reg, err := ReplaceScope(ToolsetScope("a", "warehouse"), []Tool{{Name: "move_pallet", Description: "Move a pallet."}})
 	if !errors.Is(err, ErrChangeFailed) || reg != nil || !strings.Contains(err.Error(), "a bad tool") {
 		t.Fatalf("ReplaceScope = %v, %v; want no Register and an error wrapping ErrChangeFailed that names the panic", reg, err)
+	}
+}
+
+// TestReplaceScopeOfALargeToolsetThatPanicsIsAnError: a toolset large
+// enough that its schemas are parsed on goroutines of their own (paramsOf)
+// whose parsing panics is ReplaceScope's error, as a panic on the caller's
+// goroutine is; it ended the process.
+func TestReplaceScopeOfALargeToolsetThatPanicsIsAnError(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	tools := make([]Tool, 2*parallelFrom)
+	for i := range tools {
+		tools[i] = Tool{Name: fmt.Sprintf("tool_%d", i), Parameters: json.RawMessage(fmt.Sprintf(`{"properties":{"p%d":{}}}`, i))}
+	}
+	bad := string(tools[len(tools)-1].Parameters) // in the last goroutine's part
+	testHookParsing = func(raw json.RawMessage) {
+		if string(raw) == bad {
+			panic("a schema the parser chokes on")
+		}
+	}
+	t.Cleanup(func() { testHookParsing = func(json.RawMessage) {} })
+	reg, err := ReplaceScope(ToolsetScope("a", "warehouse"), tools)
+	if !errors.Is(err, ErrChangeFailed) || reg != nil || !strings.Contains(err.Error(), "a schema the parser chokes on") {
+		t.Fatalf("ReplaceScope = %v, %v; want no Register and an error wrapping ErrChangeFailed that names the panic", reg, err)
+	}
+}
+
+// TestSchemaErrorsNamesTheToolsIndexedWithoutParameters: a schema the
+// index cannot read (a boolean subschema: valid JSON Schema, which the
+// tools' own check takes) is named, with the tool, for the toolset's PUT
+// to refuse.
+func TestSchemaErrorsNamesTheToolsIndexedWithoutParameters(t *testing.T) {
+	reg, err := ReplaceScope(ToolsetScope("a", "warehouse"), []Tool{
+		{Name: "move_pallet", Parameters: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"}}}`)},
+		{Name: "scrap_pallet", Parameters: json.RawMessage(`{"type":"object","properties":{"why":true}}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reg.SchemaErrors()
+	if got == nil || !strings.Contains(got.Error(), "tool scrap_pallet: ") || strings.Contains(got.Error(), "move_pallet") {
+		t.Fatalf("SchemaErrors = %v; want scrap_pallet's alone", got)
+	}
+	if reg, _ := ReplaceScope("", []Tool{{Name: "move_pallet"}}); reg.SchemaErrors() != nil {
+		t.Fatalf("SchemaErrors of a tool without parameters = %v; want nil", reg.SchemaErrors())
 	}
 }
 
