@@ -80,8 +80,8 @@ type tail struct {
 // write failed unseen (unsure), or a write landed after messages the
 // session did not know of: what landed is then found under its key when
 // sent again, not stored a second time, and the next write is numbered
-// after it. then hears the read's error; the session stays unsure after
-// one.
+// after it, and the chat's watchers hear of each message, once. then
+// hears the read's error; the session stays unsure after one.
 func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err error)) {
 	store, id, from := s.deps.Store, s.id, s.lastSeq+1
 	await(s, ctx, onWorker(s, func() tail {
@@ -96,6 +96,11 @@ func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err e
 		if ms := slices.DeleteFunc(t.msgs, func(m chat.Message) bool { return m.Seq <= s.lastSeq }); len(ms) > 0 {
 			s.log.Warn().Int64("from_seq", ms[0].Seq).Int("messages", len(ms)).Msg("a write reported failed had landed; the session takes its messages in")
 			s.appendMsgs(ms...)
+			// Announced as stored ones are, which no write announced.
+			for _, m := range ms {
+				s.publish(storedEvent(m), "", m)
+			}
+			s.tailAnnounced = ms[len(ms)-1].Seq
 		}
 		then(ctx, nil)
 	})

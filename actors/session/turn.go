@@ -315,7 +315,9 @@ func (s *session) announce(ctx actor.Context, p pending, st decision, warn *chat
 	ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
 	s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
 	for _, m := range s.turn.stored {
-		s.publish(chat.EventMessage, p.msg.TurnID, m)
+		if m.Seq > s.tailAnnounced { // else readTail announced it
+			s.publish(chat.EventMessage, p.msg.TurnID, m)
+		}
 	}
 	s.armProgress(ctx)
 	if warn != nil {
@@ -800,12 +802,16 @@ func (s *session) announceTurnMsgs(stored []chat.Message) {
 	s.appendMsgs(stored...)
 	t.stored = append(t.stored, stored...)
 	for _, m := range stored {
-		ev := chat.EventMessage
-		if m.Role == chat.RoleTool {
-			ev = chat.EventToolResult
-		}
-		s.publish(ev, t.id, m)
+		s.publish(storedEvent(m), t.id, m)
 	}
+}
+
+// storedEvent is the event that announces the stored message m.
+func storedEvent(m chat.Message) string {
+	if m.Role == chat.RoleTool {
+		return chat.EventToolResult
+	}
+	return chat.EventMessage
 }
 
 func (s *session) modelFailed(ctx actor.Context, m *modelDone) {

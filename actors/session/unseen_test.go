@@ -213,3 +213,76 @@ func TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesATailReadTakesInAreAnnouncedOnce: a message the session
+// takes in by reading the log's tail (its write landed though it was
+// reported failed, or another node wrote it) is announced to the chat's
+// watchers as a stored message is, once, in the log's order: also when
+// the session's own write turns out to be it (sent again under its key),
+// or is read in with it (the log moved under the turn's write). Such a
+// message was taken in but never announced, so a watcher never saw it.
+func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
+	replies := []providers.Response{reply("one"), reply("two"), reply("three")}
+	for name, tc := range map[string]struct {
+		before func(h *harness)
+		last   *SubmitTurn
+		want   []string // the message events' contents, in order
+	}{
+		"the next turn after a write that landed unseen": {
+			before: func(h *harness) {
+				h.loseWrite(1)
+				if r, ok := h.ask(&SubmitTurn{TurnID: "t1", Message: chat.Message{Content: "hello"}}).(*Rejected); !ok || r.Err == nil {
+					t.Fatalf("a send whose write's answer was lost: %#v; want it refused", r)
+				}
+			},
+			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "next"}},
+			want: []string{"hello", "next"},
+		},
+		"the same message sent again under its key": {
+			before: func(h *harness) {
+				h.loseWrite(1)
+				if r, ok := h.ask(&SubmitTurn{TurnID: "t1", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}}).(*Rejected); !ok || r.Err == nil {
+					t.Fatalf("a send whose write's answer was lost: %#v; want it refused", r)
+				}
+			},
+			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}},
+			want: []string{"hello"},
+		},
+		"a turn whose write lands after another node's message": {
+			before: func(h *harness) {
+				h.turn("first")
+				if _, err := h.store.Append(context.Background(), "c1", chat.Message{Role: chat.RoleUser, Content: "from another node"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "next"}},
+			want: []string{"first", "from another node", "next"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 128_000, nil, replies...)
+			sub := h.bus.Subscribe("c1", 1024, chat.EventMessage, chat.EventTurnCompleted)
+			defer sub.Close()
+			tc.before(h)
+			res, _ := h.submit(tc.last)
+			if res.Problem != nil {
+				t.Fatalf("the last turn: %+v", res.Problem)
+			}
+			var got []string
+			for ev := range sub.C {
+				if ev.Type == chat.EventTurnCompleted {
+					if ev.TurnID == tc.last.TurnID {
+						break
+					}
+					continue
+				}
+				if m := ev.Data.(chat.Message); m.Role == chat.RoleUser {
+					got = append(got, m.Content)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the watcher saw the person's messages %q; want %q, each once", got, tc.want)
+			}
+		})
+	}
+}
