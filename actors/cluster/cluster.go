@@ -70,6 +70,9 @@ type Config struct {
 	// endWatch, set by tests only, ends the etcd provider's watch of the
 	// members at each receive.
 	endWatch <-chan struct{}
+	// keepAliveFault, set by tests only, is the etcd provider's
+	// (etcdProvider.keepAliveFault).
+	keepAliveFault func() (closed bool, err error)
 }
 
 // Node is this process's membership of the cluster.
@@ -187,7 +190,10 @@ func (n *Node) stopStarted(provider pcluster.ClusterProvider) {
 }
 
 // release closes what a provider StartMember never reached holds: etcd's
-// has its client open from the start (newProvider).
+// has its client open from the start (newProvider). Kubernetes' holds
+// nothing yet, and is not shut down: its Shutdown reads the cluster its
+// StartMember keeps (a nil pointer before), and its client (client-go's,
+// which dials at its first request and has no Close) has dialled nothing.
 func (n *Node) release(provider pcluster.ClusterProvider) {
 	if p, ok := provider.(*etcdProvider); ok {
 		if err := p.Shutdown(false); err != nil {
@@ -214,7 +220,7 @@ func newProvider(ctx context.Context, cc configs.Cluster, cfg Config) (pcluster.
 		if err != nil {
 			return nil, err
 		}
-		p.failStart, p.endWatch = cfg.failProviderStart, cfg.endWatch
+		p.failStart, p.endWatch, p.keepAliveFault = cfg.failProviderStart, cfg.endWatch, cfg.keepAliveFault
 		return p, nil
 	}
 	return nil, fmt.Errorf("cluster.provider %q: want etcd or kubernetes", cc.Provider)

@@ -44,6 +44,11 @@ type etcdProvider struct {
 	// endWatch, set by tests only, ends the watch of the cluster's key
 	// at each receive.
 	endWatch <-chan struct{}
+	// keepAliveFault, set by tests only, is asked before each keep-alive
+	// run starts after a lost lease: an error fails it, as the client's
+	// can; closed has its channel close at once, as the client's does
+	// when it hears nothing of the lease for its TTL.
+	keepAliveFault func() (closed bool, err error)
 
 	c      *pcluster.Cluster
 	prefix string // /agentd/<cluster>/
@@ -146,9 +151,9 @@ func (p *etcdProvider) Shutdown(bool) error {
 	}
 	p.alive.Store(false)
 	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), etcdWait)
+	defer cancel()
 	if p.registered {
-		ctx, cancel := context.WithTimeout(context.Background(), etcdWait)
-		defer cancel()
 		if _, err := p.cli.Delete(ctx, p.key); err != nil {
 			errs = append(errs, fmt.Errorf("deregister %s from etcd: %w", p.key, err))
 		}
@@ -156,6 +161,8 @@ func (p *etcdProvider) Shutdown(bool) error {
 		if _, err := p.cli.Revoke(ctx, p.lease); err != nil {
 			errs = append(errs, fmt.Errorf("revoke the etcd lease of %s: %w", p.key, err))
 		}
+	} else if p.lease != 0 {
+		_, _ = p.cli.Revoke(ctx, p.lease) // a lost lease's, as register does
 	}
 	if err := p.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, fmt.Errorf("close the etcd client: %w", err))
@@ -216,13 +223,22 @@ func memberOf(value []byte) (*etcd.Node, error) {
 	return n, nil
 }
 
-// register puts this node's record on a new lease.
+// register puts this node's record on a new lease. The previous lease,
+// whose keep-alive ended, is revoked first, as far as etcd answers: its
+// keep-alive also ends when the client hears nothing of it for its TTL,
+// while etcd may still hold it and this node's previous record on it,
+// listing the node twice until it expires. (One already expired answers
+// not found; one etcd cannot revoke now expires within its TTL.)
 func (p *etcdProvider) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, etcdWait)
 	defer cancel()
 	data, err := p.self.Serialize()
 	if err != nil {
 		return fmt.Errorf("encode member %s: %w", p.self.ID, err)
+	}
+	if p.lease != 0 {
+		_, _ = p.cli.Revoke(ctx, p.lease)
+		p.lease = 0
 	}
 	lease, err := p.cli.Grant(ctx, leaseTTL)
 	if err != nil {
@@ -279,16 +295,26 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 			}
 		case <-retryLease:
 			retryLease = nil
-			if err := p.register(ctx); err != nil {
+			// Registered, its keep-alive failed to start: the lease is
+			// kept alive on the next try, not left to linger beside a new
+			// one (if it has expired meanwhile, its keep-alive ends at
+			// once, and the node registers again).
+			if !p.registered {
+				if err := p.register(ctx); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					p.log.Warn().Err(err).Dur("retry_in", etcdRetry).Msg("etcd lease lost; register again")
+					retryLease = time.After(etcdRetry)
+					continue
+				}
+			}
+			var err error
+			if ka, err = p.keepAlive(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				p.log.Warn().Err(err).Dur("retry_in", etcdRetry).Msg("etcd lease lost; register again")
-				retryLease = time.After(etcdRetry)
-				continue
-			}
-			var err error
-			if ka, err = p.cli.KeepAlive(ctx, p.lease); err != nil {
+				p.log.Warn().Err(err).Dur("retry_in", etcdRetry).Msg("keep the etcd lease alive")
 				ka, retryLease = nil, time.After(etcdRetry)
 				continue
 			}
@@ -320,6 +346,22 @@ func (p *etcdProvider) run(ctx context.Context, rev int64, ka <-chan *clientv3.L
 			watch, endWatch = p.watch(ctx, rev)
 		}
 	}
+}
+
+// keepAlive keeps the lease of this node's registration alive, once it
+// was registered again after a lost lease.
+func (p *etcdProvider) keepAlive(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	if p.keepAliveFault != nil {
+		switch closed, err := p.keepAliveFault(); {
+		case err != nil:
+			return nil, err
+		case closed:
+			ka := make(chan *clientv3.LeaseKeepAliveResponse)
+			close(ka)
+			return ka, nil
+		}
+	}
+	return p.cli.KeepAlive(ctx, p.lease)
 }
 
 // watch watches the cluster's key from the revision after rev, until ctx

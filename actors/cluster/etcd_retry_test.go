@@ -7,8 +7,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +96,7 @@ func leaseOf(ctx context.Context, t *testing.T, cli *clientv3.Client, key string
 
 // hasMember says whether n's member list has a member at addr.
 func hasMember(n *Node, addr string) bool {
-	return slices.ContainsFunc(n.c.MemberList.Members().Members(), func(m *pcluster.Member) bool { return m.Address() == addr })
+	return slices.ContainsFunc(members(n), func(m *pcluster.Member) bool { return m.Address() == addr })
 }
 
 // A node whose watch of the members ends (as when etcd compacts past it or
@@ -119,4 +121,88 @@ func TestEtcdMemberWhoseWatchEndsWatchesAgain(t *testing.T) {
 	leaveC()
 	waitFor(t, "a to see c leave", func() bool { return !hasMember(a, c.Address()) })
 	waitMembers(t, 2, a, b)
+}
+
+// A node registered again after a lost lease whose keep-alive then fails
+// leaves no lease of its own behind to linger until its TTL: one whose
+// keep-alive did not start is kept alive on the next try, not replaced
+// by a new one; one whose keep-alive ended (as when the client hears
+// nothing of it for its TTL, etcd holding it still) is revoked, its
+// record with it, before the node registers again, so no other node lists
+// it twice meanwhile. Each was left to expire, a new lease taken beside.
+func TestEtcdMemberWhoseKeepAliveFailsLeavesNoLeaseBehind(t *testing.T) {
+	endpoints := etcdtest.Endpoints(t)
+	cli := etcdClient(t, endpoints)
+	for name, closed := range map[string]bool{"fails to start": false, "ends at once": true} {
+		t.Run(name, func(t *testing.T) {
+			cluster := etcdtest.ClusterName()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cc := configs.Cluster{Enabled: true, Name: cluster, Provider: configs.ClusterEtcd, EtcdEndpoints: endpoints}
+			var faults atomic.Int32 // the provider's run asks, the test reads
+			fault := func() (bool, error) {
+				if faults.Add(1) > 1 {
+					return false, nil
+				}
+				if closed {
+					return true, nil
+				}
+				return false, errors.New("keep-alive refused")
+			}
+			a, _ := joinOn(ctx, t, cc, Config{Log: zerolog.Nop(), keepAliveFault: fault})
+			b, _ := joinOn(ctx, t, cc, Config{Log: zerolog.Nop()})
+			waitMembers(t, 2, a, b)
+
+			key := "/agentd/" + cluster + "/" + cluster + "@" + a.c.ActorSystem.ID
+			now, err := cli.Get(ctx, key)
+			if err != nil || len(now.Kvs) == 0 {
+				t.Fatalf("%s: %v, %v", key, now, err)
+			}
+			// What a's records go through from here, in etcd's order.
+			wctx, endWatch := context.WithCancel(ctx)
+			defer endWatch()
+			events := cli.Watch(wctx, key, clientv3.WithPrefix(), clientv3.WithRev(now.Header.Revision+1))
+			if _, err := cli.Revoke(ctx, clientv3.LeaseID(now.Kvs[0].Lease)); err != nil {
+				t.Fatal(err)
+			}
+			if closed {
+				// Its keep-alive ended at once: #1's record is gone, its
+				// lease revoked, before #2's is put.
+				var lease int64
+				gone := false
+				for res := range events {
+					for _, ev := range res.Events {
+						switch k := string(ev.Kv.Key); {
+						case k == key+"#1" && ev.Type == clientv3.EventTypePut:
+							lease = ev.Kv.Lease
+						case k == key+"#1" && ev.Type == clientv3.EventTypeDelete:
+							gone = true
+						case k == key+"#2" && ev.Type == clientv3.EventTypePut && !gone:
+							t.Fatalf("%s#2 was put while %s#1 was still there; want #1's lease revoked first", key, key)
+						case k == key+"#2" && ev.Type == clientv3.EventTypePut:
+							if res, err := cli.TimeToLive(ctx, clientv3.LeaseID(lease)); err != nil || lease == 0 || res.TTL > 0 {
+								t.Fatalf("the lease of %s#1 (%x): %+v, %v; want it revoked", key, lease, res, err)
+							}
+							endWatch()
+						}
+					}
+				}
+				if wctx.Err() == nil || ctx.Err() != nil {
+					t.Fatalf("the watch of a's records ended before %s#2 was put", key)
+				}
+				waitFor(t, "b to see a once", func() bool { return hasMember(b, a.Address()) && len(members(b)) == 2 })
+			} else {
+				var lease int64
+				waitFor(t, key+"#1 registered", func() bool { lease = leaseOf(ctx, t, cli, key+"#1"); return lease != 0 })
+				wantState(t, a, 2, true, 0)
+				if l := leaseOf(ctx, t, cli, key+"#1"); l != lease {
+					t.Fatalf("%s is on lease %x once kept alive, %x before; want the lease whose keep-alive failed kept", key+"#1", l, lease)
+				}
+			}
+			if faults.Load() < 2 {
+				t.Fatalf("the keep-alive was asked for %d times; want the fault, then once more", faults.Load())
+			}
+			wantState(t, a, 2, true, 0)
+		})
+	}
 }

@@ -85,7 +85,7 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	bID := name + "@" + b.c.ActorSystem.ID
 	bAt := func(host string, port int32) func() bool {
 		return func() bool {
-			m := a.c.MemberList.Members().Members()
+			m := members(a)
 			i := slices.IndexFunc(m, func(m *pcluster.Member) bool { return m.Id == bID })
 			return len(m) == 2 && i >= 0 && m[i].Host == host && m[i].Port == port
 		}
@@ -106,7 +106,7 @@ func TestClusterJoinSkipsRecordsThatAreNotMembers(t *testing.T) {
 	}
 	waitFor(t, "a warning for "+after, func() bool { return strings.Contains(logs.String(), `"key":"`+after+`"`) })
 	if !bAt(host, int32(port))() {
-		t.Fatalf("a's members after a copy of b's record at another address: %v; want b at %s", a.c.MemberList.Members().Members(), b.Address())
+		t.Fatalf("a's members after a copy of b's record at another address: %v; want b at %s", members(a), b.Address())
 	}
 	// The late record and the one after the copy; the copy is a member's.
 	wantState(t, a, 2, true, int64(len(bad))+2)
@@ -251,7 +251,9 @@ func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) (
 	t.Helper()
 	for try := 0; ; try++ {
 		cc.Bind = testkit.FreeAddr(t)
-		n, err := Join(ctx, actors.NewSystem(zerolog.Nop()), cc, cfg)
+		sys := actors.NewSystem(zerolog.Nop())
+		watchMembers(t, sys)
+		n, err := Join(ctx, sys, cc, cfg)
 		if err != nil && strings.Contains(err.Error(), "failed to listen") && try < 3 {
 			continue
 		}
@@ -268,12 +270,46 @@ func joinOn(ctx context.Context, t *testing.T, cc configs.Cluster, cfg Config) (
 func waitMembers(t *testing.T, want int, nodes ...*Node) {
 	t.Helper()
 	for _, n := range nodes {
-		for deadline := time.Now().Add(time.Minute); n.c.MemberList.Members().Len() != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); len(members(n)) != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("node %s sees %d members; want %d", n.Address(), n.c.MemberList.Members().Len(), want)
+				t.Fatalf("node %s sees %d members; want %d", n.Address(), len(members(n)), want)
 			}
 		}
 	}
+}
+
+// memberViews holds, by actor system, the members of each node joinOn
+// joined, as its member list last published them: MemberList.Members
+// reads without the list's lock, a race with the goroutine updating it.
+var memberViews sync.Map // *actor.ActorSystem → *memberView
+
+type memberView struct {
+	mu      sync.Mutex
+	members []*pcluster.Member
+}
+
+// watchMembers keeps sys's members in memberViews from its member list's
+// topologies, from before the node joins.
+func watchMembers(t *testing.T, sys *actor.ActorSystem) {
+	v := &memberView{}
+	memberViews.Store(sys, v)
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if top, ok := evt.(*pcluster.ClusterTopology); ok {
+			v.mu.Lock()
+			v.members = top.Members
+			v.mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { sys.EventStream.Unsubscribe(sub); memberViews.Delete(sys) })
+}
+
+// members answers n's members as its member list last published them.
+func members(n *Node) []*pcluster.Member {
+	v, _ := memberViews.Load(n.c.ActorSystem)
+	mv := v.(*memberView)
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	return mv.members
 }
 
 func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
