@@ -38,7 +38,10 @@ import (
 // the same values in at 2-2.5 times the speed (BenchmarkOverheadRequest).
 // The benches run the fake on agentd's cores, and with encoding/json a
 // 100 KB request cost the fake more CPU than agentd spent on its turn.
-var v1 = jsonv1.DefaultOptionsV1()
+// It leaves out encoding/json's way of reporting errors, which scans the
+// whole body once before decoding it (two fifths of the decoding): a bad
+// body is refused all the same, with the fake's one fixed message.
+var v1 = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
 
 // ModelEntry is one model the list returns.
 type ModelEntry struct {
@@ -171,36 +174,6 @@ type wireTool struct {
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"function"`
-}
-
-// wireChunk is one streamed chat.completion.chunk, its fields in the
-// order OpenAI sends them (a struct, not a map: the benches run this fake
-// on agentd's cores).
-type wireChunk struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint string          `json:"system_fingerprint"`
-	Choices           []wireChoice    `json:"choices"`
-	Usage             json.RawMessage `json:"usage,omitempty"`
-}
-
-type wireChoice struct {
-	Index        int       `json:"index"`
-	Delta        wireDelta `json:"delta"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
-}
-
-// wireDelta is a chunk's delta: only the fields set are sent.
-type wireDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content,omitempty"`
-	Refusal          json.RawMessage `json:"refusal,omitempty"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	Reasoning        *string         `json:"reasoning,omitempty"`
-	ToolCalls        []wireToolCall  `json:"tool_calls,omitempty"`
 }
 
 type wirePart struct {
@@ -533,22 +506,6 @@ func outputTokens(r testkit.Reply) int {
 	return n
 }
 
-func wireUsage(u chat.Usage) map[string]any {
-	return map[string]any{
-		"prompt_tokens":     u.InputTokens,
-		"completion_tokens": u.OutputTokens,
-		"total_tokens":      u.InputTokens + u.OutputTokens,
-		"prompt_tokens_details": map[string]any{
-			"cached_tokens": u.CachedTokens,
-			"audio_tokens":  0,
-		},
-		"completion_tokens_details": map[string]any{
-			"reasoning_tokens": u.ReasoningTokens, "audio_tokens": 0,
-			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
-		},
-	}
-}
-
 func callID(tc chat.ToolCall, i int) string {
 	if tc.ID != "" {
 		return tc.ID
@@ -577,7 +534,7 @@ func (s *Server) whole(w http.ResponseWriter, id, model string, reply testkit.Re
 	body := map[string]any{
 		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 		"choices": []map[string]any{{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-		"usage":   wireUsage(usage), "system_fingerprint": "fp_fake",
+		"usage":   json.RawMessage(appendUsage(nil, usage)), "system_fingerprint": "fp_fake",
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
@@ -599,35 +556,21 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 	}
 
 	sent := 0
-	var line []byte
-	send := func(v any) {
+	send := func(line []byte) {
 		if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
 			// Drop the connection mid-stream: the client sees a chunked
 			// body that never terminates properly.
 			panic(http.ErrAbortHandler)
 		}
-		b, _ := json.Marshal(v)
-		line = append(append(append(line[:0], "data: "...), b...), "\n\n"...)
 		_, _ = w.Write(line)
 		if flusher != nil {
 			flusher.Flush()
 		}
 		sent++
 	}
-	var usageNull json.RawMessage
-	if includeUsage {
-		usageNull = json.RawMessage("null")
-	}
-	chunk := func(delta wireDelta, finish string) wireChunk {
-		c := wireChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: "fp_fake",
-			Choices: []wireChoice{{Delta: delta}}, Usage: usageNull}
-		if finish != "" {
-			c.Choices[0].FinishReason = &finish
-		}
-		return c
-	}
+	lines := newChunkLines(id, created, req.Model, includeUsage)
 
-	send(chunk(wireDelta{Role: "assistant", Content: new(string), Refusal: json.RawMessage("null")}, ""))
+	send(lines.delta(wireDelta{Role: "assistant", Content: new(string), Refusal: json.RawMessage("null")}, ""))
 	if reply.StreamError != "" {
 		data := reply.StreamError
 		if !strings.HasPrefix(strings.TrimSpace(data), "{") {
@@ -644,32 +587,25 @@ func (s *Server) stream(w http.ResponseWriter, id string, req wireRequest, reply
 		} else {
 			d.ReasoningContent = &p
 		}
-		send(chunk(d, ""))
+		send(lines.delta(d, ""))
 	}
 	for _, p := range testkit.Chunks(reply.Text, reply.ChunkRunes) {
-		send(chunk(wireDelta{Content: &p}, ""))
+		send(lines.delta(wireDelta{Content: &p}, ""))
 	}
 	for _, p := range testkit.Chunks(reply.Refusal, reply.ChunkRunes) {
 		// choices[].delta.refusal of a chat.completion.chunk
 		// (https://platform.openai.com/docs/api-reference/chat-streaming/streaming).
-		b, _ := json.Marshal(p)
-		send(chunk(wireDelta{Refusal: b}, ""))
+		send(lines.delta(wireDelta{Refusal: appendString(nil, p)}, ""))
 	}
 	for i, tc := range reply.ToolCalls {
-		first := wireToolCall{Index: &i, ID: callID(tc, i), Type: "function"}
-		first.Function.Name = tc.Name
-		send(chunk(wireDelta{ToolCalls: []wireToolCall{first}}, ""))
+		send(lines.delta(wireDelta{ToolCall: &deltaCall{Index: i, ID: callID(tc, i), Type: "function", Name: tc.Name}}, ""))
 		for _, p := range testkit.Chunks(tc.Arguments, reply.ChunkRunes) {
-			more := wireToolCall{Index: &i}
-			more.Function.Arguments = p
-			send(chunk(wireDelta{ToolCalls: []wireToolCall{more}}, ""))
+			send(lines.delta(wireDelta{ToolCall: &deltaCall{Index: i, Arguments: p}}, ""))
 		}
 	}
-	send(chunk(wireDelta{}, finish))
+	send(lines.delta(wireDelta{}, finish))
 	if includeUsage {
-		u, _ := json.Marshal(wireUsage(usage))
-		send(wireChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: "fp_fake",
-			Choices: []wireChoice{}, Usage: u})
+		send(lines.usage(usage))
 	}
 	if reply.CutAfterChunks > 0 && sent >= reply.CutAfterChunks {
 		panic(http.ErrAbortHandler)
