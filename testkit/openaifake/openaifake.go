@@ -187,6 +187,7 @@ type wirePart struct {
 // toolList is a request's tools as the fake reads them: their names, and
 // each tool's block of the prompt (its texts, counted).
 type toolList struct {
+	raw    string // as sent, checked by decoding it
 	names  []string
 	blocks []testkit.Block
 	tokens int
@@ -221,7 +222,7 @@ const maxToolLists = 64
 
 func (l *toolLists) get(raw jsontext.Value) (*toolList, error) {
 	if raw.Kind() == 'n' {
-		return &toolList{}, nil
+		return nil, nil
 	}
 	l.mu.Lock()
 	tl, ok := l.lists[string(raw)]
@@ -233,7 +234,7 @@ func (l *toolLists) get(raw jsontext.Value) (*toolList, error) {
 	if err := jsonv2.Unmarshal(raw, &wire, v1); err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
-	tl = &toolList{}
+	tl = &toolList{raw: string(raw)}
 	for _, t := range wire {
 		tl.names = append(tl.names, t.Function.Name)
 		b := block("tool", t.Function.Name, t.Function.Description, string(t.Function.Parameters))
@@ -245,7 +246,7 @@ func (l *toolLists) get(raw jsontext.Value) (*toolList, error) {
 	if len(l.lists) >= maxToolLists || l.lists == nil {
 		l.lists = make(map[string]*toolList)
 	}
-	l.lists[string(raw)] = tl
+	l.lists[tl.raw] = tl
 	return tl, nil
 }
 
@@ -419,14 +420,28 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, err
 }
 
+// decodeRequest decodes a chat request, its tool list cut out first when
+// it is one already decoded (toolLists.cut).
+func decodeRequest(raw []byte) (wireRequest, error) {
+	body, tools := lists.cut(raw)
+	var req wireRequest
+	if err := jsonv2.Unmarshal(body, &req, v1); err != nil {
+		return req, err
+	}
+	if tools != nil {
+		req.Tools.toolList = tools
+	}
+	return req, nil
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, "could not read body", "invalid_request_error", nil)
 		return
 	}
-	var req wireRequest
-	if err := jsonv2.Unmarshal(raw, &req, v1); err != nil {
+	req, err := decodeRequest(raw)
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "We could not parse the JSON body of your request.", "invalid_request_error", nil)
 		return
 	}

@@ -1,0 +1,68 @@
+package openaifake
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// TestToolListCutReadsAsTheDecoderDoes: a body whose known tool list is
+// cut out before decoding reads as the whole body does (or is refused as
+// it is), and the cut happens where the body is plain.
+func TestToolListCutReadsAsTheDecoderDoes(t *testing.T) {
+	list := `[{"type":"function","function":{"name":"get_weather","description":"The \"weather\" \\ in a city.","parameters":{"type":"object","properties":{"tools":{"type":"array"}}}}}]`
+	// Only list and other are known: the fake's lists are every test's.
+	lists.mu.Lock()
+	lists.lists = nil
+	lists.mu.Unlock()
+	other := `[{"type":"function","function":{"name":"clock"}}]`
+	for _, l := range []string{list, other} {
+		if _, err := lists.get([]byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := `"messages":[{"role":"user","content":"say \"tools\":` + strings.ReplaceAll(list, `"`, `\"`) + ` \\"},{"role":"assistant","content":"a\\\\","tools":` + list + `}]`
+	cases := []struct {
+		body string
+		cut  bool
+	}{
+		{`{"model":"m",` + msgs + `,"tools":` + list + `}`, true},
+		{`{"tools":` + list + `,"model":"m",` + msgs + `}`, true},
+		{" {\n \"model\" : \"m\" ,\t\"tools\" :\r\n" + list + " , \"stream\" : true ,\"max_tokens\":10,\"x\":null,\"y\":[1,{\"a\":[]}],\"z\":false}\n", true},
+		{`{"model":"m","max_tokens":-1.5e3,"stream_options":{"include_usage":true},"tools":` + list + `}`, true},
+		{`{"model":"m",,"tools":` + list + `}`, true},
+		{`{"model":"m","tools":` + list + `}}`, true},
+		{`{"model":"m","tools":` + list, true},
+		{`{"model":"m","tools":` + list + `,"stream":tru}`, true},
+		{`{"model":"m","Tools":` + list + `}`, false},
+		{`{"model":"m","tools":` + list + `,"tools":null}`, false},
+		{`{"model":"m","tools":` + list + `,"tools":` + other + `}`, true},
+		{`{"model":"m","tools":` + list + `,"Tools":` + other + `}`, false},
+		{`{"model":"m","Tools":` + other + `,"tools":` + list + `}`, false},
+		{`{"model":"m","tools":` + list + `,"tool\u0073":` + other + `}`, false},
+		{`{"model":"m","tools":null,"tools":` + list + `}`, false},
+		{`{"model":"m","tool\u0073":` + list + `}`, false},
+		{`{"model":"m","tools":` + strings.TrimSuffix(list, "]") + `,{"type":"function","function":{"name":"more"}}]}`, false},
+		{`{"model":"m","tools":[{"type":"function","function":{"name":"not_seen_before"}}]}`, false},
+		{`{"model":"m","messages":"unterminated,"tools":` + list + `}`, false},
+		{`[` + list + `]`, false},
+		{``, false},
+	}
+	for _, c := range cases {
+		if _, tools := lists.cut([]byte(c.body)); (tools != nil) != c.cut {
+			t.Errorf("%s: cut %v, want %v", c.body, tools != nil, c.cut)
+		}
+		var whole wireRequest
+		wholeErr := jsonv2.Unmarshal([]byte(c.body), &whole, v1)
+		part, partErr := decodeRequest([]byte(c.body))
+		if (wholeErr == nil) != (partErr == nil) {
+			t.Errorf("%s: whole body's error %v, cut body's %v", c.body, wholeErr, partErr)
+			continue
+		}
+		if wholeErr == nil && !reflect.DeepEqual(whole, part) {
+			t.Errorf("%s: whole body reads %+v, cut body %+v", c.body, whole, part)
+		}
+	}
+}
