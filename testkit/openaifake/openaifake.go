@@ -420,18 +420,17 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, err
 }
 
-// decodeRequest decodes a chat request, its tool list cut out first when
-// it is one already decoded (toolLists.cut).
+// decodeRequest decodes a chat request, its tool list blanked out while
+// it decodes when it is one already decoded (toolLists.blank).
 func decodeRequest(raw []byte) (wireRequest, error) {
-	body, tools := lists.cut(raw)
+	tools, at := lists.blank(raw)
 	var req wireRequest
-	if err := jsonv2.Unmarshal(body, &req, v1); err != nil {
-		return req, err
-	}
+	err := jsonv2.Unmarshal(raw, &req, v1)
 	if tools != nil {
+		copy(raw[at:], tools.raw)
 		req.Tools.toolList = tools
 	}
-	return req, nil
+	return req, err
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {

@@ -8,10 +8,11 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// TestToolListCutReadsAsTheDecoderDoes: a body whose known tool list is
-// cut out before decoding reads as the whole body does (or is refused as
-// it is), and the cut happens where the body is plain.
-func TestToolListCutReadsAsTheDecoderDoes(t *testing.T) {
+// TestBlankedToolListReadsAsTheDecoderDoes: a body whose known tool list
+// is blanked out while it decodes reads as the whole body does (or is
+// refused as it is), is given back as it came, and is blanked where it is
+// plain.
+func TestBlankedToolListReadsAsTheDecoderDoes(t *testing.T) {
 	list := `[{"type":"function","function":{"name":"get_weather","description":"The \"weather\" \\ in a city.","parameters":{"type":"object","properties":{"tools":{"type":"array"}}}}}]`
 	// Only list and other are known: the fake's lists are every test's.
 	lists.mu.Lock()
@@ -25,8 +26,8 @@ func TestToolListCutReadsAsTheDecoderDoes(t *testing.T) {
 	}
 	msgs := `"messages":[{"role":"user","content":"say \"tools\":` + strings.ReplaceAll(list, `"`, `\"`) + ` \\"},{"role":"assistant","content":"a\\\\","tools":` + list + `}]`
 	cases := []struct {
-		body string
-		cut  bool
+		body  string
+		blank bool
 	}{
 		{`{"model":"m",` + msgs + `,"tools":` + list + `}`, true},
 		{`{"tools":` + list + `,"model":"m",` + msgs + `}`, true},
@@ -51,18 +52,25 @@ func TestToolListCutReadsAsTheDecoderDoes(t *testing.T) {
 		{``, false},
 	}
 	for _, c := range cases {
-		if _, tools := lists.cut([]byte(c.body)); (tools != nil) != c.cut {
-			t.Errorf("%s: cut %v, want %v", c.body, tools != nil, c.cut)
+		blanked := []byte(c.body)
+		if tools, at := lists.blank(blanked); (tools != nil) != c.blank {
+			t.Errorf("%s: blanked %v, want %v", c.body, tools != nil, c.blank)
+		} else if tools != nil && string(blanked[at:at+len(tools.raw)]) != "null"+strings.Repeat(" ", len(tools.raw)-4) {
+			t.Errorf("%s: blanked as %s", c.body, blanked)
 		}
 		var whole wireRequest
 		wholeErr := jsonv2.Unmarshal([]byte(c.body), &whole, v1)
-		part, partErr := decodeRequest([]byte(c.body))
+		raw := []byte(c.body)
+		part, partErr := decodeRequest(raw)
+		if string(raw) != c.body {
+			t.Errorf("%s: decoding left the body as %s", c.body, raw)
+		}
 		if (wholeErr == nil) != (partErr == nil) {
-			t.Errorf("%s: whole body's error %v, cut body's %v", c.body, wholeErr, partErr)
+			t.Errorf("%s: whole body's error %v, blanked body's %v", c.body, wholeErr, partErr)
 			continue
 		}
 		if wholeErr == nil && !reflect.DeepEqual(whole, part) {
-			t.Errorf("%s: whole body reads %+v, cut body %+v", c.body, whole, part)
+			t.Errorf("%s: whole body reads %+v, blanked body %+v", c.body, whole, part)
 		}
 	}
 }
