@@ -44,7 +44,8 @@ func scaleBody() string {
 func BenchmarkOverheadRequest(b *testing.B) { benchmarkRequest(b, overheadBody()) }
 
 // BenchmarkScaleRequest: every chat of the scale bench sends the same tool
-// list, which the fake decodes once (toolLists).
+// list, which the fake decodes once and then blanks out of the body before
+// decoding it (toolLists).
 func BenchmarkScaleRequest(b *testing.B) { benchmarkRequest(b, scaleBody()) }
 
 func benchmarkRequest(b *testing.B, body string) {

@@ -210,6 +210,8 @@ func (t *wireTools) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 // chats of one tool set the same list, byte for byte; in the scale bench
 // it is four fifths of every request, and the benches run this fake on
 // agentd's cores. At most maxToolLists are kept: past that it starts over.
+// A list it knows is blanked out of a body before the body is decoded
+// (blank), so the decoder does not scan it either.
 type toolLists struct {
 	mu    sync.Mutex
 	lists map[string]*toolList
