@@ -258,6 +258,12 @@ func (s *chunkStream) next() bool {
 		s.drain()
 		return s.end(nil)
 	}
+	if !strings.HasPrefix(ev.Type, "thread.") {
+		if c, ok := commonChunk(ev.Data); ok { // an object without "error"
+			s.cur = c
+			return true
+		}
+	}
 	if e := gjson.GetBytes(ev.Data, "error"); e.Exists() {
 		return s.end(&ssestream.StreamError{Message: "received error while streaming: " + e.String(), Event: ev})
 	}
