@@ -45,8 +45,13 @@ type scanner struct {
 }
 
 func (s *scanner) space() {
-	for s.i < len(s.b) && strings.IndexByte(jsonSpace, s.b[s.i]) >= 0 {
-		s.i++
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\r', '\n': // jsonSpace
+			s.i++
+		default:
+			return
+		}
 	}
 }
 

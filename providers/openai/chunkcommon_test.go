@@ -127,3 +127,23 @@ func BenchmarkChunkStream(b *testing.B) {
 		readText(body, true)
 	}
 }
+
+func BenchmarkDecodeTextChunk(b *testing.B) {
+	data := []byte(commonSeeds[1])
+	b.Run("common", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := commonChunk(data); !ok {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeChunk(data); err != nil || gjson.GetBytes(data, "error").Exists() {
+				b.Fatal(err)
+			}
+		}
+	})
+}
