@@ -10,11 +10,11 @@ import (
 
 // commonChunk decodes the chunk nearly every event of an answer is, by
 // hand: choices whose delta carries text (content, refusal, thinking) and
-// perhaps a finish reason, with a null usage. The full decoder
+// perhaps a finish reason, with a null usage or the usage's counts. The full decoder
 // (decodeChunk) was a tenth of agentd's own CPU per plain turn, a chunk
 // being a few tokens in some 200 bytes of envelope. ok is false for
-// anything else, which the full decoder reads: tool calls, a usage object,
-// an "error" field or finish, a value of another type, a key it does not
+// anything else, which the full decoder reads: tool calls, a count that is
+// not a number, an "error" field or finish, a value of another type, a key it does not
 // know or that is escaped, repeated or in other letters' case, and any
 // JSON this scanner does not take. What it decodes reads as the full
 // decoder does (FuzzCommonChunkReadsAsDecodeChunk), and ok tells that the
@@ -26,7 +26,7 @@ func commonChunk(data []byte) (c chunk, ok bool) {
 		case "choices":
 			return s.choices(&c.Choices)
 		case "usage":
-			return s.literal("null")
+			return s.literal("null") || s.usage(&c)
 		case "id", "object", "created", "model", "system_fingerprint", "service_tier", "obfuscation":
 			return s.scalar()
 		}
@@ -156,6 +156,60 @@ func (s *scanner) delta(d *delta) bool {
 		}
 		return true
 	})
+}
+
+// usage reads the usage's counts, as numbers.
+func (s *scanner) usage(c *chunk) bool {
+	u := &chunkUsage{valid: true}
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
+		case "prompt_tokens":
+			return s.count(&u.PromptTokens)
+		case "completion_tokens":
+			return s.count(&u.CompletionTokens)
+		case "prompt_tokens_details":
+			return s.object(func(key []byte) bool {
+				switch string(key) {
+				case "cached_tokens":
+					return s.count(&u.PromptTokensDetails.CachedTokens)
+				case "audio_tokens":
+					return s.scalar()
+				}
+				return false
+			})
+		case "completion_tokens_details":
+			return s.object(func(key []byte) bool {
+				switch string(key) {
+				case "reasoning_tokens":
+					return s.count(&u.CompletionTokensDetails.ReasoningTokens)
+				case "accepted_prediction_tokens", "rejected_prediction_tokens", "audio_tokens":
+					return s.scalar()
+				}
+				return false
+			})
+		case "prompt_cache_hit_tokens":
+			var n lenientInt
+			ok := s.index(&n)
+			u.PromptCacheHitTokens = int(n)
+			return ok
+		case "total_tokens", "prompt_cache_miss_tokens":
+			return s.scalar()
+		}
+		return false
+	})
+	c.Usage = u
+	return ok
+}
+
+// count reads a number as lenientInt does.
+func (s *scanner) count(n *lenientInt) bool {
+	s.space()
+	start := s.i
+	if !s.number() {
+		return false
+	}
+	*n = parseLenientInt(s.b[start:s.i], 0)
+	return true
 }
 
 // index reads an integer.

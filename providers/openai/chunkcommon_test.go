@@ -23,6 +23,9 @@ var commonSeeds = []string{
 	`{"choices":[{"index":1,"delta":{"refusal":"no"}},{"index":0,"delta":{"content":"a"}}]}`,
 	` {"choices":[ ] , "created" : -1.5e+3, "model":true, "id":false } `,
 	`{}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"completion_tokens":22,"completion_tokens_details":{"accepted_prediction_tokens":0,"audio_tokens":0,"reasoning_tokens":7,"rejected_prediction_tokens":0},"prompt_tokens":100,"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":64},"total_tokens":122}}`,
+	`{"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_cache_hit_tokens":6,"prompt_cache_miss_tokens":4}}`,
+	`{"choices":[],"usage":{"prompt_tokens":1e3,"completion_tokens":2.7,"prompt_tokens_details":{}}}`,
 	`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"ERROR"}]}`,
 	`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"error"}]}`,
 	`{"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}`,
@@ -37,7 +40,11 @@ var commonSeeds = []string{
 	"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"raw \xff\"}}]}",
 	"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tab \t\"}}]}",
 	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}`,
-	`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}`,
+	`{"choices":[],"usage":{"prompt_tokens":"9","completion_tokens":2}}`,
+	`{"choices":[],"usage":{"prompt_tokens":9,"prompt_cache_hit_tokens":1.5}}`,
+	`{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}`,
+	`{"choices":[],"usage":{"prompt_tokens":9,"Prompt_tokens":8}}`,
+	`{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens":8}}`,
 	`{"error":{"message":"overloaded"}}`,
 	`{"choices":[{"index":0,"delta":{"content":"a"}}]} x`,
 	`{"choices":[{"index":0,"delta":{"content":"a"}}],}`,
@@ -58,7 +65,8 @@ func FuzzCommonChunkReadsAsDecodeChunk(f *testing.F) {
 			return
 		}
 		want, err := decodeChunk(b)
-		if err != nil || fullView(got) != fullView(want) {
+		gu, wu := got.usage(), want.usage()
+		if err != nil || fullView(got) != fullView(want) || (gu == nil) != (wu == nil) || gu != nil && usageOf(gu) != usageOf(wu) {
 			t.Fatalf("%q\n got %s\nwant %s (%v)", b, fullView(got), fullView(want), err)
 		}
 		if gjson.GetBytes(b, "error").Exists() {
@@ -73,7 +81,7 @@ func FuzzCommonChunkReadsAsDecodeChunk(f *testing.F) {
 func TestCommonChunkTakesTheCommonShapes(t *testing.T) {
 	for i, s := range commonSeeds {
 		_, ok := commonChunk([]byte(s))
-		if want := i < 8; ok != want {
+		if want := i < 11; ok != want {
 			t.Errorf("%s: taken %v, want %v", s, ok, want)
 		}
 	}
