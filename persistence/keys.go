@@ -36,7 +36,7 @@ func indexKey(txn *writeTxn, chatID string, m *chat.Message) error {
 	if m.IdempotencyKey == "" {
 		return nil
 	}
-	val, err := encode(m.Seq)
+	val, err := encode(&m.Seq)
 	if err != nil {
 		return err
 	}

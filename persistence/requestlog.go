@@ -103,8 +103,8 @@ func encodeSnapshot(snap Snapshot) (storedSnapshot, error) {
 		return storedSnapshot{}, err
 	}
 	out := storedSnapshot{whole: whole, turn: turn, reqs: make([][]byte, len(w.put)), requestWrites: w}
-	for i, r := range w.put {
-		if out.reqs[i], err = encode(r); err != nil {
+	for i := range w.put {
+		if out.reqs[i], err = encode(&w.put[i]); err != nil {
 			return storedSnapshot{}, fmt.Errorf("request %d: %w", w.first+int64(i), err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -232,15 +233,34 @@ var v1 = jsonv1.DefaultOptionsV1()
 // json.Marshal of an envelope would scan and copy the encoded value once
 // more to compact a RawMessage that is compact already. The bytes are the
 // same as json.Marshal(envelope{…}) (TestEnvelopeIsJSONs, FuzzEncodeIsJSONs).
+// It encodes into a pooled buffer and allocates only the value it returns:
+// json.Marshal's own copy, then the envelope's, were two of a turn's
+// every record.
 func encode(v any) ([]byte, error) {
-	d, err := jsonv2.Marshal(v, v1)
-	if err != nil {
+	buf := encodeBufs.Get().(*bytes.Buffer)
+	defer putEncodeBuf(buf)
+	buf.WriteString(envelopeHead)
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), FormatVersion, 10))
+	buf.WriteString(`,"d":`)
+	if err := jsonv2.MarshalWrite(buf, v, v1); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(envelopeHead)+len(`1,"d":}`)+len(d))
-	b = strconv.AppendInt(append(b, envelopeHead...), FormatVersion, 10)
-	b = append(append(append(b, `,"d":`...), d...), '}')
-	return b, nil
+	buf.WriteByte('}')
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// encodeBufs are encode's buffers; putEncodeBuf keeps those of an ordinary
+// record's size, so one huge value does not stay pinned in the pool.
+var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledEncodeBuf = 64 << 10
+
+func putEncodeBuf(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledEncodeBuf {
+		return
+	}
+	buf.Reset()
+	encodeBufs.Put(buf)
 }
 
 // RecordPut is one generic record for PutRecords.
@@ -898,7 +918,7 @@ func appendTxn(txn *writeTxn, chatID string, out []chat.Message) (int64, error) 
 	}
 	last := c.LastSeq + int64(len(out))
 	noteAppended(&c, last, out)
-	if val, err = encode(c); err != nil {
+	if val, err = encode(&c); err != nil {
 		return 0, err
 	}
 	return last, txn.Set(chatKey(chatID), val)
@@ -939,16 +959,50 @@ func withLastSeq(head []byte, last int64) []byte {
 }
 
 // mayTitle: appending out may give the chat of record val its title (see
-// noteAppended), so the record must be read whole. The title is read only
-// when out holds the person's words.
+// noteAppended), so the record must be read whole. The title is looked
+// for only when out holds the person's words, and then without decoding
+// the record (every turn of a titled chat asks).
 func mayTitle(val []byte, out []chat.Message) bool {
-	if !slices.ContainsFunc(out, titles) {
+	return slices.ContainsFunc(out, titles) && !titled(val)
+}
+
+// titled: the chat record val has a title, read from its head: encode
+// writes a Chat's id, tenant and title first (its fields' order), the
+// title only when it is not empty. false for any other spelling, which
+// then goes the long way.
+func titled(val []byte) bool {
+	d, ok := splitEnvelope(val)
+	if !ok {
 		return false
 	}
-	var c struct {
-		Title string `json:"title"`
+	rest, ok := bytes.CutPrefix(d, []byte(`{"id":`))
+	if ok {
+		rest, ok = skipString(rest)
 	}
-	return decode(val, &c) != nil || c.Title == ""
+	if ok {
+		rest, ok = bytes.CutPrefix(rest, []byte(`,"tenant":`))
+	}
+	if ok {
+		rest, ok = skipString(rest)
+	}
+	return ok && bytes.HasPrefix(rest, []byte(`,"title":"`)) && !bytes.HasPrefix(rest, []byte(`,"title":""`))
+}
+
+// skipString returns what follows the JSON string b starts with; ok is
+// false when b does not start with a whole one.
+func skipString(b []byte) (rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++ // the escaped byte: a quote there does not end the string
+		case '"':
+			return b[i+1:], true
+		}
+	}
+	return nil, false
 }
 
 // titles: m is words of the person's, which title an untitled chat.
@@ -995,7 +1049,7 @@ func stamp(out []chat.Message, last int64) ([][]byte, error) {
 			out[i].CreatedAt = time.Now().UTC()
 		}
 		var err error
-		if vals[i], err = encode(out[i]); err != nil {
+		if vals[i], err = encode(&out[i]); err != nil {
 			return nil, err
 		}
 	}

@@ -681,6 +681,9 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 			t.Fatalf("encodeSnapshot(%#v): %v; encode takes it", snap, err)
 		}
 		if val, err := encode(c); err == nil {
+			if titled(val) != (c.Title != "") {
+				t.Fatalf("titled(%s) = %v; the record's title is %q", val, titled(val), c.Title)
+			}
 			last, head, ok := cutLastSeq(val)
 			if ok != (c.LastSeq > 0) || last != max(c.LastSeq, 0) {
 				t.Fatalf("cutLastSeq(%s) = %d, %v; the record's LastSeq is %d", val, last, ok, c.LastSeq)
@@ -716,6 +719,62 @@ func FuzzEncodeIsJSONs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMayTitleReadsTheHead: whether a person's words may title a chat is
+// read from the record's head, even where a title's spelling is inside
+// another field, and without decoding the record (which every turn of a
+// titled chat did, for its one field).
+func TestMayTitleReadsTheHead(t *testing.T) {
+	person := []chat.Message{{Role: chat.RoleUser, Origin: chat.OriginPerson, Content: "hi"}}
+	trap := `,"title":"x"`
+	for _, c := range []Chat{
+		{ID: "c", Tenant: "t", Title: "Costs"},
+		{ID: "c", Tenant: "t"},
+		{ID: `a\"b` + trap, Tenant: `\` + trap, Instructions: trap, LastSeq: 7},
+		{ID: "c", Tenant: "t", Instructions: trap, Tools: []chat.ToolSpec{{Name: "f", Parameters: []byte(`{"title":"x"}`)}}},
+		{ID: `"`, Tenant: "", Title: `"`},
+	} {
+		val, err := encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := mayTitle(val, person), c.Title == ""; got != want {
+			t.Errorf("mayTitle(%s) = %v, want %v", val, got, want)
+		}
+		if mayTitle(val, []chat.Message{{Role: chat.RoleAssistant, Content: "hi"}}) {
+			t.Errorf("mayTitle(%s) of an answer: true", val)
+		}
+	}
+	for _, val := range []string{`{"d":{"title":"x"},"v":1}`, `{"v":1,"d":{"id":"c","tenant":"t","title":`, `{"v":1,"d":{"id":"c`} {
+		if !mayTitle([]byte(val), person) {
+			t.Errorf("mayTitle(%s): false; another spelling goes the long way", val)
+		}
+	}
+	val, err := encode(Chat{ID: "c", Tenant: "t", Title: "Costs", Instructions: strings.Repeat("Answer briefly. ", 40), LastSeq: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { mayTitle(val, person) }); n != 0 {
+		t.Errorf("mayTitle of a titled chat allocates %v times, want 0", n)
+	}
+}
+
+// TestEncodeAllocatesItsValueOnly: encode's one allocation is the value it
+// returns (it was json.Marshal's copy, then the envelope's), given a
+// pointer (a value is copied to be addressable).
+func TestEncodeAllocatesItsValueOnly(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector drops pooled buffers")
+	}
+	m := &chat.Message{Seq: 3, Role: chat.RoleAssistant, Content: strings.Repeat("The report says this. ", 20), CreatedAt: time.Now().UTC()}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := encode(m); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("encode of a message allocates %v times, want 1", n)
+	}
 }
 
 // FuzzEnvelopeShortcut: whatever bytes a store holds, decode's shortcut

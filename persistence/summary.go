@@ -71,12 +71,12 @@ func splitSummary(rec Snapshot) (whole, turn []byte, err error) {
 	if !rec.summaryHeld() {
 		fp = summaryFP(&rec)
 		rec.SummaryFP = fp
-		if whole, err = encode(rec); err != nil {
+		if whole, err = encode(&rec); err != nil {
 			return nil, nil, err
 		}
 	}
 	rec.Summary, rec.SummaryModel, rec.Digest, rec.SummaryFP = "", "", "", fp
-	turn, err = encode(rec)
+	turn, err = encode(&rec)
 	return whole, turn, err
 }
 
