@@ -85,15 +85,25 @@ const (
 )
 
 // StartModelCall starts the span of one chat completion by provider's
-// model, named as the GenAI conventions say: "chat <model>".
+// model, named as the GenAI conventions say: "chat <model>". A no-op
+// tracer (tracing off) names nothing and keeps no attribute, so they are
+// not built, every model call, for it.
 func StartModelCall(ctx context.Context, tr trace.Tracer, provider, model string) (context.Context, trace.Span) {
+	if _, off := tr.(noop.Tracer); off {
+		return tr.Start(ctx, "")
+	}
 	return tr.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(provider), systemKey.String(provider),
 		semconv.GenAIRequestModel(model)))
 }
 
-// EndModelCall ends a model call's span with what the provider reported.
+// EndModelCall ends a model call's span with what the provider reported;
+// a span that records nothing (tracing off, or sampled out) is left as it
+// is, its attributes not built.
 func EndModelCall(span trace.Span, u chat.Usage, finish string, err error) {
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(semconv.GenAIUsageInputTokens(u.InputTokens), semconv.GenAIUsageOutputTokens(u.OutputTokens), cachedKey.Int(u.CachedTokens),
 		reasoningKey.Int(u.ReasoningTokens))
 	if finish != "" {

@@ -9,6 +9,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/chat"
 	"github.com/agentd/agentd/configs"
@@ -92,5 +93,38 @@ func TestAModelCallsSpanCountsItsReasoningTokens(t *testing.T) {
 		if got[key] != want {
 			t.Fatalf("the span's %s is %d, want %d (attributes %v)", key, got[key], want, got)
 		}
+	}
+}
+
+// TestAModelCallUntracedBuildsNoSpan: with tracing off, a model call's
+// span costs the context that carries it and nothing else (its name and
+// attributes, which a no-op span drops, were built every call), and the
+// context carries what the no-op tracer gives.
+func TestAModelCallUntracedBuildsNoSpan(t *testing.T) {
+	tr := Tracer(nil)
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}))
+	got, span := StartModelCall(ctx, tr, "openai", "o4")
+	want, wantSpan := tr.Start(ctx, "chat o4")
+	if span.IsRecording() || !span.SpanContext().Equal(wantSpan.SpanContext()) ||
+		!trace.SpanContextFromContext(got).Equal(trace.SpanContextFromContext(want)) {
+		t.Fatalf("untraced: span context %v, want %v", span.SpanContext(), wantSpan.SpanContext())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, span := StartModelCall(ctx, tr, "openai", "o4")
+		EndModelCall(span, chat.Usage{InputTokens: 100, OutputTokens: 40}, "stop", nil)
+	}); n > 1 {
+		t.Errorf("an untraced model call's span allocates %v times, want at most 1", n)
+	}
+}
+
+// BenchmarkModelCallSpanUntraced is what every model call's span costs
+// with tracing off.
+func BenchmarkModelCallSpanUntraced(b *testing.B) {
+	tr, ctx := Tracer(nil), context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := StartModelCall(ctx, tr, "openai", "o4")
+		EndModelCall(span, chat.Usage{InputTokens: 100, OutputTokens: 40}, "stop", nil)
 	}
 }
