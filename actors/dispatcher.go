@@ -13,8 +13,8 @@ import (
 // default dispatcher starts a new goroutine (a 2 KB stack) for every
 // mailbox run, and a session's turn grows it to tens of KB each time: that
 // growth (runtime.newstack, copystack) was 8% of the CPU of a turn at
-// 10,000 chats. A worker keeps its grown stack between runs (the GC halves
-// an idle one's at most once a cycle).
+// 10,000 chats. A worker keeps its grown stack between runs: it runs and
+// idles idleHold down its stack, so the GC does not halve it meanwhile.
 //
 // Schedule never waits: it hands fn to the worker idle most recently (the
 // warmest stack and cache), or starts one more. Each worker waits on its
@@ -124,9 +124,30 @@ func (d *Dispatcher) Schedule(fn func()) {
 	d.group.Go(func() { d.work(w) })
 }
 
-// work runs what it is handed, and then what is queued, until it is
-// trimmed or the dispatcher stops.
+// idleHold is how far down its stack a worker runs and idles. The GC
+// halves the stack of a goroutine that uses less than a quarter of it,
+// and a model call's run grows a worker's to 32–64 KB through the SDK and
+// net/http: a worker idling with a few hundred bytes in use was halved
+// every cycle and regrew, by copying, on its next run. Below its runs,
+// the hold is zeroed once, when the worker starts.
+const idleHold = 16 << 10
+
+// work runs serve idleHold down its stack.
 func (d *Dispatcher) work(w *worker) {
+	var hold [idleHold]byte
+	holdStack(&hold)
+	d.serve(w)
+}
+
+// holdStack keeps hold on the stack: the compiler drops an array nothing
+// reads.
+//
+//go:noinline
+func holdStack(*[idleHold]byte) {}
+
+// serve runs what w is handed, and then what is queued, until w is
+// trimmed or the dispatcher stops.
+func (d *Dispatcher) serve(w *worker) {
 	for fn := range w.runs {
 		for fn != nil {
 			fn()

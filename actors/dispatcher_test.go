@@ -3,10 +3,12 @@ package actors
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -245,4 +247,72 @@ func TestDispatcherKeepsMailboxOrder(t *testing.T) {
 	}
 	sys.Shutdown()
 	stopNow(t, d)
+}
+
+// TestAnIdleWorkerKeepsItsGrownStack: a worker idle between runs keeps
+// the stack a deep run grew. A GC meanwhile moved (halved) the stack of a
+// worker idle at its top, and the next deep run copied it back up.
+func TestAnIdleWorkerKeepsItsGrownStack(t *testing.T) {
+	d := NewDispatcher(1, 1, time.Hour)
+	defer stopNow(t, d)
+	got := make(chan uintptr)
+	run := func(deep bool) uintptr {
+		d.Schedule(func() { got <- frameAt(deep) })
+		return <-got
+	}
+	grown := run(true)
+	eventually(t, "the worker idle", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.idle) == 1
+	})
+	runtime.GC()
+	runtime.GC()
+	if at := run(false); at != grown {
+		t.Fatalf("a run's frame is at %#x after a GC, %#x before: the idle worker's stack moved", at, grown)
+	}
+}
+
+// frameAt is where its frame is on the stack of the goroutine that runs
+// it, once a deep call (some 24 KB) has grown that stack when deep.
+//
+//go:noinline
+func frameAt(deep bool) uintptr {
+	var here byte
+	if deep {
+		deepCall(24)
+	}
+	return uintptr(unsafe.Pointer(&here))
+}
+
+//go:noinline
+func deepCall(n int) byte {
+	var frame [1 << 10]byte
+	if n > 0 {
+		frame[n] = deepCall(n - 1)
+	}
+	return frame[n/2]
+}
+
+// BenchmarkDeepRunAfterGC is a GC and then a deep run (some 24 KB of
+// stack) on a worker idle through it, as a model call's run after the
+// cycles since its worker's last one; moves/op counts the GCs that moved
+// (halved) the worker's stack, which the deep run then copied back up.
+func BenchmarkDeepRunAfterGC(b *testing.B) {
+	d := NewDispatcher(1, 1, time.Hour)
+	defer func() { _ = d.Stop(context.Background()) }()
+	done := make(chan uintptr)
+	run := func(deep bool) uintptr {
+		d.Schedule(func() { done <- frameAt(deep) })
+		return <-done
+	}
+	grown, moves := run(true), 0
+	for b.Loop() {
+		runtime.GC()
+		if run(false) != grown {
+			moves++
+		}
+		grown = run(true)
+	}
+	b.ReportMetric(float64(moves)/float64(b.N), "moves/op")
 }
