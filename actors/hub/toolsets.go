@@ -167,8 +167,7 @@ var ErrConnectsBusy = errors.New("too many MCP servers being connected")
 // PutToolset registers or replaces a tenant's toolset: it is checked and
 // built (an MCP server is connected), then indexed, stored and registered,
 // and the index installs it. A refused toolset changes nothing (one the
-// tool index fails to index wraps ErrIndexFailed; one with a parameter
-// schema the index cannot read is ErrInvalid, naming the tool); a new name
+// tool index fails to index wraps ErrIndexFailed); a new name
 // past toolsets.max_per_tenant, or tools past
 // toolsets.max_tools_per_tenant, is ErrLimit, refused before any MCP
 // server is connected as far as it is known then; a tenant with
@@ -227,11 +226,6 @@ func (h *Hub) PutToolset(ctx context.Context, tenant string, ts Toolset) (Toolse
 	reg, err := toolsetRegister(tenant, ts.Name, built)
 	if err != nil {
 		return ts, err // ErrIndexFailed: a 500, logged with its stack by the API
-	}
-	// A schema the tools' check takes but the index cannot read would
-	// leave its tool unfound by its parameters: the request's to mend.
-	if err := reg.SchemaErrors(); err != nil {
-		return ts, fmt.Errorf("%w: the tool index cannot read a parameter schema: %w", ErrInvalid, err)
 	}
 	if err := h.store.PutRecord(ctx, recordToolset, tenant+"/"+ts.Name, ts); err != nil {
 		return ts, fmt.Errorf("store toolset %s: %w", ts.Name, err)

@@ -2,7 +2,6 @@ package toolindex
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -51,20 +50,6 @@ func ReplaceScope(scope string, tools []Tool) (reg *Register, err error) {
 	}()
 	sc := newScoped(scope, len(tools))
 	return &Register{Scope: scope, Replace: true, indexed: sc.add(tools)}, nil
-}
-
-// SchemaErrors names the tools ReplaceScope indexed by name and
-// description alone, their parameter schema unread, each with why; nil
-// when there is none.
-func (r *Register) SchemaErrors() error {
-	if r.indexed == nil {
-		return nil
-	}
-	var errs []error
-	for _, u := range r.indexed.unparsed {
-		errs = append(errs, fmt.Errorf("tool %s: %w", u.name, u.err))
-	}
-	return errors.Join(errs...)
 }
 
 // ToolsetScope names the scope of a tenant's toolset.

@@ -1,6 +1,7 @@
 package toolindex
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentd/agentd/toolsearch"
@@ -16,9 +18,58 @@ import (
 
 // schemaNode is the part of a JSON Schema the index reads.
 type schemaNode struct {
-	Description string                 `json:"description"`
-	Properties  map[string]*schemaNode `json:"properties"`
-	Items       *schemaNode            `json:"items"`
+	Description string                `json:"description"`
+	Properties  map[string]*subschema `json:"properties"`
+	Items       items                 `json:"items"`
+}
+
+// subschema is a schema where JSON Schema also takes true or false (any
+// value, or none), which name nothing.
+type subschema schemaNode
+
+func (s *subschema) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if k := dec.PeekKind(); k == 't' || k == 'f' {
+		_, err := dec.ReadToken()
+		return err
+	}
+	return jsonv2.UnmarshalDecode(dec, (*schemaNode)(s))
+}
+
+// UnmarshalJSON is the same rule for encoding/json, which the index's
+// decoding is tested against.
+func (s *subschema) UnmarshalJSON(b []byte) error {
+	if t := string(bytes.TrimSpace(b)); t == "true" || t == "false" {
+		return nil
+	}
+	return json.Unmarshal(b, (*schemaNode)(s))
+}
+
+// items is an array's item schema: one, or a list of them (draft 7's
+// tuples).
+type items []*subschema
+
+func (it *items) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == '[' {
+		return jsonv2.UnmarshalDecode(dec, (*[]*subschema)(it))
+	}
+	one := new(subschema)
+	if err := jsonv2.UnmarshalDecode(dec, one); err != nil {
+		return err
+	}
+	*it = items{one}
+	return nil
+}
+
+func (it *items) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		return json.Unmarshal(b, (*[]*subschema)(it))
+	}
+	one := new(subschema)
+	if err := json.Unmarshal(b, one); err != nil {
+		return err
+	}
+	*it = items{one}
+	return nil
 }
 
 // params flattens a tool's parameter schema into names and descriptions,
@@ -110,7 +161,7 @@ func walk(n *schemaNode, out *[]toolsearch.Param, depth int) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		p := n.Properties[name]
+		p := (*schemaNode)(n.Properties[name])
 		d := ""
 		if p != nil {
 			d = p.Description
@@ -118,10 +169,13 @@ func walk(n *schemaNode, out *[]toolsearch.Param, depth int) {
 		*out = append(*out, toolsearch.Param{Name: name, Description: d})
 		walk(p, out, depth+1)
 	}
-	if n.Items != nil {
-		if n.Items.Description != "" {
-			*out = append(*out, toolsearch.Param{Description: n.Items.Description})
+	for _, it := range n.Items {
+		if it == nil {
+			continue
 		}
-		walk(n.Items, out, depth+1)
+		if it.Description != "" {
+			*out = append(*out, toolsearch.Param{Description: it.Description})
+		}
+		walk((*schemaNode)(it), out, depth+1)
 	}
 }
