@@ -70,17 +70,29 @@ async function conversations() {
     items: [{ type: 'message', role: 'user', content: 'Remember the word lantern.' }],
   });
   check(conv.id && conv.object === 'conversation', `conversations.create: ${JSON.stringify(conv)}`);
+  let last;
   for (let i = 0; i < Math.max(2, turns / 4); i++) {
     const stream = await client.responses.create({ model, conversation: conv.id, input: words(1000 + i), stream: true });
-    let done = false;
+    const added = [];
+    last = undefined;
     for await (const ev of stream) {
-      if (ev.type === 'response.completed') done = true;
+      if (ev.type === 'response.output_item.added') added.push(ev.item.id);
+      if (ev.type === 'response.completed') last = ev.response;
       check(ev.type !== 'response.failed' && ev.type !== 'error', `conversation turn ${i}: ${JSON.stringify(ev)}`);
     }
-    check(done, `conversation turn ${i}: no response.completed`);
+    check(last, `conversation turn ${i}: no response.completed`);
+    const ids = last.output.map((o) => o.id);
+    check(JSON.stringify(added) === JSON.stringify(ids), `conversation turn ${i}: streamed items ${added}, the response's ${ids}`);
   }
   const items = await client.conversations.items.list(conv.id);
   check(items.data.length >= 3, `conversation has ${items.data.length} items`);
+  // An item has one id: the last response's output and input items are
+  // the conversation's, read by that id.
+  const input = await client.responses.inputItems.list(last.id);
+  for (const it of [...last.output, ...input.data]) {
+    const got = await client.conversations.items.retrieve(it.id, { conversation_id: conv.id });
+    check(got.id === it.id && got.type === it.type, `conversation item ${it.id}: ${JSON.stringify(got)}`);
+  }
   return conv.id;
 }
 

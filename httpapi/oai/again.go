@@ -118,6 +118,7 @@ func (h *Handler) respondAgain(w http.ResponseWriter, r *http.Request, tenant st
 	b := p.builder()
 	b.resp.ID = id
 	b.replay(msgs, readBack(msgs))
+	nameInput(p.input, msgs)
 	if err := h.storeOnce(ctx, tenant, p, "", b.resp); err != nil {
 		WriteHubError(w, r, err)
 		return
@@ -160,6 +161,7 @@ func (h *Handler) respondJoined(w http.ResponseWriter, r *http.Request, tenant s
 	b := p.builder()
 	b.resp.ID = id
 	b.replay(res.Messages, res)
+	nameInput(p.input, res.Messages)
 	err := h.storeOnce(r.Context(), tenant, p, turnID, b.resp)
 	switch {
 	case err != nil && out != nil:

@@ -194,6 +194,17 @@ func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request, ten
 // a time: a listing reads the pages its items are in, never the whole chat.
 const itemsPage = 64
 
+// An item's id names the stored message it is, so an item has one id
+// wherever it appears: a response's output and input items, its stored
+// copy and its conversation's items (docs/openai.md, "Item ids"). A
+// message is msg_<seq>, its reasoning rs_<seq>, its nth tool call
+// fc_<seq>_<n>, a tool result fco_<seq>.
+
+func messageItemID(seq int64) string     { return "msg_" + strconv.FormatInt(seq, 10) }
+func reasoningItemID(seq int64) string   { return "rs_" + strconv.FormatInt(seq, 10) }
+func callItemID(seq int64, n int) string { return fmt.Sprintf("fc_%d_%d", seq, n) }
+func resultItemID(seq int64) string      { return "fco_" + strconv.FormatInt(seq, 10) }
+
 // itemSeq is the seq of the message whose item id names it: msg_<seq>,
 // rs_<seq>, fc_<seq>_<n> or fco_<seq> (transcriptItems).
 func itemSeq(id string) (int64, bool) {
@@ -223,23 +234,22 @@ func itemSeq(id string) (int64, bool) {
 func transcriptItems(msgs []api.Message) []item {
 	out := []item{}
 	for _, m := range msgs {
-		seq := strconv.FormatInt(m.Seq, 10)
 		switch m.Role {
 		case api.RoleUser:
 			ps := []part{{Type: "input_text", Text: m.Content}}
-			out = append(out, item{Type: itemMessage, ID: "msg_" + seq, Status: statusCompleted, Role: "user", Content: &ps})
+			out = append(out, item{Type: itemMessage, ID: messageItemID(m.Seq), Status: statusCompleted, Role: "user", Content: &ps})
 		case api.RoleAssistant:
 			if m.Thinking != "" {
-				out = append(out, item{Type: itemReasoning, ID: "rs_" + seq, Status: messageStatus(m), Summary: &[]summaryPart{{Type: "summary_text", Text: m.Thinking}}})
+				out = append(out, item{Type: itemReasoning, ID: reasoningItemID(m.Seq), Status: messageStatus(m), Summary: &[]summaryPart{{Type: "summary_text", Text: m.Thinking}}})
 			}
 			if m.Content != "" {
-				out = append(out, messageItem("msg_"+seq, messageStatus(m), outputText(m.Content)))
+				out = append(out, messageItem(messageItemID(m.Seq), messageStatus(m), outputText(m.Content)))
 			}
 			for i, c := range m.ToolCalls {
-				out = append(out, item{Type: itemFunctionCall, ID: fmt.Sprintf("fc_%s_%d", seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: &c.Arguments})
+				out = append(out, item{Type: itemFunctionCall, ID: callItemID(m.Seq, i), Status: statusCompleted, CallID: c.ID, Name: c.Name, Arguments: &c.Arguments})
 			}
 		case api.RoleTool:
-			out = append(out, item{Type: itemCallOutput, ID: "fco_" + seq, Status: statusCompleted, CallID: m.ToolCallID, Output: &m.Content})
+			out = append(out, item{Type: itemCallOutput, ID: resultItemID(m.Seq), Status: statusCompleted, CallID: m.ToolCallID, Output: &m.Content})
 		}
 	}
 	return out
@@ -352,30 +362,39 @@ func (h *Handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 
 // getItem answers one item, read from the message its id names.
 func (h *Handler) getItem(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("item_id")
-	chatID, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id"))
-	var its []item
-	if seq, ok := itemSeq(id); ok && err == nil {
-		var msgs []api.Message
-		msgs, err = h.hub.Transcript(r.Context(), tenant, chatID, seq, seq)
-		its = transcriptItems(msgs)
-	}
+	it, err := h.item(r.Context(), tenant, r.PathValue("id"), r.PathValue("item_id"))
 	if err != nil {
 		writePlanError(w, r, err)
 		return
 	}
-	i := slices.IndexFunc(its, func(it item) bool { return it.ID == id })
-	if i < 0 {
-		WriteError(w, http.StatusNotFound, "", "", fmt.Sprintf("Item with id '%s' not found.", clip(id, 100)))
-		return
+	writeJSON(w, http.StatusOK, it)
+}
+
+// item reads the item id of the path's conversation, inside tenant, from
+// the message the id names.
+func (h *Handler) item(ctx context.Context, tenant, conv, id string) (item, error) {
+	chatID, _, err := h.conversationOfPath(ctx, tenant, conv)
+	if err != nil {
+		return item{}, err
 	}
-	writeJSON(w, http.StatusOK, its[i])
+	if seq, ok := itemSeq(id); ok {
+		msgs, err := h.hub.Transcript(ctx, tenant, chatID, seq, seq)
+		if err != nil {
+			return item{}, err
+		}
+		its := transcriptItems(msgs)
+		if i := slices.IndexFunc(its, func(it item) bool { return it.ID == id }); i >= 0 {
+			return its[i], nil
+		}
+	}
+	return item{}, notFound("", fmt.Sprintf("Item with id '%s' not found.", clip(id, 100)))
 }
 
 // deleteItem is refused: agentd keeps a chat's log whole, since its
-// summary, memories and healing are built from it.
+// summary, memories and healing are built from it. An id that names no
+// item of the conversation is 404, as on getItem.
 func (h *Handler) deleteItem(w http.ResponseWriter, r *http.Request, tenant string) {
-	if _, _, err := h.conversationOfPath(r.Context(), tenant, r.PathValue("id")); err != nil {
+	if _, err := h.item(r.Context(), tenant, r.PathValue("id"), r.PathValue("item_id")); err != nil {
 		writePlanError(w, r, err)
 		return
 	}

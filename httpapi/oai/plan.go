@@ -35,6 +35,9 @@ type gathered struct {
 	results []api.ToolResult
 	input   []item
 	echoes  []echo
+	// user is the parts of the input's one user message item: the
+	// input's user messages become one stored message, and so one item.
+	user *[]part
 }
 
 // echo is an assistant message of a continued chain's input, skipped once
@@ -72,7 +75,11 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 						g.text = append(g.text, p.Text)
 					}
 				}
-				g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: "user", Content: &ps})
+				if g.user == nil {
+					g.user = &[]part{}
+					g.input = append(g.input, item{Type: itemMessage, ID: newID("msg_"), Status: statusCompleted, Role: "user", Content: g.user})
+				}
+				*g.user = append(*g.user, ps...)
 			case "system", "developer":
 				if err := textOnly(ps, param+".content", "a "+it.Role+" message is the chat's instructions, which are text"); err != nil {
 					return g, err
@@ -117,6 +124,38 @@ func gather(its []inputItem, continued bool) (gathered, error) {
 		return g, refuse("input", "input holds no user message and no function_call_output")
 	}
 	return g, nil
+}
+
+// nameInput gives the input's items the ids of the messages the turn
+// stored them as, among msgs: the user's message, and each
+// function_call_output's tool message. A system or developer message,
+// which is the chat's instructions and no message of it, keeps its own.
+func nameInput(its []item, msgs []api.Message) {
+	for i, it := range its {
+		var seq int64
+		switch {
+		case it.Type == itemMessage && it.Role == "user":
+			if j := slices.IndexFunc(msgs, func(m api.Message) bool { return m.Role == api.RoleUser }); j >= 0 {
+				seq = msgs[j].Seq
+			}
+		case it.Type == itemCallOutput:
+			// The last: a provider that numbers its calls reuses their ids.
+			for _, m := range slices.Backward(msgs) {
+				if m.Role == api.RoleTool && m.ToolCallID == it.CallID {
+					seq = m.Seq
+					break
+				}
+			}
+		}
+		if seq == 0 {
+			continue
+		}
+		if it.Type == itemCallOutput {
+			its[i].ID = resultItemID(seq)
+		} else {
+			its[i].ID = messageItemID(seq)
+		}
+	}
 }
 
 // plan checks req and resolves its chat inside tenant, creating one for a

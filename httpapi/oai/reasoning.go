@@ -79,7 +79,7 @@ func (b *builder) rethink() {
 func (b *builder) openReasoning() {
 	r := &b.reasoning
 	r.open, r.told, r.at = true, true, len(b.resp.Output)
-	it := item{Type: itemReasoning, ID: newID("rs_"), Status: statusInProgress, Summary: &[]summaryPart{}}
+	it := item{Type: itemReasoning, ID: reasoningItemID(b.seq), Status: statusInProgress, Summary: &[]summaryPart{}}
 	b.resp.Output = append(b.resp.Output, it)
 	b.emit("response.output_item.added", map[string]any{"output_index": r.at, "item": it})
 }
@@ -146,6 +146,7 @@ func lastSummaryIs(it item, text string) bool {
 // reasoning item, then its message item; the next answer's reasoning has
 // an item of its own.
 func (b *builder) endAnswer(m api.Message) {
+	b.seq = m.Seq
 	b.closeReasoning(m.Thinking, messageStatus(m))
 	b.reasoning.told = false
 	if m.Content != "" || b.has {

@@ -160,6 +160,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, tenant string,
 		return
 	}
 	b.finish(res)
+	nameInput(p.input, res.Messages)
 	if b.resp.Store {
 		rec := responseRecord{ChatID: p.chatID, TurnID: turnID, Response: *b.resp, Input: p.input}
 		if err := h.hub.PutChatRecord(context.WithoutCancel(ctx), tenant, p.chatID, kindResponse, b.resp.ID, rec); err != nil {
@@ -379,6 +380,11 @@ type builder struct {
 	spent api.Usage
 	// reasoning is the reasoning item being told (reasoning.go).
 	reasoning reasoning
+	// seq is the seq of the message the answer being told is stored as,
+	// which names its items: its stored message's, or one more than the
+	// message its first words' event follows (the session is its chat's
+	// one writer, and stores the answer next).
+	seq int64
 }
 
 // follow reads the turn's events until it completes or pauses for the
@@ -403,10 +409,12 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string, 
 			switch ev.Type {
 			case api.EventMessageDelta:
 				if d, ok := ev.Data.(map[string]string); ok && d["text"] != "" {
+					b.seq = ev.Seq + 1
 					b.delta(d["text"])
 				}
 			case api.EventThinkingDelta:
 				if d, ok := ev.Data.(map[string]string); ok {
+					b.seq = ev.Seq + 1
 					b.think(d["text"])
 				}
 			case api.EventThinkingReset:
@@ -433,7 +441,7 @@ func (b *builder) follow(ctx context.Context, sub *eventbus.Sub, turnID string, 
 
 func (b *builder) openText() {
 	b.open, b.has, b.text = len(b.resp.Output), true, b.text[:0]
-	it := messageItem(newID("msg_"), statusInProgress)
+	it := messageItem(messageItemID(b.seq), statusInProgress)
 	b.resp.Output = append(b.resp.Output, it)
 	b.emit("response.output_item.added", map[string]any{"output_index": b.open, "item": it})
 	b.emit("response.content_part.added", map[string]any{"item_id": it.ID, "output_index": b.open, "content_index": 0, "part": outputText("")})
@@ -487,7 +495,7 @@ func (b *builder) finish(res api.TurnResult) {
 	}
 	for _, c := range res.ToolCalls {
 		i := len(b.resp.Output)
-		it := item{Type: itemFunctionCall, ID: newID("fc_"), Status: statusInProgress, CallID: c.ID, Name: c.Name, Arguments: new(string)}
+		it := item{Type: itemFunctionCall, ID: callItemOf(res.Messages, c), Status: statusInProgress, CallID: c.ID, Name: c.Name, Arguments: new(string)}
 		b.resp.Output = append(b.resp.Output, it)
 		b.emit("response.output_item.added", map[string]any{"output_index": i, "item": it})
 		b.emit("response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": i, "delta": c.Arguments})
@@ -509,6 +517,20 @@ func (b *builder) finish(res api.TurnResult) {
 	case cutShort(res):
 		b.resp.Status, b.resp.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}
+}
+
+// callItemOf is the id of call c's function_call item: the last answer of
+// msgs that asked for it names it (a provider that numbers its calls
+// reuses their ids from one answer to the next).
+func callItemOf(msgs []api.Message, c api.ToolCall) string {
+	for _, m := range slices.Backward(msgs) {
+		if n := slices.IndexFunc(m.ToolCalls, func(mc api.ToolCall) bool { return mc.ID == c.ID }); n >= 0 && m.Role == api.RoleAssistant {
+			return callItemID(m.Seq, n)
+		}
+	}
+	// A paused turn's messages hold the answer that asked for its calls;
+	// were one missing, the item still gets an id of its own.
+	return newID("fc_")
 }
 
 // problemError is OpenAI's error for why a turn ended without its answer:
