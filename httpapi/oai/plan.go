@@ -316,22 +316,17 @@ func compactThreshold(req createRequest) *int {
 }
 
 // setUp changes what of the chat's setup the request changes and returns
-// the chat's model. A request that resumes a paused turn changes nothing:
-// the turn keeps the setup it started with (its reasoning effort among
-// it); its settings are still checked against the chat's model, so one
-// refused elsewhere is refused here too.
+// the chat's model. A request that resumes a paused turn changes only its
+// model: the turn keeps the setup it started with (its reasoning effort
+// among it), and its remaining model calls go to the model the request
+// names, as each response of OpenAI's names its own (resumeOn).
 func (h *Handler) setUp(ctx context.Context, tenant, chatID string, want api.PatchChatRequest, paused bool) (string, error) {
 	c, err := h.hub.Chat(ctx, tenant, chatID)
 	if err != nil {
 		return "", err
 	}
 	if paused {
-		if want.Settings != nil {
-			if err := h.hub.CheckModelSettings(c.Model, *want.Settings); err != nil {
-				return "", err
-			}
-		}
-		return c.Model, nil
+		return h.resumeOn(ctx, tenant, c, want)
 	}
 	var patch api.PatchChatRequest
 	changed := false
@@ -361,6 +356,44 @@ func (h *Handler) setUp(ctx context.Context, tenant, chatID string, want api.Pat
 		return *patch.Model, nil
 	}
 	return c.Model, nil
+}
+
+// resumeOn switches chat c, whose turn is paused, to the model want names
+// (none: it stays on its own) and returns the model. The request's
+// settings are checked against that model, so one refused elsewhere is
+// refused here too, and so are the settings the turn goes on with: a
+// model whose protocol does not take them is refused, naming both models.
+// The session fits each of the turn's requests to its chat's model when
+// it makes it, folding first if the new window needs it, as a model
+// switched between turns.
+func (h *Handler) resumeOn(ctx context.Context, tenant string, c api.Chat, want api.PatchChatRequest) (string, error) {
+	model := c.Model
+	if want.Model != nil && *want.Model != "" {
+		model = *want.Model
+	}
+	if want.Settings != nil {
+		if err := h.hub.CheckModelSettings(model, *want.Settings); err != nil {
+			return "", err
+		}
+	}
+	if model == c.Model {
+		return model, nil
+	}
+	var kept api.Settings
+	if c.Settings != nil {
+		kept = *c.Settings
+	}
+	if err := h.hub.CheckModelSettings(model, kept); err != nil {
+		var bad *hub.SettingError
+		if !errors.As(err, &bad) {
+			return "", err
+		}
+		return "", refuse("model", "model %s cannot go on with the paused turn started on %s: the turn keeps its settings, and %s", model, c.Model, bad.Reason)
+	}
+	if err := h.hub.Patch(ctx, tenant, c.ID, api.PatchChatRequest{Model: &model}); err != nil {
+		return "", fmt.Errorf("switch the paused turn of chat %s to %s: %w", c.ID, model, err)
+	}
+	return model, nil
 }
 
 func sameSettings(a, b *api.Settings) bool {

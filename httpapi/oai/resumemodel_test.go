@@ -1,0 +1,110 @@
+package oai_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/agentd/agentd/testkit/daemontest"
+	"github.com/agentd/agentd/testkit/openaifake"
+)
+
+// turnModels is the model each turn request the fake received asked for.
+func turnModels(fake *openaifake.Server) []string {
+	var out []string
+	for _, r := range fake.Requests() {
+		if isTurn(r) {
+			out = append(out, r.Model)
+		}
+	}
+	return out
+}
+
+// chatModel is the model of the tenant's chat.
+func chatModel(t *testing.T, d *daemontest.Daemon, tenant, chatID string) string {
+	t.Helper()
+	c, err := d.Hub.Chat(context.Background(), tenant, chatID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Model
+}
+
+// TestResponsesFunctionCallOutputsTakeTheirModel: function_call_output
+// items that name another model resume the paused turn on it, as each
+// response of OpenAI's names its own model: the turn's next request goes
+// to it, the chat keeps it and the response says it. A model no provider
+// serves is 404 model_not_found, storing nothing (docs/openai.md).
+func TestResponsesFunctionCallOutputsTakeTheirModel(t *testing.T) {
+	script, _ := weatherEfforts()
+	d, fake, sdk := start(t, 32000, script)
+	ctx := context.Background()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The weather in Oslo?")}})
+	if err != nil || len(first.Output) != 1 || first.Output[0].Type != "function_call" {
+		t.Fatalf("no paused response: %v %+v", err, first)
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats (%v), want one", len(cs), err)
+	}
+	chatID, before := cs[0].ID, messagesOf(t, d, "a", cs[0].ID)
+	resume := func(model string) (*responses.Response, error) {
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+		out.OfFunctionCallOutput.CallID = openai.String("call_w")
+		return sdk.Responses.New(ctx, responses.ResponseNewParams{Model: model, PreviousResponseID: openai.String(first.ID),
+			Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+	}
+	var e *openai.Error
+	if _, err := resume("nowhere/x"); !errors.As(err, &e) || e.StatusCode != http.StatusNotFound || e.Code != "model_not_found" {
+		t.Fatalf("outputs naming a model no provider serves: %v, want 404 model_not_found", err)
+	}
+	if n := messagesOf(t, d, "a", chatID); n != before {
+		t.Fatalf("the refused outputs left the chat with %d messages, it held %d", n, before)
+	}
+	second, err := resume("fake/n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.OutputText() != "It is sunny." || second.Model != "fake/n" {
+		t.Fatalf("the resumed response says %q on model %q, want it on fake/n", second.OutputText(), second.Model)
+	}
+	if got, want := turnModels(fake), []string{"m", "n"}; !slices.Equal(got, want) {
+		t.Fatalf("the turn's requests went to models %q, want %q", got, want)
+	}
+	if m := chatModel(t, d, "a", chatID); m != "fake/n" {
+		t.Fatalf("the chat's model is %q after the resumed turn, want fake/n", m)
+	}
+}
+
+// TestChatCompletionsToolResultsTakeTheirModel: tool messages that name
+// another model resume the paused turn on it: the turn's next request
+// goes to it, and the chat keeps it.
+func TestChatCompletionsToolResultsTakeTheirModel(t *testing.T) {
+	script, _ := weatherEfforts()
+	d, fake, _ := start(t, 32000, script)
+	ask := userMsg("The weather in Oslo?")
+	r := postCC(t, d, "tok-a", "", []any{ask})
+	if r.status != http.StatusOK || len(r.body.Choices) != 1 || r.body.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("no paused answer: %d %+v", r.status, r.body)
+	}
+	chatID := r.chatID
+	history := []any{ask, callsMsg("call_w", `{"city":"Oslo"}`), toolMsg("call_w", "sunny")}
+	r = postCCWith(t, d, "tok-a", chatID, history, map[string]any{"model": "fake/n"})
+	if r.status != http.StatusOK || r.chatID != chatID || r.body.Choices[0].Message.Content != "It is sunny." {
+		t.Fatalf("the resumed answer: %d chat %q (paused %q) %+v", r.status, r.chatID, chatID, r.body)
+	}
+	if got, want := turnModels(fake), []string{"m", "n"}; !slices.Equal(got, want) {
+		t.Fatalf("the turn's requests went to models %q, want %q", got, want)
+	}
+	if m := chatModel(t, d, "a", chatID); m != "fake/n" {
+		t.Fatalf("the chat's model is %q after the resumed turn, want fake/n", m)
+	}
+}
