@@ -5,11 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/agentd/agentd/testkit/anthropicfake"
 	"github.com/agentd/agentd/testkit/daemontest"
 	"github.com/agentd/agentd/testkit/openaifake"
 )
@@ -106,5 +109,60 @@ func TestChatCompletionsToolResultsTakeTheirModel(t *testing.T) {
 	}
 	if m := chatModel(t, d, "a", chatID); m != "fake/n" {
 		t.Fatalf("the chat's model is %q after the resumed turn, want fake/n", m)
+	}
+}
+
+// TestFunctionCallOutputsRefuseAModelThatCannotKeepTheTurnsSettings: the
+// resumed turn keeps its settings, so outputs naming a model whose
+// protocol does not take them (an OpenAI-style effort, minimal, on an
+// Anthropic model) are a 400 on model naming both models, changing
+// nothing: the chat keeps its model and the turn its outputs to come.
+func TestFunctionCallOutputsRefuseAModelThatCannotKeepTheTurnsSettings(t *testing.T) {
+	script, _ := weatherEfforts()
+	oa := openaifake.New(openaifake.Options{Script: script})
+	t.Cleanup(oa.Close)
+	an := anthropicfake.New(anthropicfake.Options{Script: script,
+		Models: []anthropicfake.ModelEntry{{ID: "m", DisplayName: "m", MaxInputTokens: 32000, MaxTokens: 64_000}}})
+	t.Cleanup(an.Close)
+	cfg, err := daemontest.ConfigFor("openai", t.TempDir(), oa.URL(), 32000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := daemontest.ConfigFor("anthropic", t.TempDir(), an.URL(), 32000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := other.Providers[0]
+	p.Name = "claude"
+	cfg.Providers = append(cfg.Providers, p)
+	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
+	sdk := sdkFor(d, "tok-a")
+	ctx := context.Background()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
+		Reasoning: shared.ReasoningParam{Effort: "minimal"}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The weather in Oslo?")}})
+	if err != nil || len(first.Output) != 1 || first.Output[0].Type != "function_call" {
+		t.Fatalf("no paused response: %v %+v", err, first)
+	}
+	cs, err := d.Hub.Chats(ctx, "a")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("tenant a has %d chats (%v), want one", len(cs), err)
+	}
+	chatID, before := cs[0].ID, messagesOf(t, d, "a", cs[0].ID)
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+	out.OfFunctionCallOutput.CallID = openai.String("call_w")
+	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "claude/m", PreviousResponseID: openai.String(first.ID),
+		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "model" ||
+		!strings.Contains(e.Message, "claude/m") || !strings.Contains(e.Message, "fake/m") {
+		t.Fatalf("outputs naming a model that cannot keep the turn's effort: %v, want a 400 on model naming both models", err)
+	}
+	if n, m := messagesOf(t, d, "a", chatID), chatModel(t, d, "a", chatID); n != before || m != "fake/m" {
+		t.Fatalf("the refused outputs left the chat with %d messages (it held %d) on model %q", n, before, m)
+	}
+	if len(an.Requests()) != 0 {
+		t.Fatalf("the Anthropic model was asked %d times", len(an.Requests()))
 	}
 }
