@@ -497,7 +497,14 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 	t.callCancel = func() { cancel(context.Canceled) }
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	turnID, call, idleAfter := t.id, t.call, s.deps.ModelIdle
-	publish, tracer, info, lastWord, announced := s.publish, telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord, t.announced
+	tracer, info, lastWord, announced := telemetry.Tracer(s.deps.Traces), t.info, &t.lastWord, t.announced
+	// The call's words are placed after the message last stored when it
+	// started, read here: the session's fields are its mailbox's alone.
+	bus, at := s.deps.Bus, s.event("", turnID, nil)
+	publish := func(ev string, data map[string]string) {
+		at.Type, at.Data = ev, data
+		bus.Publish(at)
+	}
 	words := &streamed{}
 	t.words = words
 	s.work.GoOn(s.deps.Workers, func() {
@@ -533,9 +540,9 @@ func (s *session) launch(ctx actor.Context, c *modelCall) {
 			switch ev.Kind {
 			case providers.EventText:
 				spoke = true
-				words.say(ev.Text, func() { publish(chat.EventMessageDelta, turnID, map[string]string{"text": ev.Text}) })
+				words.say(ev.Text, func() { publish(chat.EventMessageDelta, map[string]string{"text": ev.Text}) })
 			case providers.EventThinking:
-				words.think(ev.Text, func() { publish(chat.EventThinkingDelta, turnID, map[string]string{"text": ev.Text}) })
+				words.think(ev.Text, func() { publish(chat.EventThinkingDelta, map[string]string{"text": ev.Text}) })
 			}
 		}
 		resp, err := client.Stream(callCtx, req, emit)
