@@ -1,7 +1,6 @@
 package oai_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentd/agentd/testkit/anthropicfake"
 	"github.com/agentd/agentd/testkit/daemontest"
@@ -28,16 +26,6 @@ func turnModels(fake *openaifake.Server) []string {
 	return out
 }
 
-// chatModel is the model of the tenant's chat.
-func chatModel(t *testing.T, d *daemontest.Daemon, tenant, chatID string) string {
-	t.Helper()
-	c, err := d.Hub.Chat(context.Background(), tenant, chatID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.Model
-}
-
 // TestResponsesFunctionCallOutputsTakeTheirModel: function_call_output
 // items that name another model resume the paused turn on it, as each
 // response of OpenAI's names its own model: the turn's next request goes
@@ -46,30 +34,13 @@ func chatModel(t *testing.T, d *daemontest.Daemon, tenant, chatID string) string
 func TestResponsesFunctionCallOutputsTakeTheirModel(t *testing.T) {
 	script, _ := weatherEfforts()
 	d, fake, sdk := start(t, 32000, script)
-	ctx := context.Background()
-	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
-		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
-	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The weather in Oslo?")}})
-	if err != nil || len(first.Output) != 1 || first.Output[0].Type != "function_call" {
-		t.Fatalf("no paused response: %v %+v", err, first)
-	}
-	cs, err := d.Hub.Chats(ctx, "a")
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("tenant a has %d chats (%v), want one", len(cs), err)
-	}
-	chatID, before := cs[0].ID, messagesOf(t, d, "a", cs[0].ID)
-	resume := func(model string) (*responses.Response, error) {
-		out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
-		out.OfFunctionCallOutput.CallID = openai.String("call_w")
-		return sdk.Responses.New(ctx, responses.ResponseNewParams{Model: model, PreviousResponseID: openai.String(first.ID),
-			Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
-	}
+	first, chatID, before := pausedOnWeather(t, d, sdk, "")
+	resume := func(model string) (*responses.Response, error) { return resumeWeather(sdk, first, model, "") }
 	var e *openai.Error
 	if _, err := resume("nowhere/x"); !errors.As(err, &e) || e.StatusCode != http.StatusNotFound || e.Code != "model_not_found" {
 		t.Fatalf("outputs naming a model no provider serves: %v, want 404 model_not_found", err)
 	}
-	if n := messagesOf(t, d, "a", chatID); n != before {
+	if n := chatOf(t, d, "a", chatID).Messages; n != before {
 		t.Fatalf("the refused outputs left the chat with %d messages, it held %d", n, before)
 	}
 	second, err := resume("fake/n")
@@ -82,7 +53,7 @@ func TestResponsesFunctionCallOutputsTakeTheirModel(t *testing.T) {
 	if got, want := turnModels(fake), []string{"m", "n"}; !slices.Equal(got, want) {
 		t.Fatalf("the turn's requests went to models %q, want %q", got, want)
 	}
-	if m := chatModel(t, d, "a", chatID); m != "fake/n" {
+	if m := chatOf(t, d, "a", chatID).Model; m != "fake/n" {
 		t.Fatalf("the chat's model is %q after the resumed turn, want fake/n", m)
 	}
 }
@@ -107,7 +78,7 @@ func TestChatCompletionsToolResultsTakeTheirModel(t *testing.T) {
 	if got, want := turnModels(fake), []string{"m", "n"}; !slices.Equal(got, want) {
 		t.Fatalf("the turn's requests went to models %q, want %q", got, want)
 	}
-	if m := chatModel(t, d, "a", chatID); m != "fake/n" {
+	if m := chatOf(t, d, "a", chatID).Model; m != "fake/n" {
 		t.Fatalf("the chat's model is %q after the resumed turn, want fake/n", m)
 	}
 }
@@ -136,30 +107,14 @@ func TestFunctionCallOutputsRefuseAModelThatCannotKeepTheTurnsSettings(t *testin
 	p.Name = "claude"
 	cfg.Providers = append(cfg.Providers, p)
 	d := daemontest.Start(t, cfg, map[string]string{"tok-a": "a"})
-	sdk := sdkFor(d, "tok-a")
-	ctx := context.Background()
-	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
-		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
-	first, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "fake/m", Tools: []responses.ToolUnionParam{tool},
-		Reasoning: shared.ReasoningParam{Effort: "minimal"}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The weather in Oslo?")}})
-	if err != nil || len(first.Output) != 1 || first.Output[0].Type != "function_call" {
-		t.Fatalf("no paused response: %v %+v", err, first)
-	}
-	cs, err := d.Hub.Chats(ctx, "a")
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("tenant a has %d chats (%v), want one", len(cs), err)
-	}
-	chatID, before := cs[0].ID, messagesOf(t, d, "a", cs[0].ID)
-	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
-	out.OfFunctionCallOutput.CallID = openai.String("call_w")
-	_, err = sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "claude/m", PreviousResponseID: openai.String(first.ID),
-		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+	first, chatID, before := pausedOnWeather(t, d, sdkFor(d, "tok-a"), "minimal")
+	_, err = resumeWeather(sdkFor(d, "tok-a"), first, "claude/m", "")
 	var e *openai.Error
 	if !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest || e.Param != "model" ||
 		!strings.Contains(e.Message, "claude/m") || !strings.Contains(e.Message, "fake/m") {
 		t.Fatalf("outputs naming a model that cannot keep the turn's effort: %v, want a 400 on model naming both models", err)
 	}
-	if n, m := messagesOf(t, d, "a", chatID), chatModel(t, d, "a", chatID); n != before || m != "fake/m" {
+	if n, m := chatOf(t, d, "a", chatID).Messages, chatOf(t, d, "a", chatID).Model; n != before || m != "fake/m" {
 		t.Fatalf("the refused outputs left the chat with %d messages (it held %d) on model %q", n, before, m)
 	}
 	if len(an.Requests()) != 0 {
