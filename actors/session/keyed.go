@@ -96,11 +96,15 @@ func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err e
 		if ms := slices.DeleteFunc(t.msgs, func(m chat.Message) bool { return m.Seq <= s.lastSeq }); len(ms) > 0 {
 			s.log.Warn().Int64("from_seq", ms[0].Seq).Int("messages", len(ms)).Msg("a write reported failed had landed; the session takes its messages in")
 			s.appendMsgs(ms...)
-			// Announced as stored ones are, which no write announced.
+			// Announced as stored ones are, which no write announced; the
+			// running turn's own messages are its to announce, with its id.
 			for _, m := range ms {
+				if s.turn != nil && slices.ContainsFunc(s.turn.stored, func(o chat.Message) bool { return o.Seq == m.Seq }) {
+					continue
+				}
 				s.publish(storedEvent(m), "", m)
+				s.tailAnnounced = append(s.tailAnnounced, m.Seq)
 			}
-			s.tailAnnounced = ms[len(ms)-1].Seq
 		}
 		then(ctx, nil)
 	})

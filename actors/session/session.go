@@ -55,9 +55,10 @@ type session struct {
 	// landed), so the log may hold messages after lastSeq; findKey, the
 	// next turn and the next add read them first (readTail).
 	unsure bool
-	// tailAnnounced is the last seq readTail announced: a turn that
-	// continues from a message it took in does not announce it again.
-	tailAnnounced int64
+	// tailAnnounced are the seqs readTail announced since the last turn
+	// was: a turn that continues from a message it took in does not
+	// announce it again.
+	tailAnnounced []int64
 
 	queue []pending
 	turn  *turn

@@ -261,6 +261,7 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 		s.turn.log.Warn().Int64("want_seq", s.turn.userSeq).Int64("stored_seq", w.stored[0].Seq).Msg("the chat's log moved under its session")
 		s.cancelCall()
 		s.unappend(sg.kept, sg.lastSeq)
+		s.turn.stored = w.stored // announced by the turn, not the read
 		s.readTail(ctx, func(ctx actor.Context, err error) {
 			if err != nil {
 				// The turn goes on without them; the next turn reads the
@@ -315,10 +316,11 @@ func (s *session) announce(ctx actor.Context, p pending, st decision, warn *chat
 	ctx.Send(p.sender, &TurnAccepted{TurnID: p.msg.TurnID, UserSeq: userSeq})
 	s.publish(chat.EventTurnStarted, p.msg.TurnID, map[string]int64{"user_seq": userSeq})
 	for _, m := range s.turn.stored {
-		if m.Seq > s.tailAnnounced { // else readTail announced it
+		if !slices.Contains(s.tailAnnounced, m.Seq) { // else readTail announced it
 			s.publish(chat.EventMessage, p.msg.TurnID, m)
 		}
 	}
+	s.tailAnnounced = nil
 	s.armProgress(ctx)
 	if warn != nil {
 		s.publishInTurn(chat.EventTurnProblem, warn)

@@ -219,7 +219,8 @@ func TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst(t *testing.T) {
 // reported failed, or another node wrote it) is announced to the chat's
 // watchers as a stored message is, once, in the log's order: also when
 // the session's own write turns out to be it (sent again under its key),
-// or is read in with it (the log moved under the turn's write). Such a
+// or is read in with it (the log moved under the turn's write: the turn's
+// own message is then the turn's to announce, with its id). Such a
 // message was taken in but never announced, so a watcher never saw it.
 func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 	replies := []providers.Response{reply("one"), reply("two"), reply("three")}
@@ -227,6 +228,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 		before func(h *harness)
 		last   *SubmitTurn
 		want   []string // the message events' contents, in order
+		lastBy string   // the turn id the last one carries
 	}{
 		"the next turn after a write that landed unseen": {
 			before: func(h *harness) {
@@ -236,7 +238,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				}
 			},
 			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "next"}},
-			want: []string{"hello", "next"},
+			want: []string{"hello", "next"}, lastBy: "t2",
 		},
 		"the same message sent again under its key": {
 			before: func(h *harness) {
@@ -246,7 +248,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				}
 			},
 			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}},
-			want: []string{"hello"},
+			want: []string{"hello"}, lastBy: "", // read in before t2 began
 		},
 		"a turn whose write lands after another node's message": {
 			before: func(h *harness) {
@@ -256,7 +258,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				}
 			},
 			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "next"}},
-			want: []string{"first", "from another node", "next"},
+			want: []string{"first", "from another node", "next"}, lastBy: "t2",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -269,6 +271,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				t.Fatalf("the last turn: %+v", res.Problem)
 			}
 			var got []string
+			lastBy := "?"
 			for ev := range sub.C {
 				if ev.Type == chat.EventTurnCompleted {
 					if ev.TurnID == tc.last.TurnID {
@@ -277,11 +280,14 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 					continue
 				}
 				if m := ev.Data.(chat.Message); m.Role == chat.RoleUser {
-					got = append(got, m.Content)
+					got, lastBy = append(got, m.Content), ev.TurnID
 				}
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("the watcher saw the person's messages %q; want %q, each once", got, tc.want)
+			}
+			if lastBy != tc.lastBy {
+				t.Fatalf("the last message came with turn id %q; want %q", lastBy, tc.lastBy)
 			}
 		})
 	}
