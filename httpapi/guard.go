@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/time/rate"
 )
 
 // webGuard keeps the local web out (docs/security.md, "The local web"): a
@@ -15,15 +14,17 @@ import (
 // rebinding), and so is a state-changing request from another origin
 // (CSRF; the standard library's CrossOriginProtection decides, by
 // Sec-Fetch-Site or else Origin against Host). Requests without those
-// headers — curl, SDKs — pass. Each kind of refusal is logged, at most
-// once per refusalLogEvery, and answered in the shape of the path's surface.
+// headers — curl, SDKs — pass. Each refusal is answered in the shape of
+// the path's surface and logged at most once per refusalLogEvery for the
+// host or origin it names, so one page's flood hides no other's line.
 type webGuard struct {
 	checkHost bool
 	hosts     map[string]bool // configured names, lower case
 	cop       *http.CrossOriginProtection
 	log       zerolog.Logger
-	hostLog   rate.Sometimes
-	originLog rate.Sometimes
+	// logs is its own: a page sending many names must not push the
+	// tenants' refusal lines into the shared sampler.
+	logs refusalLogs
 }
 
 const refusalLogEvery = 10 * time.Second
@@ -36,7 +37,6 @@ func newWebGuard(allowed []string, tokens bool, log zerolog.Logger) *webGuard {
 	g := &webGuard{
 		checkHost: !tokens || len(allowed) > 0, hosts: map[string]bool{},
 		cop: http.NewCrossOriginProtection(), log: log,
-		hostLog: rate.Sometimes{First: 1, Interval: refusalLogEvery}, originLog: rate.Sometimes{First: 1, Interval: refusalLogEvery},
 	}
 	for _, h := range allowed {
 		g.hosts[normalHost(h)] = true
@@ -48,21 +48,21 @@ func newWebGuard(allowed []string, tokens bool, log zerolog.Logger) *webGuard {
 func (g *webGuard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.checkHost && !g.hostAllowed(r.Host) {
-			g.hostLog.Do(func() {
-				g.log.Warn().Str("host", clip(r.Host, 100)).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Str("remote", r.RemoteAddr).
-					Msg("refused a request for a host this daemon does not serve (DNS rebinding?); further refusals are logged at most every 10s")
-			})
+			if host := clip(r.Host, 100); g.logs.allow(host, http.StatusMisdirectedRequest, time.Now()) {
+				g.log.Warn().Str("host", host).Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Str("remote", r.RemoteAddr).
+					Msg("refused a request for a host this daemon does not serve (DNS rebinding?); further refusals naming this host are logged at most every 10s")
+			}
 			w.Header().Set("Connection", "close")
 			errorWriterFor(r.URL.Path)(w, http.StatusMisdirectedRequest, "misdirected",
 				"this daemon does not serve the host named in the request; use localhost or 127.0.0.1, or add the name to http.allowed_hosts")
 			return
 		}
 		if err := g.cop.Check(r); err != nil {
-			g.originLog.Do(func() {
-				g.log.Warn().Str("origin", clip(r.Header.Get("Origin"), 100)).Str("sec_fetch_site", clip(r.Header.Get("Sec-Fetch-Site"), 30)).
+			if origin := clip(r.Header.Get("Origin"), 100); g.logs.allow(origin, http.StatusForbidden, time.Now()) {
+				g.log.Warn().Str("origin", origin).Str("sec_fetch_site", clip(r.Header.Get("Sec-Fetch-Site"), 30)).
 					Str("method", r.Method).Str("path", clip(r.URL.Path, 200)).Str("remote", r.RemoteAddr).
-					Msg("refused a cross-origin request (another web page?); further refusals are logged at most every 10s")
-			})
+					Msg("refused a cross-origin request (another web page?); further refusals from this origin are logged at most every 10s")
+			}
 			w.Header().Set("Connection", "close")
 			errorWriterFor(r.URL.Path)(w, http.StatusForbidden, "cross_origin",
 				"cross-origin request refused: requests that change anything must come from the console's own origin, or from a client that sends no Origin (curl, SDKs)")

@@ -89,3 +89,37 @@ func TestWebGuardLogsRefusalsOnceAWhileWithoutSecrets(t *testing.T) {
 		t.Fatalf("the log holds the query's token:\n%s", logs.String())
 	}
 }
+
+// TestOnePagesFloodHidesNoOtherPagesLine: the guard's lines were sampled
+// once per kind for everyone, so a page flooding the daemon hid the line
+// of the next page refused, or of a rebinding name, for 10 s.
+func TestOnePagesFloodHidesNoOtherPagesLine(t *testing.T) {
+	var logs bytes.Buffer
+	h := newWebGuard(nil, false, zerolog.New(&logs)).wrap(http.NotFoundHandler())
+	refuse := func(host, origin string) {
+		r := httptest.NewRequest("POST", "/v1/chats", nil)
+		r.Host = host
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden && w.Code != http.StatusMisdirectedRequest {
+			t.Fatalf("host %q origin %q: status %d, want a refusal", host, origin, w.Code)
+		}
+	}
+	for range 20 {
+		refuse("127.0.0.1:8420", "https://flood.example")
+		refuse("flood.example", "")
+	}
+	refuse("127.0.0.1:8420", "https://other.example")
+	refuse("other.example", "")
+	for _, want := range []string{`"origin":"https://other.example"`, `"host":"other.example"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("the refusal naming %s was not logged after another page's flood:\n%s", want, logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "flood.example"); n != 2 {
+		t.Fatalf("the flood logged %d lines, want one per kind:\n%s", n, logs.String())
+	}
+}

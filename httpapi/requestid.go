@@ -224,12 +224,14 @@ func noteTenant(r *http.Request, tenant string) {
 	}
 }
 
-// refusalLogs samples the refusals' log lines per tenant and status: each
+// refusalLogs samples the refusals' log lines per source and status (a
+// tenant for the API's refusals; the Host or Origin named for the web
+// guard's 421s and 403s, which come before any tenant is known): each
 // pair is logged at most once per refusalLogEvery, so a flood of refusals
-// costs one line each 10 s (docs/security.md), and one tenant's flood of
-// 429s does not hide another tenant's. It remembers at most
-// maxRefusalKeys pairs; past them (pairs all logged within the interval)
-// the rest share one sampler per status, as every tenant did before.
+// costs one line each 10 s (docs/security.md), and one tenant's or page's
+// flood does not hide another's. It remembers at most maxRefusalKeys
+// pairs; past them (pairs all logged within the interval) the rest share
+// one sampler per status.
 type refusalLogs struct {
 	mu     sync.Mutex
 	last   map[refusalKey]time.Time
@@ -238,17 +240,18 @@ type refusalLogs struct {
 }
 
 type refusalKey struct {
-	tenant string
+	source string
 	code   int
 }
 
 // maxRefusalKeys bounds the pairs remembered: tenants come from the
-// config's tokens, but a hostile count of them must not grow memory.
+// config's tokens, hosts and origins from anyone, and a hostile count of
+// them must not grow memory.
 const maxRefusalKeys = 1024
 
-// allow reports whether a refusal of code to tenant at now is logged.
-func (l *refusalLogs) allow(tenant string, code int, now time.Time) bool {
-	k := refusalKey{tenant, code}
+// allow reports whether a refusal of code to source at now is logged.
+func (l *refusalLogs) allow(source string, code int, now time.Time) bool {
+	k := refusalKey{source, code}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
