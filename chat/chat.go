@@ -79,6 +79,11 @@ type Message struct {
 	// IdempotencyKey is the key a person's message was sent with: its
 	// chat stores it, and answers it, once however often it comes.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// KeyedCount is, on the first of messages added between turns under
+	// an idempotency key, how many the add held: the add sent again is
+	// completed, or answered, only when it holds as many (0 on records
+	// stored before it was kept).
+	KeyedCount int `json:"keyed_count,omitempty"`
 }
 
 // SameAdded reports whether a and b are the same message as an

@@ -30,7 +30,10 @@ func TestAKeyIsFoundInTheWholeLogAfterAReopen(t *testing.T) {
 		if _, err := s.Append(ctx, "b", user("with a \x00 NUL", "knul")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Append(ctx, "a", user("first", "k1"), chat.Message{Role: chat.RoleAssistant, Content: "one"}); err != nil {
+		// An add of two under a key: its length comes back with its key.
+		added := user("first", "k1")
+		added.KeyedCount = 2
+		if _, err := s.Append(ctx, "a", added, chat.Message{Role: chat.RoleAssistant, Content: "one"}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 50 { // a long log after it: the key is far back
@@ -75,6 +78,12 @@ func TestAKeyIsFoundInTheWholeLogAfterAReopen(t *testing.T) {
 			if ok != (tc.seq != 0) || ok && (m.Seq != tc.seq || m.Content != tc.content || m.IdempotencyKey != tc.key) {
 				t.Fatalf("%s/%s: found %v, %+v; want seq %d %q", tc.chat, tc.key, ok, m, tc.seq, tc.content)
 			}
+			if want := map[string]int{"k1": 2}[tc.key]; ok && m.KeyedCount != want {
+				t.Fatalf("%s/%s: found an add of %d; want %d", tc.chat, tc.key, m.KeyedCount, want)
+			}
+		}
+		if ms, err := s.Messages(ctx, "a", 1, 1); err != nil || len(ms) != 1 || ms[0].KeyedCount != 2 {
+			t.Fatalf("the log's first message: %+v, %v; want the add's length, 2", ms, err)
 		}
 		if pg, ok := s.(*Postgres); ok {
 			// The index answers, not a scan of the chat's log.

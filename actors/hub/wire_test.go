@@ -74,15 +74,32 @@ func jsonOf(t *testing.T, v any, drop ...string) map[string]any {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range drop {
-		delete(m, k)
-	}
+	dropAll(m, drop)
 	return m
+}
+
+// dropAll deletes the keys drop from v's objects, at any depth (a
+// message's private field inside a turn's messages too).
+func dropAll(v any, drop []string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range drop {
+			delete(v, k)
+		}
+		for _, e := range v {
+			dropAll(e, drop)
+		}
+	case []any:
+		for _, e := range v {
+			dropAll(e, drop)
+		}
+	}
 }
 
 // The wire types are separate from the records, but a client reads the
 // same JSON as before the split: every field of a record reaches the wire
-// under its name (the tenant stays inside the daemon).
+// under its name (the tenant, and the length of an add stored with its
+// key, stay inside the daemon).
 func TestWireFormKeepsEveryFieldOfTheRecords(t *testing.T) {
 	view := filled[chat.ContextView]()
 	prob := filled[chat.Problem]()
@@ -90,8 +107,8 @@ func TestWireFormKeepsEveryFieldOfTheRecords(t *testing.T) {
 		record, wire any
 		private      []string
 	}{
-		"message":            {filled[chat.Message](), wireMessage(filled[chat.Message]()), nil},
-		"turn result":        {filled[chat.TurnResult](), wireTurn(filled[chat.TurnResult]()), nil},
+		"message":            {filled[chat.Message](), wireMessage(filled[chat.Message]()), []string{"keyed_count"}},
+		"turn result":        {filled[chat.TurnResult](), wireTurn(filled[chat.TurnResult]()), []string{"keyed_count"}},
 		"problem event":      {prob, wireEvent(prob), nil},
 		"context":            {view, wireContext(&view), nil},
 		"compaction applied": {filled[chat.CompactionApplied](), wireEvent(filled[chat.CompactionApplied]()), nil},

@@ -736,7 +736,7 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 			s.addedAgain(ctx, sender, msgs, f)
 		default:
 			msgs = slices.Clone(msgs)
-			msgs[0].IdempotencyKey = m.Key
+			msgs[0].IdempotencyKey, msgs[0].KeyedCount = m.Key, len(msgs)
 			s.storeAdded(ctx, sender, nil, msgs, m.Charge)
 		}
 	})
@@ -768,9 +768,14 @@ func (s *session) addedAgain(ctx actor.Context, sender *actor.PID, msgs []chat.M
 // order: *Answered. An add whose later batches failed, which the log ends
 // with, is completed: the rest is stored after it, and *Added holds them
 // all. Otherwise it is refused ErrKeyReused, never answered as whole: the
-// messages stored under the key are others, or an add cut partway that
-// the chat went on after.
+// messages stored under the key are others, an add cut partway that the
+// chat went on after, or an add of another length (log[0].KeyedCount; a
+// whole add the log ends with is no cut one to complete with more).
 func (s *session) answerAdded(ctx actor.Context, sender *actor.PID, msgs, log []chat.Message, ends bool) {
+	if len(log) > 0 && log[0].KeyedCount > 0 && log[0].KeyedCount != len(msgs) {
+		ctx.Send(sender, &Rejected{Err: fmt.Errorf("%w: the chat stored an add of %d messages under it, not %d", ErrKeyReused, log[0].KeyedCount, len(msgs))})
+		return
+	}
 	n := 0
 	for n < len(msgs) && n < len(log) && chat.SameAdded(&log[n], &msgs[n]) {
 		n++

@@ -153,6 +153,44 @@ func TestAnAddCutPartwayIsNeverAnsweredWhole(t *testing.T) {
 	}
 }
 
+// TestAKeyReusedForAnotherLengthOfAddIsRefused: items added whole under
+// a key, which the log ends with, were taken for an add cut partway when
+// the key came again with a longer list: its first items matched, so the
+// rest was stored after them. The add's length is stored with its first
+// item now: another length under the key is ErrKeyReused, storing
+// nothing, while an add of the same length whose later batch failed is
+// still completed (TestAnAddCutPartwayIsNeverAnsweredWhole), and one
+// stored before the length was kept is completed as then.
+func TestAKeyReusedForAnotherLengthOfAddIsRefused(t *testing.T) {
+	q, a := chat.Message{Role: chat.RoleUser, Content: "q"}, chat.Message{Role: chat.RoleAssistant, Content: "a"}
+	longer := []chat.Message{q, a, {Role: chat.RoleUser, Content: "q2"}}
+	for name, again := range map[string][]chat.Message{"longer": longer, "shorter": {q}} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 128_000, nil)
+			if _, ok := h.ask(&AddMessages{Key: "ka", Messages: []chat.Message{q, a}}).(*Added); !ok {
+				t.Fatal("the first add was not stored")
+			}
+			if r, ok := h.ask(&AddMessages{Key: "ka", Messages: again}).(*Rejected); !ok || !errors.Is(r.Err, ErrKeyReused) {
+				t.Fatalf("%d items under the key of 2 stored whole: %#v; want ErrKeyReused", len(again), r)
+			}
+			if got := h.logOf(); len(got) != 2 {
+				t.Fatalf("the log holds %q; want the first add alone", got)
+			}
+		})
+	}
+	t.Run("stored before the length was kept", func(t *testing.T) {
+		h := newHarness(t, 128_000, nil)
+		old := []chat.Message{q, a}
+		old[0].IdempotencyKey = "ka"
+		if _, err := h.store.Append(context.Background(), "c1", old...); err != nil {
+			t.Fatal(err)
+		}
+		if ad, ok := h.ask(&AddMessages{Key: "ka", Messages: longer}).(*Added); !ok || len(ad.Messages) != 3 {
+			t.Fatalf("a longer add under an old record's key: %#v; want it completed, as before", ad)
+		}
+	})
+}
+
 // TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst: after an answer
 // whose write landed unseen, the next turn's first request (sent while
 // its message commits) left the answer out, numbered its message over it,
