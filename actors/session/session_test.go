@@ -45,6 +45,9 @@ type memStore struct {
 	lost func() error
 	// saving, when set, runs before a snapshot's save stores anything.
 	saving func()
+	// reading, when set, runs before Messages reads, and its error fails
+	// the read.
+	reading func() error
 	// writer runs the writes that report through a then, off the caller,
 	// as the store's writer does.
 	writer sync.WaitGroup
@@ -189,6 +192,11 @@ func (m *memStore) appendLocked(chatID string, msgs []chat.Message) []chat.Messa
 func (m *memStore) Messages(_ context.Context, chatID string, from, to int64) ([]chat.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.reading != nil {
+		if err := m.reading(); err != nil {
+			return nil, err
+		}
+	}
 	var out []chat.Message
 	for _, msg := range m.msgs[chatID] {
 		if msg.Seq >= from && (to == 0 || msg.Seq <= to) {

@@ -262,13 +262,10 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 		s.cancelCall()
 		s.unappend(sg.kept, sg.lastSeq)
 		s.turn.stored = w.stored // announced by the turn, not the read
-		s.readTail(ctx, func(ctx actor.Context, err error) {
+		s.readTailTwice(ctx, func(ctx actor.Context, err error) {
 			if err != nil {
-				// The turn goes on without them; the next turn reads the
-				// log again (unsure).
-				s.turn.log.Error().Err(err).Msg("read the messages the log holds before the turn's")
-				s.unsure = true
-				s.appendMsgs(w.stored...)
+				s.logUnread(ctx, sg, w, err)
+				return
 			}
 			s.turn.userSeq, s.turn.stored, s.turn.rounds = w.stored[0].Seq, w.stored, 0
 			var again *chat.Problem
@@ -279,6 +276,35 @@ func (s *session) messageStored(ctx actor.Context, sg *starting, w storedMsg) {
 		})
 		return
 	}
+	s.messageTaken(ctx, sg, w)
+}
+
+// readTailTwice is readTail read again once when it fails: a moment's
+// fault of the store does not end a turn.
+func (s *session) readTailTwice(ctx actor.Context, then func(ctx actor.Context, err error)) {
+	s.readTail(ctx, func(ctx actor.Context, err error) {
+		if err == nil {
+			then(ctx, nil)
+			return
+		}
+		s.logger().Warn().Err(err).Msg("read the chat's log again")
+		s.readTail(ctx, then)
+	})
+}
+
+// logUnread ends the turn whose message w stored after messages the
+// session could not read: its model is not asked with a gap in its
+// context. The message is durable and stays in the log; the session
+// stays at the log before it, unsure, so the next turn, or the message
+// sent again under its key (which then continues it), reads the gap and
+// the message in and announces them.
+func (s *session) logUnread(ctx actor.Context, sg *starting, w storedMsg, err error) {
+	s.turn.log.Error().Err(err).Msg("read the messages the log holds before the turn's")
+	s.unsure = true
+	s.turn.userSeq, s.turn.stored = w.stored[0].Seq, nil
+	problem := &chat.Problem{Kind: chat.ProblemInternal, Message: "your message is stored, but this chat's log before it could not be read (" + err.Error() +
+		"), so the model was not asked; send the message again under its Idempotency-Key, or ask again, to retry"}
+	sg.st, sg.warn = decision{take: func(ctx actor.Context) { s.endTurn(ctx, problem) }}, nil
 	s.messageTaken(ctx, sg, w)
 }
 

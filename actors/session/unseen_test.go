@@ -252,6 +252,81 @@ func TestTheNextWriteAfterOneThatLandedUnseenReadsItFirst(t *testing.T) {
 	}
 }
 
+// TestATurnWhoseLogCannotBeReadIsNotAnsweredWithAGap: a turn's message
+// stored after one another node wrote, whose read then failed, went on
+// without it: the model was asked with a gap in the chat. Now the read is
+// tried again once; failing twice, the turn ends with a problem saying
+// so, its message stored and unanswered, and the next turn reads the
+// log, the gap and the message in, and announces each once.
+func TestATurnWhoseLogCannotBeReadIsNotAnsweredWithAGap(t *testing.T) {
+	for name, fails := range map[string]int32{"one failed read is read again": 1, "two end the turn": 2} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 128_000, nil, reply("one"), reply("ok"), reply("ok"), reply("ok"))
+			h.turn("first")
+			sub := h.bus.Subscribe("c1", 1024, chat.EventMessage, chat.EventTurnCompleted)
+			defer sub.Close()
+			if _, err := h.store.Append(context.Background(), "c1", chat.Message{Role: chat.RoleUser, Content: "from another node"}); err != nil {
+				t.Fatal(err)
+			}
+			var reads atomic.Int32
+			h.store.mu.Lock()
+			h.store.reading = func() error {
+				if reads.Add(1) <= fails {
+					return errors.New("read: conn closed")
+				}
+				return nil
+			}
+			h.store.mu.Unlock()
+			res, _ := h.turn("next")
+			want := []string{"user: first", "assistant: one", "user: from another node", "user: next", "assistant: ok"}
+			if fails == 2 {
+				if res.Problem == nil || !strings.Contains(res.Problem.Message, "log before it could not be read") || len(res.Messages) != 0 {
+					t.Fatalf("the turn whose log could not be read: %+v; want a problem saying so, and no message of its own", res)
+				}
+				if got := h.logOf(); !slices.Equal(got, want[:4]) {
+					t.Fatalf("the log holds %q; want the message stored, unanswered", got)
+				}
+				if res, _ := h.turn("again"); res.Problem != nil {
+					t.Fatalf("the next turn: %+v", res.Problem)
+				}
+				want = append(want[:4], "user: again", "assistant: ok")
+			} else if res.Problem != nil {
+				t.Fatalf("the turn whose read failed once: %+v", res.Problem)
+			}
+			if got := h.logOf(); !slices.Equal(got, want) {
+				t.Fatalf("the log holds %q; want %q", got, want)
+			}
+			// The answer's request held the whole log (a person's messages
+			// in a row are sent as one).
+			reqs := h.model.requests()
+			var asked []string
+			for _, m := range reqs[len(reqs)-1].Messages {
+				asked = append(asked, m.Content)
+			}
+			for _, m := range want[:len(want)-1] {
+				if _, text, _ := strings.Cut(m, ": "); !strings.Contains(strings.Join(asked, "\n\n"), text) {
+					t.Fatalf("the last request held %q; want %q in it", asked, text)
+				}
+			}
+			var seen []string
+			for ev := range sub.C {
+				if ev.Type == chat.EventTurnCompleted {
+					if res := ev.Data.(chat.TurnResult); res.Problem == nil {
+						break
+					}
+					continue
+				}
+				if m := ev.Data.(chat.Message); m.Role == chat.RoleUser {
+					seen = append(seen, m.Content)
+				}
+			}
+			if wantSeen := map[int32][]string{1: {"from another node", "next"}, 2: {"from another node", "next", "again"}}[fails]; !slices.Equal(seen, wantSeen) {
+				t.Fatalf("the watcher saw the person's messages %q; want %q, each once", seen, wantSeen)
+			}
+		})
+	}
+}
+
 // TestMessagesATailReadTakesInAreAnnouncedOnce: a message the session
 // takes in by reading the log's tail (its write landed though it was
 // reported failed, or another node wrote it) is announced to the chat's
