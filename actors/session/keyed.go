@@ -21,10 +21,14 @@ import (
 // as long as its chat is, across restarts, and only in its own chat.
 
 // keyFound is where a chat's log holds a key: the message stored with it
-// and the kept messages after it; m is nil when the log holds none.
+// and the kept messages after it; m is nil when the log holds none. held:
+// the read of the log's tail findKey made took m in unannounced (the log
+// ends with it, unanswered): the turn that continues it announces it, with
+// its id, as any turn's message; else its finder does (announceTaken).
 type keyFound struct {
 	m     *chat.Message
 	after []chat.Message
+	held  bool
 	err   error
 }
 
@@ -35,12 +39,15 @@ type keyFound struct {
 // (await), so nothing of the chat changes before then runs.
 func (s *session) findKey(ctx actor.Context, key string, then func(ctx actor.Context, f keyFound)) {
 	if s.unsure {
-		s.readTail(ctx, func(ctx actor.Context, err error) {
+		s.readTailHolding(ctx, key, func(ctx actor.Context, held bool, err error) {
 			if err != nil {
 				then(ctx, keyFound{err: err})
 				return
 			}
-			s.findKey(ctx, key, then)
+			s.findKey(ctx, key, func(ctx actor.Context, f keyFound) {
+				f.held = held && f.m != nil
+				then(ctx, f)
+			})
 		})
 		return
 	}
@@ -83,31 +90,50 @@ type tail struct {
 // after it, and the chat's watchers hear of each message, once. then
 // hears the read's error; the session stays unsure after one.
 func (s *session) readTail(ctx actor.Context, then func(ctx actor.Context, err error)) {
+	s.readTailHolding(ctx, "", func(ctx actor.Context, _ bool, err error) { then(ctx, err) })
+}
+
+// readTailHolding is readTail that holds back the announcement of a
+// person's message under key the log ends with (held): a message sent
+// again under its key continues its turn, which announces it.
+func (s *session) readTailHolding(ctx actor.Context, key string, then func(ctx actor.Context, held bool, err error)) {
 	store, id, from := s.deps.Store, s.id, s.lastSeq+1
 	await(s, ctx, onWorker(s, func() tail {
 		ms, err := store.Messages(context.Background(), id, from, 0)
 		return tail{msgs: ms, err: err}
 	}), func(ctx actor.Context, t tail) {
 		if t.err != nil {
-			then(ctx, fmt.Errorf("read the log after a write that failed: %w", t.err))
+			then(ctx, false, fmt.Errorf("read the log after a write that failed: %w", t.err))
 			return
 		}
 		s.unsure = false
+		held := false
 		if ms := slices.DeleteFunc(t.msgs, func(m chat.Message) bool { return m.Seq <= s.lastSeq }); len(ms) > 0 {
 			s.log.Warn().Int64("from_seq", ms[0].Seq).Int("messages", len(ms)).Msg("a write reported failed had landed; the session takes its messages in")
 			s.appendMsgs(ms...)
+			last := ms[len(ms)-1]
+			held = key != "" && last.Role == chat.RoleUser && last.IdempotencyKey == key
+			if held {
+				ms = ms[:len(ms)-1]
+			}
 			// Announced as stored ones are, which no write announced; the
 			// running turn's own messages are its to announce, with its id.
 			for _, m := range ms {
 				if s.turn != nil && slices.ContainsFunc(s.turn.stored, func(o chat.Message) bool { return o.Seq == m.Seq }) {
 					continue
 				}
-				s.publish(storedEvent(m), "", m)
-				s.tailAnnounced = append(s.tailAnnounced, m.Seq)
+				s.announceTaken(m)
 			}
 		}
-		then(ctx, nil)
+		then(ctx, held, nil)
 	})
+}
+
+// announceTaken announces m, which a read of the log's tail took in, as a
+// stored message is; a turn that continues from it does not again.
+func (s *session) announceTaken(m chat.Message) {
+	s.publish(storedEvent(m), "", m)
+	s.tailAnnounced = append(s.tailAnnounced, m.Seq)
 }
 
 // whole runs then once the session holds the chat's whole log: at once,
@@ -139,7 +165,17 @@ func (s *session) submitKeyed(ctx actor.Context, p pending) {
 		case f.m == nil || !s.keyed(ctx, &p, f):
 			s.admit(ctx, p)
 		}
+		if f.held && !s.continuesFrom(f.m) {
+			s.announceTaken(*f.m)
+		}
 	})
+}
+
+// continuesFrom reports whether a turn that runs, or waits its turn,
+// continues from m, a person's keyed message, and so announces it.
+func (s *session) continuesFrom(m *chat.Message) bool {
+	return s.turn != nil && s.turn.userSeq == m.Seq ||
+		slices.ContainsFunc(s.queue, func(q pending) bool { return q.continues && q.msg.Message.IdempotencyKey == m.IdempotencyKey })
 }
 
 // keyed answers p, whose key the log holds on f.m: a message that says

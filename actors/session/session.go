@@ -727,6 +727,9 @@ func (s *session) addMessages(ctx actor.Context, m *AddMessages) {
 		return
 	}
 	s.findKey(ctx, m.Key, func(ctx actor.Context, f keyFound) {
+		if f.held { // no turn continues an add
+			s.announceTaken(*f.m)
+		}
 		switch {
 		case s.stopping:
 			ctx.Send(sender, &Rejected{Err: ErrStopping})

@@ -327,6 +327,58 @@ func TestATurnWhoseLogCannotBeReadIsNotAnsweredWithAGap(t *testing.T) {
 	}
 }
 
+// TestAMessageTheKeyedReadTakesInIsAnnouncedWhenNoTurnContinuesIt: the
+// read of a key's look-up holds back the announcement of the message the
+// log ends with under the key, for the turn that continues it; when none
+// does (the key sent again with other words, or items added under it),
+// the session announces it, once, as a stored message.
+func TestAMessageTheKeyedReadTakesInIsAnnouncedWhenNoTurnContinuesIt(t *testing.T) {
+	items := &AddMessages{Key: "k1", Messages: []chat.Message{{Role: chat.RoleUser, Content: "hello"}}}
+	for name, tc := range map[string]struct {
+		first, again any
+		answer       func(res any) bool
+	}{
+		"a turn's message, sent again with other words": {
+			first: &SubmitTurn{TurnID: "t1", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}},
+			again: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "other words", IdempotencyKey: "k1"}},
+			answer: func(res any) bool {
+				r, ok := res.(*Rejected)
+				return ok && errors.Is(r.Err, ErrKeyReused)
+			},
+		},
+		"items added under the key, sent again": {
+			first: items, again: items,
+			answer: func(res any) bool { _, ok := res.(*Answered); return ok },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, 128_000, nil)
+			sub := h.bus.Subscribe("c1", 1024, chat.EventMessage)
+			defer sub.Close()
+			h.loseWrite(1)
+			if r, ok := h.ask(tc.first).(*Rejected); !ok || r.Err == nil {
+				t.Fatalf("a send whose write's answer was lost: %#v; want it refused", r)
+			}
+			if res := h.ask(tc.again); !tc.answer(res) {
+				t.Fatalf("sent again under the key: %#v", res)
+			}
+			if _, ok := h.ask(&AddMessages{Messages: []chat.Message{{Role: chat.RoleUser, Content: "after"}}}).(*Added); !ok {
+				t.Fatal("the add after was not stored")
+			}
+			var got []string
+			for ev := range sub.C {
+				m := ev.Data.(chat.Message)
+				if got = append(got, m.Content+"@"+ev.TurnID); m.Content == "after" {
+					break
+				}
+			}
+			if want := []string{"hello@", "after@"}; !slices.Equal(got, want) {
+				t.Fatalf("the watcher saw %q; want %q", got, want)
+			}
+		})
+	}
+}
+
 // TestMessagesATailReadTakesInAreAnnouncedOnce: a message the session
 // takes in by reading the log's tail (its write landed though it was
 // reported failed, or another node wrote it) is announced to the chat's
@@ -334,7 +386,10 @@ func TestATurnWhoseLogCannotBeReadIsNotAnsweredWithAGap(t *testing.T) {
 // the session's own write turns out to be it (sent again under its key),
 // or is read in with it (the log moved under the turn's write: the turn's
 // own message is then the turn's to announce, with its id). Such a
-// message was taken in but never announced, so a watcher never saw it.
+// message was taken in but never announced, so a watcher never saw it. A
+// message sent again under its key, whose first write landed unseen, was
+// announced by the read, with no turn id, before the turn that continues
+// it started; it is the turn's to announce now, after turn.started.
 func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 	replies := []providers.Response{reply("one"), reply("two"), reply("three")}
 	for name, tc := range map[string]struct {
@@ -361,7 +416,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				}
 			},
 			last: &SubmitTurn{TurnID: "t2", Message: chat.Message{Content: "hello", IdempotencyKey: "k1"}},
-			want: []string{"hello"}, lastBy: "", // read in before t2 began
+			want: []string{"hello"}, lastBy: "t2", // read in before t2 began, announced by it
 		},
 		"a turn whose write lands after another node's message": {
 			before: func(h *harness) {
@@ -376,7 +431,7 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, 128_000, nil, replies...)
-			sub := h.bus.Subscribe("c1", 1024, chat.EventMessage, chat.EventTurnCompleted)
+			sub := h.bus.Subscribe("c1", 1024, chat.EventMessage, chat.EventTurnStarted, chat.EventTurnCompleted)
 			defer sub.Close()
 			tc.before(h)
 			res, _ := h.submit(tc.last)
@@ -384,8 +439,12 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 				t.Fatalf("the last turn: %+v", res.Problem)
 			}
 			var got []string
-			lastBy := "?"
+			lastBy, started, lastAfterStart := "?", false, false
 			for ev := range sub.C {
+				if ev.Type == chat.EventTurnStarted {
+					started = started || ev.TurnID == tc.last.TurnID
+					continue
+				}
 				if ev.Type == chat.EventTurnCompleted {
 					if ev.TurnID == tc.last.TurnID {
 						break
@@ -393,14 +452,14 @@ func TestMessagesATailReadTakesInAreAnnouncedOnce(t *testing.T) {
 					continue
 				}
 				if m := ev.Data.(chat.Message); m.Role == chat.RoleUser {
-					got, lastBy = append(got, m.Content), ev.TurnID
+					got, lastBy, lastAfterStart = append(got, m.Content), ev.TurnID, started
 				}
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("the watcher saw the person's messages %q; want %q, each once", got, tc.want)
 			}
-			if lastBy != tc.lastBy {
-				t.Fatalf("the last message came with turn id %q; want %q", lastBy, tc.lastBy)
+			if lastBy != tc.lastBy || !lastAfterStart {
+				t.Fatalf("the last message came with turn id %q, after its turn.started: %v; want %q, after it", lastBy, lastAfterStart, tc.lastBy)
 			}
 		})
 	}
