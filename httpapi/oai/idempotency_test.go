@@ -225,7 +225,7 @@ func TestAResponseSentAgainUnderItsKeyIsStoredAndAnsweredOnce(t *testing.T) {
 // TestConversationItemsSentAgainUnderTheirKeyAreStoredOnce: items added to
 // a conversation with an Idempotency-Key, sent again with it, are answered
 // as stored (the same item ids), not stored twice; other items under the
-// key are 422.
+// key, more of them included, are 422.
 func TestConversationItemsSentAgainUnderTheirKeyAreStoredOnce(t *testing.T) {
 	d, _, sdk := start(t, 32000, talker)
 	ctx := context.Background()
@@ -254,6 +254,11 @@ func TestConversationItemsSentAgainUnderTheirKeyAreStoredOnce(t *testing.T) {
 	}
 	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, items("one", "three"), withKey("k-items")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("other items under the key: %v, want 422", err)
+	}
+	// The items the conversation ends with, stored whole, are no add cut
+	// partway: more of them under the key are other items, not the rest.
+	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, items("one", "two", "three"), withKey("k-items")); !errors.As(err, &oerr) || oerr.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("more items under the key: %v, want 422", err)
 	}
 	chatID := strings.TrimPrefix(conv.ID, "conv_")
 	if got := contents(t, d, chatID); !slices.Equal(got, []string{"one", "two"}) {
