@@ -302,8 +302,10 @@ func (s *session) logUnread(ctx actor.Context, sg *starting, w storedMsg, err er
 	s.turn.log.Error().Err(err).Msg("read the messages the log holds before the turn's")
 	s.unsure = true
 	s.turn.userSeq, s.turn.stored = w.stored[0].Seq, nil
-	problem := &chat.Problem{Kind: chat.ProblemInternal, Message: "your message is stored, but this chat's log before it could not be read (" + err.Error() +
-		"), so the model was not asked; send the message again under its Idempotency-Key, or ask again, to retry"}
+	// The store's error stays in the operator's log: it may name what the
+	// tenant has no business reading.
+	problem := &chat.Problem{Kind: chat.ProblemInternal, Message: "your message is stored, but this chat's log before it could not be read, " +
+		"so the model was not asked; send the message again under its Idempotency-Key, or ask again, to retry"}
 	sg.st, sg.warn = decision{take: func(ctx actor.Context) { s.endTurn(ctx, problem) }}, nil
 	s.messageTaken(ctx, sg, w)
 }
