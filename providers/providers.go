@@ -19,8 +19,12 @@ import (
 
 // Request is one call to a model.
 type Request struct {
-	Model    string
-	System   string
+	Model  string
+	System string
+	// Messages are read-only to the provider. A caller that sends a chat's
+	// next request (the same CacheKey) in the array of an earlier one
+	// leaves the elements the earlier one carried as they were: an
+	// adapter may reuse their encoding without reading them again.
 	Messages []chat.Message
 	Tools    []chat.ToolSpec
 	// MaxTokens is the room left for the answer; 0 lets the provider choose.

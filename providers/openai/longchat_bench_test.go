@@ -56,3 +56,41 @@ func BenchmarkStreamLongChat(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBodyNextTurn is the request body of a 32K chat's next turn:
+// the last request's 300 kept messages and two new ones, the log growing
+// in one array as a session's does, folding back every 50 turns.
+func BenchmarkBodyNextTurn(b *testing.B) {
+	c, err := New(Config{Name: "bench", Company: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-test"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := longLog(400)
+	req := userReq("")
+	req.CacheKey = "chat-1"
+	b.ReportAllocs()
+	i := 0
+	var dst []byte
+	for b.Loop() {
+		req.Messages = all[:300+2*(i%50)]
+		i++
+		if dst, err = c.body(dst[:0], req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// longLog is n messages of a chat, a person's and the model's in turn,
+// each about 350 bytes.
+func longLog(n int) []chat.Message {
+	var ms []chat.Message
+	for i := range n {
+		role := chat.RoleUser
+		if i%2 == 1 {
+			role = chat.RoleAssistant
+		}
+		ms = append(ms, chat.Message{Seq: int64(i + 1), Role: role,
+			Content: fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of the chat ", 14))})
+	}
+	return ms
+}

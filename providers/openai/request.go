@@ -23,7 +23,10 @@ import (
 // (BENCHMARKS.md, issue 20 point 2). Here each message is encoded once:
 // a chat's next request reuses the bytes of every message its last one
 // carried unchanged, and a tool list's bytes are shared by every chat that
-// sends the same list, so a call encodes only what is new.
+// sends the same list, so a call encodes only what is new. A request whose
+// log extends its chat's last one in the same array (a session's next
+// turn) reuses the last one's messages joined, as one copy: it reads only
+// what is new (chatBytes.settled).
 
 // Bounds of what the encoder keeps between requests: the chats that sent
 // last (an idle chat's bytes go as others send), and the distinct tool
@@ -34,15 +37,11 @@ const (
 	maxToolLists    = 64
 )
 
-// The arrays a request is built in are pooled: a chat's per-message records
-// are replaced by its next request's (the encoder hands a chat's bytes to
-// one request at a time, and none reads them after), and the list of a
-// body's parts lives until the body is written. On a 32K chat they were two
-// of every model call's largest allocations (≈50 and ≈10 KB).
-var (
-	records slicepool.Pool[msgBytes]
-	parts   slicepool.Pool[[]byte]
-)
+// The arrays of a chat's per-message records are pooled: they are replaced
+// by its next request's (the encoder hands a chat's bytes to one request at
+// a time, and none reads them after). On a 32K chat they were one of every
+// model call's largest allocations (≈50 KB).
+var records slicepool.Pool[msgBytes]
 
 // encoder keeps encoded bytes between requests; safe for concurrent use.
 type encoder struct {
@@ -62,6 +61,16 @@ type chatBytes struct {
 	msgs   []msgBytes
 	tools  *toolBytes // shared with other chats: never changed
 	size   int
+	// log is the request's log, and joined its wire messages as the body
+	// lists them (the system prompt first, comma-separated). Its first
+	// settled messages' bytes (msgs[:settled], up to msgs[settled-1].end)
+	// stay what they are whatever follows them: 0 when a picture rides in
+	// the log, and with thinking sent back only on turns that call tools,
+	// the messages before the last person's (a later call in the open
+	// turn changes its messages' bytes).
+	log     []chat.Message
+	joined  []byte
+	settled int
 }
 
 // msgBytes is one stored message as last sent, and its bytes. It keeps
@@ -74,6 +83,7 @@ type msgBytes struct {
 	calls                         []chat.ToolCall
 	replay                        bool
 	enc                           []byte
+	end                           int // len(chatBytes.joined) with this message
 }
 
 type toolBytes struct {
@@ -249,14 +259,13 @@ func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
 // and finds it at once), then the model, messages, tools and the rest.
 func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	prev := c.enc.take(req.CacheKey)
-	cb, msgs, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
+	cb, err := c.messages(prev, req.CacheKey, req.System, req.Messages)
 	if prev != nil {
 		records.Put(prev.msgs) // read for the last time: cb has what it reuses
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer parts.Put(msgs)
 	var tools []byte
 	if len(req.Tools) > 0 {
 		var last *toolBytes
@@ -276,19 +285,9 @@ func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := 64 + len(model) + len(tools) + len(tail)
-	for _, m := range msgs {
-		n += len(m) + 1
-	}
-	b := slices.Grow(dst, n)
+	b := slices.Grow(dst, 64+len(model)+len(cb.joined)+len(tools)+len(tail))
 	b = append(append(append(b, `{"stream":true,"model":`...), model...), `,"messages":[`...)
-	for i, m := range msgs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, m...)
-	}
-	b = append(b, ']')
+	b = append(append(b, cb.joined...), ']')
 	if tools != nil {
 		b = append(append(b, `,"tools":`...), tools...)
 	}
@@ -346,24 +345,44 @@ func (c *Client) cacheHints(t *wireTail, key string) {
 // messages encodes the wire messages: the system prompt first, then the
 // stored log in order. A message the chat's last request (prev) carried
 // unchanged keeps its bytes; the rest are encoded now. It returns what to
-// keep for the chat's next request.
-func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Message) (*chatBytes, [][]byte, error) {
-	cb := &chatBytes{key: key, system: system, msgs: records.Get(len(log))}
-	out := parts.Get(len(log) + 1)
-	if system != "" {
+// keep for the chat's next request, its joined bytes the body's messages.
+func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Message) (*chatBytes, error) {
+	cb := &chatBytes{key: key, system: system, log: log}
+	from := prev.extendedBy(system, log)
+	var old []msgBytes
+	switch {
+	case from > 0:
+		// prev's settled messages are log's first ones, joined already:
+		// its arrays become cb's, the records after them copied out first
+		// (cb's appends overwrite them).
+		old = slices.Clone(prev.msgs[from:])
+		cb.sysEnc, cb.msgs, cb.joined = prev.sysEnc, prev.msgs[:from], prev.joined[:prev.msgs[from-1].end]
+		prev.msgs = nil
+	case prev != nil:
+		old, cb.msgs, cb.joined = prev.msgs, records.Get(len(log)), prev.joined[:0] // prev's records point elsewhere
+	default:
+		cb.msgs = records.Get(len(log))
+	}
+	if from == 0 && system != "" {
 		if prev != nil && prev.system == system {
 			cb.sysEnc = prev.sysEnc
 		} else {
 			enc, err := encodeJSON(wireMessage{Role: "system", Content: system})
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			cb.sysEnc = enc
 		}
-		cb.size += len(cb.sysEnc)
-		out = append(out, cb.sysEnc)
+		cb.joined = append(cb.joined, cb.sysEnc...)
 	}
-	replay := c.replayMask(log)
+	add := func(enc []byte) {
+		if len(cb.joined) > 0 {
+			cb.joined = append(cb.joined, ',')
+		}
+		cb.joined = append(cb.joined, enc...)
+	}
+	tail := log[from:]
+	replay := c.replayMask(tail) // tail starts a turn: a person's message, or the log's start
 	// Tool messages carry text only on this protocol: pictures a tool
 	// returned follow the run of results as one user message.
 	var pictures []chat.Image
@@ -372,22 +391,29 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 			return nil
 		}
 		enc, err := encodeJSON(userMessage(chat.Message{Content: "Pictures the tools above returned:", Images: pictures}))
-		out, pictures = append(out, enc), nil
+		add(enc)
+		pictures = nil
 		return err
 	}
-	var old []msgBytes
-	if prev != nil {
-		old = prev.msgs
+	// With thinking sent back only on turns that call tools, a message's
+	// bytes settle when the next person's message closes its turn.
+	byTurn := c.co.replayField != "" && c.co.replayToolTurnsOnly
+	settled, images := from+len(tail), false
+	if byTurn {
+		settled = from
 	}
-	for i := range log {
-		m := &log[i] // not a copy: a request carries every kept message
+	for i := range tail {
+		m := &tail[i] // not a copy: a request carries every kept message
 		if m.Role != chat.RoleTool {
 			if err := flush(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		if m.Role == chat.RoleTool {
 			pictures = append(pictures, m.Images...)
+		}
+		if m.Role == chat.RoleUser && byTurn {
+			settled = from + i
 		}
 		// Both logs run in seq order: skip what the chat no longer sends.
 		for len(old) > 0 && old[0].seq < m.Seq {
@@ -403,20 +429,38 @@ func (c *Client) messages(prev *chatBytes, key, system string, log []chat.Messag
 		} else {
 			var err error
 			if enc, err = c.encodeMessage(*m, replay[i]); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
-		out = append(out, enc)
-		if len(m.Images) == 0 {
-			cb.msgs = append(cb.msgs, msgBytes{seq: m.Seq, role: m.Role, content: m.Content, toolCallID: m.ToolCallID, thinking: m.Thinking,
-				calls: m.ToolCalls, replay: replay[i], enc: enc})
-			cb.size += len(enc)
+		add(enc)
+		if len(m.Images) > 0 {
+			images = true
+			continue
 		}
+		cb.msgs = append(cb.msgs, msgBytes{seq: m.Seq, role: m.Role, content: m.Content, toolCallID: m.ToolCallID, thinking: m.Thinking,
+			calls: m.ToolCalls, replay: replay[i], enc: enc, end: len(cb.joined)})
 	}
 	if err := flush(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return cb, out, nil
+	if !images {
+		cb.settled = settled
+	}
+	// Each message's bytes are held twice: on their own and joined.
+	cb.size = 2 * len(cb.joined)
+	return cb, nil
+}
+
+// extendedBy is how many of log's first messages cb's joined bytes hold
+// as the body lists them after system: its settled ones when log extends
+// cb's log in the same array (0: none). A log's array is never written
+// below the length of a request handed out (providers.Request.Messages),
+// so those messages are cb's, unchanged.
+func (cb *chatBytes) extendedBy(system string, log []chat.Message) int {
+	if cb == nil || cb.settled == 0 || cb.system != system || len(log) < cb.settled || &log[0] != &cb.log[0] {
+		return 0
+	}
+	return cb.settled
 }
 
 // sameMsg: o's bytes are what m encodes to now.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -259,6 +260,85 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 			req.Messages = msgs
 		}
 	})
+}
+
+// TestGrownLogInOneArrayIsAFreshEncode: a chat's log grows in one array,
+// as a session's does, by new messages of every kind (thinking, calls,
+// results, pictures), and now and then folds into a new array; for every
+// company's rule on sending thinking back, each body equals the body a
+// client with nothing kept writes.
+func TestGrownLogInOneArrayIsAFreshEncode(t *testing.T) {
+	for _, company := range []string{"deepseek", "openrouter", "openai"} {
+		t.Run(company, func(t *testing.T) {
+			c := newClient(t, company, "http://127.0.0.1:1/v1")
+			rapid.Check(t, func(rt *rapid.T) {
+				req := drawRequest(rt)
+				req.CacheKey = "chat-1"
+				all := slices.Grow(slices.Clone(req.Messages), 64)
+				n := len(all)
+				for step := range 8 {
+					req.Messages = all[:n:n] // each request capped, as fromWindow hands them out
+					fresh, err := New(Config{Company: company, BaseURL: "http://127.0.0.1:1/v1"})
+					if err != nil {
+						rt.Fatal(err)
+					}
+					got, err := c.body(nil, req)
+					if err != nil {
+						rt.Fatalf("body: %v", err)
+					}
+					want, err := fresh.body(nil, req)
+					if err != nil {
+						rt.Fatalf("fresh body: %v", err)
+					}
+					if string(got) != string(want) {
+						rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
+					}
+					if rapid.IntRange(0, 5).Draw(rt, "fold") == 0 {
+						all = slices.Grow(slices.Clone(all[rapid.IntRange(0, n-1).Draw(rt, "from"):n]), 64)
+						n = len(all)
+					}
+					more := drawRequest(rt).Messages
+					for i := range more {
+						more[i].Seq = all[n-1].Seq + int64(i) + 1
+					}
+					all = append(all[:n], more...)
+					n = len(all)
+				}
+			})
+		})
+	}
+}
+
+// TestNextTurnReadsOnlyItsNewMessages: a request whose log extends the
+// chat's last one in the same array sends the last one's messages from
+// their kept bytes, without reading them again (the array below a handed
+// out length is never written, providers.Request.Messages); what is new,
+// and a log in another array, is read.
+func TestNextTurnReadsOnlyItsNewMessages(t *testing.T) {
+	c := newClient(t, "openai", "http://127.0.0.1:1/v1")
+	all := make([]chat.Message, 0, 8)
+	all = append(all, chat.Message{Seq: 1, Role: chat.RoleUser, Content: "first"}, chat.Message{Seq: 2, Role: chat.RoleAssistant, Content: "one"})
+	req := providers.Request{Model: "gpt-test", CacheKey: "chat-1", Messages: all[:2:2]}
+	if _, err := c.body(nil, req); err != nil {
+		t.Fatal(err)
+	}
+	all[0].Content = "written over" // what no caller does: it shows what is read
+	all = append(all, chat.Message{Seq: 3, Role: chat.RoleUser, Content: "second"})
+	req.Messages = all[:3:3]
+	b, err := c.body(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.Contains(got, `"content":"first"`) || !strings.Contains(got, `"content":"second"`) {
+		t.Errorf("the next turn's body read its kept messages again or missed its new one:\n%s", got)
+	}
+	req.Messages = slices.Clone(all)
+	if b, err = c.body(nil, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.Contains(got, `"content":"written over"`) {
+		t.Errorf("a log in another array was not read:\n%s", got)
+	}
 }
 
 // TestToolListSharedBetweenChats: two chats that carry equal tools get one
