@@ -55,18 +55,44 @@ func Assemble(in AssembleInput) []Msg { return AssembleInto(nil, in) }
 // call and keeps no earlier result hands its last array back, rather than
 // allocating one of the window's length each time.
 func AssembleInto(dst []Msg, in AssembleInput) []Msg {
-	kept := in.Msgs[keptIndex(in.Msgs, in.Plan.FirstKept):]
+	out, _ := assembleFrom(dst, in.Msgs[keptIndex(in.Msgs, in.Plan.FirstKept):], in, resume{})
+	return out
+}
+
+// resume is a point an assembly of kept messages can go on from when more
+// messages follow them: the input index of a person's message, the output
+// written before it, and whether the summary frame is placed. 0 in: none.
+type resume struct {
+	in, out int
+	framed  bool
+}
+
+// assembleFrom is AssembleInto of kept from at on, dst[:at.out] holding
+// what kept[:at.in] assembles to. It returns the point the next assembly
+// of kept grown by more messages (with the same plan) can go on from: the
+// person's message that opens the newest Stale exchanges, when every call
+// before it found its result before it. Before that point nothing later
+// messages bring changes the output: results there are stale already, a
+// refused exchange reaches back only to its person's message, and no call
+// waits for a result.
+func assembleFrom(dst, kept []Msg, in AssembleInput, at resume) ([]Msg, resume) {
 	stale := staleBefore(kept, in.Plan.Stale)
-	out := slices.Grow(dst[:0], len(kept)+1)
-	done := make([]bool, len(kept)) // tool results already placed after their call, refused exchanges
-	leaveOutRefused(kept, done)
-	p := pairer{ms: kept}
-	framed := false
-	for i := range kept {
+	rest := kept[at.in:]
+	out := slices.Grow(dst[:at.out], len(rest)+1)
+	done := make([]bool, len(rest)) // tool results already placed after their call, refused exchanges
+	leaveOutRefused(rest, done)
+	p := pairer{ms: rest}
+	framed := at.framed
+	var next resume
+	lastResult, missing := -1, false // of the calls placed so far
+	for i := range rest {
+		if at.in+i == stale && stale > 0 && lastResult < i && !missing {
+			next = resume{in: stale, out: len(out), framed: framed}
+		}
 		if done[i] {
 			continue
 		}
-		m := kept[i]
+		m := rest[i]
 		switch m.Role {
 		case Tool:
 			continue // its call was folded or never made: a result alone is refused
@@ -87,12 +113,14 @@ func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 			for _, c := range m.ToolCalls {
 				j := p.result(i, c.ID)
 				if j < 0 || done[j] {
+					missing = true
 					out = append(out, Msg{Seq: m.Seq, Role: Tool, ToolCallID: c.ID, ToolName: c.Name, Text: missingResult, IsError: true})
 					continue
 				}
 				done[j] = true
-				r := kept[j]
-				if j < stale && isStale(&r) {
+				lastResult = max(lastResult, j)
+				r := rest[j]
+				if at.in+j < stale && isStale(&r) {
 					r = stub(r)
 				} else if in.Plan.CutChars > 0 {
 					r = shorten(r, in.Plan.CutChars)
@@ -101,7 +129,7 @@ func AssembleInto(dst []Msg, in AssembleInput) []Msg {
 			}
 		}
 	}
-	return out
+	return out, next
 }
 
 // leaveOutRefused marks in skip each exchange the provider refused that

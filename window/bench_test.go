@@ -95,3 +95,42 @@ func BenchmarkPlanCutsLongMessage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAssembleNextTurn is a 32K chat's next request: about 300
+// kept messages of tool-using turns and one turn more each time, starting
+// again every 50 turns (not timed); from scratch (AssembleInto, what a turn did
+// before) and going on from the last assembly (Kept.Assemble).
+func BenchmarkAssembleNextTurn(b *testing.B) {
+	all := chat100K()[:3000]
+	var users []int // where each turn starts
+	for i, m := range all {
+		if m.Role == User && i >= 300 {
+			users = append(users, i)
+		}
+	}
+	for _, kept := range []bool{false, true} {
+		b.Run(map[bool]string{false: "scratch", true: "kept"}[kept], func(b *testing.B) {
+			var k Kept
+			var dst []Msg
+			t := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if t%50 == 0 { // the fold's own cost is not the turn's
+					b.StopTimer()
+					k = Kept{}
+					k.Append(all[:users[0]]...)
+					t = 0
+					b.StartTimer()
+				}
+				k.Append(all[users[t]:users[t+1]]...)
+				t++
+				plan := PlanResult{FirstKept: k.msgs[0].Seq, Stale: StaleExchanges}
+				if kept {
+					_, _ = k.Assemble(plan, "s", "")
+				} else {
+					dst = AssembleInto(dst, AssembleInput{Msgs: k.Msgs(), Plan: plan, Summary: "s"})
+				}
+			}
+		})
+	}
+}

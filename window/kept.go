@@ -11,6 +11,21 @@ type Kept struct {
 	// bytes and most are the totals of msgBytes and mostCost, for
 	// NoFold.
 	bytes, most int
+	// folds counts DropBefore's: messages only ever come at the end in
+	// between, so what an assembly read of them is still there.
+	folds int
+	asm   keptAssembly
+}
+
+// keptAssembly is the last Assemble's output and what it was made of.
+type keptAssembly struct {
+	out             []Msg
+	folds           int
+	firstKept       int64
+	start           int // keptIndex of firstKept
+	cutChars, stale int
+	summary, digest string
+	next            resume
 }
 
 // Append adds messages at the end, estimating any whose estimates are not
@@ -43,7 +58,28 @@ func (k *Kept) DropBefore(seq int64) {
 	if n > 0 {
 		// A new array: the folded messages' texts are freed with it.
 		k.msgs = append([]Msg(nil), k.msgs[n:]...)
+		k.folds++
 	}
+}
+
+// Assemble is AssembleInto of the kept messages on plan, after the
+// summary: a chat's next request is its last one's and what came since,
+// so an assembly goes on from where the last one's output stopped
+// changing (assembleFrom) and reads only the newest exchanges. It returns
+// the messages to send, valid until the next Assemble, and how many of
+// their first ones are the last Assemble's, unchanged.
+func (k *Kept) Assemble(plan PlanResult, summary, digest string) (sent []Msg, reused int) {
+	a := &k.asm
+	at, start := a.next, keptIndex(k.msgs, plan.FirstKept)
+	if a.folds != k.folds || a.firstKept != plan.FirstKept || a.start != start || a.cutChars != plan.CutChars || a.stale != plan.Stale ||
+		a.summary != summary || a.digest != digest {
+		at = resume{}
+	}
+	in := AssembleInput{Msgs: k.msgs, Plan: plan, Summary: summary, Digest: digest}
+	out, next := assembleFrom(a.out, k.msgs[start:], in, at)
+	*a = keptAssembly{out: out, folds: k.folds, firstKept: plan.FirstKept, start: start, cutChars: plan.CutChars, stale: plan.Stale,
+		summary: summary, digest: digest, next: next}
+	return out, at.out
 }
 
 // Msgs are the kept messages with their estimates cached; read-only.

@@ -232,12 +232,16 @@ func (s *session) foldNeeded(t *turn) int64 {
 // they are another transcript.
 func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	p := t.plan
-	est, msgs := p.estimate, p.msgs
+	est := p.estimate
+	var msgs []chat.Message
 	if live, ok := s.compactLive(t, p); ok {
-		est, msgs = s.planMsgs(live, p.budget, p.lean), live
+		est = s.planMsgs(live, p.budget, p.lean)
+		sent := window.AssembleInto(assembled.Get(0), window.AssembleInput{Msgs: live, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
+		msgs = s.fromWindow(sent)
+		assembled.Put(sent)
+	} else {
+		msgs = s.keptRequest(est.plan)
 	}
-	sent := window.AssembleInto(assembled.Get(0), window.AssembleInput{Msgs: msgs, Plan: est.plan, Summary: s.snap.Summary, Digest: s.snap.Digest})
-	defer assembled.Put(sent)
 	room := est.budget.Answer
 	if t.maxTokens > 0 {
 		room = t.maxTokens
@@ -252,7 +256,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	}
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
-		Model: model, System: p.system, Messages: mergeUserRuns(s.fromWindow(sent)), Tools: p.specs,
+		Model: model, System: p.system, Messages: mergeUserRuns(msgs), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
 		Settings: t.setup.settings, CacheKey: s.id,
 	}
@@ -262,8 +266,23 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	return req, est
 }
 
-// assembled pools the arrays requests are assembled in: an assembly is
-// converted to chat messages (fromWindow) before its call returns.
+// keptRequest is the kept messages assembled on plan, as sent: their
+// assembly goes on from the last one's (window.Kept.Assemble), and so does
+// its conversion when the last one converted was that assembly.
+func (s *session) keptRequest(plan window.PlanResult) []chat.Message {
+	v := s.view()
+	sent, reused := v.Assemble(plan, s.snap.Summary, s.snap.Digest)
+	if s.sent.of != v {
+		reused = 0
+	}
+	msgs := s.fromWindowKnown(sent, reused)
+	s.sent.of = v
+	return msgs
+}
+
+// assembled pools the arrays requests not of the kept messages are
+// assembled in: an assembly is converted to chat messages (fromWindow)
+// before its call returns.
 var assembled slicepool.Pool[window.Msg]
 
 // sentForm is the last request's messages as sent, kept so the next
@@ -271,23 +290,34 @@ var assembled slicepool.Pool[window.Msg]
 // request is its last one's messages and a few more.
 type sentForm struct {
 	msgs []chat.Message // with room to grow; requests hold it capped
+	// of is the view whose last Assemble msgs converts (nil: another
+	// assembly): the messages that assembly reused convert as before.
+	of *window.Kept
 }
 
 // fromWindow turns assembled messages back into chat messages, keeping what
 // the arithmetic does not carry (pictures, thinking signatures) from the
 // stored originals. When sent starts with every message of the last
-// request, unchanged, the last request's slice is extended: it grows only
+// request, unchanged, the last request's slice is extended (else its
+// unchanged first messages are copied into a new one): it grows only
 // past what any request handed out holds (each is capped at its length, so
 // no holder's append lands in it either), so none of them changes.
-func (s *session) fromWindow(sent []window.Msg) []chat.Message {
+func (s *session) fromWindow(sent []window.Msg) []chat.Message { return s.fromWindowKnown(sent, 0) }
+
+// fromWindowKnown is fromWindow of sent whose first known messages are
+// known to be the last request's: they are not read again.
+func (s *session) fromWindowKnown(sent []window.Msg, known int) []chat.Message {
 	prev := s.sent.msgs
-	k := 0
+	k := min(known, len(sent), len(prev))
 	for k < len(sent) && k < len(prev) && sameSent(&sent[k], &prev[k]) {
 		k++
 	}
 	out := prev
 	if k < len(prev) {
-		k, out = 0, make([]chat.Message, 0, len(sent))
+		// A message the last request sent changed (a result gone stale): a
+		// new array, its unchanged messages copied, not converted again,
+		// with room for the turns until the next change.
+		out = append(make([]chat.Message, 0, len(sent)+len(sent)/4), prev[:k]...)
 	}
 	at := 0 // s.msgs runs in seq order, one message a seq, and so mostly does sent
 	for _, w := range sent[k:] {

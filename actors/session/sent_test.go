@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -79,6 +80,58 @@ func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
 				}
 			}
 			earlier = append(earlier, handed{got: got, copy: slices.Clone(got)})
+		}
+	})
+}
+
+// TestKeptRequestEqualsAFreshOne: as a chat grows (results long enough to
+// stub among its messages), folds, and converts another assembly between
+// its requests (a fold's prefix), each request keptRequest builds from
+// what it kept equals what a session with nothing kept builds.
+func TestKeptRequestEqualsAFreshOne(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := &session{deps: &Deps{ToolResultBytes: 1 << 20, ToolArgBytes: 1 << 20}}
+		seq := int64(0)
+		add := func() chat.Message {
+			seq++
+			m := chat.Message{Seq: seq, Content: fmt.Sprintf("message %d", seq)}
+			switch rapid.IntRange(0, 3).Draw(rt, "role") {
+			case 0:
+				m.Role = chat.RoleUser
+			case 1:
+				m.Role, m.Thinking, m.ThinkingSignature = chat.RoleAssistant, "hmm", "sig"
+			case 2:
+				m.Role, m.ToolCalls = chat.RoleAssistant, []chat.ToolCall{{ID: fmt.Sprintf("c%d", seq), Name: "read", Arguments: `{"n":1}`}}
+			default:
+				m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d", seq-1), "read"
+				if rapid.Bool().Draw(rt, "long") {
+					m.Content = strings.Repeat("r", window.StaleChars+1)
+				}
+			}
+			return m
+		}
+		for step := range rapid.IntRange(1, 14).Draw(rt, "steps") {
+			var ms []chat.Message
+			for range rapid.IntRange(1, 4).Draw(rt, "new") {
+				ms = append(ms, add())
+			}
+			s.appendMsgs(ms...)
+			switch rapid.IntRange(0, 5).Draw(rt, "between") {
+			case 0: // a fold
+				to := s.msgs[rapid.IntRange(0, len(s.msgs)-1).Draw(rt, "fold")].Seq
+				s.msgs = slices.DeleteFunc(slices.Clone(s.msgs), func(m chat.Message) bool { return m.Seq < to })
+				if s.win != nil {
+					s.win.DropBefore(to)
+				}
+			case 1: // a fold's prefix, converted from another assembly
+				s.fromWindow(s.toWindow(s.msgs[:1]))
+			}
+			plan := window.PlanResult{FirstKept: s.msgs[0].Seq, Stale: 1}
+			got := s.keptRequest(plan)
+			fresh := &session{msgs: s.msgs, deps: s.deps}
+			if want := fresh.keptRequest(plan); len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
+				rt.Fatalf("step %d: kept request\n%+v\nfresh\n%+v", step, got, want)
+			}
 		}
 	})
 }
