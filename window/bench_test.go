@@ -134,3 +134,42 @@ func BenchmarkAssembleNextTurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanNextTurn is BenchmarkAssembleNextTurn's turns planned on a
+// 32K window: from scratch (Plan) and going on from the last scan
+// (Kept.Plan).
+func BenchmarkPlanNextTurn(b *testing.B) {
+	all := chat100K()[:3000]
+	var users []int
+	for i, m := range all {
+		if m.Role == User && i >= 300 {
+			users = append(users, i)
+		}
+	}
+	bud := NewBudget(32768, 2000, 3000)
+	for _, kept := range []bool{false, true} {
+		b.Run(map[bool]string{false: "scratch", true: "kept"}[kept], func(b *testing.B) {
+			var k Kept
+			t := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if t%50 == 0 { // the fold's own cost is not the turn's
+					b.StopTimer()
+					k = Kept{}
+					k.Append(all[:users[0]]...)
+					t = 0
+					b.StartTimer()
+				}
+				k.Append(all[users[t]:users[t+1]]...)
+				t++
+				in := PlanInput{Budget: bud, Summary: "s"}
+				if kept {
+					_ = k.Plan(in)
+				} else {
+					in.Msgs = k.Msgs()
+					_ = Plan(in)
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,10 @@ type Kept struct {
 	// between, so what an assembly read of them is still there.
 	folds int
 	asm   keptAssembly
+	// scanned is the last Plan's scan, on its Stale (scanFrom).
+	scanned      *scan
+	scannedStale int
+	scannedFolds int
 }
 
 // keptAssembly is the last Assemble's output and what it was made of.
@@ -60,6 +64,27 @@ func (k *Kept) DropBefore(seq int64) {
 		k.msgs = append([]Msg(nil), k.msgs[n:]...)
 		k.folds++
 	}
+}
+
+// Plan is Plan of the kept messages (in.Msgs is ignored): its scan goes
+// on from the last one's (scan.scanFrom), so it reads only the newest
+// exchanges' messages.
+func (k *Kept) Plan(in PlanInput) PlanResult {
+	in.Msgs = k.msgs
+	return planOn(in, k)
+}
+
+// scan is the kept messages' scan on stale, gone on from the last one.
+func (k *Kept) scan(stale int) *scan {
+	at := 0
+	if k.scanned == nil {
+		k.scanned = &scan{}
+	} else if k.scannedFolds == k.folds && k.scannedStale == stale {
+		at = k.scanned.next
+	}
+	k.scanned.scanFrom(k.msgs, stale, at)
+	k.scannedStale, k.scannedFolds = stale, k.folds
+	return k.scanned
 }
 
 // Assemble is AssembleInto of the kept messages on plan, after the

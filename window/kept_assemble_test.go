@@ -19,35 +19,11 @@ func TestKeptAssemblyIsAFreshOne(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var k Kept
 		var seq int64
-		var ids []string
+		var ids, pending []string
 		var last []Msg
 		stale := rapid.IntRange(0, 3).Draw(t, "stale")
 		for range 14 {
-			for range rapid.IntRange(0, 6).Draw(t, "new") {
-				seq++
-				m := Msg{Seq: seq, Text: strings.Repeat("w", rapid.IntRange(0, 40).Draw(t, "len"))}
-				switch rapid.IntRange(0, 5).Draw(t, "kind") {
-				case 0, 1:
-					m.Role = User
-				case 2:
-					m.Role = Assistant
-					for range rapid.IntRange(0, 2).Draw(t, "calls") {
-						ids = append(ids, fmt.Sprintf("c%d", len(ids)))
-						m.ToolCalls = append(m.ToolCalls, ToolCall{ID: ids[len(ids)-1], Name: "tool"})
-					}
-				case 3, 4:
-					m.Role, m.ToolName, m.ToolCallID = Tool, "tool", "stray"
-					if len(ids) > 0 {
-						m.ToolCallID = ids[len(ids)-1-rapid.IntRange(0, min(3, len(ids)-1)).Draw(t, "back")]
-					}
-					if rapid.IntRange(0, 2).Draw(t, "long") == 0 {
-						m.Text = strings.Repeat("r", StaleChars+10)
-					}
-				default:
-					m.Role, m.Refused = Assistant, rapid.IntRange(0, 3).Draw(t, "refused") == 0
-				}
-				k.Append(m)
-			}
+			grow(t, &k, &seq, &ids, &pending)
 			ms := k.Msgs()
 			if len(ms) == 0 {
 				continue
@@ -103,4 +79,66 @@ func TestKeptAssemblyReadsOnlyTheNewestExchanges(t *testing.T) {
 	if got, _ = k.Assemble(PlanResult{FirstKept: 1, Stale: 1}, "", ""); got[0].Text != "written over" {
 		t.Errorf("another plan's assembly did not read the messages again: %q", got[0].Text)
 	}
+}
+
+// grow adds up to six messages of any kind to k: a person's, calls, their
+// results (mostly in order; late, stray, missing; long enough to stub), answers, refused ones.
+func grow(t *rapid.T, k *Kept, seq *int64, ids, pending *[]string) {
+	for range rapid.IntRange(0, 6).Draw(t, "new") {
+		*seq++
+		m := Msg{Seq: *seq, Text: strings.Repeat("w", rapid.IntRange(0, 40).Draw(t, "len"))}
+		switch rapid.IntRange(0, 5).Draw(t, "kind") {
+		case 0, 1:
+			m.Role = User
+		case 2:
+			m.Role = Assistant
+			for range rapid.IntRange(0, 2).Draw(t, "calls") {
+				*ids = append(*ids, fmt.Sprintf("c%d", len(*ids)))
+				*pending = append(*pending, (*ids)[len(*ids)-1])
+				m.ToolCalls = append(m.ToolCalls, ToolCall{ID: (*ids)[len(*ids)-1], Name: "tool"})
+			}
+		case 3, 4:
+			m.Role, m.ToolName, m.ToolCallID = Tool, "tool", "stray"
+			switch n := len(*ids); {
+			case len(*pending) > 0 && rapid.IntRange(0, 9).Draw(t, "in-order") > 0:
+				m.ToolCallID, *pending = (*pending)[0], (*pending)[1:]
+			case n > 0:
+				m.ToolCallID = (*ids)[n-1-rapid.IntRange(0, min(3, n-1)).Draw(t, "back")]
+			}
+			if rapid.IntRange(0, 2).Draw(t, "long") == 0 {
+				m.Text = strings.Repeat("r", StaleChars+10)
+			}
+		default:
+			m.Role, m.Refused = Assistant, rapid.IntRange(0, 3).Draw(t, "refused") == 0
+		}
+		k.Append(m)
+	}
+}
+
+// TestKeptPlanIsAFreshOne: as a chat grows, folds and changes its
+// budget's stale exchanges, every Kept.Plan equals a plan from scratch.
+func TestKeptPlanIsAFreshOne(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var k Kept
+		var seq int64
+		var ids, pending []string
+		b := NewBudget(rapid.IntRange(1000, 40000).Draw(t, "window"), 100, 100)
+		b.Stale = rapid.IntRange(0, 3).Draw(t, "stale")
+		summary := rapid.SampledFrom([]string{"", "what came before"}).Draw(t, "summary")
+		for range 14 {
+			grow(t, &k, &seq, &ids, &pending)
+			if ms := k.Msgs(); len(ms) > 0 && rapid.IntRange(0, 9).Draw(t, "fold") == 0 {
+				k.DropBefore(ms[rapid.IntRange(0, len(ms)-1).Draw(t, "fold-at")].Seq)
+			}
+			if rapid.IntRange(0, 9).Draw(t, "stale-change") == 0 {
+				b.Stale = rapid.IntRange(0, 3).Draw(t, "stale")
+			}
+			in := PlanInput{Budget: b, Summary: summary, Early: rapid.SampledFrom([]float64{0, 0.85}).Draw(t, "early")}
+			got := k.Plan(in)
+			in.Msgs = k.Msgs()
+			if want := Plan(in); !reflect.DeepEqual(got, want) {
+				t.Fatalf("kept plan\n%+v\nfrom scratch\n%+v", got, want)
+			}
+		}
+	})
 }

@@ -1,6 +1,9 @@
 package window
 
-import "unicode/utf8"
+import (
+	"slices"
+	"unicode/utf8"
+)
 
 // Fold triggers besides the budget: a chat with very many or very large
 // messages folds even when its estimate fits, and then keeps half of each.
@@ -136,6 +139,7 @@ type scan struct {
 	cutCandidates   []int // person's and tool texts that shortening may touch
 	costs           []int
 	stubCache       map[stubKey]int
+	next            int // where a scan of these messages grown can go on from (scanFrom)
 }
 
 // stubKey is all a stub's estimate depends on: the tool's name and the
@@ -168,7 +172,11 @@ func (sc *scan) stubTokens(m *Msg) int {
 // what is kept fits 1/FoldKeep of the budget, so folds are rare and the request
 // prefix stays the same between them. The turn being answered always stays;
 // if it alone is too big, its longest texts are shortened.
-func Plan(in PlanInput) PlanResult {
+func Plan(in PlanInput) PlanResult { return planOn(in, nil) }
+
+// planOn is Plan, its scan kept by k (whose messages in.Msgs are) when k
+// is set.
+func planOn(in PlanInput, k *Kept) PlanResult {
 	ms := in.Msgs
 	b, cal := in.Budget, in.Calibration
 	fixed := b.System + b.Tools
@@ -181,7 +189,12 @@ func Plan(in PlanInput) PlanResult {
 		est := cal.Estimate(raw)
 		return PlanResult{Raw: raw, Estimate: est, Fits: est <= b.Limit(), Stale: b.Stale}
 	}
-	sc := scanMsgs(ms, b.Stale)
+	var sc *scan
+	if k != nil {
+		sc = k.scan(b.Stale)
+	} else {
+		sc = scanMsgs(ms, b.Stale)
+	}
 	c0 := 0
 	if len(sc.bounds) > 0 {
 		c0 = sc.bounds[0].idx
@@ -242,15 +255,43 @@ func summaryReserve(b Budget) int {
 }
 
 func scanMsgs(ms []Msg, stale int) *scan {
+	sc := &scan{}
+	sc.scanFrom(ms, stale, 0)
+	return sc
+}
+
+// scanFrom scans ms from index at on, sc holding the scan of ms[:at] (at
+// is 0 or an earlier scan's next). It sets next, the index a scan of ms
+// grown by more messages can go on from: the person's message opening
+// the newest Stale exchanges, when every call before it found its result
+// before it. Nothing later messages bring changes what is before it: its
+// long results are stubbed already, and no call there waits for a result.
+func (sc *scan) scanFrom(ms []Msg, stale, at int) {
+	sc.tokens, sc.byts, sc.lastUser, sc.next = 0, 0, -1, 0
+	b := len(sc.bounds)
+	for b > 0 && sc.bounds[b-1].idx >= at {
+		b--
+	}
+	if at > 0 {
+		bd := sc.bounds[b] // at opens a boundary
+		sc.tokens, sc.byts = bd.tokens, bd.byts
+	}
 	// Room for a boundary at every other message: growing the list message
 	// by message was a tenth of a plan.
-	sc := &scan{lastUser: -1, costs: make([]int, len(ms)), bounds: make([]boundary, 0, len(ms)/2+1)}
+	sc.bounds = slices.Grow(sc.bounds[:b], (len(ms)-at)/2+1)
+	sc.stubbed = truncateFrom(sc.stubbed, at)
+	sc.cutCandidates = truncateFrom(sc.cutCandidates, at)
+	sc.costs = slices.Grow(sc.costs[:at], len(ms)-at)[:len(ms)]
 	sc.stale = staleBefore(ms, stale)
-	p := pairer{ms: ms}
-	claimed := make([]bool, len(ms))
-	blockedUntil := -1 // the latest result of a call seen so far
-	for i := range ms {
+	rest := ms[at:]
+	p := pairer{ms: rest}
+	claimed := make([]bool, len(rest))
+	blockedUntil, missing := -1, false // the latest result of a call seen so far; a call without one
+	for i := at; i < len(ms); i++ {
 		m := &ms[i]
+		if i == sc.stale && i > 0 && blockedUntil < i && !missing {
+			sc.next = i
+		}
 		if m.Role == User {
 			sc.lastUser = i
 			if blockedUntil < i {
@@ -269,19 +310,28 @@ func scanMsgs(ms []Msg, stale int) *scan {
 			}
 		}
 		for _, c := range m.ToolCalls {
-			j := p.result(i, c.ID)
+			j := p.result(i-at, c.ID)
 			if j < 0 || claimed[j] {
+				missing = true
 				cost += EstimateMsg(Msg{Role: Tool, ToolName: c.Name, Text: missingResult})
 				continue
 			}
 			claimed[j] = true
-			blockedUntil = max(blockedUntil, j)
+			blockedUntil = max(blockedUntil, at+j)
 		}
 		sc.costs[i] = cost
 		sc.tokens += cost
 		sc.byts += msgBytes(m)
 	}
-	return sc
+}
+
+// truncateFrom drops the indexes from at on of an ascending list.
+func truncateFrom(idx []int, at int) []int {
+	n := len(idx)
+	for n > 0 && idx[n-1] >= at {
+		n--
+	}
+	return idx[:n]
 }
 
 // kept returns the tokens, count and bytes of the messages from index c on.

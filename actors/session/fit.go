@@ -131,10 +131,23 @@ func (s *session) planMsgs(msgs []window.Msg, b window.Budget, lean bool) estima
 
 // planEarly plans with the message and byte triggers at early of their
 // limits (window.PlanInput.Early).
+// The view's own messages are planned by the view, which reads only what
+// came since its last plan (window.Kept.Plan).
 func (s *session) planEarly(msgs []window.Msg, b window.Budget, lean bool, early float64) estimate {
-	plan := window.Plan(window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
-		SummaryTokens: s.summaryTokens(), Early: early, Cuts: &s.cuts})
+	in := window.PlanInput{Msgs: msgs, Budget: b, Calibration: s.calibration(), Summary: s.snap.Summary, Digest: s.snap.Digest,
+		SummaryTokens: s.summaryTokens(), Early: early, Cuts: &s.cuts}
+	var plan window.PlanResult
+	if v := s.win; v != nil && sameSlice(msgs, v.Msgs()) {
+		plan = v.Plan(in)
+	} else {
+		plan = window.Plan(in)
+	}
 	return estimate{raw: plan.Raw, total: plan.Estimate, budget: b, plan: plan, lean: lean}
+}
+
+// sameSlice: a and b are one slice of one array.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // summaryTokens is window.SummaryTokens of the chat's summary, kept until a

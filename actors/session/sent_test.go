@@ -86,8 +86,8 @@ func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
 
 // TestKeptRequestEqualsAFreshOne: as a chat grows (results long enough to
 // stub among its messages), folds, and converts another assembly between
-// its requests (a fold's prefix), each request keptRequest builds from
-// what it kept equals what a session with nothing kept builds.
+// its requests (a fold's prefix), each plan and request the session makes
+// from what it kept equals one made from scratch.
 func TestKeptRequestEqualsAFreshOne(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := &session{deps: &Deps{ToolResultBytes: 1 << 20, ToolArgBytes: 1 << 20}}
@@ -125,6 +125,12 @@ func TestKeptRequestEqualsAFreshOne(t *testing.T) {
 				}
 			case 1: // a fold's prefix, converted from another assembly
 				s.fromWindow(s.toWindow(s.msgs[:1]))
+			}
+			b := window.NewBudget(rapid.IntRange(2000, 20000).Draw(rt, "window"), 100, 100)
+			b.Stale = 1
+			planned := s.planMsgs(s.view().Msgs(), b, false).plan
+			if want := window.Plan(window.PlanInput{Msgs: s.view().Msgs(), Budget: b}); !reflect.DeepEqual(planned, want) {
+				rt.Fatalf("step %d: kept plan\n%+v\nfresh\n%+v", step, planned, want)
 			}
 			plan := window.PlanResult{FirstKept: s.msgs[0].Seq, Stale: 1}
 			got := s.keptRequest(plan)
