@@ -142,3 +142,22 @@ func TestKeptPlanIsAFreshOne(t *testing.T) {
 		}
 	})
 }
+
+// TestKeptPlanReadsOnlyTheNewestExchanges: a chat's next plan goes on
+// from its last scan, without reading the messages before the newest
+// exchanges again (a kept message is never written: here one's cached
+// estimate is, to show what is read).
+func TestKeptPlanReadsOnlyTheNewestExchanges(t *testing.T) {
+	var k Kept
+	k.Append(Msg{Seq: 1, Role: User, Text: "first"}, Msg{Seq: 2, Role: Assistant, Text: "one"},
+		Msg{Seq: 3, Role: User, Text: "second"}, Msg{Seq: 4, Role: Assistant, Text: "two"},
+		Msg{Seq: 5, Role: User, Text: "third"})
+	in := PlanInput{Budget: NewBudget(32768, 100, 100)}
+	before := k.Plan(in)
+	k.msgs[0].Tokens += 1000
+	k.Append(Msg{Seq: 6, Role: Assistant, Text: "three"}, Msg{Seq: 7, Role: User, Text: "fourth"})
+	added := EstimateMsgs(k.msgs[5:])
+	if got := k.Plan(in); got.Raw != before.Raw+added {
+		t.Errorf("next plan's raw estimate %d, want %d: the last one's %d and the new messages' %d", got.Raw, before.Raw+added, before.Raw, added)
+	}
+}
