@@ -269,7 +269,7 @@ func (s *session) buildRequest(t *turn) (providers.Request, estimate) {
 	}
 	model := t.ref[len(t.info.Provider)+1:]
 	req := providers.Request{
-		Model: model, System: p.system, Messages: mergeUserRuns(msgs), Tools: p.specs,
+		Model: model, System: p.system, Messages: s.sendable(msgs), Tools: p.specs,
 		MaxTokens: room, NumCtx: t.info.Window, EstimatedInput: est.total, MaxAnswerBytes: s.deps.MaxAnswerBytes,
 		Settings: t.setup.settings, CacheKey: s.id,
 	}
@@ -306,6 +306,20 @@ type sentForm struct {
 	// of is the view whose last Assemble msgs converts (nil: another
 	// assembly): the messages that assembly reused convert as before.
 	of *window.Kept
+	// runsFree leading messages of msgs hold no two person's messages in
+	// a row (sendable).
+	runsFree int
+}
+
+// sendable is msgs, the last request's messages (s.sent), with runs of
+// person's messages merged (mergeUserRuns), looked for only past the
+// messages the last request's look found none in.
+func (s *session) sendable(msgs []chat.Message) []chat.Message {
+	out := mergeUserRunsAfter(msgs, s.sent.runsFree)
+	if len(out) == len(msgs) { // no run: msgs itself
+		s.sent.runsFree = len(msgs)
+	}
+	return out
 }
 
 // fromWindow turns assembled messages back into chat messages, keeping what
@@ -332,11 +346,16 @@ func (s *session) fromWindowKnown(sent []window.Msg, known int) []chat.Message {
 		// with room for the turns until the next change.
 		out = append(make([]chat.Message, 0, len(sent)+len(sent)/4), prev[:k]...)
 	}
-	at := 0 // s.msgs runs in seq order, one message a seq, and so mostly does sent
+	// s.msgs runs in seq order, one message a seq, and so mostly does sent:
+	// the first new message is searched for, the next ones walked to.
+	at := 0
+	if k < len(sent) {
+		at, _ = slices.BinarySearchFunc(s.msgs, sent[k].Seq, bySeq)
+	}
 	for _, w := range sent[k:] {
 		var m chat.Message
 		if at < len(s.msgs) && s.msgs[at].Seq > w.Seq {
-			at, _ = slices.BinarySearchFunc(s.msgs, w.Seq, func(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) })
+			at, _ = slices.BinarySearchFunc(s.msgs, w.Seq, bySeq)
 		}
 		for at < len(s.msgs) && s.msgs[at].Seq < w.Seq {
 			at++
@@ -349,9 +368,11 @@ func (s *session) fromWindowKnown(sent []window.Msg, known int) []chat.Message {
 		m.ToolCalls = sentCalls(m.ToolCalls, w.ToolCalls)
 		out = append(out, m)
 	}
-	s.sent = sentForm{msgs: out}
+	s.sent = sentForm{msgs: out, runsFree: min(s.sent.runsFree, k)}
 	return out[:len(out):len(out)]
 }
+
+func bySeq(m chat.Message, seq int64) int { return cmp.Compare(m.Seq, seq) }
 
 // sameSent: m is what w converts to (a seq names one stored message, and
 // the rest is w's).
@@ -417,8 +438,12 @@ func specJSON(specs []chat.ToolSpec) string {
 // short by a crash or a provider fault leaves one unanswered): some servers'
 // chat templates refuse two user turns in a row. Only the request changes.
 // A request without such a run, nearly every one, is msgs itself: no copy.
-func mergeUserRuns(msgs []chat.Message) []chat.Message {
-	run := 1 // the first message of the first run's second half
+func mergeUserRuns(msgs []chat.Message) []chat.Message { return mergeUserRunsAfter(msgs, 0) }
+
+// mergeUserRunsAfter is mergeUserRuns of msgs whose first free messages
+// hold no run: it looks for one only past them.
+func mergeUserRunsAfter(msgs []chat.Message, free int) []chat.Message {
+	run := max(1, free) // the first message of the first run's second half
 	for run < len(msgs) && (msgs[run].Role != chat.RoleUser || msgs[run-1].Role != chat.RoleUser) {
 		run++
 	}

@@ -12,8 +12,9 @@ import (
 // BenchmarkKeptRequest is a 32K chat's next request's messages: 300 kept
 // messages (a person's, a call, its result, an answer: ≈350 bytes each, a
 // long result every fourth turn) and one turn more each time, starting
-// again every 50 turns (not timed); assembled from scratch and converted as before
-// (AssembleInto, fromWindow), and by keptRequest.
+// again every 50 turns (not timed); assembled from scratch, converted and
+// merged as before (AssembleInto, fromWindow, mergeUserRuns), and by
+// keptRequest and sendable.
 func BenchmarkKeptRequest(b *testing.B) {
 	var all []chat.Message
 	for i := range 1000 {
@@ -46,11 +47,11 @@ func BenchmarkKeptRequest(b *testing.B) {
 				t++
 				plan := window.PlanResult{FirstKept: s.msgs[0].Seq, Stale: window.StaleExchanges}
 				if kept {
-					_ = s.keptRequest(plan)
+					_ = s.sendable(s.keptRequest(plan))
 					continue
 				}
 				sent := window.AssembleInto(assembled.Get(0), window.AssembleInput{Msgs: s.view().Msgs(), Plan: plan})
-				_ = s.fromWindow(sent)
+				_ = mergeUserRuns(s.fromWindow(sent))
 				assembled.Put(sent)
 			}
 		})

@@ -86,8 +86,9 @@ func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
 
 // TestKeptRequestEqualsAFreshOne: as a chat grows (results long enough to
 // stub among its messages), folds, and converts another assembly between
-// its requests (a fold's prefix), each plan and request the session makes
-// from what it kept equals one made from scratch.
+// its requests (a fold's prefix), each plan and request (with runs of
+// person's messages merged) the session makes from what it kept equals one
+// made from scratch.
 func TestKeptRequestEqualsAFreshOne(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := &session{deps: &Deps{ToolResultBytes: 1 << 20, ToolArgBytes: 1 << 20}}
@@ -135,8 +136,12 @@ func TestKeptRequestEqualsAFreshOne(t *testing.T) {
 			plan := window.PlanResult{FirstKept: s.msgs[0].Seq, Stale: 1}
 			got := s.keptRequest(plan)
 			fresh := &session{msgs: s.msgs, deps: s.deps}
-			if want := fresh.keptRequest(plan); len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
+			want := fresh.keptRequest(plan)
+			if len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
 				rt.Fatalf("step %d: kept request\n%+v\nfresh\n%+v", step, got, want)
+			}
+			if got, want := s.sendable(got), mergeUserRuns(want); len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
+				rt.Fatalf("step %d: kept request, runs merged\n%+v\nfresh\n%+v", step, got, want)
 			}
 		}
 	})
