@@ -23,10 +23,10 @@ import (
 
 // awaiting is a write the mailbox is held for.
 type awaiting struct {
-	fut  *actor.Future
-	then func(res any)
-	sys  *actor.ActorSystem
-	self *actor.PID
+	fut     *actor.Future
+	then    func(res any)
+	mailbox actor.Process
+	self    *actor.PID
 }
 
 // await starts an operation that reports its result once through done —
@@ -44,8 +44,13 @@ func await[R any](s *session, ctx actor.Context, start func(done func(R)), then 
 		return
 	}
 	sys, self := ctx.ActorSystem(), ctx.Self()
+	if s.mailbox == nil {
+		// Looked up once: the registry's lookup, twice an await, showed
+		// in the scale bench's profile (issue 20).
+		s.mailbox, _ = sys.ProcessRegistry.Get(self)
+	}
 	fut := actor.NewFuture(sys, -1) // no timeout: a queued write is always waited for
-	a := &awaiting{fut: fut, then: func(res any) { then(ctx, res.(R)) }, sys: sys, self: self}
+	a := &awaiting{fut: fut, then: func(res any) { then(ctx, res.(R)) }, mailbox: s.mailbox, self: self}
 	s.awaiting = a
 	ctx.ReenterAfter(fut, func(res any, _ error) {
 		if s.awaiting != a {
@@ -54,10 +59,10 @@ func await[R any](s *session, ctx actor.Context, start func(done func(R)), then 
 		s.awaiting = nil
 		a.then(res)
 		if s.awaiting == nil { // then may have started another wait
-			tellMailbox(sys, self, &actor.ResumeMailbox{})
+			a.mailbox.SendSystemMessage(self, &actor.ResumeMailbox{})
 		}
 	})
-	tellMailbox(sys, self, &actor.SuspendMailbox{})
+	a.mailbox.SendSystemMessage(self, &actor.SuspendMailbox{})
 	root := sys.Root
 	start(func(r R) { root.Send(fut.PID(), r) })
 }
@@ -107,12 +112,5 @@ func (s *session) settle() {
 	s.awaiting = nil
 	res, _ := a.fut.Result()
 	a.then(res)
-	tellMailbox(a.sys, a.self, &actor.ResumeMailbox{})
-}
-
-// tellMailbox sends a system message to pid's own mailbox.
-func tellMailbox(sys *actor.ActorSystem, pid *actor.PID, msg any) {
-	if p, ok := sys.ProcessRegistry.Get(pid); ok {
-		p.SendSystemMessage(pid, msg)
-	}
+	a.mailbox.SendSystemMessage(a.self, &actor.ResumeMailbox{})
 }

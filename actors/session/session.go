@@ -66,8 +66,10 @@ type session struct {
 	// compactWaiting is a /compact asked while another fold ran; it folds
 	// once that fold lands.
 	compactWaiting *waitingCompact
-	// awaiting is the write the mailbox is held for (await.go).
+	// awaiting is the write the mailbox is held for (await.go), and
+	// mailbox the session's own process, which holds and resumes it.
 	awaiting *awaiting
+	mailbox  actor.Process
 
 	lastActive time.Time
 	stopTick   func()
