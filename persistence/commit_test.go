@@ -362,7 +362,7 @@ func TestUnsyncedWritesLandWithoutASyncAndTheNextSyncedOneCostsOne(t *testing.T)
 // a test that wraps them in a committer of its own.
 func eachTxns(t *testing.T, onBadger func(*testing.T, rig[*writeTxn], txns[*writeTxn]), onPostgres func(*testing.T, rig[*pgTxn], txns[*pgTxn])) {
 	eachWriter(t, func(t *testing.T, r rig[*writeTxn], _ func(*testing.T) store) {
-		onBadger(t, r, badgerTxns{r.s.(*Store).db, r.s.(*Store).j})
+		onBadger(t, r, badgerTxns{db: r.s.(*Store).db, j: r.s.(*Store).j})
 	}, func(t *testing.T, r rig[*pgTxn], _ func(*testing.T) store) {
 		onPostgres(t, r, pgTxns{pool: r.s.(*Postgres).pool, timeout: time.Minute, life: r.s.(*Postgres).life})
 	})

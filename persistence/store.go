@@ -52,10 +52,13 @@ type Store struct {
 type badgerTxns struct {
 	db *badger.DB
 	j  *journal
+	// recs caches chat records for appends; nil caches none (a test's
+	// second writer over the store's database).
+	recs *recordCache
 }
 
 func (b badgerTxns) begin() (*writeTxn, error) {
-	t := &writeTxn{tx: b.db.NewTransaction(true)}
+	t := &writeTxn{tx: b.db.NewTransaction(true), recs: b.recs}
 	if b.j != nil {
 		t.frame = b.j.frame()
 	}
@@ -68,6 +71,18 @@ func (badgerTxns) tooBig(err error) bool { return errors.Is(err, badger.ErrTxnTo
 // failed: a Badger write's failure says what it is already.
 func (badgerTxns) failed(_ *writeTxn, err error) error { return err }
 func (b badgerTxns) commit(txn *writeTxn, _ bool) error {
+	err := b.commitTxn(txn)
+	if b.recs != nil {
+		if err != nil {
+			b.recs.failed(txn.recWrites)
+		} else {
+			b.recs.committed(txn.recWrites)
+		}
+	}
+	return err
+}
+
+func (b badgerTxns) commitTxn(txn *writeTxn) error {
 	if b.j == nil || len(txn.frame) == frameHeader {
 		return txn.tx.Commit()
 	}
@@ -98,11 +113,18 @@ func (b badgerTxns) sync() error {
 type writeTxn struct {
 	tx    *badger.Txn
 	frame []byte // the commit's journal frame; nil in memory
+	// recs is the writer's record cache (nil: none), and recWrites the
+	// records this transaction wrote, for it once committed.
+	recs      *recordCache
+	recWrites []recordWrite
 }
 
 func (t *writeTxn) Set(key, val []byte) error {
 	if err := t.tx.Set(key, val); err != nil {
 		return err
+	}
+	if t.recs != nil && isRecordKey(key) {
+		t.recWrites = append(t.recWrites, recordWrite{key: string(key), val: val})
 	}
 	if t.frame != nil {
 		t.frame = appendOp(t.frame, opSet, key, val)
@@ -113,6 +135,9 @@ func (t *writeTxn) Set(key, val []byte) error {
 func (t *writeTxn) Delete(key []byte) error {
 	if err := t.tx.Delete(key); err != nil {
 		return err
+	}
+	if t.recs != nil && isRecordKey(key) {
+		t.recWrites = append(t.recWrites, recordWrite{key: string(key), del: true})
 	}
 	if t.frame != nil {
 		t.frame = appendOp(t.frame, opDelete, key, nil)
@@ -182,7 +207,7 @@ func Open(dir string, o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db, j}, o.ObserveDurable), tenants: newTenants()}
+	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db: db, j: j, recs: newRecordCache()}, o.ObserveDurable), tenants: newTenants()}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -883,7 +908,7 @@ func (s *Store) AppendWithSnapshotThen(ctx context.Context, chatID string, snap 
 // reads and rewrites only the record's last_seq (cutLastSeq), not the
 // whole record.
 func appendTxn(txn *writeTxn, chatID string, out []chat.Message) (int64, error) {
-	item, err := txn.Get(chatKey(chatID))
+	val, err := txn.record(chatKey(chatID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		// A log without a record: tests, or a chat being deleted.
 		last, err := lastSeq(txn, chatID)
@@ -892,10 +917,6 @@ func appendTxn(txn *writeTxn, chatID string, out []chat.Message) (int64, error) 
 		}
 		return last + int64(len(out)), writeLog(txn, chatID, last, out)
 	}
-	if err != nil {
-		return 0, err
-	}
-	val, err := item.ValueCopy(nil)
 	if err != nil {
 		return 0, err
 	}

@@ -208,3 +208,38 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendAmongChats is one append to each of 10,000 chats in turn,
+// in memory, as agentd-bench's scale part spreads its turns: each append
+// reads its chat's record (where the log ends) among every other chat's
+// keys, and writes it back. ns/op and cpu-ns/op are per append.
+func BenchmarkAppendAmongChats(b *testing.B) {
+	s, err := Open("", Options{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const chats = 10_000
+	ids := make([]string, chats)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("chat-%05d", i)
+		if err := s.CreateChat(ctx, Chat{ID: ids[i], Tenant: "t", Model: "m", Title: "a titled chat", CreatedAt: time.Now().UTC()}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Append(ctx, ids[i], chat.Message{Role: chat.RoleUser, Content: "hello there"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	msg := chat.Message{Role: chat.RoleAssistant, Content: "general kenobi"}
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	i := 0
+	for b.Loop() {
+		if _, err := s.Append(ctx, ids[i%chats], msg); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}

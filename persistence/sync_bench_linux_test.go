@@ -54,7 +54,7 @@ func BenchmarkSyncParts(b *testing.B) {
 		}
 	})
 	b.Run("commit+journal", func(b *testing.B) {
-		bt := badgerTxns{db, s.j}
+		bt := badgerTxns{db: db, j: s.j}
 		for b.Loop() {
 			seq++
 			txn, err := bt.begin()
