@@ -363,13 +363,15 @@ func windowKey(p, m string) []byte       { return []byte("w/" + p + "/" + m) }
 func recordKey(kind, id string) []byte   { return []byte("k/" + kind + "/" + id) }
 func deletingKey(id string) []byte       { return []byte("d/" + id) }
 
-func requestKey(id string, n int64) []byte {
-	return binary.BigEndian.AppendUint64(requestPrefix(id), uint64(n))
-}
+func requestKey(id string, n int64) []byte { return seqKey("r/", id, n) }
+func msgKey(id string, seq int64) []byte   { return seqKey("m/", id, seq) }
 
-func msgKey(id string, seq int64) []byte {
-	k := msgPrefix(id)
-	return binary.BigEndian.AppendUint64(k, uint64(seq))
+// seqKey is kind, id, a slash and n, 8 bytes big-endian, built in one
+// allocation: a turn writes a message key for each of its messages.
+func seqKey(kind, id string, n int64) []byte {
+	k := make([]byte, 0, len(kind)+len(id)+1+8)
+	k = append(append(append(k, kind...), id...), '/')
+	return binary.BigEndian.AppendUint64(k, uint64(n))
 }
 
 // Chat is a chat's metadata.
@@ -1093,12 +1095,13 @@ func (s *Store) MessagesWithin(ctx context.Context, chatID string, from, to int6
 	err := s.db.View(func(txn *badger.Txn) error {
 		// Prefetching reads values ahead of the loop: a bounded page reads
 		// only the values it keeps.
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgPrefix(chatID), PrefetchValues: maxBytes <= 0, PrefetchSize: 256})
+		prefix := msgPrefix(chatID)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: maxBytes <= 0, PrefetchSize: 256})
 		defer it.Close()
 		held := 0
 		for it.Seek(msgKey(chatID, max(from, 0))); it.Valid(); it.Next() {
 			item := it.Item()
-			seq := int64(binary.BigEndian.Uint64(item.Key()[len(msgPrefix(chatID)):]))
+			seq := int64(binary.BigEndian.Uint64(item.Key()[len(prefix):]))
 			if to > 0 && seq > to || maxBytes > 0 && held >= maxBytes {
 				break
 			}
