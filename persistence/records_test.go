@@ -8,11 +8,12 @@ import (
 	"github.com/agentd/agentd/chat"
 )
 
-// TestAppendsReadTheCommittedRecord: the writer's record cache only ever
-// answers what Badger committed. A write that set a chat's record and then
-// failed, a patch of the record, the chat's deletion and its creation
-// anew, its deletion again (an append then finds no record): the next append still reads the record as committed (its title,
-// where the log ends), and the record read back matches.
+// TestAppendsReadTheCommittedRecord: the writer's record cache, which
+// appends and Chat read, only ever answers what Badger committed. After a
+// write that set a chat's record and then failed, a patch of the record,
+// the chat's deletion and its creation anew, and its deletion again (an
+// append then finds no record), the next append reads the record as
+// committed (its title, where the log ends), and so does Chat.
 func TestAppendsReadTheCommittedRecord(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
@@ -50,6 +51,7 @@ func TestAppendsReadTheCommittedRecord(t *testing.T) {
 	if !errors.Is(err, refused) {
 		t.Fatalf("the failing write: %v", err)
 	}
+	wantRecord("First", 2)
 	appendOne("three", 3)
 	wantRecord("First", 3)
 	if err := s.UpdateChat(ctx, Chat{ID: "a", Tenant: "t", Title: "Renamed"}); err != nil {

@@ -44,6 +44,8 @@ type Store struct {
 	j *journal
 	// tenants caches ChatTenant's answers (see tenants).
 	tenants *tenants
+	// recs is the writer's record cache, which Chat reads too.
+	recs *recordCache
 }
 
 // badgerTxns are Badger's update transactions, for the committer, made
@@ -207,7 +209,8 @@ func Open(dir string, o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db: db, j: j, recs: newRecordCache()}, o.ObserveDurable), tenants: newTenants()}
+	recs := newRecordCache()
+	st := &Store{db: db, j: j, w: newCommitter(badgerTxns{db: db, j: j, recs: recs}, o.ObserveDurable), tenants: newTenants(), recs: recs}
 	if err := st.finishDeletes(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -598,10 +601,17 @@ func (s *Store) ChatTenant(ctx context.Context, id string) (string, error) {
 	return c.Tenant, nil
 }
 
-// Chat reads one chat's metadata.
+// Chat reads one chat's metadata, from the writer's record cache when the
+// record is there.
 func (s *Store) Chat(ctx context.Context, id string) (Chat, error) {
 	var c Chat
-	err := s.get(chatKey(id), &c)
+	key := chatKey(id)
+	var err error
+	if val, ok := s.recs.get(key); ok {
+		err = decode(val, &c)
+	} else {
+		err = s.get(key, &c)
+	}
 	if err != nil {
 		return c, fmt.Errorf("chat %s: %w", id, err)
 	}

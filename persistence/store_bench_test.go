@@ -214,14 +214,46 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 // reads its chat's record (where the log ends) among every other chat's
 // keys, and writes it back. ns/op and cpu-ns/op are per append.
 func BenchmarkAppendAmongChats(b *testing.B) {
+	s, ids := amongChats(b)
+	ctx := context.Background()
+	msg := chat.Message{Role: chat.RoleAssistant, Content: "general kenobi"}
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	i := 0
+	for b.Loop() {
+		if _, err := s.Append(ctx, ids[i%len(ids)], msg); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkChatAmongChats is a read of one of 10,000 chats' records, as
+// each session starting reads its chat's.
+func BenchmarkChatAmongChats(b *testing.B) {
+	s, ids := amongChats(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := s.Chat(ctx, ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// amongChats is an in-memory store of 10,000 titled chats of one message
+// each, closed when b ends.
+func amongChats(b *testing.B) (*Store, []string) {
 	s, err := Open("", Options{InMemory: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
-	const chats = 10_000
-	ids := make([]string, chats)
+	ids := make([]string, 10_000)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("chat-%05d", i)
 		if err := s.CreateChat(ctx, Chat{ID: ids[i], Tenant: "t", Model: "m", Title: "a titled chat", CreatedAt: time.Now().UTC()}); err != nil {
@@ -231,15 +263,5 @@ func BenchmarkAppendAmongChats(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	msg := chat.Message{Role: chat.RoleAssistant, Content: "general kenobi"}
-	b.ReportAllocs()
-	cpu0 := cpuTime(b)
-	i := 0
-	for b.Loop() {
-		if _, err := s.Append(ctx, ids[i%chats], msg); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	return s, ids
 }
