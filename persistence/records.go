@@ -51,6 +51,13 @@ func (c *recordCache) put(key string, val []byte) {
 	c.store(key, val)
 }
 
+func (c *recordCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.bytes = 0
+}
+
 // store and drop are put and a removal, the lock held.
 func (c *recordCache) store(key string, val []byte) {
 	c.drop(key)

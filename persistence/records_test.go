@@ -13,11 +13,17 @@ import (
 // write that set a chat's record and then failed, a patch of the record,
 // the chat's deletion and its creation anew, and its deletion again (an
 // append then finds no record), the next append reads the record as
-// committed (its title, where the log ends), and so does Chat.
+// committed (its title, where the log ends), and so does Chat, which fails
+// once the store is closed.
 func TestAppendsReadTheCommittedRecord(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
-	defer s.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			_ = s.Close()
+		}
+	}()
 	appendOne := func(content string, wantSeq int64) {
 		t.Helper()
 		got, err := s.Append(ctx, "a", chat.Message{Role: chat.RoleAssistant, Content: content})
@@ -73,5 +79,15 @@ func TestAppendsReadTheCommittedRecord(t *testing.T) {
 	appendOne("after its deletion", 1) // a log without a record
 	if _, err := s.Chat(ctx, "a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a deleted chat's record: %v", err)
+	}
+	if err := s.CreateChat(ctx, Chat{ID: "b", Tenant: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Chat(ctx, "b"); err == nil {
+		t.Fatal("a closed store read a chat")
 	}
 }

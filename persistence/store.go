@@ -222,6 +222,7 @@ func Open(dir string, o Options) (*Store, error) {
 // database; later writes fail with ErrClosed.
 func (s *Store) Close() error {
 	s.w.close()
+	s.recs.clear() // Chat then fails on the closed database, as before the cache
 	err := s.db.Close()
 	if s.j != nil {
 		err = errors.Join(err, s.j.close(err == nil))
