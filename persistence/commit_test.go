@@ -597,8 +597,10 @@ func syncFailsThenCovers[T any](t *testing.T, r rig[T], db txns[T]) {
 	}
 }
 
-// gatedSync holds a backend's syncs: each one says it began on entered and
-// waits for release, then fails with fail if set.
+// gatedSync holds a backend's syncs: each waits for release, then fails
+// with fail if set. A sync says it began on entered while entered has room:
+// after a failed one the writer syncs again each idleSync, and a tell no
+// one reads must not hold it (and the test's close) for ever.
 type gatedSync[T any] struct {
 	txns[T]
 	entered chan struct{}
@@ -607,7 +609,10 @@ type gatedSync[T any] struct {
 }
 
 func (g *gatedSync[T]) sync() error {
-	g.entered <- struct{}{}
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
 	<-g.release
 	if g.fail != nil {
 		return g.fail
@@ -648,6 +653,10 @@ func queuedAfterSync[T any](t *testing.T, r rig[T], db txns[T]) {
 		if o := <-heard; !o.committed || !errors.Is(o.err, fail) {
 			t.Fatalf("then heard %+v, want committed with %v", o, fail)
 		}
+		// Not a measure: a few idle intervals, so that after the failed
+		// sync the writer syncs again before it closes (a gate that held
+		// the second sync hung here).
+		time.Sleep(5 * w.idleSync)
 		w.close()
 		if len(heard) != 0 {
 			t.Fatalf("then heard twice: %+v", <-heard)
