@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"hash/maphash"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/agentd/agentd/chat"
@@ -243,6 +245,96 @@ func encodeJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// appendFields appends t's fields as encodeJSON writes them, each after a
+// comma, by hand: reflection over them cost about as much as the rest of a
+// next turn's body (BenchmarkBodyNextTurn).
+func (t *wireTail) appendFields(b []byte) ([]byte, error) {
+	if t.MaxCompletionTokens != 0 {
+		b = strconv.AppendInt(append(b, `,"max_completion_tokens":`...), int64(t.MaxCompletionTokens), 10)
+	}
+	if t.MaxTokens != 0 {
+		b = strconv.AppendInt(append(b, `,"max_tokens":`...), int64(t.MaxTokens), 10)
+	}
+	if t.StreamOptions != nil {
+		b = strconv.AppendBool(append(b, `,"stream_options":{"include_usage":`...), t.StreamOptions.IncludeUsage)
+		b = append(b, '}')
+	}
+	var err error
+	if t.Temperature != nil {
+		if b, err = appendJSONFloat(append(b, `,"temperature":`...), *t.Temperature); err != nil {
+			return nil, err
+		}
+	}
+	if t.TopP != nil {
+		if b, err = appendJSONFloat(append(b, `,"top_p":`...), *t.TopP); err != nil {
+			return nil, err
+		}
+	}
+	if len(t.Stop) > 0 {
+		sep := byte('[')
+		b = append(b, `,"stop":`...)
+		for _, s := range t.Stop {
+			b, sep = append(b, sep), ','
+			if b, err = appendJSONString(b, s); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if t.ReasoningEffort != "" {
+		if b, err = appendJSONString(append(b, `,"reasoning_effort":`...), t.ReasoningEffort); err != nil {
+			return nil, err
+		}
+	}
+	if t.PromptCacheKey != "" {
+		if b, err = appendJSONString(append(b, `,"prompt_cache_key":`...), t.PromptCacheKey); err != nil {
+			return nil, err
+		}
+	}
+	if t.CachePrompt {
+		b = append(b, `,"cache_prompt":true`...)
+	}
+	if t.IDSlot != nil {
+		b = strconv.AppendInt(append(b, `,"id_slot":`...), *t.IDSlot, 10)
+	}
+	if t.ParallelToolCalls != nil {
+		b = strconv.AppendBool(append(b, `,"parallel_tool_calls":`...), *t.ParallelToolCalls)
+	}
+	return b, nil
+}
+
+// appendJSONString appends s quoted as encodeJSON writes it: as it is when
+// nothing in it needs escaping (printable ASCII, no quote or backslash),
+// else by encodeJSON.
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			enc, err := encodeJSON(s)
+			return append(b, enc...), err
+		}
+	}
+	return append(append(append(b, '"'), s...), '"'), nil
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64 (ES6 number
+// form: exponent only below 1e-6 or from 1e21, without a leading zero).
+func appendJSONFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		_, err := encodeJSON(f) // its error, worded as before
+		return nil, err
+	}
+	abs, format := math.Abs(f), byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1] // e-09 is e-9
+		b = b[:n-1]
+	}
+	return b, nil
+}
+
 func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
 	out := make([]wireTool, len(specs))
 	for i, t := range specs {
@@ -277,22 +369,18 @@ func (c *Client) body(dst []byte, req providers.Request) ([]byte, error) {
 		}
 		tools = cb.tools.enc
 	}
-	model, err := encodeJSON(req.Model)
+	b := slices.Grow(dst, 256+len(req.Model)+len(cb.joined)+len(tools))
+	b, err = appendJSONString(append(b, `{"stream":true,"model":`...), req.Model)
 	if err != nil {
 		return nil, err
 	}
-	tail, err := encodeJSON(c.tail(req))
-	if err != nil {
-		return nil, err
-	}
-	b := slices.Grow(dst, 64+len(model)+len(cb.joined)+len(tools)+len(tail))
-	b = append(append(append(b, `{"stream":true,"model":`...), model...), `,"messages":[`...)
-	b = append(append(b, cb.joined...), ']')
+	b = append(append(append(b, `,"messages":[`...), cb.joined...), ']')
 	if tools != nil {
 		b = append(append(b, `,"tools":`...), tools...)
 	}
-	if len(tail) > 2 {
-		b = append(append(b, ','), tail[1:len(tail)-1]...)
+	t := c.tail(req)
+	if b, err = t.appendFields(b); err != nil {
+		return nil, err
 	}
 	c.enc.keep(cb)
 	return append(b, '}'), nil
