@@ -173,3 +173,23 @@ func BenchmarkPlanNextTurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompactTurnUnderPressure is the in-turn safety net's check of a
+// 32K chat's next turn under context pressure with nothing in its live
+// turn to cut: 300 kept messages, the live turn the newest.
+func BenchmarkCompactTurnUnderPressure(b *testing.B) {
+	var k Kept
+	k.Append(chat100K()[:300]...)
+	ms := k.Msgs()
+	start := len(ms) - 1
+	for ms[start].Role != User {
+		start--
+	}
+	bud := NewBudget(32768, 2000, 3000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, rep := CompactTurn(ms, k.Conservative(), start, 2000, bud.Window-bud.Answer); rep.Targets > 0 {
+			b.Fatalf("cut %d messages", rep.Targets)
+		}
+	}
+}

@@ -70,11 +70,13 @@ type CompactReport struct {
 // never touched. ms is not modified. Only the live turn is worked on: when
 // nothing in it changes (no picture stripped, no text cut), the result is
 // ms itself, so a chat under pressure with nothing to cut copies nothing.
-func CompactTurn(ms []Msg, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
+// conservative is ConservativeTokens(ms), known already (Kept.Conservative
+// of the kept messages): the messages before the live turn are not read.
+func CompactTurn(ms []Msg, conservative, turnStart, fixed, inputBudget int) ([]Msg, CompactReport) {
 	turnStart = min(max(turnStart, 0), len(ms))
-	before := fixed + ConservativeTokens(ms[:turnStart]) // what the live turn's cuts never change
 	live := ms[turnStart:]
-	rep := CompactReport{Before: before + ConservativeTokens(live)}
+	rep := CompactReport{Before: fixed + conservative}
+	before := rep.Before - ConservativeTokens(live) // what the live turn's cuts never change
 	copied := false
 	edit := func() {
 		if !copied {

@@ -29,7 +29,7 @@ func TestCompactTurnReachesTheTargetAndProtectsWhatItMust(t *testing.T) {
 	if !NeedsCompaction(ConservativeTokens(ms), 300, 0, budget) {
 		t.Fatal("a 40×20 KB turn does not trigger compaction on an 8K window")
 	}
-	out, rep := CompactTurn(ms, 0, 300, budget)
+	out, rep := CompactTurn(ms, ConservativeTokens(ms), 0, 300, budget)
 	// The three protected results alone pass the target here, so every other
 	// result is cut to the least it keeps; the request's fit is then the fold
 	// plan's job (Plan shortens protected texts too).
@@ -63,7 +63,7 @@ func TestCompactTurnMeetsAReachableTarget(t *testing.T) {
 	if !NeedsCompaction(ConservativeTokens(ms), 300, 0, budget/2) {
 		t.Fatal("no trigger")
 	}
-	_, rep := CompactTurn(ms, 0, 300, budget/2)
+	_, rep := CompactTurn(ms, ConservativeTokens(ms), 0, 300, budget/2)
 	if rep.After > int(CompactTarget*budget/2) {
 		t.Fatalf("after %d, target %d", rep.After, int(CompactTarget*budget/2))
 	}
@@ -87,7 +87,7 @@ func TestCompactTurnProperties(t *testing.T) {
 		ms := monsterTurn(n, size)
 		orig := make([]Msg, len(ms))
 		copy(orig, ms)
-		out, rep := CompactTurn(ms, 0, 100, budget)
+		out, rep := CompactTurn(ms, ConservativeTokens(ms), 0, 100, budget)
 		if !reflect.DeepEqual(ms, orig) {
 			t.Fatal("input modified")
 		}
@@ -185,7 +185,7 @@ func TestCompactTurnEqualsTheWholeClone(t *testing.T) {
 		budget := rapid.IntRange(500, 100_000).Draw(t, "budget")
 		orig := slices.Clone(ms)
 		want, wantRep := compactTurnWhole(ms, start, fixed, budget)
-		got, rep := CompactTurn(ms, start, fixed, budget)
+		got, rep := CompactTurn(ms, ConservativeTokens(ms), start, fixed, budget)
 		if !reflect.DeepEqual(ms, orig) {
 			t.Fatal("input modified")
 		}

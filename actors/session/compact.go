@@ -101,7 +101,7 @@ func (s *session) compactLive(t *turn, p *planned) ([]window.Msg, bool) {
 		return ms, false
 	}
 	fixed := b.System + b.Tools
-	out, rep := window.CompactTurn(ms, start, fixed, b.Window-b.Answer)
+	out, rep := window.CompactTurn(ms, p.conservative, start, fixed, b.Window-b.Answer)
 	changed := rep.Targets > 0 || rep.ImagesStripped > 0
 	if t.state != "" {
 		if !changed { // out is the kept messages themselves
