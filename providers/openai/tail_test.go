@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -27,6 +28,14 @@ func TestTailAppendsAsEncoded(t *testing.T) {
 		"one empty stop":     {Stop: []string{""}},
 		"empty stop list":    {Stop: []string{}},
 		"parallel calls set": {ParallelToolCalls: new(true)},
+	}
+	// A field added to wireTail and not to appendFields fails here: the
+	// case "everything" must set every one.
+	all := reflect.ValueOf(cases["everything"])
+	for i := range all.NumField() {
+		if all.Field(i).IsZero() {
+			t.Fatalf("the case \"everything\" leaves wireTail.%s unset", all.Type().Field(i).Name)
+		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 500 {
