@@ -97,10 +97,41 @@ func BenchmarkPlanCutsLongMessage(b *testing.B) {
 }
 
 // BenchmarkAssembleNextTurn is a 32K chat's next request: about 300
-// kept messages of tool-using turns and one turn more each time, starting
-// again every 50 turns (not timed); from scratch (AssembleInto, what a turn did
-// before) and going on from the last assembly (Kept.Assemble).
+// kept messages of tool-using turns and one turn more each time
+// (nextTurns); from scratch (AssembleInto, what a turn did before) and
+// going on from the last assembly (Kept.Assemble).
 func BenchmarkAssembleNextTurn(b *testing.B) {
+	var dst []Msg
+	nextTurns(b, func(k *Kept, kept bool) {
+		plan := PlanResult{FirstKept: k.msgs[0].Seq, Stale: StaleExchanges}
+		if kept {
+			_, _ = k.Assemble(plan, "s", "")
+		} else {
+			dst = AssembleInto(dst, AssembleInput{Msgs: k.Msgs(), Plan: plan, Summary: "s"})
+		}
+	})
+}
+
+// BenchmarkPlanNextTurn is BenchmarkAssembleNextTurn's turns planned on a
+// 32K window: from scratch (Plan) and going on from the last scan
+// (Kept.Plan).
+func BenchmarkPlanNextTurn(b *testing.B) {
+	bud := NewBudget(32768, 2000, 3000)
+	nextTurns(b, func(k *Kept, kept bool) {
+		in := PlanInput{Budget: bud, Summary: "s"}
+		if kept {
+			_ = k.Plan(in)
+		} else {
+			in.Msgs = k.Msgs()
+			_ = Plan(in)
+		}
+	})
+}
+
+// nextTurns runs turn, from scratch and kept, on a chat's kept messages
+// of tool-using turns with one turn more each time, starting again every
+// 50 turns (not timed).
+func nextTurns(b *testing.B, turn func(k *Kept, kept bool)) {
 	all := chat100K()[:3000]
 	var users []int // where each turn starts
 	for i, m := range all {
@@ -111,7 +142,6 @@ func BenchmarkAssembleNextTurn(b *testing.B) {
 	for _, kept := range []bool{false, true} {
 		b.Run(map[bool]string{false: "scratch", true: "kept"}[kept], func(b *testing.B) {
 			var k Kept
-			var dst []Msg
 			t := 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -124,51 +154,7 @@ func BenchmarkAssembleNextTurn(b *testing.B) {
 				}
 				k.Append(all[users[t]:users[t+1]]...)
 				t++
-				plan := PlanResult{FirstKept: k.msgs[0].Seq, Stale: StaleExchanges}
-				if kept {
-					_, _ = k.Assemble(plan, "s", "")
-				} else {
-					dst = AssembleInto(dst, AssembleInput{Msgs: k.Msgs(), Plan: plan, Summary: "s"})
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkPlanNextTurn is BenchmarkAssembleNextTurn's turns planned on a
-// 32K window: from scratch (Plan) and going on from the last scan
-// (Kept.Plan).
-func BenchmarkPlanNextTurn(b *testing.B) {
-	all := chat100K()[:3000]
-	var users []int
-	for i, m := range all {
-		if m.Role == User && i >= 300 {
-			users = append(users, i)
-		}
-	}
-	bud := NewBudget(32768, 2000, 3000)
-	for _, kept := range []bool{false, true} {
-		b.Run(map[bool]string{false: "scratch", true: "kept"}[kept], func(b *testing.B) {
-			var k Kept
-			t := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				if t%50 == 0 { // the fold's own cost is not the turn's
-					b.StopTimer()
-					k = Kept{}
-					k.Append(all[:users[0]]...)
-					t = 0
-					b.StartTimer()
-				}
-				k.Append(all[users[t]:users[t+1]]...)
-				t++
-				in := PlanInput{Budget: bud, Summary: "s"}
-				if kept {
-					_ = k.Plan(in)
-				} else {
-					in.Msgs = k.Msgs()
-					_ = Plan(in)
-				}
+				turn(&k, kept)
 			}
 		})
 	}

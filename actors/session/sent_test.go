@@ -23,21 +23,7 @@ func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
 		seq := int64(0)
 		add := func() {
 			seq++
-			m := chat.Message{Seq: seq, Content: fmt.Sprintf("message %d", seq)}
-			switch rapid.IntRange(0, 3).Draw(rt, "role") {
-			case 0:
-				m.Role = chat.RoleUser
-				if rapid.Bool().Draw(rt, "picture") {
-					m.Images = []chat.Image{{MediaType: "image/png", Data: []byte{1, 2}}}
-				}
-			case 1:
-				m.Role, m.Thinking, m.ThinkingSignature = chat.RoleAssistant, "hmm", "sig"
-			case 2:
-				m.Role, m.ToolCalls = chat.RoleAssistant, []chat.ToolCall{{ID: fmt.Sprintf("c%d", seq), Name: "read", Arguments: `{"n":1}`}}
-			default:
-				m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d", seq-1), "read"
-			}
-			s.msgs = append(s.msgs, m)
+			s.msgs = append(s.msgs, drawMessage(rt, seq, true, false))
 		}
 		for range rapid.IntRange(1, 8).Draw(rt, "first") {
 			add()
@@ -84,6 +70,30 @@ func TestFromWindowKeptEqualsAFreshConversion(t *testing.T) {
 	})
 }
 
+// drawMessage draws a chat's message seq: a person's (with a picture, when
+// pictures draws one), an answer with thinking, a call, or the call's
+// result (longer than window.StaleChars, when long draws it).
+func drawMessage(rt *rapid.T, seq int64, pictures, long bool) chat.Message {
+	m := chat.Message{Seq: seq, Content: fmt.Sprintf("message %d", seq)}
+	switch rapid.IntRange(0, 3).Draw(rt, "role") {
+	case 0:
+		m.Role = chat.RoleUser
+		if pictures && rapid.Bool().Draw(rt, "picture") {
+			m.Images = []chat.Image{{MediaType: "image/png", Data: []byte{1, 2}}}
+		}
+	case 1:
+		m.Role, m.Thinking, m.ThinkingSignature = chat.RoleAssistant, "hmm", "sig"
+	case 2:
+		m.Role, m.ToolCalls = chat.RoleAssistant, []chat.ToolCall{{ID: fmt.Sprintf("c%d", seq), Name: "read", Arguments: `{"n":1}`}}
+	default:
+		m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d", seq-1), "read"
+		if long && rapid.Bool().Draw(rt, "long") {
+			m.Content = strings.Repeat("r", window.StaleChars+1)
+		}
+	}
+	return m
+}
+
 // TestKeptRequestEqualsAFreshOne: as a chat grows (results long enough to
 // stub among its messages), folds, and converts another assembly between
 // its requests (a fold's prefix), each plan and request (with runs of
@@ -95,21 +105,7 @@ func TestKeptRequestEqualsAFreshOne(t *testing.T) {
 		seq := int64(0)
 		add := func() chat.Message {
 			seq++
-			m := chat.Message{Seq: seq, Content: fmt.Sprintf("message %d", seq)}
-			switch rapid.IntRange(0, 3).Draw(rt, "role") {
-			case 0:
-				m.Role = chat.RoleUser
-			case 1:
-				m.Role, m.Thinking, m.ThinkingSignature = chat.RoleAssistant, "hmm", "sig"
-			case 2:
-				m.Role, m.ToolCalls = chat.RoleAssistant, []chat.ToolCall{{ID: fmt.Sprintf("c%d", seq), Name: "read", Arguments: `{"n":1}`}}
-			default:
-				m.Role, m.ToolCallID, m.ToolName = chat.RoleTool, fmt.Sprintf("c%d", seq-1), "read"
-				if rapid.Bool().Draw(rt, "long") {
-					m.Content = strings.Repeat("r", window.StaleChars+1)
-				}
-			}
-			return m
+			return drawMessage(rt, seq, false, true)
 		}
 		for step := range rapid.IntRange(1, 14).Draw(rt, "steps") {
 			var ms []chat.Message

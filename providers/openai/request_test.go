@@ -223,21 +223,7 @@ func TestCachedBytesAreAFreshEncode(t *testing.T) {
 		req := drawRequest(rt)
 		req.CacheKey = "chat-1"
 		for step := range 6 {
-			fresh, err := New(Config{Company: "deepseek", BaseURL: "http://127.0.0.1:1/v1"})
-			if err != nil {
-				rt.Fatal(err)
-			}
-			got, err := c.body(nil, req)
-			if err != nil {
-				rt.Fatalf("body: %v", err)
-			}
-			want, err := fresh.body(nil, req)
-			if err != nil {
-				rt.Fatalf("fresh body: %v", err)
-			}
-			if string(got) != string(want) {
-				rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
-			}
+			bodyIsFresh(rt, c, "deepseek", req, step)
 			msgs := append([]chat.Message(nil), req.Messages...)
 			switch rapid.IntRange(0, 4).Draw(rt, "change") {
 			case 0: // a new exchange
@@ -278,21 +264,7 @@ func TestGrownLogInOneArrayIsAFreshEncode(t *testing.T) {
 				n := len(all)
 				for step := range 8 {
 					req.Messages = all[:n:n] // each request capped, as fromWindow hands them out
-					fresh, err := New(Config{Company: company, BaseURL: "http://127.0.0.1:1/v1"})
-					if err != nil {
-						rt.Fatal(err)
-					}
-					got, err := c.body(nil, req)
-					if err != nil {
-						rt.Fatalf("body: %v", err)
-					}
-					want, err := fresh.body(nil, req)
-					if err != nil {
-						rt.Fatalf("fresh body: %v", err)
-					}
-					if string(got) != string(want) {
-						rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
-					}
+					bodyIsFresh(rt, c, company, req, step)
 					if rapid.IntRange(0, 5).Draw(rt, "fold") == 0 {
 						all = slices.Grow(slices.Clone(all[rapid.IntRange(0, n-1).Draw(rt, "from"):n]), 64)
 						n = len(all)
@@ -306,6 +278,26 @@ func TestGrownLogInOneArrayIsAFreshEncode(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// bodyIsFresh fails rt unless c's body of req, from what c keeps, is the
+// body a client of company with nothing kept writes.
+func bodyIsFresh(rt *rapid.T, c *Client, company string, req providers.Request, step int) {
+	fresh, err := New(Config{Company: company, BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	got, err := c.body(nil, req)
+	if err != nil {
+		rt.Fatalf("body: %v", err)
+	}
+	want, err := fresh.body(nil, req)
+	if err != nil {
+		rt.Fatalf("fresh body: %v", err)
+	}
+	if string(got) != string(want) {
+		rt.Fatalf("step %d: kept bytes give\n%s\na fresh encode\n%s", step, got, want)
 	}
 }
 
