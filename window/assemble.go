@@ -69,12 +69,10 @@ type resume struct {
 
 // assembleFrom is AssembleInto of kept from at on, dst[:at.out] holding
 // what kept[:at.in] assembles to. It returns the point the next assembly
-// of kept grown by more messages (with the same plan) can go on from: the
-// person's message that opens the newest Stale exchanges, when every call
-// before it found its result before it. Before that point nothing later
-// messages bring changes the output: results there are stale already, a
-// refused exchange reaches back only to its person's message, and no call
-// waits for a result.
+// of kept grown by more messages (with the same plan) can go on from
+// (resumesAt): before it, results are stale already, a refused exchange
+// reaches back only to its person's message, and no call waits for a
+// result.
 func assembleFrom(dst, kept []Msg, in AssembleInput, at resume) ([]Msg, resume) {
 	stale := staleBefore(kept, in.Plan.Stale)
 	rest := kept[at.in:]
@@ -86,7 +84,7 @@ func assembleFrom(dst, kept []Msg, in AssembleInput, at resume) ([]Msg, resume) 
 	var next resume
 	lastResult, missing := -1, false // of the calls placed so far
 	for i := range rest {
-		if at.in+i == stale && stale > 0 && lastResult < i && !missing {
+		if resumesAt(at.in+i, stale, at.in+lastResult, missing) {
 			next = resume{in: stale, out: len(out), framed: framed}
 		}
 		if done[i] {

@@ -262,10 +262,7 @@ func scanMsgs(ms []Msg, stale int) *scan {
 
 // scanFrom scans ms from index at on, sc holding the scan of ms[:at] (at
 // is 0 or an earlier scan's next). It sets next, the index a scan of ms
-// grown by more messages can go on from: the person's message opening
-// the newest Stale exchanges, when every call before it found its result
-// before it. Nothing later messages bring changes what is before it: its
-// long results are stubbed already, and no call there waits for a result.
+// grown by more messages can go on from (resumesAt).
 func (sc *scan) scanFrom(ms []Msg, stale, at int) {
 	sc.tokens, sc.byts, sc.lastUser, sc.next = 0, 0, -1, 0
 	b := len(sc.bounds)
@@ -289,7 +286,7 @@ func (sc *scan) scanFrom(ms []Msg, stale, at int) {
 	blockedUntil, missing := -1, false // the latest result of a call seen so far; a call without one
 	for i := at; i < len(ms); i++ {
 		m := &ms[i]
-		if i == sc.stale && i > 0 && blockedUntil < i && !missing {
+		if resumesAt(i, sc.stale, blockedUntil, missing) {
 			sc.next = i
 		}
 		if m.Role == User {
@@ -323,6 +320,15 @@ func (sc *scan) scanFrom(ms []Msg, stale, at int) {
 		sc.tokens += cost
 		sc.byts += msgBytes(m)
 	}
+}
+
+// resumesAt reports whether a scan or an assembly of kept messages, grown
+// by more, can go on from index i: the person's message that opens the
+// newest stale exchanges (stale), when every call before it found its
+// result before it (latest: the latest of those results; missing: one
+// found none). Nothing later messages bring changes what is before it.
+func resumesAt(i, stale, latest int, missing bool) bool {
+	return i == stale && i > 0 && latest < i && !missing
 }
 
 // truncateFrom drops the indexes from at on of an ascending list.
