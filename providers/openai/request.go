@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"hash/maphash"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -316,23 +315,14 @@ func appendJSONString(b []byte, s string) ([]byte, error) {
 	return append(append(append(b, '"'), s...), '"'), nil
 }
 
-// appendJSONFloat appends f as encoding/json writes a float64 (ES6 number
-// form: exponent only below 1e-6 or from 1e21, without a leading zero).
+// appendJSONFloat appends f as encodeJSON writes it. A setting (a
+// temperature, top_p) is rare enough that its encoding is not hand-written.
 func appendJSONFloat(b []byte, f float64) ([]byte, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		_, err := encodeJSON(f) // its error, worded as before
+	enc, err := encodeJSON(f)
+	if err != nil {
 		return nil, err
 	}
-	abs, format := math.Abs(f), byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-		b[n-2] = b[n-1] // e-09 is e-9
-		b = b[:n-1]
-	}
-	return b, nil
+	return append(b, enc...), nil
 }
 
 func encodeTools(specs []chat.ToolSpec) ([]byte, error) {
